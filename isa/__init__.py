@@ -1,0 +1,42 @@
+"""npusim's instruction set: the one contract between the compiler and the simulator."""
+
+from .dtypes import INT_RANGE, UNIT_QUEUES, DType, Queue, Space
+from .errors import (
+    ArchError,
+    AsmSyntaxError,
+    DeadlockError,
+    EncodingError,
+    IsaError,
+    NpuSimError,
+    SimulationError,
+    VerifyError,
+)
+from .instructions import (
+    Act,
+    Barrier,
+    BinOp,
+    DmaCopy,
+    DmaFill,
+    Halt,
+    Instr,
+    MatMul,
+    Opcode,
+    Pad,
+    Reduce,
+    SemOp,
+    Sync,
+    VecBinary,
+    VecConvert,
+    VecRequant,
+    VecUnary,
+    reduction_dims,
+)
+from .program import Program, ProgramConfig, Region, SemDecl
+from .view import View
+
+__all__ = [
+    "Act", "ArchError", "AsmSyntaxError", "Barrier", "BinOp", "DType", "DeadlockError", "DmaCopy", "DmaFill",
+    "EncodingError", "Halt", "INT_RANGE", "Instr", "IsaError", "MatMul", "NpuSimError", "Opcode", "Pad", "Program",
+    "ProgramConfig", "Queue", "Reduce", "Region", "SemDecl", "SemOp", "SimulationError", "Space", "Sync",
+    "UNIT_QUEUES", "VecBinary", "VecConvert", "VecRequant", "VecUnary", "VerifyError", "View", "reduction_dims",
+]

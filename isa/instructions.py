@@ -1,0 +1,557 @@
+"""The instruction set: one frozen dataclass per instruction kind.
+
+Every instruction may carry semaphore operations: ``waits`` are acquired all-or-nothing when the instruction issues
+from the head of its queue, ``signals`` are applied when it retires (when its writes become visible). At most four
+semaphore operations per instruction (they share the four sync slots of the binary encoding).
+
+Semantics are written per class; ``docs/isa.md`` has the table generated from this module.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from .dtypes import INT_RANGE, DType, Queue, Space
+from .errors import IsaError
+from .view import MAX_DIMS, MAX_EXTENT, NAME_CHARS, View
+
+MAX_SYNC_SLOTS = 4
+MAX_SEM_COUNT = 127
+MAX_PAD = 15
+
+
+class Opcode(enum.IntEnum):
+    """Binary opcodes (byte 0 of an encoded instruction)."""
+
+    COPY = 1
+    FILL = 2
+    MM = 3
+    BIN = 4
+    UNARY = 5
+    CVT = 6
+    RQ = 7
+    SYNC = 8
+    BARRIER = 9
+    HALT = 10
+
+
+class BinOp(enum.IntEnum):
+    """Element-wise binary operations of the vector unit. Integer-only: shl, shr, and, or, xor. Float-only: div."""
+
+    ADD = 0
+    SUB = 1
+    MUL = 2
+    DIV = 3
+    MIN = 4
+    MAX = 5
+    SHL = 6
+    SHR = 7
+    AND = 8
+    OR = 9
+    XOR = 10
+    CMPGT = 11
+    CMPEQ = 12
+
+
+INT_ONLY_BINOPS = frozenset({BinOp.SHL, BinOp.SHR, BinOp.AND, BinOp.OR, BinOp.XOR})
+FLOAT_ONLY_BINOPS = frozenset({BinOp.DIV})
+
+
+class Act(enum.IntEnum):
+    """Unary functions of the vector unit. The transcendental ones need a float source."""
+
+    MOV = 0
+    RELU = 1
+    CLAMP = 2
+    ABS = 3
+    NEG = 4
+    EXP = 5
+    LOG = 6
+    RECIP = 7
+    SQRT = 8
+    RSQRT = 9
+    SIGMOID = 10
+    TANH = 11
+    GELU = 12
+    ERF = 13
+
+
+FLOAT_ONLY_ACTS = frozenset({Act.EXP, Act.LOG, Act.RECIP, Act.SQRT, Act.RSQRT, Act.SIGMOID, Act.TANH, Act.GELU,
+                             Act.ERF})
+
+
+class Reduce(enum.IntEnum):
+    """How values meeting in one destination element (a dimension with destination stride 0) combine."""
+
+    NONE = 0
+    SUM = 1
+    MAX = 2
+    MIN = 3
+
+
+@dataclass(frozen=True, slots=True)
+class SemOp:
+    """``name*count``: wait for (acquire) or signal (release) ``count`` tokens of a counting semaphore."""
+
+    name: str
+    count: int = 1
+
+    def __post_init__(self) -> None:
+        if not self.name or any(c not in NAME_CHARS for c in self.name):
+            raise IsaError(f"semaphore name must be letters, digits and '_', not {self.name!r}")
+        if not 1 <= self.count <= MAX_SEM_COUNT:
+            raise IsaError(f"semaphore count must be in [1, {MAX_SEM_COUNT}], not {self.count}")
+
+
+@dataclass(frozen=True, slots=True)
+class Pad:
+    """Padding of one DMA dimension: destination index i reads source index i - lo; i < lo or i >= e - hi read fill."""
+
+    dim: int
+    lo: int
+    hi: int
+
+
+def _check_shape(shape: tuple[int, ...], max_dims: int = MAX_DIMS) -> None:
+    if not 1 <= len(shape) <= max_dims:
+        raise IsaError(f"shape must have 1 to {max_dims} dimensions, not {len(shape)}")
+    for e in shape:
+        if not 1 <= e <= MAX_EXTENT:
+            raise IsaError(f"shape extents must be in [1, {MAX_EXTENT}], not {e}")
+
+
+def _check_view(v: View, ndim: int, role: str, spaces: tuple[Space, ...] = (Space.SPM, Space.ACC)) -> None:
+    if not isinstance(v, View):
+        raise IsaError(f"operand {role} must be a View, not {v!r}")
+    if v.space not in spaces:
+        allowed = "/".join(s.text for s in spaces)
+        raise IsaError(f"operand {role} must be in {allowed}, not {v.space.text}")
+    if len(v.strides) != ndim:
+        raise IsaError(f"operand {role} must have {ndim} strides (one per shape dimension), not {len(v.strides)}")
+
+
+def _canon_value(value: int | float, dtype: DType, role: str) -> int | float:
+    """An immediate as the exact value its dtype holds: float32-rounded for floats, range-checked for ints."""
+    if dtype.is_float:
+        return float(np.float32(value))
+    if isinstance(value, float) and not value.is_integer():
+        raise IsaError(f"{role} must be an integer for {dtype.text}, not {value!r}")
+    lo, hi = INT_RANGE[dtype]
+    if not lo <= int(value) <= hi:
+        raise IsaError(f"{role} must be in [{lo}, {hi}] for {dtype.text}, not {value}")
+    return int(value)
+
+
+def reduction_dims(shape: tuple[int, ...], dst: View) -> tuple[int, ...]:
+    """Dimensions whose values meet in one destination element: destination stride 0 and extent > 1."""
+    return tuple(i for i, (e, s) in enumerate(zip(shape, dst.strides)) if s == 0 and e > 1)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Instr:
+    """Common part of every instruction: the semaphore operations."""
+
+    waits: tuple[SemOp, ...] = ()
+    signals: tuple[SemOp, ...] = ()
+    opcode: ClassVar[Opcode]
+
+    def __post_init__(self) -> None:
+        if len(self.waits) + len(self.signals) > MAX_SYNC_SLOTS:
+            raise IsaError(f"an instruction has at most {MAX_SYNC_SLOTS} waits and signals in all, "
+                           f"not {len(self.waits) + len(self.signals)} (split them with a .sync instruction)")
+        for ops in (self.waits, self.signals):
+            names = [o.name for o in ops]
+            if len(set(names)) != len(names):
+                raise IsaError(f"a semaphore may appear once among the waits and once among the signals: {names}")
+
+    @property
+    def queue(self) -> Queue:
+        raise NotImplementedError
+
+    def views(self) -> tuple[tuple[str, View, tuple[tuple[int, int], ...]], ...]:
+        """(role, view, extra (extent, stride) pairs) of every operand, for bounds and footprint checks."""
+        return ()
+
+    def __str__(self) -> str:
+        from .asm import format_instr
+
+        return format_instr(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DmaCopy(Instr):
+    """``dma.ld|dma.st shape[..] dst=V src=V [pad{d:lo/hi,..} fill=X]``: element-wise copy, no type change.
+
+    Any direction between DRAM, SPM and ACC. Source and destination dtypes must have the same size (bytes are
+    copied as they are). Padded dimensions read ``fill`` outside the source: the source covers ``e - lo - hi``
+    elements of such a dimension. A source stride of 0 broadcasts.
+    """
+
+    queue: Queue
+    shape: tuple[int, ...]
+    dst: View
+    src: View
+    pad: tuple[Pad, ...] = ()
+    fill: int | float = 0
+    opcode: ClassVar[Opcode] = Opcode.COPY
+
+    def __post_init__(self) -> None:
+        Instr.__post_init__(self)
+        if self.queue not in (Queue.DMA_LD, Queue.DMA_ST):
+            raise IsaError(f"a DMA instruction goes to dma.ld or dma.st, not {self.queue.text}")
+        _check_shape(self.shape)
+        spaces = (Space.DRAM, Space.SPM, Space.ACC)
+        _check_view(self.dst, len(self.shape), "dst", spaces)
+        _check_view(self.src, len(self.shape), "src", spaces)
+        if self.dst.dtype.size != self.src.dtype.size:
+            raise IsaError(f"DMA copies bytes: dst and src dtypes must have the same size, not "
+                           f"{self.dst.dtype.text} and {self.src.dtype.text} (use vpu.cvt to convert)")
+        seen = set()
+        for p in self.pad:
+            if not 0 <= p.dim < len(self.shape) or p.dim in seen:
+                raise IsaError(f"pad dimension must be a distinct dimension in [0, {len(self.shape)}), not {p.dim}")
+            seen.add(p.dim)
+            if not (0 <= p.lo <= MAX_PAD and 0 <= p.hi <= MAX_PAD):
+                raise IsaError(f"pad amounts must be in [0, {MAX_PAD}], not {p.lo}/{p.hi}")
+            if p.lo + p.hi > self.shape[p.dim]:
+                raise IsaError(f"pad {p.lo}/{p.hi} exceeds extent {self.shape[p.dim]} of dimension {p.dim}")
+        object.__setattr__(self, "pad", tuple(sorted(self.pad, key=lambda p: p.dim)))
+        object.__setattr__(self, "fill", _canon_value(self.fill, self.dst.dtype, "fill"))
+
+    @property
+    def src_shape(self) -> tuple[int, ...]:
+        """Extents of the source: the shape less the padding."""
+        if not self.pad:
+            return self.shape
+        shape = list(self.shape)
+        for p in self.pad:
+            shape[p.dim] -= p.lo + p.hi
+        return tuple(shape)
+
+    def views(self):
+        return (("dst", self.dst, ()), ("src", self.src, ())) if all(self.src_shape) else (("dst", self.dst, ()),)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DmaFill(Instr):
+    """``dma.ld.fill|dma.st.fill shape[..] dst=V value=X``: write ``value`` to every destination element."""
+
+    queue: Queue
+    shape: tuple[int, ...]
+    dst: View
+    value: int | float = 0
+    opcode: ClassVar[Opcode] = Opcode.FILL
+
+    def __post_init__(self) -> None:
+        Instr.__post_init__(self)
+        if self.queue not in (Queue.DMA_LD, Queue.DMA_ST):
+            raise IsaError(f"a DMA instruction goes to dma.ld or dma.st, not {self.queue.text}")
+        _check_shape(self.shape)
+        _check_view(self.dst, len(self.shape), "dst", (Space.DRAM, Space.SPM, Space.ACC))
+        object.__setattr__(self, "value", _canon_value(self.value, self.dst.dtype, "value"))
+
+    def views(self):
+        return (("dst", self.dst, ()),)
+
+
+MXU_INT = (DType.I8, DType.U8)
+MXU_FLOAT = (DType.F16, DType.BF16, DType.F32)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MatMul(Instr):
+    """``mxu.mm[.z] shape[..] m=M k=K n=N acc=V acc.row=R a=V a.row=R b=V``: tiled matmul into the accumulator.
+
+    For each loop point p and row r < m, column j < n:
+    ``ACC[acc(p) + r*acc.row + 4j] += sum_{q<k} A[a(p) + r*a.row + q*es] * B[b(p) + (q*n + j)*es]``.
+    A rows hold k contiguous elements; the B tile is k x n, row-major and contiguous. Loop dimensions with an acc
+    stride of 0 reduce into the same rows. ``.z`` first zeroes every accumulator element the instruction touches.
+    Operands i8/u8 accumulate in i32 (two's complement wrap); f16/bf16/f32 accumulate in f32 (see docs/isa.md).
+    """
+
+    shape: tuple[int, ...]
+    m: int
+    k: int
+    n: int
+    acc: View
+    acc_row: int
+    a: View
+    a_row: int
+    b: View
+    zero: bool = False
+    opcode: ClassVar[Opcode] = Opcode.MM
+
+    def __post_init__(self) -> None:
+        Instr.__post_init__(self)
+        _check_shape(self.shape, 4)
+        nd = len(self.shape)
+        _check_view(self.acc, nd, "acc", (Space.ACC,))
+        _check_view(self.a, nd, "a", (Space.SPM,))
+        _check_view(self.b, nd, "b", (Space.SPM,))
+        if not 1 <= self.m <= MAX_EXTENT:
+            raise IsaError(f"m must be in [1, {MAX_EXTENT}], not {self.m}")
+        for name in ("k", "n"):
+            if not 1 <= getattr(self, name) <= 255:
+                raise IsaError(f"{name} must be in [1, 255], not {getattr(self, name)}")
+        for name in ("acc_row", "a_row"):
+            if not -(2**31) <= getattr(self, name) < 2**31:
+                raise IsaError(f"{name} must fit in a signed 32-bit integer")
+        a, b, acc = self.a.dtype, self.b.dtype, self.acc.dtype
+        if a in MXU_INT and b in MXU_INT:
+            want = DType.I32
+        elif a in MXU_FLOAT and a == b:
+            want = DType.F32
+        else:
+            raise IsaError(f"mxu.mm operands must be i8/u8 x i8/u8 or one of f16/bf16/f32 on both, not "
+                           f"{a.text} x {b.text}")
+        if acc is not want:
+            raise IsaError(f"mxu.mm with {a.text} operands accumulates in {want.text}, not {acc.text}")
+
+    @property
+    def queue(self) -> Queue:
+        return Queue.MXU
+
+    @property
+    def macs(self) -> int:
+        """Multiply-accumulates performed (useful work, not array slots)."""
+        return math.prod(self.shape) * self.m * self.k * self.n
+
+    def views(self):
+        es = self.a.dtype.size
+        return (("acc", self.acc, ((self.m, self.acc_row), (self.n, 4))),
+                ("a", self.a, ((self.m, self.a_row), (self.k, es))),
+                ("b", self.b, ((self.k * self.n, es),)))
+
+
+def _check_reduce(shape, dst: View, reduce: Reduce, zero: bool, what: str) -> None:
+    red = reduction_dims(shape, dst)
+    if red and reduce is Reduce.NONE:
+        raise IsaError(f"{what}: dst stride 0 on dimension {red[0]} (extent {shape[red[0]]}) needs a reduction "
+                       f"(.sum/.max/.min)")
+    if zero and reduce is Reduce.NONE:
+        raise IsaError(f"{what}: .z initializes a reduction; it needs .sum/.max/.min")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VecBinary(Instr):
+    """``vpu.<op>[.<red>][.z] shape[..] dst=V src0=V (src1=V | imm=X)``: element-wise binary op.
+
+    Computes in i64 for integer sources and f32 for float sources, then (optionally) reduces over the dimensions
+    whose dst stride is 0, then converts into dst (integers saturate; floats round to nearest even). Without
+    ``.z`` a reduction also combines with the value already in dst.
+    """
+
+    op: BinOp
+    shape: tuple[int, ...]
+    dst: View
+    src0: View
+    src1: View | None = None
+    imm: int | float = 0
+    reduce: Reduce = Reduce.NONE
+    zero: bool = False
+    opcode: ClassVar[Opcode] = Opcode.BIN
+
+    def __post_init__(self) -> None:
+        Instr.__post_init__(self)
+        _check_shape(self.shape)
+        nd = len(self.shape)
+        _check_view(self.dst, nd, "dst")
+        _check_view(self.src0, nd, "src0")
+        if self.src1 is not None:
+            _check_view(self.src1, nd, "src1")
+            if self.src1.dtype.is_float != self.src0.dtype.is_float:
+                raise IsaError(f"vpu.{self.op.name.lower()} sources must both be integer or both float, not "
+                               f"{self.src0.dtype.text} and {self.src1.dtype.text} (convert with vpu.cvt)")
+        flt = self.src0.dtype.is_float
+        if flt and self.op in INT_ONLY_BINOPS or not flt and self.op in FLOAT_ONLY_BINOPS:
+            raise IsaError(f"vpu.{self.op.name.lower()} is not defined on {self.src0.dtype.text}")
+        _check_reduce(self.shape, self.dst, self.reduce, self.zero, f"vpu.{self.op.name.lower()}")
+        object.__setattr__(self, "imm", _canon_value(self.imm, DType.F32 if flt else DType.I32, "imm"))
+
+    @property
+    def queue(self) -> Queue:
+        return Queue.VPU
+
+    def views(self):
+        vs = [("dst", self.dst, ()), ("src0", self.src0, ())]
+        if self.src1 is not None:
+            vs.append(("src1", self.src1, ()))
+        return tuple(vs)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VecUnary(Instr):
+    """``vpu.act.<f>[.<red>][.z] shape[..] dst=V src=V [lo=X hi=X]``; ``vpu.red.<red>`` is ``act.mov`` + reduction.
+
+    clamp limits the value to [lo, hi] (relu6 is clamp lo=0 hi=6). Same compute types, reduction and conversion
+    rules as the binary ops.
+    """
+
+    fn: Act
+    shape: tuple[int, ...]
+    dst: View
+    src: View
+    lo: int | float = 0
+    hi: int | float = 0
+    reduce: Reduce = Reduce.NONE
+    zero: bool = False
+    opcode: ClassVar[Opcode] = Opcode.UNARY
+
+    def __post_init__(self) -> None:
+        Instr.__post_init__(self)
+        _check_shape(self.shape)
+        nd = len(self.shape)
+        _check_view(self.dst, nd, "dst")
+        _check_view(self.src, nd, "src")
+        flt = self.src.dtype.is_float
+        if not flt and self.fn in FLOAT_ONLY_ACTS:
+            raise IsaError(f"vpu.act.{self.fn.name.lower()} needs a float source, not {self.src.dtype.text}")
+        _check_reduce(self.shape, self.dst, self.reduce, self.zero, f"vpu.act.{self.fn.name.lower()}")
+        ctype = DType.F32 if flt else DType.I32
+        object.__setattr__(self, "lo", _canon_value(self.lo, ctype, "lo"))
+        object.__setattr__(self, "hi", _canon_value(self.hi, ctype, "hi"))
+        if self.fn is Act.CLAMP and self.lo > self.hi:
+            raise IsaError(f"clamp needs lo <= hi, not lo={self.lo} hi={self.hi}")
+
+    @property
+    def queue(self) -> Queue:
+        return Queue.VPU
+
+    def views(self):
+        return (("dst", self.dst, ()), ("src", self.src, ()))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VecConvert(Instr):
+    """``vpu.cvt shape[..] dst=V src=V scale=F zp_in=I zp_out=I``: quantize, dequantize or cast.
+
+    ``v = (f32(x) - zp_in) * scale``, each step rounded to f32; integer dst: ``clamp(round_half_even(v) + zp_out)``
+    (NaN gives zp_out); float dst: ``v + zp_out`` rounded to nearest even in the dst format.
+    """
+
+    shape: tuple[int, ...]
+    dst: View
+    src: View
+    scale: float = 1.0
+    zp_in: int = 0
+    zp_out: int = 0
+    opcode: ClassVar[Opcode] = Opcode.CVT
+
+    def __post_init__(self) -> None:
+        Instr.__post_init__(self)
+        _check_shape(self.shape)
+        _check_view(self.dst, len(self.shape), "dst")
+        _check_view(self.src, len(self.shape), "src")
+        if reduction_dims(self.shape, self.dst):
+            raise IsaError("vpu.cvt does not reduce: dst strides must not be 0 on dimensions with extent > 1")
+        object.__setattr__(self, "scale", _canon_value(self.scale, DType.F32, "scale"))
+        object.__setattr__(self, "zp_in", _canon_value(self.zp_in, DType.I16, "zp_in"))
+        object.__setattr__(self, "zp_out", _canon_value(self.zp_out, DType.I16, "zp_out"))
+
+    @property
+    def queue(self) -> Queue:
+        return Queue.VPU
+
+    def views(self):
+        return (("dst", self.dst, ()), ("src", self.src, ()))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VecRequant(Instr):
+    """``vpu.rq shape[..] dst=V src=V prm=V zp=I lo=I hi=I``: fixed-point requantization of i32 accumulators.
+
+    ``prm`` points, per iteration point, at a 12-byte record ``{bias: i32, mult: i32, shift: i32}`` (per-channel
+    records use stride 0 on the non-channel dimensions). ``y = clamp(zp + rshift_rne((x + bias) * mult, shift), lo,
+    hi)`` with a 64-bit product; ``rshift_rne`` rounds half to even; shift in [0, 62].
+    """
+
+    shape: tuple[int, ...]
+    dst: View
+    src: View
+    prm: View
+    zp: int = 0
+    lo: int = -128
+    hi: int = 127
+    opcode: ClassVar[Opcode] = Opcode.RQ
+
+    def __post_init__(self) -> None:
+        Instr.__post_init__(self)
+        _check_shape(self.shape)
+        nd = len(self.shape)
+        _check_view(self.dst, nd, "dst")
+        _check_view(self.src, nd, "src")
+        _check_view(self.prm, nd, "prm")
+        if self.src.dtype is not DType.I32 or self.prm.dtype is not DType.I32:
+            raise IsaError(f"vpu.rq reads i32 src and i32 prm, not {self.src.dtype.text} and {self.prm.dtype.text}")
+        if self.dst.dtype.is_float:
+            raise IsaError(f"vpu.rq writes an integer dst, not {self.dst.dtype.text}")
+        if reduction_dims(self.shape, self.dst):
+            raise IsaError("vpu.rq does not reduce: dst strides must not be 0 on dimensions with extent > 1")
+        for name in ("zp", "lo", "hi"):
+            object.__setattr__(self, name, _canon_value(getattr(self, name), self.dst.dtype, name))
+        if self.lo > self.hi:
+            raise IsaError(f"vpu.rq needs lo <= hi, not lo={self.lo} hi={self.hi}")
+
+    @property
+    def queue(self) -> Queue:
+        return Queue.VPU
+
+    def views(self):
+        return (("dst", self.dst, ()), ("src", self.src, ()), ("prm", self.prm, ((3, 4),)))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sync(Instr):
+    """``<queue>.sync wait(..) signal(..)``: a no-op in one queue that only performs semaphore operations."""
+
+    on: Queue
+    opcode: ClassVar[Opcode] = Opcode.SYNC
+
+    def __post_init__(self) -> None:
+        Instr.__post_init__(self)
+        if self.on is Queue.CTRL:
+            raise IsaError("sync goes to one of the unit queues dma.ld, dma.st, mxu, vpu")
+
+    @property
+    def queue(self) -> Queue:
+        return self.on
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Barrier(Instr):
+    """``barrier``: the dispatcher waits until every instruction dispatched before it has retired."""
+
+    opcode: ClassVar[Opcode] = Opcode.BARRIER
+
+    def __post_init__(self) -> None:
+        Instr.__post_init__(self)
+        if self.waits or self.signals:
+            raise IsaError("barrier takes no semaphore operations")
+
+    @property
+    def queue(self) -> Queue:
+        return Queue.CTRL
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Halt(Instr):
+    """``halt``: drain every queue and end the program; semaphores should be back at their initial counts."""
+
+    opcode: ClassVar[Opcode] = Opcode.HALT
+
+    def __post_init__(self) -> None:
+        Instr.__post_init__(self)
+        if self.waits or self.signals:
+            raise IsaError("halt takes no semaphore operations")
+
+    @property
+    def queue(self) -> Queue:
+        return Queue.CTRL
+
+
+INSTRUCTION_CLASSES = (DmaCopy, DmaFill, MatMul, VecBinary, VecUnary, VecConvert, VecRequant, Sync, Barrier, Halt)
