@@ -1,0 +1,307 @@
+"""The hardware description: one ``Arch`` drives both the compiler and the simulator.
+
+It lives in ``isa`` because both sides need it and neither may import the other. Every field is validated on
+construction; a bad one raises :class:`ArchError` naming the field, the value and what is allowed. Arches load from
+and save to TOML, come as named presets, and take ``section.field=value`` overrides.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import tomllib
+from dataclasses import dataclass, field, fields
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from .errors import ArchError
+
+DATAFLOWS = ("ws", "os", "is")
+MXU_DTYPES = ("i8", "u8", "f16", "bf16", "f32")
+
+
+def _int(lo: int = 1, pow2: bool = False):
+    def check(name: str, v: Any) -> None:
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo or (pow2 and v & (v - 1)):
+            what = f"an integer >= {lo}" + (" and a power of two" if pow2 else "")
+            raise ArchError(f"{name} must be {what}, not {v!r}")
+    return check
+
+
+def _float(lo: float = 0.0):
+    def check(name: str, v: Any) -> None:
+        if isinstance(v, bool) or not isinstance(v, int | float) or not v > lo:
+            raise ArchError(f"{name} must be a number > {lo:g}, not {v!r}")
+    return check
+
+
+def _choice(options: tuple[str, ...]):
+    def check(name: str, v: Any) -> None:
+        if v not in options:
+            raise ArchError(f"{name} must be one of {', '.join(map(repr, options))}, not {v!r}")
+    return check
+
+
+def _subset(options: tuple[str, ...]):
+    def check(name: str, v: Any) -> None:
+        if not isinstance(v, tuple) or not v or any(x not in options for x in v):
+            raise ArchError(f"{name} must be a non-empty list drawn from {', '.join(options)}, not {v!r}")
+    return check
+
+
+def _bool(name: str, v: Any) -> None:
+    if not isinstance(v, bool):
+        raise ArchError(f"{name} must be true or false, not {v!r}")
+
+
+def _text(name: str, v: Any) -> None:
+    if not isinstance(v, str):
+        raise ArchError(f"{name} must be a string, not {v!r}")
+
+
+def spec(default: Any, check, doc: str, unit: str = ""):
+    """A validated Arch field with its documentation and unit (used by docs and error messages)."""
+    return field(default=default, metadata={"check": check, "doc": doc, "unit": unit})
+
+
+class _Section:
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            f.metadata["check"](f"{self._name}.{f.name}", getattr(self, f.name))
+
+
+@dataclass(frozen=True)
+class MatrixUnit(_Section):
+    """The systolic array."""
+
+    _name = "matrix"
+    rows: int = spec(16, _int(), "processing-element rows (K extent of one weight tile under ws)", "PEs")
+    cols: int = spec(16, _int(), "processing-element columns (N extent of one weight tile under ws)", "PEs")
+    dataflow: str = spec("ws", _choice(DATAFLOWS), "weight-, output- or input-stationary")
+    dtypes: tuple[str, ...] = spec(MXU_DTYPES, _subset(MXU_DTYPES), "operand types the array accepts")
+    fold_overlap: bool = spec(True, _bool, "preload the next fold's stationary operand while the current one streams")
+    max_rows: int = spec(256, _int(), "largest m (rows streamed) of one mxu.mm", "rows")
+
+
+@dataclass(frozen=True)
+class VectorUnit(_Section):
+    """The SIMD vector unit."""
+
+    _name = "vector"
+    lanes: int = spec(16, _int(), "elements processed per cycle", "elements/cycle")
+    alu_latency: int = spec(2, _int(0), "pipeline depth of add/sub/min/max/logic/compare/mov/relu/clamp", "cycles")
+    mul_latency: int = spec(3, _int(0), "pipeline depth of mul/shifts/cvt/rq", "cycles")
+    special_latency: int = spec(12, _int(0), "pipeline depth of div/exp/log/recip/sqrt/rsqrt/sigmoid/tanh/gelu/erf",
+                                "cycles")
+
+
+@dataclass(frozen=True)
+class Memory(_Section):
+    """An on-chip SRAM (scratchpad or accumulator buffer): address-interleaved banks."""
+
+    _name = "spm"
+    size: int = spec(256 * 1024, _int(), "capacity", "bytes")
+    banks: int = spec(16, _int(pow2=True), "number of banks; bank = (address // bank_width) % banks")
+    bank_width: int = spec(16, _int(pow2=True), "bytes one bank delivers per cycle", "bytes")
+    ports: int = spec(4, _int(), "units that can access the memory at the same time")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.size % (self.banks * self.bank_width):
+            raise ArchError(f"{self._name}.size must be a multiple of banks * bank_width = "
+                            f"{self.banks * self.bank_width}, not {self.size}")
+
+
+@dataclass(frozen=True)
+class Accumulator(Memory):
+    _name = "acc"
+    size: int = spec(64 * 1024, _int(), "capacity", "bytes")
+
+
+@dataclass(frozen=True)
+class Dma(_Section):
+    """The DMA engines that run the dma.ld and dma.st queues."""
+
+    _name = "dma"
+    channels: int = spec(2, _int(), "independent channels; with 1, dma.ld and dma.st take turns")
+    setup_latency: int = spec(8, _int(0), "descriptor processing before the first request", "cycles")
+    burst_bytes: int = spec(64, _int(pow2=True), "largest DRAM request; requests are aligned to it", "bytes")
+    outstanding: int = spec(8, _int(), "DRAM requests one channel keeps in flight", "requests")
+
+
+@dataclass(frozen=True)
+class Dram(_Section):
+    """Off-chip memory: a pipelined bus shared by the DMA channels."""
+
+    _name = "dram"
+    bandwidth: float = spec(16.0, _float(), "data bus throughput", "bytes/cycle")
+    latency: int = spec(100, _int(0), "request to data", "cycles")
+
+
+@dataclass(frozen=True)
+class Clock(_Section):
+    _name = "clock"
+    ghz: float = spec(1.0, _float(), "core clock, for converting cycles to time", "GHz")
+
+
+@dataclass(frozen=True)
+class Queues(_Section):
+    _name = "queues"
+    depth: int = spec(8, _int(), "instructions each unit queue holds; the dispatcher stalls when one is full",
+                      "instructions")
+
+
+SECTIONS = {"matrix": MatrixUnit, "vector": VectorUnit, "spm": Memory, "acc": Accumulator, "dma": Dma, "dram": Dram,
+            "clock": Clock, "queues": Queues}
+
+
+@dataclass(frozen=True)
+class Arch:
+    """A whole NPU. Sections: matrix, vector, spm, acc, dma, dram, clock, queues."""
+
+    name: str = "custom"
+    description: str = ""
+    matrix: MatrixUnit = field(default_factory=MatrixUnit)
+    vector: VectorUnit = field(default_factory=VectorUnit)
+    spm: Memory = field(default_factory=Memory)
+    acc: Accumulator = field(default_factory=Accumulator)
+    dma: Dma = field(default_factory=Dma)
+    dram: Dram = field(default_factory=Dram)
+    clock: Clock = field(default_factory=Clock)
+    queues: Queues = field(default_factory=Queues)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Nested plain dict, sections by name (the shape of the TOML file and of reports' ``arch``)."""
+        out: dict[str, Any] = {"name": self.name, "description": self.description}
+        for sec in SECTIONS:
+            out[sec] = {f.name: _plain(getattr(getattr(self, sec), f.name)) for f in fields(getattr(self, sec))}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "arch") -> Arch:
+        """Build from a nested dict; unknown sections or fields are errors with a suggestion."""
+        top = {"name", "description", *SECTIONS}
+        for key in data:
+            if key not in top:
+                raise ArchError(f"{source}: unknown Arch section {key!r}{_suggest(key, top)}")
+        kwargs: dict[str, Any] = {k: data[k] for k in ("name", "description") if k in data}
+        for sec, klass in SECTIONS.items():
+            values = data.get(sec, {})
+            if not isinstance(values, dict):
+                raise ArchError(f"{source}: [{sec}] must be a table of fields, not {values!r}")
+            names = {f.name for f in fields(klass)}
+            for key in values:
+                if key not in names:
+                    raise ArchError(f"{source}: unknown Arch field '{sec}.{key}'{_suggest(key, names, sec + '.')}")
+            kwargs[sec] = klass(**{k: _coerce(klass, k, v) for k, v in values.items()})
+        return cls(**kwargs)
+
+    def to_toml(self) -> str:
+        """TOML text that :meth:`from_toml` reads back to an equal Arch."""
+        d = self.to_dict()
+        lines = [f"name = {_toml_value(d['name'])}", f"description = {_toml_value(d['description'])}"]
+        for sec in SECTIONS:
+            lines += ["", f"[{sec}]"] + [f"{k} = {_toml_value(v)}" for k, v in d[sec].items()]
+        return "\n".join(lines) + "\n"
+
+    @classmethod
+    def from_toml(cls, text: str, source: str = "arch.toml") -> Arch:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ArchError(f"{source}: not valid TOML: {e}") from None
+        return cls.from_dict(data, source)
+
+    def with_overrides(self, overrides: list[str] | tuple[str, ...]) -> Arch:
+        """Apply ``section.field=value`` strings, e.g. ``matrix.rows=32``; values parse by the field's type."""
+        arch = self
+        for item in overrides:
+            key, sep, text = item.partition("=")
+            sec, dot, name = key.strip().partition(".")
+            if not sep or not dot:
+                raise ArchError(f"override must look like section.field=value, not {item!r}")
+            if sec not in SECTIONS:
+                raise ArchError(f"unknown Arch section {sec!r} in override {item!r}{_suggest(sec, SECTIONS)}")
+            klass = SECTIONS[sec]
+            names = {f.name for f in fields(klass)}
+            if name not in names:
+                raise ArchError(f"unknown Arch field '{sec}.{name}'{_suggest(name, names, sec + '.')}")
+            value = _parse_text(klass, name, text.strip(), f"{sec}.{name}")
+            arch = dataclasses.replace(arch, **{sec: dataclasses.replace(getattr(arch, sec), **{name: value})})
+        return arch
+
+    @property
+    def peak_macs_per_cycle(self) -> int:
+        return self.matrix.rows * self.matrix.cols
+
+
+def _plain(v: Any) -> Any:
+    return list(v) if isinstance(v, tuple) else v
+
+
+def _suggest(word: str, options, prefix: str = "") -> str:
+    close = difflib.get_close_matches(word, list(options), n=1)
+    return f"; did you mean '{prefix}{close[0]}'?" if close else f"; known: {', '.join(sorted(options))}"
+
+
+def _field_type(klass, name: str) -> type:
+    default = {f.name: f.default for f in fields(klass)}[name]
+    return type(default)
+
+
+def _coerce(klass, name: str, v: Any) -> Any:
+    """TOML values to field types: lists to tuples, integers to floats where the field is a float."""
+    t = _field_type(klass, name)
+    if t is tuple and isinstance(v, list):
+        return tuple(v)
+    if t is float and isinstance(v, int) and not isinstance(v, bool):
+        return float(v)
+    return v
+
+
+def _parse_text(klass, name: str, text: str, full: str) -> Any:
+    t = _field_type(klass, name)
+    try:
+        if t is bool:
+            if text.lower() not in ("true", "false"):
+                raise ValueError
+            return text.lower() == "true"
+        if t is int:
+            return int(text, 0)
+        if t is float:
+            return float(text)
+        if t is tuple:
+            return tuple(x.strip() for x in text.split(",") if x.strip())
+        return text
+    except ValueError:
+        kind = {bool: "true or false", int: "an integer", float: "a number"}[t]
+        raise ArchError(f"{full} must be {kind}, not {text!r}") from None
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(v)
+
+
+def preset_names() -> list[str]:
+    """Names of the bundled presets, sorted."""
+    return sorted(p.name.removesuffix(".toml") for p in resources.files("isa.presets").iterdir()
+                  if p.name.endswith(".toml"))
+
+
+def load_arch(spec_: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Arch:
+    """A preset name or a TOML file path, then overrides."""
+    name = str(spec_)
+    if name in preset_names():
+        arch = Arch.from_toml(resources.files("isa.presets").joinpath(f"{name}.toml").read_text(), f"preset {name}")
+    elif Path(name).is_file():
+        arch = Arch.from_toml(Path(name).read_text(), name)
+    else:
+        raise ArchError(f"--arch must be a preset ({', '.join(preset_names())}) or a TOML file, not {name!r}")
+    return arch.with_overrides(overrides)

@@ -1,0 +1,250 @@
+"""Closed-form cost of one instruction on one Arch, in integer cycles.
+
+These pure functions are the timing model's formulas (``docs/timing.md`` writes each one down). The simulator
+adds what depends on other units at run time: semaphore waits, full queues, DRAM bus and memory port contention.
+The compiler's cost model calls the same functions, so the two never disagree.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import NamedTuple
+
+import numpy as np
+
+from .arch import Arch, Memory
+from .dtypes import Space
+from .instructions import Act, BinOp, DmaCopy, DmaFill, Instr, MatMul, VecBinary, VecConvert, VecRequant, VecUnary
+from .view import View
+
+ALU_BINOPS = frozenset({BinOp.ADD, BinOp.SUB, BinOp.MIN, BinOp.MAX, BinOp.AND, BinOp.OR, BinOp.XOR, BinOp.CMPGT,
+                        BinOp.CMPEQ})
+ALU_ACTS = frozenset({Act.MOV, Act.RELU, Act.CLAMP, Act.ABS, Act.NEG})
+
+
+class Cost(NamedTuple):
+    """Static cost of one instruction, before any run-time contention (all in cycles, bytes).
+
+    ``cycles`` is the whole execution time in isolation; ``conflict`` of it are bank-conflict cycles; ``dram_window``
+    is how long it holds the shared DRAM bus (0 if it does not touch DRAM) and ``setup`` the cycles before that.
+    """
+
+    cycles: int
+    conflict: int = 0
+    setup: int = 0
+    dram_window: int = 0
+    dram_read: int = 0
+    dram_write: int = 0
+    spm_bytes: int = 0
+    acc_bytes: int = 0
+    macs: int = 0
+
+
+# ---------------------------------------------------------------------------------------------------- matrix unit
+def mxu_folds(mm: MatMul, arch: Arch) -> tuple[int, int]:
+    """(folds, stream length in cycles per fold) of ``mm`` under the configured dataflow.
+
+    ws: the k x n weight tile is stationary, m rows stream; one fold per loop point.
+    os: an R x C block of outputs is stationary, k stream; ceil(m / R) folds per loop point.
+    is: an m x k input block is stationary (k on rows, m on columns), n stream; ceil(m / C) folds per loop point.
+    """
+    points = math.prod(mm.shape)
+    df, rows, cols = arch.matrix.dataflow, arch.matrix.rows, arch.matrix.cols
+    if df == "ws":
+        return points, mm.m
+    if df == "os":
+        return points * -(-mm.m // rows), mm.k
+    return points * -(-mm.m // cols), mm.n
+
+
+def mxu_cycles(mm: MatMul, arch: Arch) -> int:
+    """Cycles of one mxu.mm on an R x C array.
+
+    One fold alone: ``2R + C + s - 2`` (R to preload the stationary operand, then s streamed + R + C - 2 to fill and
+    drain the skewed wavefront). F folds without overlap: ``F * (2R + C + s - 2)``. With ``matrix.fold_overlap``
+    the next fold's preload hides under the current stream: ``s + (F - 1) * max(s, R) + 2R + C - 2``.
+    """
+    folds, s = mxu_folds(mm, arch)
+    r, c = arch.matrix.rows, arch.matrix.cols
+    if not arch.matrix.fold_overlap:
+        return folds * (2 * r + c + s - 2)
+    return s + (folds - 1) * max(s, r) + 2 * r + c - 2
+
+
+# ---------------------------------------------------------------------------------------------------- memories
+def _addresses(base: int, dims: tuple[tuple[int, int], ...]) -> np.ndarray:
+    """Byte addresses of every element in row-major iteration order."""
+    addr = np.array([base], dtype=np.int64)
+    for e, s in dims:
+        addr = (addr[:, None] + np.arange(e, dtype=np.int64) * s).ravel()
+    return addr
+
+
+@lru_cache(maxsize=8192)
+def _bank_cycles(base: int, dims: tuple[tuple[int, int], ...], es: int, banks: int, width: int,
+                 beat: int) -> tuple[int, int]:
+    addr = _addresses(base, dims)
+    n = addr.size
+    nbeats = -(-n // beat)
+    words = np.full(nbeats * beat, -1, dtype=np.int64)
+    words[:n] = addr // width
+    words = np.sort(words.reshape(nbeats, beat), axis=1)
+    distinct = np.ones_like(words, dtype=bool)
+    distinct[:, 1:] = words[:, 1:] != words[:, :-1]
+    distinct &= words >= 0
+    bank = np.where(distinct, words % banks, banks)  # banks = "not counted"
+    counts = np.zeros((nbeats, banks + 1), dtype=np.int64)
+    np.add.at(counts, (np.repeat(np.arange(nbeats), beat), bank.ravel()), 1)
+    actual = int(counts[:, :banks].max(axis=1).sum())
+    ideal = int((-(-distinct.sum(axis=1) // banks)).sum())
+    return actual, ideal
+
+
+def bank_cycles(view: View, shape: tuple[int, ...], mem: Memory, beat_elems: int,
+                extra: tuple[tuple[int, int], ...] = ()) -> tuple[int, int]:
+    """(cycles, conflict-free cycles) to stream a view through a banked SRAM, ``beat_elems`` elements per beat.
+
+    Elements are taken in row-major iteration order, ``beat_elems`` per beat. A beat costs the largest number of
+    distinct ``bank_width``-byte words it needs from any one bank (a bank delivers one word per cycle); the
+    conflict-free cost is ``ceil(distinct words / banks)``.
+    """
+    period = mem.banks * mem.bank_width
+    dims = tuple(zip(shape, view.strides[: len(shape)])) + tuple(extra)
+    return _bank_cycles(view.base % period, dims, view.dtype.size, mem.banks, mem.bank_width, max(1, beat_elems))
+
+
+# ---------------------------------------------------------------------------------------------------- DRAM
+@lru_cache(maxsize=8192)
+def _dram_window(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int, bandwidth: float, latency: int,
+                 outstanding: int) -> tuple[int, int]:
+    # contiguous runs: merge innermost dimensions while they are dense
+    run, k = es, len(dims)
+    if dims and dims[-1][1] == es:
+        run, k = es * dims[-1][0], k - 1
+        while k > 0 and dims[k - 1][1] == run:
+            run, k = run * dims[k - 1][0], k - 1
+    starts = _addresses(offset, dims[:k])
+    off = starts % burst
+    nb = -(-(off + run) // burst)
+    first = np.minimum(run, burst - off)
+    last = np.where(nb > 1, off + run - (nb - 1) * burst, first)
+    full = np.maximum(nb - 2, 0)
+
+    def d(b):
+        return np.ceil(b / bandwidth).astype(np.int64)
+
+    def interval(b):
+        db = d(b)
+        return np.maximum(db, -(-(latency + db) // outstanding))
+
+    paced = interval(first) + np.where(nb > 1, interval(last), 0) + full * int(interval(np.array([burst]))[0])
+    window = int(paced.sum() - interval(last[-1:])[0] + d(last[-1:])[0])
+    return window, int(nb.sum())
+
+
+def dram_window(view: View, shape: tuple[int, ...], arch: Arch) -> tuple[int, int]:
+    """(cycles the DRAM bus is held, bursts) to move a DRAM view.
+
+    The view splits into contiguous runs; each run into bursts aligned to ``dma.burst_bytes``. A burst of b bytes
+    takes ``d = ceil(b / dram.bandwidth)`` bus cycles, and bursts issue ``max(d, ceil((dram.latency + d) /
+    dma.outstanding))`` apart (bandwidth or in-flight limit). The window runs from the first burst's issue to the
+    last burst's data: the sum of intervals less the last interval plus its data cycles.
+    """
+    b = arch.dma.burst_bytes
+    dims = tuple(zip(shape, view.strides))
+    return _dram_window(view.base % b, dims, view.dtype.size, b, float(arch.dram.bandwidth), arch.dram.latency,
+                        arch.dma.outstanding)
+
+
+# ---------------------------------------------------------------------------------------------------- per kind
+def _mem(arch: Arch, space: Space) -> Memory:
+    return arch.spm if space is Space.SPM else arch.acc
+
+
+def _onchip(view: View, shape: tuple[int, ...], arch: Arch, beat_elems: int | None = None,
+            extra: tuple[tuple[int, int], ...] = ()) -> tuple[int, int, int]:
+    """(cycles, ideal cycles, bytes) of an SPM/ACC view; a DMA moves one memory line per beat by default."""
+    mem = _mem(arch, view.space)
+    if beat_elems is None:
+        beat_elems = mem.banks * mem.bank_width // view.dtype.size
+    actual, ideal = bank_cycles(view, shape, mem, beat_elems, extra)
+    return actual, ideal, math.prod(shape) * math.prod(e for e, _ in extra) * view.dtype.size
+
+
+def vpu_latency(instr: Instr, arch: Arch) -> int:
+    """Pipeline depth (cycles) of a vector instruction's operation class."""
+    v = arch.vector
+    if isinstance(instr, VecBinary):
+        return v.alu_latency if instr.op in ALU_BINOPS else v.special_latency if instr.op is BinOp.DIV \
+            else v.mul_latency
+    if isinstance(instr, VecUnary):
+        return v.alu_latency if instr.fn in ALU_ACTS else v.special_latency
+    return v.mul_latency
+
+
+def dma_cost(instr: DmaCopy | DmaFill, arch: Arch) -> Cost:
+    """DMA: ``setup + max(DRAM window, on-chip cycles) + latency`` when DRAM is involved, else ``setup + on-chip``.
+
+    A copy between two DRAM views holds the bus for both windows and pays the latency twice.
+    """
+    sides = [(instr.dst, instr.shape, False)]
+    if type(instr) is DmaCopy and all(src_shape := instr.src_shape):
+        sides.append((instr.src, src_shape, True))
+    window = onchip = ideal = dram_r = dram_w = spm = acc = latency = 0
+    for view, shape, read in sides:
+        if view.space is Space.DRAM:
+            window += dram_window(view, shape, arch)[0]
+            latency += arch.dram.latency
+            nbytes = math.prod(shape) * view.dtype.size
+            if read:
+                dram_r += nbytes
+            else:
+                dram_w += nbytes
+        else:
+            a, i, nbytes = _onchip(view, shape, arch)
+            onchip, ideal = max(onchip, a), max(ideal, i)
+            if view.space is Space.SPM:
+                spm += nbytes
+            else:
+                acc += nbytes
+    setup = arch.dma.setup_latency
+    body = max(window, onchip)
+    return Cost(setup + body + latency, body - max(window, ideal), setup, window, dram_r, dram_w, spm, acc)
+
+
+def vpu_cost(instr: VecBinary | VecUnary | VecConvert | VecRequant, arch: Arch) -> Cost:
+    """Vector unit: ``latency + max(ceil(elements / lanes), slowest operand's SRAM cycles)``.
+
+    Each operand streams ``vector.lanes`` elements per beat through its memory's banks.
+    """
+    lanes = arch.vector.lanes
+    compute = -(-math.prod(instr.shape) // lanes)
+    mem = ideal = spm = acc = 0
+    for _, view, _extra in instr.views():
+        a, i, nbytes = _onchip(view, instr.shape, arch, lanes)  # an rq record counts as one word per point
+        mem, ideal = max(mem, a), max(ideal, i)
+        spm, acc = (spm + nbytes, acc) if view.space is Space.SPM else (spm, acc + nbytes)
+    body = max(compute, mem)
+    return Cost(cycles=vpu_latency(instr, arch) + body, conflict=body - max(compute, ideal), spm_bytes=spm,
+                acc_bytes=acc)
+
+
+def mxu_cost(mm: MatMul, arch: Arch) -> Cost:
+    """Matrix unit: :func:`mxu_cycles`; operands stream through dedicated array ports (no bank conflicts)."""
+    es = mm.a.dtype.size
+    pts = math.prod(mm.shape)
+    spm = pts * (mm.m * mm.k + mm.k * mm.n) * es
+    acc = pts * mm.m * mm.n * 4 * (1 if mm.zero else 2)
+    return Cost(cycles=mxu_cycles(mm, arch), spm_bytes=spm, acc_bytes=acc, macs=mm.macs)
+
+
+FREE = Cost(cycles=0)
+_COST = {MatMul: mxu_cost, DmaCopy: dma_cost, DmaFill: dma_cost, VecBinary: vpu_cost, VecUnary: vpu_cost,
+         VecConvert: vpu_cost, VecRequant: vpu_cost}
+
+
+def instr_cost(instr: Instr, arch: Arch) -> Cost:
+    """Static cost of any instruction (sync, barrier and halt cost 0 cycles)."""
+    f = _COST.get(type(instr))
+    return f(instr, arch) if f is not None else FREE
