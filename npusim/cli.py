@@ -1,0 +1,144 @@
+"""The ``npusim`` command line. Every NpuSimError becomes one readable line on stderr and exit status 1."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from isa import NpuSimError
+from isa.arch import load_arch, preset_names
+
+from . import __version__
+
+
+def _arch(args):
+    return load_arch(args.arch, tuple(args.set or ()))
+
+
+def _load_inputs(path: str | None) -> dict[str, np.ndarray]:
+    if not path:
+        return {}
+    try:
+        with np.load(path) as data:
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError) as e:
+        raise NpuSimError(f"cannot read inputs {path}: {e}") from None
+
+
+def _write_json(text: str, dest: str) -> None:
+    if dest == "-":
+        sys.stdout.write(text + "\n")
+    else:
+        Path(dest).write_text(text + "\n")
+
+
+def summary(result) -> str:
+    """A short human-readable report: cycles, per-unit busy/stall/idle, traffic."""
+    lines = [f"{result.program and len(result.program.instrs)} instructions on {result.arch.name}: "
+             f"{result.cycles:,} cycles ({result.microseconds:,.2f} us at {result.arch.clock.ghz:g} GHz), "
+             f"matrix utilization {result.matrix_utilization:.1%}",
+             f"{'unit':8} {'instrs':>7} {'busy':>11} {'stalled':>11} {'idle':>11} {'util':>6}  main stall"]
+    for u in result.units:
+        stalled = sum(u.stall.values())
+        cause = max(u.stall, key=u.stall.get) if stalled else "-"
+        util = u.busy / result.cycles if result.cycles else 0.0
+        lines.append(f"{u.name:8} {u.instructions:>7,} {u.busy:>11,} {stalled:>11,} {u.idle:>11,} {util:>6.1%}  "
+                     f"{cause}")
+    lines.append(f"DRAM read {result.dram_bytes_read:,} B, written {result.dram_bytes_written:,} B; "
+                 f"wall {result.wall_seconds:.3f} s")
+    lines += [f"warning: {w}" for w in result.warnings]
+    return "\n".join(lines)
+
+
+def cmd_simulate(args) -> int:
+    from isa.files import read_program
+
+    from .simulator import simulate
+
+    arch = _arch(args)
+    program = read_program(args.program)
+    result = simulate(program, arch, _load_inputs(args.inputs), timing_only=args.timing_only, serial=args.serial,
+                      max_cycles=args.max_cycles)
+    if args.save_outputs:
+        np.savez(args.save_outputs, **result.outputs)
+    if args.json:
+        _write_json(result.to_json(), args.json)
+    if args.json != "-":
+        print(summary(result))
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from isa.files import read_program
+    from isa.verify import verify
+
+    program = read_program(args.program)
+    report = verify(program)
+    for w in report.warnings:
+        print(f"warning: {w}")
+    print(f"{args.program}: {len(program.instrs)} instructions, ok")
+    return 0
+
+
+def cmd_presets(args) -> int:
+    for name in preset_names():
+        print(f"{name}\t{load_arch(name).description}")
+    return 0
+
+
+def cmd_arch(args) -> int:
+    sys.stdout.write(_arch(args).to_toml())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="npusim", description="Cycle-accurate NPU simulator with real tensor values.")
+    p.add_argument("--version", action="version", version=f"npusim {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def arch_args(sp):
+        sp.add_argument("--arch", default="edge16", help="preset name or TOML file (default edge16)")
+        sp.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="override one Arch field")
+
+    s = sub.add_parser("simulate", help="run an assembly (.s) or binary (.npub) program")
+    s.add_argument("program")
+    arch_args(s)
+    s.add_argument("--inputs", help=".npz whose arrays fill the DRAM regions of the same names")
+    s.add_argument("--json", metavar="OUT|-", help="write the full JSON report to a file or stdout")
+    s.add_argument("--save-outputs", metavar="OUT.npz", help="save every DRAM region's bytes after the run")
+    s.add_argument("--timing-only", action="store_true", help="skip the value kernels (same cycles)")
+    s.add_argument("--serial", action="store_true", help="one instruction at a time in program order")
+    s.add_argument("--max-cycles", type=int, help="stop with an error after this many cycles")
+    s.set_defaults(func=cmd_simulate)
+
+    v = sub.add_parser("verify", help="statically check a program (bounds, alignment, semaphores)")
+    v.add_argument("program")
+    v.set_defaults(func=cmd_verify)
+
+    sub.add_parser("presets", help="list the bundled Arch presets").set_defaults(func=cmd_presets)
+    a = sub.add_parser("arch", help="print an Arch (preset or file, with overrides) as TOML")
+    arch_args(a)
+    a.set_defaults(func=cmd_arch)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except NpuSimError as e:
+        print(f"npusim: error: {' '.join(str(e).split())}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"npusim: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("npusim: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

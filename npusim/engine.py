@@ -1,0 +1,227 @@
+"""The discrete-event model: a dispatcher feeding four in-order unit queues, one SimPy process per unit.
+
+Events happen per instruction, never per cycle: a unit that finds its queue, semaphores and resources ready costs
+one timeout event per instruction. Static costs come from :mod:`isa.cost`; this module adds what depends on other
+units: semaphore waits, full queues, barriers, DMA channel and SRAM port contention, and the shared DRAM bus.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+import simpy
+
+from isa import UNIT_QUEUES, DeadlockError, Halt, Program, Queue, SimulationError
+from isa.arch import Arch
+from isa.cost import Cost, instr_cost
+from isa.verify import where
+
+from .resources import DramBus, PortPool
+from .semaphores import SemaphoreFile
+from .stats import UnitStats
+
+CTRL = -1
+
+
+class Engine:
+    """One simulation of one program on one Arch. ``execute`` (or None for timing only) applies values at retire."""
+
+    def __init__(self, program: Program, arch: Arch, execute: Callable | None, costs: list[Cost] | None = None):
+        self.program, self.arch, self.execute = program, arch, execute
+        self.env = simpy.Environment()
+        n = len(program.instrs)
+        self.costs = costs if costs is not None else [instr_cost(i, arch) for i in program.instrs]
+        idx = program.sem_index
+        self.qid = [int(i.queue) if i.queue is not Queue.CTRL else CTRL for i in program.instrs]
+        self.needs = [tuple((idx[o.name], o.count) for o in i.waits) for i in program.instrs]
+        self.gives = [tuple((idx[o.name], o.count) for o in i.signals) for i in program.instrs]
+        self.sems = SemaphoreFile([s.name for s in program.sems], [s.init for s in program.sems])
+        spm, acc = PortPool("sram_port", arch.spm.ports), PortPool("sram_port", arch.acc.ports)
+        channels = PortPool("dma_channel", arch.dma.channels)
+        self.pools = [((channels,) if q in (0, 1) else ()) + ((spm,) if c.spm_bytes else ()) + ((acc,) if c.acc_bytes
+                      else ()) for q, c in zip(self.qid, self.costs)]
+        self.bus = DramBus()
+        self.queues = [deque() for _ in UNIT_QUEUES]
+        self.stats = [UnitStats(q.text) for q in UNIT_QUEUES]
+        self.dispatch, self.issue, self.start, self.end = (np.full(n, -1, np.int64) for _ in range(4))
+        self.work: list[simpy.Event | None] = [None] * len(UNIT_QUEUES)
+        self.blocked = [-1] * len(UNIT_QUEUES)   # pc a unit's head waits on semaphores with, or -1
+        self.space: simpy.Event | None = None     # the dispatcher waits for room in a full queue
+        self.space_queue = -1
+        self.drain: simpy.Event | None = None     # the dispatcher waits for every dispatched instruction to retire
+        self.dispatch_pc = 0
+        self.dispatch_done = False
+        self.outstanding = 0
+        self.retired = 0
+        self.gaps: list[list] = []               # dispatcher blocked intervals [start, end|None, cause, pc]
+        self.last_pc = [max((pc for pc, q in enumerate(self.qid) if q == u), default=-1) for u in range(4)]
+
+    # ------------------------------------------------------------------------------------------------ processes
+    def _dispatcher(self):
+        env, depth, instrs = self.env, self.arch.queues.depth, self.program.instrs
+        for pc, q in enumerate(self.qid):
+            self.dispatch_pc = pc
+            if q == CTRL:
+                if self.outstanding:
+                    self.drain = env.event()
+                    halt = isinstance(instrs[pc], Halt)  # draining at the end is not a stall
+                    if not halt:
+                        self.gaps.append([env.now, None, "barrier", pc])
+                    yield self.drain
+                    if not halt:
+                        self.gaps[-1][1] = env.now
+                    self.drain = None
+                if isinstance(instrs[pc], Halt):
+                    break
+                continue
+            queue = self.queues[q]
+            if len(queue) >= depth:
+                self.space, self.space_queue = env.event(), q
+                self.gaps.append([env.now, None, "queue_full", pc])
+                yield self.space
+                self.gaps[-1][1] = env.now
+                self.space, self.space_queue = None, -1
+            queue.append(pc)
+            self.dispatch[pc] = env.now
+            self.outstanding += 1
+            work = self.work[q]
+            if work is not None and not work.triggered:
+                work.succeed()
+        self.dispatch_pc = len(self.qid)
+        self.dispatch_done = True
+        for work in self.work:
+            if work is not None and not work.triggered:
+                work.succeed()
+
+    def _unit(self, u: int):
+        env, queue, st, sems, bus = self.env, self.queues[u], self.stats[u], self.sems, self.bus
+        costs, needs, gives, pools, instrs = self.costs, self.needs, self.gives, self.pools, self.program.instrs
+        while True:
+            if not queue:
+                if self.dispatch_done:
+                    return
+                t0 = env.now
+                self.work[u] = env.event()
+                yield self.work[u]
+                self.work[u] = None
+                self._account_starvation(u, t0, env.now)
+                if not queue:
+                    return
+            pc = queue.popleft()
+            if self.space_queue == u:
+                self.space.succeed()
+                self.space_queue = -1
+            t1 = env.now
+            need = needs[pc]
+            if need and not sems.try_acquire(need):
+                ev = env.event()
+                sems.block(u, need, ev.succeed)
+                self.blocked[u] = pc
+                yield ev
+                self.blocked[u] = -1
+                st.stall["semaphore"] += env.now - t1
+            self.issue[pc] = env.now
+            held = pools[pc]
+            while held:
+                ready = max(p.next_free() for p in held)
+                if ready <= env.now:
+                    break
+                cause = max(held, key=PortPool.next_free).name
+                t2 = env.now
+                yield env.timeout(ready - t2)
+                st.stall[cause] += env.now - t2
+            now = env.now
+            taken = [(p, p.try_acquire(now)) for p in held]
+            cost = costs[pc]
+            end = now + cost.cycles
+            if cost.dram_window:
+                wait = bus.reserve(now + cost.setup, cost.dram_window) - now - cost.setup
+                st.stall["dram"] += wait
+                end += wait
+            for p, i in taken:
+                p.hold_until(i, end)
+            self.start[pc] = now
+            st.busy += cost.cycles - cost.conflict
+            st.stall["bank_conflict"] += cost.conflict
+            st.instructions += 1
+            if end > now:
+                yield env.timeout(end - now)
+            if self.execute is not None:
+                self.execute(pc, instrs[pc])
+            self.end[pc] = end
+            if gives[pc]:
+                sems.signal(gives[pc])
+            self.retired += 1
+            self.outstanding -= 1
+            if not self.outstanding and self.drain is not None and not self.drain.triggered:
+                self.drain.succeed()
+
+    def _account_starvation(self, u: int, t0: int, t1: int) -> None:
+        """Split an empty-queue wait [t0, t1): while the dispatcher was blocked short of this unit's next
+        instruction the unit is stalled (queue_full or barrier); otherwise it is idle."""
+        st, last = self.stats[u], self.last_pc[u]
+        for g0, g1, cause, pc in reversed(self.gaps):
+            g1 = t1 if g1 is None else g1
+            if g1 <= t0:
+                break
+            if pc <= last:
+                st.stall[cause] += min(g1, t1) - max(g0, t0)
+
+    # ------------------------------------------------------------------------------------------------ running
+    def run(self, max_cycles: int | None = None) -> int:
+        """Run to completion; return total cycles. Raises DeadlockError if instructions can never retire."""
+        env = self.env
+        env.process(self._dispatcher())
+        for u in range(len(UNIT_QUEUES)):
+            env.process(self._unit(u))
+        env.run(until=max_cycles)
+        if not self.dispatch_done or self.outstanding:
+            if max_cycles is not None and env.peek() != float("inf"):
+                raise SimulationError(f"the cycle cap of {max_cycles} was reached with {self.outstanding} "
+                                      f"instructions in flight")
+            raise DeadlockError(self._deadlock_message())
+        total = int(self.end.max(initial=0))
+        for st in self.stats:
+            st.idle = total - st.busy - sum(st.stall.values())
+        return total
+
+    def _deadlock_message(self) -> str:
+        instrs, parts, waits_for = self.program.instrs, [], {}
+        producer = {}
+        for instr in instrs:
+            for op in instr.signals:
+                producer.setdefault(op.name, instr.queue.text)
+        for u, q in enumerate(UNIT_QUEUES):
+            pc = self.blocked[u]
+            if pc < 0:
+                continue
+            lack = self.sems.lacking(self.needs[pc])
+            what = ", ".join(f"{name} (have {have}, need {need})" for name, have, need in lack)
+            parts.append(f"{q.text} blocked at {where(pc, instrs[pc])} waiting on {what}")
+            waits_for[q.text] = [producer.get(name, "nobody") for name, _, _ in lack]
+        pc = self.dispatch_pc
+        if self.space_queue >= 0:
+            parts.append(f"dispatcher blocked at pc {pc}: queue {UNIT_QUEUES[self.space_queue].text} full "
+                         f"({len(self.queues[self.space_queue])}/{self.arch.queues.depth})")
+        elif self.drain is not None:
+            parts.append(f"dispatcher blocked at pc {pc} (`{instrs[pc]}`) until {self.outstanding} instructions "
+                         f"retire")
+        cycle = _find_cycle(waits_for)
+        if cycle:
+            parts.append("wait-for cycle: " + " -> ".join(cycle))
+        return f"deadlock at cycle {self.env.now}: " + "; ".join(parts)
+
+
+def _find_cycle(graph: dict[str, list[str]]) -> list[str]:
+    for start in graph:
+        path, node = [start], start
+        while graph.get(node):
+            node = graph[node][0]
+            if node in path:
+                return path[path.index(node):] + [node]
+            path.append(node)
+    return []
+
+

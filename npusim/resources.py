@@ -1,0 +1,42 @@
+"""Shared hardware resources, modelled by reservation: a request costs an event only when it has to wait."""
+
+from __future__ import annotations
+
+import math
+
+
+class PortPool:
+    """``n`` identical ports (SRAM ports, DMA channels); each is held from acquisition until a known end cycle."""
+
+    def __init__(self, name: str, n: int):
+        self.name = name
+        self.free_at = [0] * n
+
+    def try_acquire(self, now: int) -> int:
+        """Index of a free port (marked held until :meth:`hold_until`), or -1 if all are busy."""
+        free = self.free_at
+        for i, t in enumerate(free):
+            if t <= now:
+                free[i] = math.inf
+                return i
+        return -1
+
+    def next_free(self) -> int:
+        """Cycle at which the earliest busy port frees (a retry time)."""
+        return min(self.free_at)
+
+    def hold_until(self, i: int, end: int) -> None:
+        self.free_at[i] = end
+
+
+class DramBus:
+    """The DRAM data bus shared by the DMA channels: windows are granted first come, first served, back to back."""
+
+    def __init__(self) -> None:
+        self.free_at = 0
+
+    def reserve(self, earliest: int, window: int) -> int:
+        """Grant ``window`` cycles starting no earlier than ``earliest``; return the start cycle."""
+        start = max(earliest, self.free_at)
+        self.free_at = start + window
+        return start

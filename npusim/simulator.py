@@ -1,0 +1,124 @@
+"""``simulate``: run a program on an Arch, concurrently (the timing model) or serially (the golden reference)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+import numpy as np
+
+from isa import DType, MatMul, Program, Queue, SimulationError, VerifyError
+from isa.arch import Arch
+from isa.cost import instr_cost
+from isa.verify import verify, where
+
+from .engine import Engine
+from .memory import DeviceMemory
+from .stats import SimResult, UnitStats
+
+
+def check_fits(program: Program, arch: Arch) -> None:
+    """Raise VerifyError if the program needs more than the Arch has (array, SRAM sizes, dtypes, rows)."""
+    cfg, m = program.config, arch.matrix
+    for need, have, what in ((cfg.rows, m.rows, "matrix.rows"), (cfg.cols, m.cols, "matrix.cols"),
+                             (cfg.spm, arch.spm.size, "spm.size"), (cfg.acc, arch.acc.size, "acc.size")):
+        if need > have:
+            raise VerifyError(f"the program needs {what} >= {need} (.config) but arch {arch.name} has {have}")
+    for pc, ins in enumerate(program.instrs):
+        if isinstance(ins, MatMul):
+            if ins.m > m.max_rows:
+                raise VerifyError(f"{where(pc, ins)}: m={ins.m} exceeds matrix.max_rows={m.max_rows}")
+            if ins.a.dtype.text not in m.dtypes or ins.b.dtype.text not in m.dtypes:
+                raise VerifyError(f"{where(pc, ins)}: arch {arch.name}'s matrix unit takes {', '.join(m.dtypes)}, "
+                                  f"not {ins.a.dtype.text}")
+
+
+def load_inputs(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | None) -> DeviceMemory:
+    """Fresh device memory with each input's bytes copied to the start of the DRAM region of the same name."""
+    mem = DeviceMemory.for_program(program, arch.spm.size, arch.acc.size)
+    for name, data in (inputs or {}).items():
+        mem.load(name, np.asarray(data))
+    return mem
+
+
+def simulate(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | None = None, *,
+             timing_only: bool = False, serial: bool = False, max_cycles: int | None = None) -> SimResult:
+    """Verify and run ``program`` on ``arch``; DRAM regions are initialised from ``inputs`` (region name -> array).
+
+    serial: run one instruction at a time in program order (the golden functional result; cycles are the sum of
+    each instruction's cost in isolation). timing_only: skip the kernels (no values, same cycles).
+    Raises VerifyError, SimulationError or DeadlockError (all NpuSimError) with a message saying what and where.
+    """
+    t0 = time.perf_counter()
+    report = verify(program)
+    check_fits(program, arch)
+    mem = None if timing_only else load_inputs(program, arch, inputs)
+    execute = None
+    if mem is not None:
+        from .functional import execute as apply
+
+        def execute(pc, ins):
+            try:
+                apply(ins, mem)
+            except SimulationError as e:
+                raise SimulationError(f"{where(pc, ins)}: {e}") from None
+
+    costs = [instr_cost(i, arch) for i in program.instrs]
+    if serial:
+        cycles, units, times = _run_serial(program, costs, execute)
+        warnings = list(report.warnings)
+    else:
+        engine = Engine(program, arch, execute, costs)
+        cycles = engine.run(max_cycles)
+        units, times = engine.stats, (engine.dispatch, engine.issue, engine.start, engine.end)
+        warnings = list(report.warnings)
+    outputs = {name: buf.copy() for name, buf in mem.dram.items()} if mem is not None else {}
+    return SimResult(
+        program=program, arch=arch, mode="serial" if serial else "concurrent", cycles=cycles, units=units,
+        dispatch=times[0], issue=times[1], start=times[2], end=times[3],
+        dram_bytes_read=sum(c.dram_read for c in costs), dram_bytes_written=sum(c.dram_write for c in costs),
+        spm_bytes=sum(c.spm_bytes for c in costs), acc_bytes=sum(c.acc_bytes for c in costs),
+        macs=sum(c.macs for c in costs), warnings=warnings, wall_seconds=time.perf_counter() - t0, outputs=outputs)
+
+
+def _run_serial(program: Program, costs, execute):
+    """One instruction at a time: each starts when the previous retires; semaphores must allow program order."""
+    from isa import UNIT_QUEUES, DeadlockError
+
+    n = len(program.instrs)
+    times = tuple(np.full(n, -1, np.int64) for _ in range(4))
+    units = [UnitStats(q.text) for q in UNIT_QUEUES]
+    count = {s.name: s.init for s in program.sems}
+    t = 0
+    for pc, ins in enumerate(program.instrs):
+        for op in ins.waits:
+            if count[op.name] < op.count:
+                raise DeadlockError(f"serial run blocked at {where(pc, ins)}: {op.name} has {count[op.name]}, "
+                                    f"needs {op.count}")
+            count[op.name] -= op.count
+        if ins.queue is Queue.CTRL:
+            continue
+        c = costs[pc]
+        for arr in times:
+            arr[pc] = t
+        t += c.cycles
+        times[3][pc] = t
+        st = units[int(ins.queue)]
+        st.busy += c.cycles - c.conflict
+        st.stall["bank_conflict"] += c.conflict
+        st.instructions += 1
+        if execute is not None:
+            execute(pc, ins)
+        for op in ins.signals:
+            count[op.name] += op.count
+    for st in units:
+        st.idle = t - st.busy - sum(st.stall.values())
+    return t, units, times
+
+
+def region_array(result: SimResult, name: str, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:
+    """A DRAM region's first bytes after the run, as an array of ``dtype`` (storage type) and ``shape``."""
+    if name not in result.outputs:
+        raise SimulationError(f"no DRAM region {name!r} in the result (timing-only runs keep no values)")
+    n = int(np.prod(shape)) * dtype.size
+    return result.outputs[name][:n].view(dtype.storage).reshape(shape)

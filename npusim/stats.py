@@ -1,0 +1,94 @@
+"""What a simulation reports: per-unit busy/idle/stall cycles, per-instruction times, traffic, utilization."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from isa import Program, Queue
+from isa.arch import Arch
+
+STALL_CAUSES = ("semaphore", "queue_full", "barrier", "dma_channel", "sram_port", "dram", "bank_conflict")
+
+
+@dataclass
+class UnitStats:
+    """Cycles of one unit, split so that busy + idle + sum(stall) == total cycles."""
+
+    name: str
+    busy: int = 0
+    idle: int = 0
+    instructions: int = 0
+    stall: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STALL_CAUSES, 0))
+
+    def to_dict(self, total: int) -> dict[str, Any]:
+        return {"instructions": self.instructions, "busy_cycles": self.busy, "idle_cycles": self.idle,
+                "stall_cycles": dict(self.stall), "utilization": self.busy / total if total else 0.0}
+
+
+@dataclass
+class SimResult:
+    """The outcome of one simulation. Times are cycles; traffic is bytes.
+
+    ``dispatch``, ``issue``, ``start``, ``end`` are per-pc arrays: when the instruction entered its queue, when it
+    acquired its semaphores, when it acquired its resources and began, and when it retired (-1 for control).
+    """
+
+    program: Program
+    arch: Arch
+    mode: str
+    cycles: int
+    units: list[UnitStats]
+    dispatch: np.ndarray
+    issue: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    dram_bytes_read: int
+    dram_bytes_written: int
+    spm_bytes: int
+    acc_bytes: int
+    macs: int
+    warnings: list[str]
+    wall_seconds: float = 0.0
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def unit(self) -> dict[str, UnitStats]:
+        return {u.name: u for u in self.units}
+
+    @property
+    def matrix_utilization(self) -> float:
+        """Useful MACs / (cycles x rows x cols)."""
+        peak = self.cycles * self.arch.matrix.rows * self.arch.matrix.cols
+        return self.macs / peak if peak else 0.0
+
+    @property
+    def microseconds(self) -> float:
+        return self.cycles / (self.arch.clock.ghz * 1e3)
+
+    def to_dict(self, instructions: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "cycles": self.cycles,
+            "time_us": self.microseconds,
+            "mode": self.mode,
+            "units": {u.name: u.to_dict(self.cycles) for u in self.units},
+            "matrix_utilization": self.matrix_utilization,
+            "macs": self.macs,
+            "dram": {"bytes_read": self.dram_bytes_read, "bytes_written": self.dram_bytes_written},
+            "sram": {"spm_bytes": self.spm_bytes, "acc_bytes": self.acc_bytes},
+            "warnings": list(self.warnings),
+            "arch": self.arch.to_dict(),
+            "wall_seconds": self.wall_seconds,
+        }
+        if instructions:
+            out["instructions"] = [
+                {"pc": pc, "unit": ins.queue.text, "text": str(ins), "dispatch": int(self.dispatch[pc]),
+                 "issue": int(self.issue[pc]), "start": int(self.start[pc]), "end": int(self.end[pc])}
+                for pc, ins in enumerate(self.program.instrs) if ins.queue is not Queue.CTRL]
+        return out
+
+    def to_json(self, instructions: bool = True, indent: int | None = 1) -> str:
+        return json.dumps(self.to_dict(instructions), indent=indent)
