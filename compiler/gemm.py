@@ -11,7 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from isa import DmaCopy, DType, Halt, MatMul, Program, ProgramConfig, Queue, Region, SemDecl, SemOp, Space, View
+from isa.dtypes import INT_RANGE, f32_to_bf16, to_compute
 
 ACC_TYPE = {DType.I8: DType.I32, DType.U8: DType.I32, DType.F16: DType.F32, DType.BF16: DType.F32,
             DType.F32: DType.F32}
@@ -135,3 +138,33 @@ def _with(instr, waits=None, signals=None):
     import dataclasses
 
     return dataclasses.replace(instr, waits=instr.waits + (waits or ()), signals=instr.signals + (signals or ()))
+
+
+def gemm_inputs(M: int, N: int, K: int, dtype: DType, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded random A (M x K) and B (K x N) in ``dtype``'s storage type, keyed by DRAM region name."""
+    rng = np.random.default_rng(seed)
+    if not dtype.is_float:
+        lo, hi = INT_RANGE[dtype]
+        return {"A": rng.integers(lo, hi + 1, (M, K)).astype(dtype.storage),
+                "B": rng.integers(lo, hi + 1, (K, N)).astype(dtype.storage)}
+    a, b = rng.standard_normal((M, K), np.float32), rng.standard_normal((K, N), np.float32)
+    if dtype is DType.BF16:
+        return {"A": f32_to_bf16(a), "B": f32_to_bf16(b)}
+    return {"A": a.astype(dtype.storage), "B": b.astype(dtype.storage)}
+
+
+def gemm_reference(inputs: dict[str, np.ndarray], dtype: DType) -> np.ndarray:
+    """numpy's C = A @ B: exact int64 for integer operands (as int32), float64 then float32 for float operands."""
+    a, b = to_compute(inputs["A"], dtype), to_compute(inputs["B"], dtype)
+    if dtype.is_float:
+        return (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float32)
+    return (a @ b).astype(np.int32)
+
+
+def gemm_tolerance(K: int, dtype: DType, c_abs: np.ndarray) -> np.ndarray:
+    """Elementwise bound on |npusim - reference| implied by fp32 accumulation of K products: K * eps32 * sum|a b|.
+
+    ``c_abs`` is ``|A| @ |B|`` (the sum of absolute products); the products of f16/bf16/f32 inputs are exact in f32
+    for f16/bf16 and rounded once for f32, and each of the K sequential additions rounds once.
+    """
+    return (K + 1) * np.finfo(np.float32).eps * c_abs

@@ -77,3 +77,22 @@ class Queue(enum.IntEnum):
 
 
 UNIT_QUEUES = (Queue.DMA_LD, Queue.DMA_ST, Queue.MXU, Queue.VPU)
+
+
+def bf16_to_f32(bits: np.ndarray) -> np.ndarray:
+    """Widen raw bf16 bits (uint16) to float32 exactly."""
+    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def f32_to_bf16(x: np.ndarray) -> np.ndarray:
+    """Round float32 to bf16 bits (uint16), nearest even; NaN stays a quiet NaN."""
+    u = np.asarray(x, np.float32).view(np.uint32)
+    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(np.asarray(x, np.float32)), ((u >> 16) | 0x40).astype(np.uint16), rounded)
+
+
+def to_compute(raw: np.ndarray, dtype: DType) -> np.ndarray:
+    """Values held in storage array ``raw`` as float32 (float types) or int64 (integer types)."""
+    if dtype is DType.BF16:
+        return bf16_to_f32(raw)
+    return raw.astype(np.float32 if dtype.is_float else np.int64)

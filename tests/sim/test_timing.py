@@ -1,0 +1,164 @@
+"""Cycle counts against hand-derived formulas (docs/timing.md), overlap, and the stall accounting invariant."""
+
+import dataclasses
+
+import pytest
+
+from compiler.gemm import GemmTiling, tiled_gemm
+from isa import DmaCopy, DType, Halt, MatMul, Program, ProgramConfig, Queue, Region, SemDecl, SemOp, Space, View
+from isa.arch import load_arch
+from isa.cost import instr_cost
+from npusim import simulate
+
+CFG = ProgramConfig(rows=16, cols=16, spm=262144, acc=65536)
+
+
+def edge(**over):
+    arch = load_arch("edge16")
+    return arch.with_overrides([f"{k.replace('__', '.')}={v}" for k, v in over.items()])
+
+
+def prog(*instrs, sems=(), regions=(Region("A", 0, 4096),)):
+    return Program(CFG, regions, sems, tuple(instrs) + (Halt(),))
+
+
+def load_16x16(**kw):
+    return DmaCopy(queue=Queue.DMA_LD, shape=(16, 16), dst=View(Space.SPM, 0, DType.I8, (16, 1)),
+                   src=View(Space.DRAM, 0, DType.I8, (16, 1), "A"), **kw)
+
+
+def mm_16(**kw):
+    return MatMul(shape=(1,), m=16, k=16, n=16, acc=View(Space.ACC, 0, DType.I32, (0,)), acc_row=64,
+                  a=View(Space.SPM, 0, DType.I8, (0,)), a_row=16, b=View(Space.SPM, 256, DType.I8, (0,)), **kw)
+
+
+def test_single_dma_cycles_by_hand():
+    # edge16: setup 16, burst 64 B, 8 B/cycle, latency 120, 16 outstanding; SPM 8 banks x 16 B.
+    # 256 contiguous bytes = 4 bursts of 64 B: d = 64/8 = 8 cycles, interval max(8, ceil((120+8)/16)=8) = 8,
+    # window = 4*8 - 8 + 8 = 32; SPM side: 2 lines of 128 B, no conflicts = 2 cycles.
+    # total = 16 + max(32, 2) + 120 = 168
+    res = simulate(prog(load_16x16()), edge(), timing_only=True)
+    assert res.cycles == 168
+    assert res.unit["dma.ld"].busy == 168
+
+
+def test_dma_latency_bound_by_outstanding_requests():
+    # 2 outstanding: interval max(8, ceil(128/2) = 64) = 64; window = 3*64 + 8 = 200; total 16 + 200 + 120 = 336
+    res = simulate(prog(load_16x16()), edge(dma__outstanding=2), timing_only=True)
+    assert res.cycles == 336
+
+
+def test_unaligned_run_takes_an_extra_burst():
+    # 256 B starting at offset 32: bursts of 32, 64, 64, 64, 32 B -> d = 4, 8, 8, 8, 4
+    # intervals max(d, ceil((120+d)/16)) = 8, 8, 8, 8, 8 -> window = 4*8 + 4 = 36; total 16 + 36 + 120 = 172
+    ins = dataclasses.replace(load_16x16(), src=View(Space.DRAM, 32, DType.I8, (16, 1), "A"))
+    assert simulate(prog(ins), edge(), timing_only=True).cycles == 172
+
+
+@pytest.mark.parametrize("dataflow,expected", [
+    # one fold alone: 2R + C + s - 2 with R = C = 16; ws streams m=16, os streams k=16, is streams n=16
+    ("ws", 62), ("os", 62), ("is", 62)])
+def test_single_matmul_cycles_by_hand(dataflow, expected):
+    res = simulate(prog(mm_16()), edge(matrix__dataflow=dataflow), timing_only=True)
+    assert res.cycles == expected
+
+
+def test_matmul_folds_with_and_without_overlap():
+    # ws, 4 loop points, m = 40: without overlap 4 * (2*16 + 16 + 40 - 2) = 344;
+    # with overlap 40 + 3 * max(40, 16) + 2*16 + 16 - 2 = 206
+    mm = dataclasses.replace(mm_16(), shape=(4,), m=40, acc=View(Space.ACC, 0, DType.I32, (0,)))
+    assert simulate(prog(mm), edge(matrix__fold_overlap="false"), timing_only=True).cycles == 344
+    assert simulate(prog(mm), edge(), timing_only=True).cycles == 206
+
+
+def test_os_dataflow_folds_over_m():
+    # os: ceil(m / R) = ceil(40 / 16) = 3 folds per point, s = k = 16, no overlap: 3 * (32 + 16 + 16 - 2) = 186
+    mm = dataclasses.replace(mm_16(), m=40)
+    assert simulate(prog(mm), edge(matrix__dataflow="os", matrix__fold_overlap="false"),
+                    timing_only=True).cycles == 186
+
+
+def test_semaphore_orders_units_and_counts_stall():
+    # mxu waits for the load: starts at 168, ends at 168 + 62 = 230; the wait is a semaphore stall of 168
+    sems = (SemDecl("ready", 0),)
+    p = prog(load_16x16(signals=(SemOp("ready"),)), mm_16(waits=(SemOp("ready"),)), sems=sems)
+    res = simulate(p, edge(), timing_only=True)
+    assert res.cycles == 230
+    assert (res.start[1], res.end[1]) == (168, 230)
+    assert res.unit["mxu"].stall["semaphore"] == 168
+
+
+def test_dram_bus_is_shared_between_channels():
+    # a store (ACC -> DRAM, 1 KiB = 16 bursts, window 16*8 = 128) and a load (window 32) start together:
+    # the load gets the bus first (dispatched first) at cycle 16; the store's window starts at 16 + 32 = 48
+    # instead of 16, a DRAM stall of 32 cycles.
+    store = DmaCopy(queue=Queue.DMA_ST, shape=(16, 16), dst=View(Space.DRAM, 0, DType.I32, (64, 4), "C"),
+                    src=View(Space.ACC, 0, DType.I32, (64, 4)))
+    p = prog(load_16x16(), store, regions=(Region("A", 0, 4096), Region("C", 1, 4096)))
+    res = simulate(p, edge(), timing_only=True)
+    assert res.unit["dma.st"].stall["dram"] == 32
+    assert res.end[1] == 16 + 32 + 128 + 120
+
+
+def test_bank_conflict_costs_exact_extra_cycles():
+    # A DMA reading an SPM tile transposed: shape [16 i, 16 j], src address i + 128 j. edge16's SPM has 8 banks
+    # of 16 B (a 128 B line), so a DMA beat is 128 elements: beat 0 is i = 0..7, j = 0..15. Word = addr // 16 =
+    # 8 j: 16 distinct words, all in bank (8 j) % 8 = 0 -> 16 cycles; conflict-free would be ceil(16 / 8) = 2.
+    # Two such beats: 32 cycles instead of 4, conflict = 28; total = setup 16 + 32 = 48.
+    src = View(Space.SPM, 0, DType.I8, (1, 128))
+    ins = DmaCopy(queue=Queue.DMA_ST, shape=(16, 16), dst=View(Space.SPM, 4096, DType.I8, (16, 1)), src=src)
+    assert tuple(instr_cost(ins, edge())[:2]) == (48, 28)
+    res = simulate(prog(ins), edge(), timing_only=True)
+    assert res.cycles == 48 and res.unit["dma.st"].stall["bank_conflict"] == 28
+    # the padded layout (row pitch 144 B = 9 words) spreads the same column over all banks: no conflict
+    padded = dataclasses.replace(ins, src=View(Space.SPM, 0, DType.I8, (1, 144)))
+    assert tuple(instr_cost(padded, edge())[:2]) == (16 + 4, 0)
+
+
+def gemm(arch, M, N, K, dtype=DType.I8, tiling=None):
+    return tiled_gemm(M, N, K, dtype, arch.matrix.rows, arch.matrix.cols, arch.spm.size, arch.acc.size, tiling,
+                      arch.matrix.max_rows)
+
+
+def test_double_buffering_overlap_by_predicted_amount():
+    # One output tile, K split in 6 k-steps; each step = load A, load B (dma.ld) then one mm. Memory bound
+    # (loads > mm), so with the ring of 2 every mm but the last hides under the next step's loads:
+    # concurrent = 6 * (la + lb) + m + store; serial = 6 * (la + lb + m) + store; difference = 5 * m.
+    arch = load_arch("mid32")
+    p = gemm(arch, 32, 32, 6 * 32, tiling=GemmTiling(tm=32, tn=32, tk=32))
+    costs = [instr_cost(i, arch) for i in p.instrs]
+    la, lb, m, st = costs[0].cycles, costs[1].cycles, costs[2].cycles, costs[-2].cycles
+    assert la + lb > m
+    conc = simulate(p, arch, timing_only=True)
+    ser = simulate(p, arch, timing_only=True, serial=True)
+    assert ser.cycles == 6 * (la + lb + m) + st
+    assert conc.cycles == 6 * (la + lb) + m + st
+    assert ser.cycles - conc.cycles == 5 * m
+
+
+def test_compute_bound_pipeline_hides_loads():
+    # make DRAM very fast so the mm dominates: concurrent = (la + lb) + 6 * m + store
+    arch = load_arch("mid32").with_overrides(["dram.bandwidth=4096", "dram.latency=1", "dma.setup_latency=0"])
+    p = gemm(arch, 256, 32, 6 * 32, tiling=GemmTiling(tm=256, tn=32, tk=32))
+    costs = [instr_cost(i, arch) for i in p.instrs]
+    la, lb, m, st = costs[0].cycles, costs[1].cycles, costs[2].cycles, costs[-2].cycles
+    assert la + lb < m
+    assert simulate(p, arch, timing_only=True).cycles == la + lb + 6 * m + st
+
+
+@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+def test_unit_cycles_add_up(preset):
+    arch = load_arch(preset)
+    res = simulate(gemm(arch, 100, 70, 90), arch, timing_only=True)
+    for u in res.units:
+        assert u.busy + u.idle + sum(u.stall.values()) == res.cycles
+        assert min(u.busy, u.idle, *u.stall.values()) >= 0
+
+
+def test_same_inputs_same_cycles():
+    arch = load_arch("edge16")
+    p = gemm(arch, 64, 48, 80)
+    a, b = simulate(p, arch, timing_only=True), simulate(p, arch, timing_only=True)
+    da, db = a.to_dict(), b.to_dict()
+    da.pop("wall_seconds"), db.pop("wall_seconds")
+    assert da == db and (a.end == b.end).all()
