@@ -1,0 +1,107 @@
+"""Generate the tables in docs/ from the code, so they cannot drift: ``python -m npusim.docgen [--check]``.
+
+Each generated table sits between ``<!-- BEGIN GENERATED: name -->`` and ``<!-- END GENERATED: name -->`` in a
+hand-written page; only that region is rewritten.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import re
+import sys
+from pathlib import Path
+
+from isa import Act, BinOp, DType, Reduce
+from isa.arch import SECTIONS, load_arch, preset_names
+from isa.instructions import INSTRUCTION_CLASSES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+MNEMONICS = {
+    "DmaCopy": "`dma.ld`, `dma.st`", "DmaFill": "`dma.ld.fill`, `dma.st.fill`", "MatMul": "`mxu.mm[.z]`",
+    "VecBinary": "`vpu.<op>[.<red>][.z]`", "VecUnary": "`vpu.act.<f>[.<red>][.z]`, `vpu.red.<red>[.z]`",
+    "VecConvert": "`vpu.cvt`", "VecRequant": "`vpu.rq`", "Sync": "`dma.ld.sync`, `dma.st.sync`, `mxu.sync`, `vpu.sync`",
+    "Barrier": "`barrier`", "Halt": "`halt`"}
+
+
+def _cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def instruction_table() -> str:
+    rows = ["| mnemonic | class (opcode) | syntax | fields | semantics |", "|---|---|---|---|---|"]
+    for cls in INSTRUCTION_CLASSES:
+        names = [f.name for f in dataclasses.fields(cls) if f.name not in ("waits", "signals")]
+        doc = inspect.getdoc(cls) or ""
+        first, _, rest = doc.partition("\n\n")
+        syntax, sep, semantics = first.partition("``: ")
+        syntax, semantics = (syntax.strip("`"), semantics) if sep else ("", first)
+        rows.append(f"| {MNEMONICS[cls.__name__]} | `{cls.__name__}` ({int(cls.opcode)}) | `{_cell(syntax)}` | "
+                    f"{', '.join(f'`{n}`' for n in names)} | {_cell(semantics + ' ' + rest)} |")
+    return "\n".join(rows)
+
+
+def enum_table() -> str:
+    rows = ["| kind | values |", "|---|---|"]
+    rows.append("| dtypes | " + ", ".join(f"`{d.text}` ({d.size} B)" for d in DType) + " |")
+    for enum, what in ((BinOp, "vpu binary ops"), (Act, "vpu unary functions"), (Reduce, "reductions")):
+        rows.append(f"| {what} | " + ", ".join(f"`{e.name.lower()}`" for e in enum) + " |")
+    return "\n".join(rows)
+
+
+def arch_table() -> str:
+    presets = {n: load_arch(n) for n in preset_names()}
+    rows = ["| field | unit | meaning | default | " + " | ".join(presets) + " |",
+            "|---|---|---|---|" + "---|" * len(presets)]
+    for sec, klass in SECTIONS.items():
+        for f in dataclasses.fields(klass):
+            vals = [getattr(getattr(a, sec), f.name) for a in presets.values()]
+            fmt = lambda v: ", ".join(v) if isinstance(v, tuple) else str(v).lower() if isinstance(v, bool) else str(v)
+            rows.append(f"| `{sec}.{f.name}` | {f.metadata['unit']} | {_cell(f.metadata['doc'])} | "
+                        f"{fmt(f.default)} | " + " | ".join(fmt(v) for v in vals) + " |")
+    return "\n".join(rows)
+
+
+def preset_table() -> str:
+    rows = ["| preset | what it models |", "|---|---|"]
+    rows += [f"| `{n}` | {load_arch(n).description} |" for n in preset_names()]
+    return "\n".join(rows)
+
+
+TABLES = {"docs/isa.md": {"instructions": instruction_table, "enums": enum_table},
+          "docs/arch.md": {"arch-fields": arch_table}, "README.md": {"presets": preset_table}}
+
+
+def render(text: str, tables: dict) -> str:
+    for name, make in tables.items():
+        pattern = re.compile(rf"(<!-- BEGIN GENERATED: {name} -->\n).*?(<!-- END GENERATED: {name} -->)", re.S)
+        if not pattern.search(text):
+            raise KeyError(f"no GENERATED: {name} markers")
+        body = make() + "\n"
+        text = pattern.sub(lambda m, body=body: m.group(1) + body + m.group(2), text)
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 if a page is out of date instead of writing it")
+    args = ap.parse_args(argv)
+    stale = []
+    for page, tables in TABLES.items():
+        path = ROOT / page
+        old = path.read_text()
+        new = render(old, tables)
+        if new != old:
+            stale.append(page)
+            if not args.check:
+                path.write_text(new)
+    if args.check and stale:
+        sys.stderr.write(f"out of date: {', '.join(stale)} (run python -m npusim.docgen)\n")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
