@@ -388,7 +388,8 @@ class VecBinary(Instr):
 class VecUnary(Instr):
     """``vpu.act.<f>[.<red>][.z] shape[..] dst=V src=V [lo=X hi=X]``: element-wise unary function.
 
-    ``vpu.red.<red>[.z]`` is ``vpu.act.mov`` with a reduction (pooling, row max/sum, global pooling). clamp limits the value to [lo, hi] (relu6 is clamp lo=0 hi=6). Same compute types, reduction and conversion
+    ``vpu.red.<red>[.z]`` is ``vpu.act.mov`` with a reduction (pooling, row max/sum, global pooling). clamp
+    limits the value to [lo, hi] (relu6 is clamp lo=0 hi=6). Same compute types, reduction and conversion
     rules as the binary ops.
     """
 

@@ -18,7 +18,10 @@ def edge(**over):
     return arch.with_overrides([f"{k.replace('__', '.')}={v}" for k, v in over.items()])
 
 
-def prog(*instrs, sems=(), regions=(Region("A", 0, 4096),)):
+A_REGION = (Region("A", 0, 4096),)
+
+
+def prog(*instrs, sems=(), regions=A_REGION):
     return Program(CFG, regions, sems, tuple(instrs) + (Halt(),))
 
 
