@@ -1,6 +1,6 @@
 """Write a double-buffered tiled GEMM program (assembly) and its inputs for one Arch.
 
-    python examples/make_gemm.py --M 96 --N 80 --K 112 --dtype i8 --arch edge16 -o examples/gemm_int8
+    python examples/make_gemm.py --M 96 --N 80 --K 112 --tile 32 32 48 --dtype i8 --arch edge16 -o examples/gemm_int8
 
 writes ``gemm_int8.s`` (run it with ``npusim simulate``), ``gemm_int8.npz`` (inputs A and B, keyed by DRAM region)
 and ``gemm_int8.expected.npy`` (numpy's C = A @ B).
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.gemm import gemm_inputs, gemm_reference, tiled_gemm
+from compiler.gemm import GemmTiling, gemm_inputs, gemm_reference, tiled_gemm
 from isa import DType
 from isa.arch import load_arch
 from isa.files import write_program
@@ -27,13 +27,14 @@ def main() -> None:
     ap.add_argument("--dtype", default="i8", choices=[d.text for d in DType if d.text in ("i8", "u8", "f16", "bf16",
                                                                                            "f32")])
     ap.add_argument("--arch", default="edge16")
-    ap.add_argument("--tm", type=int, help="rows of A per tile (default: chosen to fit the SRAM)")
+    ap.add_argument("--tile", type=int, nargs=3, metavar=("TM", "TN", "TK"),
+                    help="tile sizes in elements (default: the largest that fit the SRAM)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("-o", "--output", default="examples/gemm")
     args = ap.parse_args()
     arch, dtype = load_arch(args.arch), DType.from_text(args.dtype)
     program = tiled_gemm(args.M, args.N, args.K, dtype, arch.matrix.rows, arch.matrix.cols, arch.spm.size,
-                         arch.acc.size, max_rows=arch.matrix.max_rows)
+                         arch.acc.size, GemmTiling(*args.tile) if args.tile else None, arch.matrix.max_rows)
     inputs = gemm_inputs(args.M, args.N, args.K, dtype, args.seed)
     out = Path(args.output)
     write_program(program, out.with_suffix(".s"))

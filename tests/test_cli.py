@@ -1,0 +1,101 @@
+"""The command line: output shapes, JSON report, and one-line errors with a non-zero exit (never a traceback)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from npusim import __version__
+from npusim.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_presets_one_per_line_name_first(capsys):
+    code, out, _ = run(capsys, "presets")
+    names = [line.split("\t")[0] for line in out.splitlines()]
+    assert code == 0 and names == ["dc128", "edge16", "mid32"]
+    assert "16x16 int8 edge NPU" in out
+
+
+def test_version():
+    out = subprocess.run([sys.executable, "-m", "npusim", "--version"], capture_output=True, text=True)
+    assert out.stdout.strip() == f"npusim {__version__}"
+
+
+def test_simulate_example_gemm_json_matches_numpy(capsys, tmp_path):
+    outputs = tmp_path / "out.npz"
+    code, out, err = run(capsys, "simulate", str(EXAMPLES / "gemm_int8.s"), "--arch", "edge16", "--inputs",
+                         str(EXAMPLES / "gemm_int8.npz"), "--json", "-", "--save-outputs", str(outputs))
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["cycles"] > 0 and report["arch"]["matrix"]["rows"] == 16
+    for unit in report["units"].values():
+        total = unit["busy_cycles"] + unit["idle_cycles"] + sum(unit["stall_cycles"].values())
+        assert total == report["cycles"]
+    expected = np.load(EXAMPLES / "gemm_int8.expected.npy")
+    c = np.load(outputs)["C"][: expected.nbytes].view(np.int32).reshape(expected.shape)
+    assert (c == expected).all()
+
+
+def test_timing_only_gives_the_same_cycles(capsys):
+    args = ["simulate", str(EXAMPLES / "gemm_int8.s"), "--arch", "mid32", "--json", "-"]
+    _, with_values, _ = run(capsys, *args, "--inputs", str(EXAMPLES / "gemm_int8.npz"))
+    _, timing, _ = run(capsys, *args, "--timing-only")
+    assert json.loads(with_values)["cycles"] == json.loads(timing)["cycles"]
+
+
+def test_human_summary(capsys):
+    code, out, _ = run(capsys, "simulate", str(EXAMPLES / "gemm_int8.s"), "--arch", "edge16", "--timing-only")
+    assert code == 0 and out.startswith("91 instructions on edge16: ") and "dma.ld" in out
+
+
+def test_deadlock_example_runs_without_inputs_and_fails_cleanly():
+    proc = subprocess.run([sys.executable, "-m", "npusim", "simulate", str(EXAMPLES / "deadlock.s")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("npusim: error: deadlock at cycle 0: mxu blocked at pc 0")
+    assert "vpu blocked at pc 1" in line and "wait-for cycle: mxu -> vpu -> mxu" in line
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--set", "matrix.rows=-1"], "npusim: error: matrix.rows must be an integer >= 1, not -1"),
+    (["--arch", "nope"], "npusim: error: --arch must be a preset (dc128, edge16, mid32) or a TOML file, not 'nope'"),
+    (["--set", "dram.bandwith=3"], "npusim: error: unknown Arch field 'dram.bandwith'; did you mean 'dram.bandwidth'?"),
+])
+def test_bad_arch_is_one_line(capsys, argv, message):
+    code, _, err = run(capsys, "simulate", str(EXAMPLES / "deadlock.s"), *argv)
+    assert code == 1 and err.strip() == message
+
+
+def test_malformed_assembly_names_line_and_column(capsys, tmp_path):
+    bad = tmp_path / "bad.s"
+    bad.write_text(".config rows=16 cols=16 spm=262144 acc=65536\nhalt\nmxu.mmm shape[1] m=1\n")
+    code, _, err = run(capsys, "simulate", str(bad))
+    assert code == 1
+    assert err.startswith(f"npusim: error: {bad}:3:1: unknown mnemonic 'mxu.mmm'")
+
+
+def test_missing_program_file(capsys, tmp_path):
+    code, _, err = run(capsys, "simulate", str(tmp_path / "none.s"))
+    assert code == 2 and err.startswith("npusim: error: No such file or directory")
+
+
+def test_inputs_for_unknown_region(capsys, tmp_path):
+    npz = tmp_path / "in.npz"
+    np.savez(npz, Z=np.zeros(4, np.int8))
+    code, _, err = run(capsys, "simulate", str(EXAMPLES / "gemm_int8.s"), "--inputs", str(npz))
+    assert code == 1
+    assert err.strip() == "npusim: error: input 'Z' names no DRAM region; the program declares A, B, C"
