@@ -45,7 +45,7 @@ class Engine:
         self.bus = DramBus()
         self.queues = [deque() for _ in UNIT_QUEUES]
         self.stats = [UnitStats(q.text) for q in UNIT_QUEUES]
-        self.dispatch, self.issue, self.start, self.end = (np.full(n, -1, np.int64) for _ in range(4))
+        self.dispatch, self.issue, self.start, self.end = ([-1] * n for _ in range(4))
         self.work: list[simpy.Event | None] = [None] * len(UNIT_QUEUES)
         self.blocked = [-1] * len(UNIT_QUEUES)   # pc a unit's head waits on semaphores with, or -1
         self.space: simpy.Event | None = None     # the dispatcher waits for room in a full queue
@@ -122,26 +122,27 @@ class Engine:
                 yield ev
                 self.blocked[u] = -1
                 st.stall["semaphore"] += env.now - t1
-            self.issue[pc] = env.now
-            held = pools[pc]
-            while held:
-                ready = max(p.next_free() for p in held)
-                if ready <= env.now:
-                    break
-                cause = max(held, key=PortPool.next_free).name
-                t2 = env.now
-                yield env.timeout(ready - t2)
-                st.stall[cause] += env.now - t2
             now = env.now
-            taken = [(p, p.try_acquire(now)) for p in held]
+            self.issue[pc] = now
+            held = pools[pc]
+            if held:
+                ready = max([min(p.free_at) for p in held])
+                while ready > now:
+                    cause = max(held, key=PortPool.next_free).name
+                    yield env.timeout(ready - now)
+                    st.stall[cause] += env.now - now
+                    now = env.now
+                    ready = max([min(p.free_at) for p in held])
+                taken = [(p, p.try_acquire(now)) for p in held]
             cost = costs[pc]
             end = now + cost.cycles
             if cost.dram_window:
                 wait = bus.reserve(now + cost.setup, cost.dram_window) - now - cost.setup
                 st.stall["dram"] += wait
                 end += wait
-            for p, i in taken:
-                p.hold_until(i, end)
+            if held:
+                for p, i in taken:
+                    p.free_at[i] = end
             self.start[pc] = now
             st.busy += cost.cycles - cost.conflict
             st.stall["bank_conflict"] += cost.conflict
@@ -182,6 +183,8 @@ class Engine:
                 raise SimulationError(f"the cycle cap of {max_cycles} was reached with {self.outstanding} "
                                       f"instructions in flight")
             raise DeadlockError(self._deadlock_message())
+        self.dispatch, self.issue, self.start, self.end = (
+            np.array(a, np.int64) for a in (self.dispatch, self.issue, self.start, self.end))
         total = int(self.end.max(initial=0))
         for st in self.stats:
             st.idle = total - st.busy - sum(st.stall.values())

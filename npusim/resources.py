@@ -13,7 +13,7 @@ class PortPool:
         self.free_at = [0] * n
 
     def try_acquire(self, now: int) -> int:
-        """Index of a free port (marked held until :meth:`hold_until`), or -1 if all are busy."""
+        """Index of a free port, marked held (the caller sets ``free_at[i]`` to its end cycle), or -1."""
         free = self.free_at
         for i, t in enumerate(free):
             if t <= now:
@@ -24,9 +24,6 @@ class PortPool:
     def next_free(self) -> int:
         """Cycle at which the earliest busy port frees (a retry time)."""
         return min(self.free_at)
-
-    def hold_until(self, i: int, end: int) -> None:
-        self.free_at[i] = end
 
 
 class DramBus:

@@ -138,3 +138,12 @@ def test_presets_round_trip_through_toml(preset):
     arch = load_arch(preset)
     assert Arch.from_toml(arch.to_toml()) == arch
     assert arch.with_overrides(["matrix.rows=8"]).matrix.rows == 8
+
+
+def test_cycle_cap_stops_a_long_run():
+    from compiler.gemm import tiled_gemm
+    from isa import SimulationError
+
+    p = tiled_gemm(64, 64, 64, DType.I8, 16, 16, 262144, 65536)
+    with pytest.raises(SimulationError, match=r"^the cycle cap of 100 was reached with \d+ instructions in flight$"):
+        simulate(p, EDGE, timing_only=True, max_cycles=100)
