@@ -42,34 +42,53 @@ class Cost(NamedTuple):
 
 
 # ---------------------------------------------------------------------------------------------------- matrix unit
+def _stationary_run(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
+    """Consecutive loop points that reuse the stationary operand: the innermost dimensions with stride 0."""
+    run = 1
+    for e, st in zip(reversed(shape), reversed(strides)):
+        if st != 0:
+            break
+        run *= e
+    return run
+
+
 def mxu_folds(mm: MatMul, arch: Arch) -> tuple[int, int]:
     """(folds, stream length in cycles per fold) of ``mm`` under the configured dataflow.
 
-    ws: the k x n weight tile is stationary, m rows stream; one fold per loop point.
-    os: an R x C block of outputs is stationary, k stream; ceil(m / R) folds per loop point.
-    is: an m x k input block is stationary (k on rows, m on columns), n stream; ceil(m / C) folds per loop point.
+    ws: the k x n weight tile is stationary, m rows stream.
+    os: an R x C block of outputs is stationary, k reduction steps stream; ceil(m / R) folds per point.
+    is: an m x k input block is stationary (k on rows, m on columns), n columns stream; ceil(m / C) folds per point.
+    Consecutive loop points that keep the same stationary operand (innermost loop dimensions where its stride is 0:
+    the same B tile for ws, accumulating into the same rows for os, the same A block for is) extend one fold's stream
+    instead of starting a new fold.
     """
     points = math.prod(mm.shape)
     df, rows, cols = arch.matrix.dataflow, arch.matrix.rows, arch.matrix.cols
     if df == "ws":
-        return points, mm.m
+        run = _stationary_run(mm.shape, mm.b.strides)
+        return points // run, mm.m * run
     if df == "os":
-        return points * -(-mm.m // rows), mm.k
-    return points * -(-mm.m // cols), mm.n
+        run = _stationary_run(mm.shape, mm.acc.strides)
+        return points // run * -(-mm.m // rows), mm.k * run
+    run = _stationary_run(mm.shape, mm.a.strides)
+    return points // run * -(-mm.m // cols), mm.n * run
 
 
 def mxu_cycles(mm: MatMul, arch: Arch) -> int:
     """Cycles of one mxu.mm on an R x C array.
 
-    One fold alone: ``2R + C + s - 2`` (R to preload the stationary operand, then s streamed + R + C - 2 to fill and
-    drain the skewed wavefront). F folds without overlap: ``F * (2R + C + s - 2)``. With ``matrix.fold_overlap``
-    the next fold's preload hides under the current stream: ``s + (F - 1) * max(s, R) + 2R + C - 2``.
+    One fold alone: ``P + s + R + C - 2``: P cycles to preload the stationary operand (R for ws and is; 0 for os,
+    whose stationary values are the outputs themselves), then s streamed vectors plus R + C - 2 to fill and drain
+    the skewed wavefront. Without overlap F folds cost ``F * (P + s + R + C - 2)`` (SCALE-Sim's accounting). With
+    ``matrix.fold_overlap`` the next fold's preload (or, for os, the output drain) hides under the current stream
+    and folds follow each other every ``max(s, R)`` cycles: ``P + s + (F - 1) * max(s, R) + R + C - 2``.
     """
     folds, s = mxu_folds(mm, arch)
     r, c = arch.matrix.rows, arch.matrix.cols
+    preload = 0 if arch.matrix.dataflow == "os" else r
     if not arch.matrix.fold_overlap:
-        return folds * (2 * r + c + s - 2)
-    return s + (folds - 1) * max(s, r) + 2 * r + c - 2
+        return folds * (preload + s + r + c - 2)
+    return preload + s + (folds - 1) * max(s, r) + r + c - 2
 
 
 # ---------------------------------------------------------------------------------------------------- memories

@@ -59,8 +59,9 @@ def test_unaligned_run_takes_an_extra_burst():
 
 
 @pytest.mark.parametrize("dataflow,expected", [
-    # one fold alone: 2R + C + s - 2 with R = C = 16; ws streams m=16, os streams k=16, is streams n=16
-    ("ws", 62), ("os", 62), ("is", 62)])
+    # one fold alone: P + s + R + C - 2 with R = C = 16: ws/is preload P = R = 16 and stream s = m = 16 / s = n = 16
+    # -> 62; os has no preload and streams s = k = 16 -> 46
+    ("ws", 62), ("os", 46), ("is", 62)])
 def test_single_matmul_cycles_by_hand(dataflow, expected):
     res = simulate(prog(mm_16()), edge(matrix__dataflow=dataflow), timing_only=True)
     assert res.cycles == expected
@@ -69,16 +70,29 @@ def test_single_matmul_cycles_by_hand(dataflow, expected):
 def test_matmul_folds_with_and_without_overlap():
     # ws, 4 loop points, m = 40: without overlap 4 * (2*16 + 16 + 40 - 2) = 344;
     # with overlap 40 + 3 * max(40, 16) + 2*16 + 16 - 2 = 206
-    mm = dataclasses.replace(mm_16(), shape=(4,), m=40, acc=View(Space.ACC, 0, DType.I32, (0,)))
+    mm = dataclasses.replace(mm_16(), shape=(4,), m=40, b=View(Space.SPM, 256, DType.I8, (256,)))
     assert simulate(prog(mm), edge(matrix__fold_overlap="false"), timing_only=True).cycles == 344
     assert simulate(prog(mm), edge(), timing_only=True).cycles == 206
 
 
+def test_reused_stationary_operand_extends_the_stream():
+    # ws with the same B tile for all 4 points (b stride 0): one fold streaming 4 * 40 rows: 16 + 160 + 30 = 206
+    mm = dataclasses.replace(mm_16(), shape=(4,), m=40)
+    assert simulate(prog(mm), edge(matrix__fold_overlap="false"), timing_only=True).cycles == 206
+    # os accumulating the 4 points into the same rows (acc stride 0): ceil(40/16) = 3 folds of s = 4 * 16 = 64
+    # reduction steps: 3 * (0 + 64 + 30) = 282
+    mm_os = dataclasses.replace(mm, b=View(Space.SPM, 256, DType.I8, (256,)))
+    assert simulate(prog(mm_os), edge(matrix__dataflow="os", matrix__fold_overlap="false"),
+                    timing_only=True).cycles == 282
+
+
 def test_os_dataflow_folds_over_m():
-    # os: ceil(m / R) = ceil(40 / 16) = 3 folds per point, s = k = 16, no overlap: 3 * (32 + 16 + 16 - 2) = 186
+    # os: ceil(m / R) = ceil(40 / 16) = 3 folds per point, s = k = 16, no preload, no overlap:
+    # 3 * (16 + 16 + 16 - 2) = 138; with overlap 16 + 2 * max(16, 16) + 16 + 16 - 2 = 78
     mm = dataclasses.replace(mm_16(), m=40)
     assert simulate(prog(mm), edge(matrix__dataflow="os", matrix__fold_overlap="false"),
-                    timing_only=True).cycles == 186
+                    timing_only=True).cycles == 138
+    assert simulate(prog(mm), edge(matrix__dataflow="os"), timing_only=True).cycles == 78
 
 
 def test_semaphore_orders_units_and_counts_stall():
