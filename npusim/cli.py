@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -71,6 +72,28 @@ def cmd_simulate(args) -> int:
     return 0
 
 
+def cmd_gemm(args) -> int:
+    from isa import DType
+
+    from .driver import run_gemm
+
+    arch = _arch(args)
+    result, check = run_gemm(args.M, args.N, args.K, DType.from_text(args.dtype), arch,
+                             timing_only=args.timing_only, seed=args.seed)
+    if args.json:
+        report = result.to_dict(instructions=False)
+        if check is not None:
+            report["validation"] = check.to_dict()
+        _write_json(json.dumps(report, indent=1), args.json)
+    if args.json != "-":
+        print(f"GEMM {args.M}x{args.N}x{args.K} {args.dtype}")
+        print(summary(result))
+        if check is not None:
+            print(f"validation against numpy ({check.rule}): max |err| {check.max_abs_error:.3g}, "
+                  f"max rel {check.max_rel_error:.3g}: {'ok' if check.ok else 'FAILED'}")
+    return 0 if check is None or check.ok else 3
+
+
 def cmd_verify(args) -> int:
     from isa.files import read_program
     from isa.verify import verify
@@ -113,6 +136,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--serial", action="store_true", help="one instruction at a time in program order")
     s.add_argument("--max-cycles", type=int, help="stop with an error after this many cycles")
     s.set_defaults(func=cmd_simulate)
+
+    g = sub.add_parser("gemm", help="compile and simulate one GEMM C[M,N] = A[M,K] @ B[K,N], checked against numpy")
+    for dim in ("M", "N", "K"):
+        g.add_argument(dim, type=int)
+    g.add_argument("--dtype", default="i8", choices=["i8", "u8", "f16", "bf16", "f32"])
+    arch_args(g)
+    g.add_argument("--json", metavar="OUT|-", help="write the JSON report (with validation) to a file or stdout")
+    g.add_argument("--timing-only", action="store_true", help="skip values and validation")
+    g.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    g.set_defaults(func=cmd_gemm)
 
     v = sub.add_parser("verify", help="statically check a program (bounds, alignment, semaphores)")
     v.add_argument("program")

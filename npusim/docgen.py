@@ -64,13 +64,32 @@ def arch_table() -> str:
     return "\n".join(rows)
 
 
+def semantics() -> str:
+    """The functional model's module docstring (the value rules every kernel follows) as markdown."""
+    from npusim import functional
+
+    doc = (inspect.getdoc(functional) or "").replace("``", "`")
+    intro, _, body = doc.partition("\nGeneral\n")
+    out = [" ".join(intro.split("\n\n", 1)[-1].split()), "\n**General**\n"]
+    for line in body.splitlines():
+        if not line.strip():
+            continue
+        if not line.startswith(" "):
+            out.append(f"\n**{line.strip()}**\n")
+        elif line.lstrip().startswith("- "):
+            out.append("- " + line.strip()[2:])
+        else:
+            out[-1] += " " + line.strip()
+    return "\n".join(out).strip()
+
+
 def preset_table() -> str:
     rows = ["| preset | what it models |", "|---|---|"]
     rows += [f"| `{n}` | {load_arch(n).description} |" for n in preset_names()]
     return "\n".join(rows)
 
 
-TABLES = {"docs/isa.md": {"instructions": instruction_table, "enums": enum_table},
+TABLES = {"docs/isa.md": {"instructions": instruction_table, "enums": enum_table, "semantics": semantics},
           "docs/arch.md": {"arch-fields": arch_table}, "README.md": {"presets": preset_table}}
 
 

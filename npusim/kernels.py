@@ -1,0 +1,722 @@
+"""Numba kernels of the functional model: the arithmetic of every instruction, on raw byte buffers.
+
+Each kernel takes whole memories as 1-D ``uint8`` arrays and one ``int64`` geometry array ``g``: the iteration
+shape left-padded with 1s to ``ND`` dimensions, then per operand ``base, strides[ND]`` (bytes, padded strides 0).
+Op codes, dtype codes (``DType.code``) and immediates are plain ints/floats, so every kernel compiles once, whatever
+the shapes, strides, alignment and dtypes. Operands are gathered into contiguous arrays before anything is written,
+computed in f32 or i64, converted, and scattered back in row-major order (a later write to the same bytes wins).
+
+The numpy helpers at the end convert whole arrays between storage and f32 for the reference model and immediates.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+from isa.dtypes import INT_RANGE, DType
+
+ND = 5
+I8, U8, I16, I32, F16, BF16, F32 = range(7)
+SIZE = np.array([1, 1, 2, 4, 2, 2, 4], np.int64)
+INT_LO = np.array([-128, 0, -32768, -(2**31)], np.int64)
+INT_HI = np.array([127, 255, 32767, 2**31 - 1], np.int64)
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1
+F32_NAN_BITS, F16_NAN_BITS, BF16_NAN_BITS = 0x7FC00000, 0x7E00, 0x7FC0
+SQRT2 = math.sqrt(2.0)
+RQ_OK = 1 << 40
+"""requant's return value when every shift is valid (any other value is the first bad shift)."""
+
+# op codes: isa.instructions.BinOp / Act / Reduce values
+ADD, SUB, MUL, DIV, MIN, MAX, SHL, SHR, AND, OR, XOR, CMPGT, CMPEQ = range(13)
+MOV, RELU, CLAMP, ABS, NEG, EXP, LOG, RECIP, SQRT, RSQRT, SIGMOID, TANH, GELU, ERF = range(14)
+R_NONE, R_SUM, R_MAX, R_MIN = range(4)
+
+_jit = njit(cache=True, error_model="numpy", nogil=True)
+
+
+# ---------------------------------------------------------------- addressing
+
+
+@_jit
+def _base(g, i):
+    return g[ND + i * (ND + 1)]
+
+
+@_jit
+def _strides(g, i):
+    o = ND + i * (ND + 1) + 1
+    return g[o:o + ND]
+
+
+@_jit
+def offsets(shape, base, strides):
+    """Byte address of every point of an ND-dim ``shape``, row-major (int64[prod(shape)])."""
+    n = 1
+    for e in shape:
+        n *= e
+    out = np.empty(n, np.int64)
+    if n == 0:
+        return out
+    idx = np.zeros(ND, np.int64)
+    inner, step = shape[ND - 1], strides[ND - 1]
+    off, t = base, 0
+    while True:
+        for i in range(inner):
+            out[t] = off + i * step
+            t += 1
+        if t == n:
+            return out
+        d = ND - 2
+        while True:
+            idx[d] += 1
+            off += strides[d]
+            if idx[d] < shape[d]:
+                break
+            off -= strides[d] * shape[d]
+            idx[d] = 0
+            d -= 1
+
+
+@_jit
+def gather_at(buf, offs, es):
+    """Bytes of ``es``-byte elements at ``offs``, packed contiguously (uint8[len(offs) * es])."""
+    out = np.empty(offs.size * es, np.uint8)
+    for i in range(offs.size):
+        o = offs[i]
+        for b in range(es):
+            out[i * es + b] = buf[o + b]
+    return out
+
+
+@_jit
+def scatter_at(buf, offs, es, raw):
+    """Write packed ``es``-byte elements to ``offs`` in order (later writes win on overlap)."""
+    for i in range(offs.size):
+        o = offs[i]
+        for b in range(es):
+            buf[o + b] = raw[i * es + b]
+
+
+@_jit
+def _runs(shape, base, strides, es):
+    """(start offsets, bytes per run): a contiguous innermost dimension is copied as one run."""
+    outer = shape.copy()
+    if strides[ND - 1] != es or shape[ND - 1] == 1:
+        return offsets(outer, base, strides), es
+    outer[ND - 1] = 1
+    return offsets(outer, base, strides), shape[ND - 1] * es
+
+
+@_jit
+def gather(buf, shape, base, strides, es):
+    """The ``es``-byte elements of a view over ``shape``, packed in row-major order."""
+    offs, run = _runs(shape, base, strides, es)
+    if run == es:
+        return gather_at(buf, offs, es)
+    out = np.empty(offs.size * run, np.uint8)
+    for i in range(offs.size):
+        out[i * run:(i + 1) * run] = buf[offs[i]:offs[i] + run]
+    return out
+
+
+@_jit
+def scatter(buf, shape, base, strides, es, raw):
+    """Write packed elements to a view over ``shape`` in row-major order (later writes win on overlap)."""
+    offs, run = _runs(shape, base, strides, es)
+    if run == es:
+        scatter_at(buf, offs, es, raw)
+        return
+    for i in range(offs.size):
+        buf[offs[i]:offs[i] + run] = raw[i * run:(i + 1) * run]
+
+
+@_jit
+def _load(buf, g, i, code):
+    return gather(buf, g[:ND], _base(g, i), _strides(g, i), SIZE[code])
+
+
+@_jit
+def _save(buf, g, i, code, raw):
+    scatter(buf, g[:ND], _base(g, i), _strides(g, i), SIZE[code], raw)
+
+
+# ---------------------------------------------------------------- scalar conversions (bits as int64)
+
+
+@_jit
+def _f16_to_f32_bits(h):
+    sign = (h & 0x8000) << 16
+    e, m = (h >> 10) & 0x1F, h & 0x3FF
+    if e == 31:
+        return sign | 0x7F800000 | (m << 13)
+    if e == 0:
+        if m == 0:
+            return sign
+        e = 1
+        while (m & 0x400) == 0:
+            m <<= 1
+            e -= 1
+        m &= 0x3FF
+    return sign | ((e + 112) << 23) | (m << 13)
+
+
+@_jit
+def _f32_to_f16_bits(b):
+    """Round to nearest even; overflow gives inf, NaN gives the canonical 0x7E00."""
+    sign = (b >> 16) & 0x8000
+    a = b & 0x7FFFFFFF
+    if a > 0x7F800000:
+        return F16_NAN_BITS
+    if a >= 0x477FF000:  # >= 65520 (and inf)
+        return sign | 0x7C00
+    if a >= 0x38800000:  # a normal f16
+        q, r, half = (a >> 13) - (112 << 10), a & 0x1FFF, 0x1000
+    elif a < 0x33000000:  # below 2**-25
+        return sign
+    else:  # a subnormal f16, in units of 2**-24
+        sh = 126 - (a >> 23)
+        m = (a & 0x7FFFFF) | 0x800000
+        q, r, half = m >> sh, m & ((1 << sh) - 1), 1 << (sh - 1)
+    if r > half or (r == half and (q & 1) == 1):
+        q += 1
+    return sign | q
+
+
+@_jit
+def _f32_to_bf16_bits(b):
+    if (b & 0x7FFFFFFF) > 0x7F800000:
+        return BF16_NAN_BITS
+    return (b + 0x7FFF + ((b >> 16) & 1)) >> 16
+
+
+@_jit
+def _f32_to_int(x, lo, hi):
+    """Round half to even, saturate to [lo, hi]; NaN gives 0."""
+    if x != x:
+        return np.int64(0)
+    r = np.float64(np.rint(x))
+    if r <= lo:
+        return lo
+    if r >= hi:
+        return hi
+    return np.int64(r)
+
+
+@_jit
+def _max(a, b):
+    """The larger value; NaN if either is NaN; a when equal (so max(-0.0, 0.0) = -0.0)."""
+    return a if (a >= b or a != a) else b
+
+
+@_jit
+def _min(a, b):
+    return a if (a <= b or a != a) else b
+
+
+# ---------------------------------------------------------------- array conversions
+
+
+@_jit
+def decode_f32(raw, code):
+    """Packed elements of dtype ``code`` -> f32 (exact, except i32 rounds to nearest even)."""
+    if code == F32:
+        return raw.view(np.float32)
+    if code == F16 or code == BF16:
+        h = raw.view(np.uint16)
+        bits = np.empty(h.size, np.uint32)
+        for i in range(h.size):
+            v = np.int64(h[i])
+            bits[i] = _f16_to_f32_bits(v) if code == F16 else v << 16
+        return bits.view(np.float32)
+    if code == I8:
+        return raw.view(np.int8).astype(np.float32)
+    if code == U8:
+        return raw.astype(np.float32)
+    if code == I16:
+        return raw.view(np.int16).astype(np.float32)
+    return raw.view(np.int32).astype(np.float32)
+
+
+@_jit
+def decode_i64(raw, code):
+    """Packed elements of dtype ``code`` -> i64; floats round half to even and saturate, NaN -> 0."""
+    if code == I8:
+        return raw.view(np.int8).astype(np.int64)
+    if code == U8:
+        return raw.astype(np.int64)
+    if code == I16:
+        return raw.view(np.int16).astype(np.int64)
+    if code == I32:
+        return raw.view(np.int32).astype(np.int64)
+    f = decode_f32(raw, code)
+    out = np.empty(f.size, np.int64)
+    for i in range(f.size):
+        out[i] = _f32_to_int(f[i], I64_MIN, I64_MAX)
+    return out
+
+
+@_jit
+def _ints_to_raw(v, code):
+    """In-range i64 values -> packed integer storage of dtype ``code``."""
+    if code == I8:
+        return v.astype(np.int8).view(np.uint8)
+    if code == U8:
+        return v.astype(np.uint8)
+    if code == I16:
+        return v.astype(np.int16).view(np.uint8)
+    return v.astype(np.int32).view(np.uint8)
+
+
+@_jit
+def encode_f32(v, code):
+    """f32 -> packed dtype ``code``: floats round to nearest even (canonical NaN), ints round half even + saturate."""
+    n = v.size
+    if code <= I32:
+        iv = np.empty(n, np.int64)
+        for i in range(n):
+            iv[i] = _f32_to_int(v[i], INT_LO[code], INT_HI[code])
+        return _ints_to_raw(iv, code)
+    bits = v.view(np.uint32)
+    if code == F32:
+        out = np.empty(n, np.uint32)
+        for i in range(n):
+            out[i] = F32_NAN_BITS if v[i] != v[i] else bits[i]
+        return out.view(np.uint8)
+    h = np.empty(n, np.uint16)
+    for i in range(n):
+        b = np.int64(bits[i])
+        h[i] = _f32_to_f16_bits(b) if code == F16 else _f32_to_bf16_bits(b)
+    return h.view(np.uint8)
+
+
+@_jit
+def encode_i64(v, code):
+    """i64 -> packed dtype ``code``: ints saturate; floats go through f32 (round to nearest even)."""
+    if code <= I32:
+        return _ints_to_raw(np.minimum(np.maximum(v, INT_LO[code]), INT_HI[code]), code)
+    return encode_f32(v.astype(np.float32), code)
+
+
+# ---------------------------------------------------------------- DMA
+
+
+@_jit
+def dma_copy(dst_buf, src_buf, g, pad, es, fill):
+    """Byte copy of operand 1 (src, over shape - lo - hi) to operand 0 (dst, over shape).
+
+    pad: int64[2 * ND], lo then hi per dimension; padded positions get the ``es`` bytes of ``fill``.
+    """
+    shape, lo = g[:ND], pad[:ND]
+    sshape = shape - lo - pad[ND:]
+    src = np.empty(0, np.uint8)
+    if sshape.min() > 0:
+        src = gather(src_buf, sshape, _base(g, 1), _strides(g, 1), es)
+    if pad.max() == 0:
+        scatter(dst_buf, shape, _base(g, 0), _strides(g, 0), es, src)
+        return
+    doff = offsets(shape, _base(g, 0), _strides(g, 0))
+    mult = np.ones(ND, np.int64)  # row-major multipliers of the source shape
+    for d in range(ND - 2, -1, -1):
+        mult[d] = mult[d + 1] * sshape[d + 1]
+    idx = np.zeros(ND, np.int64)
+    for t in range(doff.size):
+        s = 0
+        for d in range(ND):
+            i = idx[d] - lo[d]
+            if i < 0 or i >= sshape[d]:
+                s = -1
+                break
+            s += i * mult[d]
+        o = doff[t]
+        for b in range(es):
+            dst_buf[o + b] = fill[b] if s < 0 else src[s * es + b]
+        d = ND - 1
+        while d >= 0:
+            idx[d] += 1
+            if idx[d] < shape[d]:
+                break
+            idx[d] = 0
+            d -= 1
+
+
+@_jit
+def dma_fill(dst_buf, g, es, fill):
+    """Write the ``es`` bytes of ``fill`` to every element of operand 0."""
+    n = 1
+    for e in g[:ND]:
+        n *= e
+    raw = np.empty(n * es, np.uint8)
+    for t in range(n):
+        raw[t * es:(t + 1) * es] = fill
+    scatter(dst_buf, g[:ND], _base(g, 0), _strides(g, 0), es, raw)
+
+
+# ---------------------------------------------------------------- MXU
+
+
+@_jit
+def matmul(acc_buf, a_buf, b_buf, g, m, k, n, acc_row, a_row, acode, bcode, zero):
+    """isa.MatMul on operands acc, a, b = 0, 1, 2 (dtype codes acode, bcode).
+
+    For each (p, r, j) in row-major order: read the ACC element, add the k products, write it back.
+    """
+    shape, es = g[:ND], SIZE[acode]
+    pc = offsets(shape, _base(g, 0), _strides(g, 0))
+    pa = offsets(shape, _base(g, 1), _strides(g, 1))
+    pb = offsets(shape, _base(g, 2), _strides(g, 2))
+    npt = pc.size
+    oa = np.empty(npt * m * k, np.int64)  # A[p, r, q]
+    ob = np.empty(npt * n * k, np.int64)  # B transposed: B[p, j, q]
+    for p in range(npt):
+        for r in range(m):
+            for q in range(k):
+                oa[(p * m + r) * k + q] = pa[p] + r * a_row + q * es
+        for j in range(n):
+            for q in range(k):
+                ob[(p * n + j) * k + q] = pb[p] + (q * n + j) * es
+    raw_a, raw_b = gather_at(a_buf, oa, es), gather_at(b_buf, ob, es)
+    if zero:
+        for p in range(npt):
+            for r in range(m):
+                for j in range(n):
+                    o = pc[p] + r * acc_row + 4 * j
+                    acc_buf[o:o + 4] = 0
+    cell = np.zeros(4, np.uint8)
+    if acode >= F16:
+        fa, fb = decode_f32(raw_a, acode), decode_f32(raw_b, bcode)
+        cf, cu = cell.view(np.float32), cell.view(np.uint32)
+        for p in range(npt):
+            for r in range(m):
+                for j in range(n):
+                    o = pc[p] + r * acc_row + 4 * j
+                    cell[:] = acc_buf[o:o + 4]
+                    s = cf[0]
+                    ia, ib = (p * m + r) * k, (p * n + j) * k
+                    for q in range(k):
+                        s += fa[ia + q] * fb[ib + q]
+                    if s != s:
+                        cu[0] = F32_NAN_BITS
+                    else:
+                        cf[0] = s
+                    acc_buf[o:o + 4] = cell
+    else:
+        ia64, ib64 = decode_i64(raw_a, acode), decode_i64(raw_b, bcode)
+        ci = cell.view(np.int32)
+        for p in range(npt):
+            for r in range(m):
+                for j in range(n):
+                    o = pc[p] + r * acc_row + 4 * j
+                    cell[:] = acc_buf[o:o + 4]
+                    t = np.int64(ci[0])
+                    ia, ib = (p * m + r) * k, (p * n + j) * k
+                    for q in range(k):
+                        t += ia64[ia + q] * ib64[ib + q]
+                    ci[0] = np.int32(t)  # wraps
+                    acc_buf[o:o + 4] = cell
+
+
+# ---------------------------------------------------------------- VPU
+
+
+@_jit
+def _bin_f(op, a, b):
+    if op == ADD:
+        return a + b
+    if op == SUB:
+        return a - b
+    if op == MUL:
+        return a * b
+    if op == DIV:
+        return a / b
+    if op == MIN:
+        return _min(a, b)
+    if op == MAX:
+        return _max(a, b)
+    if op == CMPGT:
+        return np.float32(1.0) if a > b else np.float32(0.0)
+    if op == CMPEQ:
+        return np.float32(1.0) if a == b else np.float32(0.0)
+    return np.float32(np.nan)
+
+
+@_jit
+def _bin_i(op, a, b):
+    if op == ADD:
+        return a + b
+    if op == SUB:
+        return a - b
+    if op == MUL:
+        return a * b
+    if op == MIN:
+        return min(a, b)
+    if op == MAX:
+        return max(a, b)
+    if op == SHL:
+        return a << min(max(b, 0), 63)
+    if op == SHR:
+        return a >> min(max(b, 0), 63)
+    if op == AND:
+        return a & b
+    if op == OR:
+        return a | b
+    if op == XOR:
+        return a ^ b
+    if op == CMPGT:
+        return np.int64(1) if a > b else np.int64(0)
+    if op == CMPEQ:
+        return np.int64(1) if a == b else np.int64(0)
+    return np.int64(0)
+
+
+@_jit
+def _un_f(fn, x, lo, hi):
+    if fn == MOV:
+        return x
+    if fn == RELU:
+        return _max(x, np.float32(0.0))
+    if fn == CLAMP:
+        return _min(_max(x, lo), hi)
+    if fn == ABS:
+        return abs(x)
+    if fn == NEG:
+        return -x
+    d = np.float64(x)
+    if fn == EXP:
+        r = math.exp(d)
+    elif fn == LOG:
+        r = math.log(d)
+    elif fn == RECIP:
+        r = 1.0 / d
+    elif fn == SQRT:
+        r = math.sqrt(d)
+    elif fn == RSQRT:
+        r = 1.0 / math.sqrt(d)
+    elif fn == SIGMOID:
+        r = 1.0 / (1.0 + math.exp(-d))
+    elif fn == TANH:
+        r = math.tanh(d)
+    elif fn == GELU:
+        r = 0.5 * d * (1.0 + math.erf(d / SQRT2))
+    else:
+        r = math.erf(d)
+    return np.float32(r)
+
+
+@_jit
+def _un_i(fn, x, lo, hi):
+    if fn == RELU:
+        return max(x, np.int64(0))
+    if fn == CLAMP:
+        return min(max(x, lo), hi)
+    if fn == ABS:
+        return abs(x)
+    if fn == NEG:
+        return -x
+    return x
+
+
+@_jit
+def _groups(shape, strides):
+    """Group shape (reduction dims -> 1) and row-major group-id strides (0 on reduction dims)."""
+    gshape, gstr = shape.copy(), np.zeros(ND, np.int64)
+    size = 1
+    for d in range(ND - 1, -1, -1):
+        if strides[d] == 0 and shape[d] > 1:
+            gshape[d] = 1
+        else:
+            gstr[d] = size
+            size *= shape[d]
+    return gshape, gstr
+
+
+@_jit
+def _combine(acc, v, gid, red):
+    """Fold values ``v`` into ``acc[gid]`` in order (f32 or i64, by the arrays' type)."""
+    for i in range(v.size):
+        a, b = acc[gid[i]], v[i]
+        if red == R_SUM:
+            acc[gid[i]] = a + b
+        elif red == R_MAX:
+            acc[gid[i]] = _max(a, b)
+        else:
+            acc[gid[i]] = _min(a, b)
+
+
+@_jit
+def _store_f(dst_buf, g, v, code, red, zero):
+    """Reduce (f32) and write ``v`` to operand 0."""
+    shape, base, strides, es = g[:ND], _base(g, 0), _strides(g, 0), SIZE[code]
+    if red == R_NONE:
+        scatter(dst_buf, shape, base, strides, es, encode_f32(v, code))
+        return
+    gshape, gstr = _groups(shape, strides)
+    doff, gid = offsets(gshape, base, strides), offsets(shape, 0, gstr)
+    if zero:
+        init = 0.0 if red == R_SUM else (-np.inf if red == R_MAX else np.inf)
+        acc = np.full(doff.size, np.float32(init))
+    else:
+        acc = decode_f32(gather_at(dst_buf, doff, es), code).copy()
+    _combine(acc, v, gid, red)
+    scatter_at(dst_buf, doff, es, encode_f32(acc, code))
+
+
+@_jit
+def _store_i(dst_buf, g, v, code, red, zero):
+    """Reduce (i64, wrapping) and write ``v`` to operand 0."""
+    shape, base, strides, es = g[:ND], _base(g, 0), _strides(g, 0), SIZE[code]
+    if red == R_NONE:
+        scatter(dst_buf, shape, base, strides, es, encode_i64(v, code))
+        return
+    gshape, gstr = _groups(shape, strides)
+    doff, gid = offsets(gshape, base, strides), offsets(shape, 0, gstr)
+    if zero:
+        init = 0 if red == R_SUM else (I64_MIN if red == R_MAX else I64_MAX)
+        acc = np.full(doff.size, np.int64(init))
+    else:
+        acc = decode_i64(gather_at(dst_buf, doff, es), code).copy()
+    _combine(acc, v, gid, red)
+    scatter_at(dst_buf, doff, es, encode_i64(acc, code))
+
+
+@_jit
+def binary_f(dst_buf, s0_buf, s1_buf, g, dcode, c0, c1, op, imm, has_src1, red, zero):
+    """Float vpu binary op: operands dst, src0, src1 = 0, 1, 2; without src1 the second input is ``imm``."""
+    x = decode_f32(_load(s0_buf, g, 1, c0), c0)
+    y = decode_f32(_load(s1_buf, g, 2, c1), c1) if has_src1 else np.full(x.size, np.float32(imm))
+    v = np.empty(x.size, np.float32)
+    for i in range(x.size):
+        v[i] = _bin_f(op, x[i], y[i])
+    _store_f(dst_buf, g, v, dcode, red, zero)
+
+
+@_jit
+def binary_i(dst_buf, s0_buf, s1_buf, g, dcode, c0, c1, op, imm, has_src1, red, zero):
+    """Integer vpu binary op (i64, wrapping): operands dst, src0, src1 = 0, 1, 2."""
+    x = decode_i64(_load(s0_buf, g, 1, c0), c0)
+    y = decode_i64(_load(s1_buf, g, 2, c1), c1) if has_src1 else np.full(x.size, np.int64(imm))
+    v = np.empty(x.size, np.int64)
+    for i in range(x.size):
+        v[i] = _bin_i(op, x[i], y[i])
+    _store_i(dst_buf, g, v, dcode, red, zero)
+
+
+@_jit
+def unary_f(dst_buf, src_buf, g, dcode, scode, fn, lo, hi, red, zero):
+    """Float vpu unary op: operands dst, src = 0, 1; transcendental functions in f64, rounded once."""
+    x = decode_f32(_load(src_buf, g, 1, scode), scode)
+    v = np.empty(x.size, np.float32)
+    lo32, hi32 = np.float32(lo), np.float32(hi)
+    for i in range(x.size):
+        v[i] = _un_f(fn, x[i], lo32, hi32)
+    _store_f(dst_buf, g, v, dcode, red, zero)
+
+
+@_jit
+def unary_i(dst_buf, src_buf, g, dcode, scode, fn, lo, hi, red, zero):
+    """Integer vpu unary op (i64): operands dst, src = 0, 1."""
+    x = decode_i64(_load(src_buf, g, 1, scode), scode)
+    v = np.empty(x.size, np.int64)
+    for i in range(x.size):
+        v[i] = _un_i(fn, x[i], lo, hi)
+    _store_i(dst_buf, g, v, dcode, red, zero)
+
+
+@_jit
+def convert(dst_buf, src_buf, g, dcode, scode, scale, zp_in, zp_out):
+    """vpu.cvt: v = (f32(x) - zp_in) * scale in f32; int dst: sat(rne(v) + zp_out), NaN -> zp_out; float: v + zp_out."""
+    x = decode_f32(_load(src_buf, g, 1, scode), scode)
+    s32, zi, zo = np.float32(scale), np.float32(zp_in), np.float32(zp_out)
+    if dcode <= I32:
+        iv = np.empty(x.size, np.int64)
+        for i in range(x.size):
+            v = (x[i] - zi) * s32
+            iv[i] = zp_out if v != v else _f32_to_int(v, -(2**40), 2**40) + zp_out
+        raw = encode_i64(iv, dcode)
+    else:
+        fv = np.empty(x.size, np.float32)
+        for i in range(x.size):
+            fv[i] = (x[i] - zi) * s32 + zo
+        raw = encode_f32(fv, dcode)
+    _save(dst_buf, g, 0, dcode, raw)
+
+
+@_jit
+def rshift_rne(v, s):
+    """v / 2**s rounded half to even, for 0 <= s <= 62."""
+    if s == 0:
+        return v
+    q = v >> s
+    r, half = v & ((np.int64(1) << s) - 1), np.int64(1) << (s - 1)
+    if r > half or (r == half and (q & 1) == 1):
+        q += 1
+    return q
+
+
+@_jit
+def requant(dst_buf, src_buf, prm_buf, g, dcode, zp, lo, hi):
+    """vpu.rq: operands dst, src, prm = 0, 1, 2. Returns RQ_OK, or the first shift outside [0, 62] (no writes)."""
+    x = decode_i64(_load(src_buf, g, 1, I32), I32)
+    prm = gather_at(prm_buf, offsets(g[:ND], _base(g, 2), _strides(g, 2)), 12).view(np.int32)
+    for i in range(x.size):
+        if not 0 <= prm[3 * i + 2] <= 62:
+            return np.int64(prm[3 * i + 2])
+    y = np.empty(x.size, np.int64)
+    for i in range(x.size):
+        bias, mult, s = np.int64(prm[3 * i]), np.int64(prm[3 * i + 1]), np.int64(prm[3 * i + 2])
+        v = (x[i] + bias) * mult
+        if v == I64_MIN:  # the one overflow: (-2**32) * (-2**31) = 2**63
+            q = (np.int64(1) << (63 - s)) if s > 0 else np.int64(I64_MAX)
+        else:
+            q = rshift_rne(v, s)
+        y[i] = min(max(q, lo - zp), hi - zp) + zp
+    _save(dst_buf, g, 0, dcode, encode_i64(y, dcode))
+    return np.int64(RQ_OK)
+
+
+HOT_KERNELS = (dma_copy, dma_fill, matmul, binary_f, binary_i, unary_f, unary_i, convert, requant)
+
+
+# ---------------------------------------------------------------- numpy helpers (reference model, immediates)
+
+
+def bf16_to_f32(h: np.ndarray) -> np.ndarray:
+    """bf16 bits (uint16) -> f32, exact."""
+    return (np.asarray(h, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def f32_to_bf16(x: np.ndarray) -> np.ndarray:
+    """f32 -> bf16 bits (uint16), round to nearest even; NaN -> 0x7FC0."""
+    b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    out = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(x), np.uint16(BF16_NAN_BITS), out)
+
+
+def widen(a: np.ndarray, dtype: DType) -> np.ndarray:
+    """Storage array -> f32 (exact for every dtype but i32, which rounds to nearest even)."""
+    return bf16_to_f32(a) if dtype is DType.BF16 else np.asarray(a).astype(np.float32)
+
+
+def narrow(x: np.ndarray, dtype: DType) -> np.ndarray:
+    """f32 array -> storage of ``dtype``: floats round to nearest even with canonical NaNs; ints round half to even
+    and saturate, NaN -> 0."""
+    x = np.asarray(x, np.float32)
+    nan = np.isnan(x)
+    with np.errstate(all="ignore"):
+        if dtype is DType.BF16:
+            return f32_to_bf16(x)
+        if dtype is DType.F16:
+            return np.where(nan, np.uint16(F16_NAN_BITS), x.astype(np.float16).view(np.uint16)).view(np.float16)
+        if dtype is DType.F32:
+            return np.where(nan, np.uint32(F32_NAN_BITS), x.view(np.uint32)).view(np.float32)
+        lo, hi = INT_RANGE[dtype]
+        return np.where(nan, 0, np.clip(np.rint(x.astype(np.float64)), lo, hi)).astype(dtype.storage)
+
+
+def scalar_bytes(value: int | float, dtype: DType) -> np.ndarray:
+    """An immediate (already canonical for ``dtype``) as its stored bytes (uint8[dtype.size])."""
+    if dtype.is_float:
+        return narrow(np.array([value], np.float32), dtype).view(np.uint8)
+    return np.array([value], dtype.storage).view(np.uint8)
