@@ -30,22 +30,24 @@ class DType(enum.Enum):
 
     @property
     def code(self) -> int:
-        return list(DType).index(self)
+        """Index in declaration order (the 4-bit dtype field of the binary encoding)."""
+        return _CODE[self]
 
     @classmethod
     def from_text(cls, text: str) -> DType:
-        for d in cls:
-            if d.text == text:
-                return d
-        raise KeyError(text)
+        return _BY_TEXT[text]
 
     @classmethod
     def from_code(cls, code: int) -> DType:
-        return list(cls)[code]
+        return _BY_CODE[code]
 
     def __repr__(self) -> str:
         return f"DType.{self.name}"
 
+
+_CODE = {d: i for i, d in enumerate(DType)}
+_BY_CODE = dict(enumerate(DType))
+_BY_TEXT = {d.text: d for d in DType}
 
 INT_RANGE = {DType.I8: (-128, 127), DType.U8: (0, 255), DType.I16: (-32768, 32767), DType.I32: (-(2**31), 2**31 - 1)}
 

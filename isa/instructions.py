@@ -468,7 +468,7 @@ class VecRequant(Instr):
 
     ``prm`` points, per iteration point, at a 12-byte record ``{bias: i32, mult: i32, shift: i32}`` (per-channel
     records use stride 0 on the non-channel dimensions). ``y = clamp(zp + rshift_rne((x + bias) * mult, shift), lo,
-    hi)`` with a 64-bit product; ``rshift_rne`` rounds half to even; shift in [0, 62].
+    hi)`` computed exactly (64-bit); ``rshift_rne`` rounds half to even; shift in [0, 62].
     """
 
     shape: tuple[int, ...]
