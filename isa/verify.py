@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from .dtypes import Queue, Space
 from .errors import VerifyError
-from .instructions import Halt, Instr, MatMul
+from .instructions import DmaCopy, Halt, Instr, MatMul
 from .program import SEM_MAX, Program
 
 
@@ -34,7 +34,7 @@ def where(pc: int, instr: Instr) -> str:
 def _check_bounds(program: Program, pc: int, instr: Instr) -> None:
     cfg = program.config
     for role, view, extra in instr.views():
-        shape = instr.src_shape if role == "src" and hasattr(instr, "src_shape") else instr.shape
+        shape = instr.src_shape if role == "src" and type(instr) is DmaCopy else instr.shape
         es = view.dtype.size
         if es > 1 and (view.base % es or any(s % es for s in view.strides) or any(s % es for _, s in extra[:1])):
             raise VerifyError(f"{where(pc, instr)}: operand {role} must be aligned to its {es}-byte elements "

@@ -34,9 +34,11 @@ class Engine:
         n = len(program.instrs)
         self.costs = costs if costs is not None else [instr_cost(i, arch) for i in program.instrs]
         idx = program.sem_index
-        self.qid = [int(i.queue) if i.queue is not Queue.CTRL else CTRL for i in program.instrs]
-        self.needs = [tuple((idx[o.name], o.count) for o in i.waits) for i in program.instrs]
-        self.gives = [tuple((idx[o.name], o.count) for o in i.signals) for i in program.instrs]
+        qmap = {q: int(q) for q in UNIT_QUEUES} | {Queue.CTRL: CTRL}
+        self.qid = [qmap[i.queue] for i in program.instrs]
+        self.needs = [tuple([(idx[o.name], o.count) for o in i.waits]) if i.waits else () for i in program.instrs]
+        self.gives = [tuple([(idx[o.name], o.count) for o in i.signals]) if i.signals else ()
+                      for i in program.instrs]
         self.sems = SemaphoreFile([s.name for s in program.sems], [s.init for s in program.sems])
         spm, acc = PortPool("sram_port", arch.spm.ports), PortPool("sram_port", arch.acc.ports)
         channels = PortPool("dma_channel", arch.dma.channels)

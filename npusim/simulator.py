@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Mapping
 
@@ -50,6 +51,16 @@ def simulate(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | No
     Raises VerifyError, SimulationError or DeadlockError (all NpuSimError) with a message saying what and where.
     """
     t0 = time.perf_counter()
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # the run allocates many short-lived acyclic objects; collecting them mid-run only costs time
+    try:
+        return _simulate(program, arch, inputs, timing_only, serial, max_cycles, t0)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _simulate(program, arch, inputs, timing_only, serial, max_cycles, t0) -> SimResult:
     report = verify(program)
     check_fits(program, arch)
     mem = None if timing_only else load_inputs(program, arch, inputs)
