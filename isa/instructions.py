@@ -524,15 +524,13 @@ class Sync(Instr):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Barrier(Instr):
-    """``barrier``: the dispatcher waits until every instruction dispatched before it has retired."""
-
-    opcode: ClassVar[Opcode] = Opcode.BARRIER
+class _Control(Instr):
+    """An instruction the dispatcher itself executes; it carries no semaphore operations."""
 
     def __post_init__(self) -> None:
         Instr.__post_init__(self)
         if self.waits or self.signals:
-            raise IsaError("barrier takes no semaphore operations")
+            raise IsaError(f"{self.opcode.name.lower()} takes no semaphore operations")
 
     @property
     def queue(self) -> Queue:
@@ -540,19 +538,17 @@ class Barrier(Instr):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Halt(Instr):
+class Barrier(_Control):
+    """``barrier``: the dispatcher waits until every instruction dispatched before it has retired."""
+
+    opcode: ClassVar[Opcode] = Opcode.BARRIER
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Halt(_Control):
     """``halt``: drain every queue and end the program; semaphores should be back at their initial counts."""
 
     opcode: ClassVar[Opcode] = Opcode.HALT
-
-    def __post_init__(self) -> None:
-        Instr.__post_init__(self)
-        if self.waits or self.signals:
-            raise IsaError("halt takes no semaphore operations")
-
-    @property
-    def queue(self) -> Queue:
-        return Queue.CTRL
 
 
 INSTRUCTION_CLASSES = (DmaCopy, DmaFill, MatMul, VecBinary, VecUnary, VecConvert, VecRequant, Sync, Barrier, Halt)
