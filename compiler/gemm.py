@@ -1,15 +1,22 @@
 """A hand-scheduled, double-buffered tiled GEMM: ``C[M,N] = A[M,K] @ B[K,N]``, the first lowering of the compiler.
 
 DRAM: A and B row-major in their operand dtype, C row-major in the accumulator type (i32 for i8/u8, f32 for floats).
-SPM: two A slots ``[tm][tk]`` and two B slots of pre-blocked array tiles ``[nb][kb][k][n]``. ACC: two tiles
-``[nb][tm][cols]``. Four semaphores make DMA, the matrix unit and the store overlap by construction:
-``ab_full``/``ab_empty`` (dma.ld <-> mxu, ring of 2) and ``acc_full``/``acc_empty`` (mxu <-> dma.st, ring of 2).
-Ragged edges get their own instructions with smaller k / n / m, so any M, N, K works.
+Two SPM slots each for an A tile ``[tm][tk]`` and a B tile, two ACC tiles; four semaphores make DMA, the matrix unit
+and the store overlap by construction: ``ab_full``/``ab_empty`` (dma.ld <-> mxu, ring of 2) and
+``acc_full``/``acc_empty`` (mxu <-> dma.st, ring of 2). Ragged edges get their own instructions, so any M, N, K works.
+
+The matrix instructions are shaped for the array's dataflow so that each fold streams as long as the hardware can:
+
+- ws: B pre-blocked into array tiles ``[nb][kb][k][n]``; ``mxu.mm`` loops ``[nb, kb]``, streams the tm rows of A.
+- os: B as rows ``[nb][tk][cols]``; ``mxu.mm`` with k = 1 loops ``[nb, q < tk]`` accumulating into the same rows
+  (acc stride 0), so one fold streams the whole reduction.
+- is: B transposed per row block ``[kb][tn][rows]``; ``mxu.mm`` with n = 1 loops ``[kb, j < tn]`` over the same A
+  block (a stride 0), so one fold streams every output column.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -18,35 +25,51 @@ from isa.dtypes import INT_RANGE, f32_to_bf16, to_compute
 
 ACC_TYPE = {DType.I8: DType.I32, DType.U8: DType.I32, DType.F16: DType.F32, DType.BF16: DType.F32,
             DType.F32: DType.F32}
+DATAFLOWS = ("ws", "os", "is")
 
 
 @dataclass(frozen=True)
 class GemmTiling:
-    """Tile sizes in elements: tm rows of A per tile, tk reduction depth, tn output columns."""
+    """Tile sizes in elements: tm rows of A per tile, tn output columns, tk reduction depth."""
 
     tm: int
     tn: int
     tk: int
 
 
-def choose_tiling(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, spm: int, acc: int,
-                  max_rows: int = 256) -> GemmTiling:
-    """The largest tiles that fit two A/B slots in half the SPM and two accumulator tiles in the ACC."""
+def _up(x: int, q: int) -> int:
+    return -(-x // q) * q
+
+
+def slot_bytes(t: GemmTiling, dtype: DType, rows: int, cols: int, dataflow: str) -> tuple[int, int, int]:
+    """Bytes of one A slot, one B slot (SPM) and one accumulator tile (ACC) for tiling ``t``."""
     es = dtype.size
+    if dataflow == "ws":
+        b = _up(t.tn, cols) * _up(t.tk, rows) * es
+    elif dataflow == "os":
+        b = _up(t.tn, cols) * t.tk * es
+    else:
+        b = _up(t.tk, rows) * t.tn * es
+    acc = t.tm * (t.tn if dataflow == "is" else _up(t.tn, cols)) * 4
+    return t.tm * t.tk * es, b, acc
 
-    def up(x: int, q: int) -> int:
-        return -(-x // q) * q
 
-    tm = min(M, max_rows)
-    tn = min(up(N, cols), cols * max(1, (acc // 2) // (tm * cols * 4)))
-    while 2 * tm * up(tn, cols) * 4 > acc and tm > 1:
-        tm = max(1, tm // 2)
-    tk = up(K, rows)
-    while tk > rows and 2 * (tm * tk + up(tk, rows) * up(tn, cols)) * es > spm // 2:
-        tk -= rows
-    if 2 * (tm * tk + up(tk, rows) * up(tn, cols)) * es > spm:
-        tn = cols
-    return GemmTiling(tm, min(tn, up(N, cols)), min(tk, up(K, rows)))
+def choose_tiling(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, spm: int, acc: int,
+                  max_rows: int = 256, dataflow: str = "ws") -> GemmTiling:
+    """The largest tiles that fit two A/B slots in half the SPM and two accumulator tiles in the ACC."""
+    def fits(t: GemmTiling, spm_budget: int) -> bool:
+        a, b, c = slot_bytes(t, dtype, rows, cols, dataflow)
+        return 2 * (a + b) <= spm_budget and 2 * c <= acc
+
+    t = GemmTiling(min(M, max_rows), min(_up(N, cols), cols * max(1, (acc // 2) // (min(M, max_rows) * cols * 4))),
+                   _up(K, rows))
+    while not fits(t, spm) and t.tm > 1 and 2 * slot_bytes(t, dtype, rows, cols, dataflow)[2] > acc:
+        t = replace(t, tm=max(1, t.tm // 2))
+    while t.tk > rows and not fits(t, spm // 2):
+        t = replace(t, tk=t.tk - rows)
+    while t.tn > cols and not fits(t, spm):
+        t = replace(t, tn=t.tn - cols)
+    return GemmTiling(t.tm, min(t.tn, _up(N, cols)), min(t.tk, _up(K, rows)))
 
 
 def _groups(total: int, block: int) -> list[tuple[int, int, int]]:
@@ -56,71 +79,41 @@ def _groups(total: int, block: int) -> list[tuple[int, int, int]]:
 
 
 def tiled_gemm(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, spm: int, acc: int,
-               tiling: GemmTiling | None = None, max_rows: int = 256) -> Program:
+               tiling: GemmTiling | None = None, max_rows: int = 256, dataflow: str = "ws") -> Program:
     """The program for ``C = A @ B`` on a ``rows x cols`` array with ``spm``/``acc`` bytes of SRAM."""
-    t = tiling or choose_tiling(M, N, K, dtype, rows, cols, spm, acc, max_rows)
+    if dataflow not in DATAFLOWS:
+        raise ValueError(f"dataflow must be one of {DATAFLOWS}, not {dataflow!r}")
+    t = tiling or choose_tiling(M, N, K, dtype, rows, cols, spm, acc, max_rows, dataflow)
     es, at = dtype.size, ACC_TYPE[dtype]
-    kb_max, nb_max = -(-t.tk // rows), -(-t.tn // cols)
-    a_slot, b_slot = t.tm * t.tk * es, nb_max * kb_max * rows * cols * es
-    acc_slot = nb_max * t.tm * cols * 4
+    a_slot, b_slot, acc_slot = slot_bytes(t, dtype, rows, cols, dataflow)
     if 2 * (a_slot + b_slot) > spm or 2 * acc_slot > acc:
         raise ValueError(f"tiling {t} needs {2 * (a_slot + b_slot)} B of SPM and {2 * acc_slot} B of ACC")
-
-    def a_buf(s):
-        return s * a_slot
-
-    def b_buf(s):
-        return 2 * a_slot + s * b_slot
+    kb_max, nb_max = -(-t.tk // rows), -(-t.tn // cols)
+    lay = {"ws": _WsLayout, "os": _OsLayout, "is": _IsLayout}[dataflow](es, at, rows, cols, N, t, kb_max, nb_max)
 
     prog: list = []
-    ab, accs = 0, 0  # ring slot counters
+    ab = accs = 0  # ring slot counters
     for m0 in range(0, M, t.tm):
         tm = min(t.tm, M - m0)
         for n0 in range(0, N, t.tn):
             tn = min(t.tn, N - n0)
-            ngroups = _groups(tn, cols)
             k_tiles = list(range(0, K, t.tk))
             acc_base = (accs % 2) * acc_slot
             for ki, k0 in enumerate(k_tiles):
                 tk = min(t.tk, K - k0)
-                kgroups = _groups(tk, rows)
-                slot = ab % 2
-                # loads: A tile, then B blocked into array tiles (one copy per run of equal-sized blocks)
-                loads = [DmaCopy(queue=Queue.DMA_LD, shape=(tm, tk),
-                                 dst=View(Space.SPM, a_buf(slot), dtype, (tk * es, es)),
+                a_base, b_base = (ab % 2) * a_slot, 2 * a_slot + (ab % 2) * b_slot
+                loads = [DmaCopy(queue=Queue.DMA_LD, shape=(tm, tk), dst=View(Space.SPM, a_base, dtype, (tk * es, es)),
                                  src=View(Space.DRAM, (m0 * K + k0) * es, dtype, (K * es, es), "A"))]
-                for nb0, nbc, n in ngroups:
-                    for kb0, kbc, k in kgroups:
-                        dst = View(Space.SPM, b_buf(slot) + (nb0 * kb_max + kb0) * rows * cols * es, dtype,
-                                   (kb_max * rows * cols * es, rows * cols * es, n * es, es))
-                        src = View(Space.DRAM, ((k0 + kb0 * rows) * N + n0 + nb0 * cols) * es, dtype,
-                                   (cols * es, rows * N * es, N * es, es), "B")
-                        loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(nbc, kbc, k, n), dst=dst, src=src))
+                loads += lay.b_loads(b_base, k0, n0, tk, tn, dtype)
                 loads[0] = _with(loads[0], waits=(SemOp("ab_empty"),))
                 loads[-1] = _with(loads[-1], signals=(SemOp("ab_full"),))
-                prog += loads
-                # matmuls: loops [nb, kb], kb reduces (acc stride 0)
-                mms = []
-                for nb0, nbc, n in ngroups:
-                    for kb0, kbc, k in kgroups:
-                        mms.append(MatMul(
-                            shape=(nbc, kbc), m=tm, k=k, n=n, zero=(ki == 0 and kb0 == 0),
-                            acc=View(Space.ACC, acc_base + nb0 * t.tm * cols * 4, at, (t.tm * cols * 4, 0)),
-                            acc_row=cols * 4,
-                            a=View(Space.SPM, a_buf(slot) + kb0 * rows * es, dtype, (0, rows * es)), a_row=tk * es,
-                            b=View(Space.SPM, b_buf(slot) + (nb0 * kb_max + kb0) * rows * cols * es, dtype,
-                                   (kb_max * rows * cols * es, rows * cols * es))))
-                first_waits = (SemOp("ab_full"),) + ((SemOp("acc_empty"),) if ki == 0 else ())
-                last_sigs = (SemOp("ab_empty"),) + ((SemOp("acc_full"),) if ki == len(k_tiles) - 1 else ())
-                mms[0] = _with(mms[0], waits=first_waits)
-                mms[-1] = _with(mms[-1], signals=last_sigs)
-                prog += mms
+                mms = lay.matmuls(acc_base, a_base, b_base, tm, tk, tn, dtype, first=ki == 0)
+                mms[0] = _with(mms[0], waits=(SemOp("ab_full"),) + ((SemOp("acc_empty"),) if ki == 0 else ()))
+                mms[-1] = _with(mms[-1], signals=(SemOp("ab_empty"),) + (
+                    (SemOp("acc_full"),) if ki == len(k_tiles) - 1 else ()))
+                prog += loads + mms
                 ab += 1
-            stores = [DmaCopy(queue=Queue.DMA_ST, shape=(nbc, tm, n),
-                              dst=View(Space.DRAM, (m0 * N + n0 + nb0 * cols) * 4, at, (cols * 4, N * 4, 4), "C"),
-                              src=View(Space.ACC, acc_base + nb0 * t.tm * cols * 4, at,
-                                       (t.tm * cols * 4, cols * 4, 4)))
-                      for nb0, nbc, n in ngroups]
+            stores = lay.stores(acc_base, m0, n0, tm, tn)
             stores[0] = _with(stores[0], waits=(SemOp("acc_full"),))
             stores[-1] = _with(stores[-1], signals=(SemOp("acc_empty"),))
             prog += stores
@@ -133,11 +126,91 @@ def tiled_gemm(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, spm: 
         instrs=tuple(prog))
 
 
-def _with(instr, waits=None, signals=None):
-    """``instr`` with extra waits/signals appended (the first/last instruction of a group carries the sync)."""
-    import dataclasses
+@dataclass(frozen=True)
+class _Layout:
+    """Where one dataflow keeps B and the accumulators, and the instructions that load, multiply and store."""
 
-    return dataclasses.replace(instr, waits=instr.waits + (waits or ()), signals=instr.signals + (signals or ()))
+    es: int
+    at: DType
+    rows: int
+    cols: int
+    N: int
+    t: GemmTiling
+    kb_max: int
+    nb_max: int
+
+    def stores(self, acc_base: int, m0: int, n0: int, tm: int, tn: int) -> list[DmaCopy]:
+        """ACC ``[nb][tm][cols]`` to C (ws and os)."""
+        c, t = self.cols, self.t
+        return [DmaCopy(queue=Queue.DMA_ST, shape=(nbc, tm, n),
+                        dst=View(Space.DRAM, (m0 * self.N + n0 + nb0 * c) * 4, self.at, (c * 4, self.N * 4, 4), "C"),
+                        src=View(Space.ACC, acc_base + nb0 * t.tm * c * 4, self.at, (t.tm * c * 4, c * 4, 4)))
+                for nb0, nbc, n in _groups(tn, c)]
+
+
+class _WsLayout(_Layout):
+    def b_loads(self, b_base, k0, n0, tk, tn, dtype):
+        es, r, c, N, kbm = self.es, self.rows, self.cols, self.N, self.kb_max
+        return [DmaCopy(queue=Queue.DMA_LD, shape=(nbc, kbc, k, n),
+                        dst=View(Space.SPM, b_base + (nb0 * kbm + kb0) * r * c * es, dtype,
+                                 (kbm * r * c * es, r * c * es, n * es, es)),
+                        src=View(Space.DRAM, ((k0 + kb0 * r) * N + n0 + nb0 * c) * es, dtype,
+                                 (c * es, r * N * es, N * es, es), "B"))
+                for nb0, nbc, n in _groups(tn, c) for kb0, kbc, k in _groups(tk, r)]
+
+    def matmuls(self, acc_base, a_base, b_base, tm, tk, tn, dtype, first):
+        es, r, c, kbm, t = self.es, self.rows, self.cols, self.kb_max, self.t
+        return [MatMul(shape=(nbc, kbc), m=tm, k=k, n=n, zero=first and kb0 == 0,
+                       acc=View(Space.ACC, acc_base + nb0 * t.tm * c * 4, self.at, (t.tm * c * 4, 0)), acc_row=c * 4,
+                       a=View(Space.SPM, a_base + kb0 * r * es, dtype, (0, r * es)), a_row=tk * es,
+                       b=View(Space.SPM, b_base + (nb0 * kbm + kb0) * r * c * es, dtype,
+                              (kbm * r * c * es, r * c * es)))
+                for nb0, nbc, n in _groups(tn, c) for kb0, kbc, k in _groups(tk, r)]
+
+
+class _OsLayout(_Layout):
+    def b_loads(self, b_base, k0, n0, tk, tn, dtype):
+        es, c, N, tkm = self.es, self.cols, self.N, self.t.tk
+        return [DmaCopy(queue=Queue.DMA_LD, shape=(nbc, tk, n),
+                        dst=View(Space.SPM, b_base + nb0 * tkm * c * es, dtype, (tkm * c * es, c * es, es)),
+                        src=View(Space.DRAM, (k0 * N + n0 + nb0 * c) * es, dtype, (c * es, N * es, es), "B"))
+                for nb0, nbc, n in _groups(tn, c)]
+
+    def matmuls(self, acc_base, a_base, b_base, tm, tk, tn, dtype, first):
+        es, c, t = self.es, self.cols, self.t
+        return [MatMul(shape=(nbc, tk), m=tm, k=1, n=n, zero=first,
+                       acc=View(Space.ACC, acc_base + nb0 * t.tm * c * 4, self.at, (t.tm * c * 4, 0)), acc_row=c * 4,
+                       a=View(Space.SPM, a_base, dtype, (0, es)), a_row=tk * es,
+                       b=View(Space.SPM, b_base + nb0 * t.tk * c * es, dtype, (t.tk * c * es, c * es)))
+                for nb0, nbc, n in _groups(tn, c)]
+
+
+class _IsLayout(_Layout):
+    def b_loads(self, b_base, k0, n0, tk, tn, dtype):
+        es, r, N, tnm = self.es, self.rows, self.N, self.t.tn
+        return [DmaCopy(queue=Queue.DMA_LD, shape=(kbc, k, tn),
+                        dst=View(Space.SPM, b_base + kb0 * tnm * r * es, dtype, (tnm * r * es, es, r * es)),
+                        src=View(Space.DRAM, ((k0 + kb0 * r) * N + n0) * es, dtype, (r * N * es, N * es, es), "B"))
+                for kb0, kbc, k in _groups(tk, r)]
+
+    def matmuls(self, acc_base, a_base, b_base, tm, tk, tn, dtype, first):
+        es, r, tnm = self.es, self.rows, self.t.tn
+        return [MatMul(shape=(kbc, tn), m=tm, k=k, n=1, zero=first and kb0 == 0,
+                       acc=View(Space.ACC, acc_base, self.at, (0, 4)), acc_row=tnm * 4,
+                       a=View(Space.SPM, a_base + kb0 * r * es, dtype, (r * es, 0)), a_row=tk * es,
+                       b=View(Space.SPM, b_base + kb0 * tnm * r * es, dtype, (tnm * r * es, r * es)))
+                for kb0, kbc, k in _groups(tk, r)]
+
+    def stores(self, acc_base, m0, n0, tm, tn):
+        """ACC ``[tm][tn]`` to C."""
+        return [DmaCopy(queue=Queue.DMA_ST, shape=(tm, tn),
+                        dst=View(Space.DRAM, (m0 * self.N + n0) * 4, self.at, (self.N * 4, 4), "C"),
+                        src=View(Space.ACC, acc_base, self.at, (self.t.tn * 4, 4)))]
+
+
+def _with(instr, waits=(), signals=()):
+    """``instr`` with extra waits/signals appended (the first/last instruction of a group carries the sync)."""
+    return replace(instr, waits=instr.waits + waits, signals=instr.signals + signals)
 
 
 def gemm_inputs(M: int, N: int, K: int, dtype: DType, seed: int = 0) -> dict[str, np.ndarray]:

@@ -79,7 +79,7 @@ def cmd_gemm(args) -> int:
 
     arch = _arch(args)
     result, check = run_gemm(args.M, args.N, args.K, DType.from_text(args.dtype), arch,
-                             timing_only=args.timing_only, seed=args.seed)
+                             timing_only=args.timing_only, ideal_memory=args.ideal_memory, seed=args.seed)
     if args.json:
         report = result.to_dict(instructions=False)
         if check is not None:
@@ -92,6 +92,35 @@ def cmd_gemm(args) -> int:
             print(f"validation against numpy ({check.rule}): max |err| {check.max_abs_error:.3g}, "
                   f"max rel {check.max_rel_error:.3g}: {'ok' if check.ok else 'FAILED'}")
     return 0 if check is None or check.ok else 3
+
+
+def cmd_topo(args) -> int:
+    from isa import DType
+
+    from .driver import run_topology
+    from .topology import read_topology
+
+    arch = _arch(args)
+    layers = read_topology(args.topology, gemm=args.gemm)
+    quiet = args.json == "-"
+
+    def show(row):
+        if not quiet:
+            mxu = row["units"]["mxu"]["busy_cycles"]
+            print(f"{row['name']:16} {row['M']:>7} {row['N']:>6} {row['K']:>6} {row['cycles']:>12,} {mxu:>12,} "
+                  f"{row['matrix_utilization']:>7.1%}")
+
+    if not quiet:
+        print(f"{len(layers)} layers on {arch.name} ({arch.matrix.rows}x{arch.matrix.cols} {arch.matrix.dataflow}"
+              f"{', ideal memory' if args.ideal_memory else ''})")
+        print(f"{'layer':16} {'M':>7} {'N':>6} {'K':>6} {'cycles':>12} {'matrix busy':>12} {'util':>7}")
+    report = run_topology(layers, arch, dtype=DType.from_text(args.dtype), ideal_memory=args.ideal_memory,
+                          progress=show)
+    if args.json:
+        _write_json(json.dumps(report, indent=1), args.json)
+    if not quiet:
+        print(f"total {report['cycles']:,} cycles, wall {report['wall_seconds']:.2f} s")
+    return 0
 
 
 def cmd_verify(args) -> int:
@@ -145,7 +174,19 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--json", metavar="OUT|-", help="write the JSON report (with validation) to a file or stdout")
     g.add_argument("--timing-only", action="store_true", help="skip values and validation")
     g.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    g.add_argument("--ideal-memory", action="store_true",
+                   help="operands already on chip: one tile, SRAM sized to fit, no DMA or DRAM time")
     g.set_defaults(func=cmd_gemm)
+
+    t = sub.add_parser("topo", help="simulate every layer of a SCALE-Sim topology file (GEMM view of each layer)")
+    t.add_argument("topology")
+    t.add_argument("--gemm", action="store_true", help="rows are 'name, M, N, K' instead of conv rows")
+    arch_args(t)
+    t.add_argument("--dtype", default="i8", choices=["i8", "u8", "f16", "bf16", "f32"])
+    t.add_argument("--ideal-memory", action="store_true",
+                   help="operands already on chip (SCALE-Sim's setting): only the matrix unit's time counts")
+    t.add_argument("--json", metavar="OUT|-", help="write the JSON report to a file or stdout")
+    t.set_defaults(func=cmd_topo)
 
     v = sub.add_parser("verify", help="statically check a program (bounds, alignment, semaphores)")
     v.add_argument("program")

@@ -83,6 +83,53 @@ def semantics() -> str:
     return "\n".join(out).strip()
 
 
+def _scalesim_rows(name: str) -> list[dict]:
+    import csv
+
+    with open(ROOT / "tests" / "data" / name) as f:
+        return list(csv.DictReader(f))
+
+
+def _ss_arch(rows: int, cols: int, dataflow: str, overlap: bool = False):
+    return load_arch("mid32", [f"matrix.rows={rows}", f"matrix.cols={cols}", f"matrix.dataflow={dataflow}",
+                               f"matrix.fold_overlap={str(overlap).lower()}"])
+
+
+def validation_gemm_table() -> str:
+    from npusim.driver import run_gemm
+
+    rows = ["| case | M | N | K | array | dataflow | SCALE-Sim | npusim | npusim - SCALE-Sim - 1 |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for r in _scalesim_rows("scalesim_reference.csv"):
+        M, N, K, R, C = (int(r[k]) for k in ("M", "N", "K", "rows", "cols"))
+        res, _ = run_gemm(M, N, K, DType.I8, _ss_arch(R, C, r["dataflow"]), timing_only=True, ideal_memory=True)
+        ss, ours = int(r["scalesim_total_cycles"]), res.unit["mxu"].busy
+        rows.append(f"| {r['name']} | {M} | {N} | {K} | {R}x{C} | {r['dataflow']} | {ss:,} | {ours:,} | "
+                    f"{ours - ss - 1} |")
+    return "\n".join(rows)
+
+
+def validation_resnet_table() -> str:
+    from npusim.driver import run_topology
+    from npusim.topology import Layer
+
+    ref = _scalesim_rows("scalesim_resnet18_32x32_ws.csv")
+    layers = [Layer(r["layer"], int(r["M"]), int(r["N"]), int(r["K"])) for r in ref]
+    off = run_topology(layers, _ss_arch(32, 32, "ws"), ideal_memory=True)["layers"]
+    on = run_topology(layers, _ss_arch(32, 32, "ws", overlap=True), ideal_memory=True)["layers"]
+    rows = ["| layer | M | N | K | SCALE-Sim | npusim, no overlap | difference | npusim, fold_overlap | speed-up |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    tot = [0, 0, 0]
+    for r, a, b in zip(ref, off, on):
+        ss, x, y = int(r["scalesim_total_cycles"]), a["units"]["mxu"]["busy_cycles"], b["units"]["mxu"]["busy_cycles"]
+        tot = [tot[0] + ss, tot[1] + x, tot[2] + y]
+        rows.append(f"| {r['layer']} | {r['M']} | {r['N']} | {r['K']} | {ss:,} | {x:,} | {x - ss - 1} | {y:,} | "
+                    f"{x / y:.2f}x |")
+    rows.append(f"| **total** | | | | {tot[0]:,} | {tot[1]:,} | {tot[1] - tot[0] - len(ref)} | {tot[2]:,} | "
+                f"{tot[1] / tot[2]:.2f}x |")
+    return "\n".join(rows)
+
+
 def preset_table() -> str:
     rows = ["| preset | what it models |", "|---|---|"]
     rows += [f"| `{n}` | {load_arch(n).description} |" for n in preset_names()]
@@ -90,7 +137,8 @@ def preset_table() -> str:
 
 
 TABLES = {"docs/isa.md": {"instructions": instruction_table, "enums": enum_table, "semantics": semantics},
-          "docs/arch.md": {"arch-fields": arch_table}, "README.md": {"presets": preset_table}}
+          "docs/arch.md": {"arch-fields": arch_table}, "README.md": {"presets": preset_table},
+          "docs/validation.md": {"scalesim-gemm": validation_gemm_table, "scalesim-resnet18": validation_resnet_table}}
 
 
 def render(text: str, tables: dict) -> str:

@@ -8,9 +8,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from isa import DType, MatMul, Program, Queue, SimulationError, VerifyError
+from isa import DmaCopy, DmaFill, DType, MatMul, Program, Queue, SimulationError, VerifyError
 from isa.arch import Arch
-from isa.cost import instr_cost
+from isa.cost import FREE, instr_cost
 from isa.verify import verify, where
 
 from .engine import Engine
@@ -43,24 +43,27 @@ def load_inputs(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] |
 
 
 def simulate(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | None = None, *,
-             timing_only: bool = False, serial: bool = False, max_cycles: int | None = None) -> SimResult:
+             timing_only: bool = False, serial: bool = False, ideal_memory: bool = False,
+             max_cycles: int | None = None) -> SimResult:
     """Verify and run ``program`` on ``arch``; DRAM regions are initialised from ``inputs`` (region name -> array).
 
     serial: run one instruction at a time in program order (the golden functional result; cycles are the sum of
-    each instruction's cost in isolation). timing_only: skip the kernels (no values, same cycles).
+    each instruction's cost in isolation). timing_only: skip the kernels (no values, same cycles). ideal_memory:
+    data movement is free (DMA instructions take 0 cycles and no DRAM time; they still move the values), so the
+    compute units' cycles are what remains.
     Raises VerifyError, SimulationError or DeadlockError (all NpuSimError) with a message saying what and where.
     """
     t0 = time.perf_counter()
     gc_was_enabled = gc.isenabled()
     gc.disable()  # the run allocates many short-lived acyclic objects; collecting them mid-run only costs time
     try:
-        return _simulate(program, arch, inputs, timing_only, serial, max_cycles, t0)
+        return _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycles, t0)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _simulate(program, arch, inputs, timing_only, serial, max_cycles, t0) -> SimResult:
+def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycles, t0) -> SimResult:
     report = verify(program)
     check_fits(program, arch)
     mem = None if timing_only else load_inputs(program, arch, inputs)
@@ -74,7 +77,8 @@ def _simulate(program, arch, inputs, timing_only, serial, max_cycles, t0) -> Sim
             except SimulationError as e:
                 raise SimulationError(f"{where(pc, ins)}: {e}") from None
 
-    costs = [instr_cost(i, arch) for i in program.instrs]
+    costs = [FREE if ideal_memory and isinstance(i, DmaCopy | DmaFill) else instr_cost(i, arch)
+             for i in program.instrs]
     if serial:
         cycles, units, times = _run_serial(program, costs, execute)
         warnings = list(report.warnings)
@@ -84,8 +88,9 @@ def _simulate(program, arch, inputs, timing_only, serial, max_cycles, t0) -> Sim
         units, times = engine.stats, (engine.dispatch, engine.issue, engine.start, engine.end)
         warnings = list(report.warnings)
     outputs = {name: buf.copy() for name, buf in mem.dram.items()} if mem is not None else {}
+    mode = ("serial" if serial else "concurrent") + (", ideal memory" if ideal_memory else "")
     return SimResult(
-        program=program, arch=arch, mode="serial" if serial else "concurrent", cycles=cycles, units=units,
+        program=program, arch=arch, mode=mode, cycles=cycles, units=units,
         dispatch=times[0], issue=times[1], start=times[2], end=times[3],
         dram_bytes_read=sum(c.dram_read for c in costs), dram_bytes_written=sum(c.dram_write for c in costs),
         spm_bytes=sum(c.spm_bytes for c in costs), acc_bytes=sum(c.acc_bytes for c in costs),
