@@ -77,16 +77,38 @@ def cmd_gemm(args) -> int:
 
     from .driver import run_gemm
 
-    arch = _arch(args)
-    result, check = run_gemm(args.M, args.N, args.K, DType.from_text(args.dtype), arch,
+    result, check = run_gemm(args.M, args.N, args.K, DType.from_text(args.dtype), _arch(args),
                              timing_only=args.timing_only, ideal_memory=args.ideal_memory, seed=args.seed)
+    return _layer_report(f"GEMM {args.M}x{args.N}x{args.K} {args.dtype}", result, check, args)
+
+
+def cmd_conv(args) -> int:
+    from compiler.conv import ConvShape
+    from isa import DType
+
+    from .driver import run_conv
+
+    try:
+        cs = ConvShape(args.N, args.C, args.H, args.W, args.K, args.R, args.S, args.stride, args.pad, args.dilation,
+                       args.groups)
+    except ValueError as e:
+        raise NpuSimError(str(e)) from None
+    result, check = run_conv(cs, DType.from_text(args.dtype), _arch(args), timing_only=args.timing_only,
+                             ideal_memory=args.ideal_memory, seed=args.seed)
+    title = (f"conv N={cs.N} C={cs.C} H={cs.H} W={cs.W} K={cs.K} {cs.R}x{cs.S} stride {cs.stride} pad {cs.pad} "
+             f"dilation {cs.dilation} groups {cs.groups} {args.dtype} -> {cs.OH}x{cs.OW}")
+    return _layer_report(title, result, check, args)
+
+
+def _layer_report(title: str, result, check, args) -> int:
+    """Print/write one layer's result and validation; exit 3 if the values do not match the reference."""
     if args.json:
         report = result.to_dict(instructions=False)
         if check is not None:
             report["validation"] = check.to_dict()
         _write_json(json.dumps(report, indent=1), args.json)
     if args.json != "-":
-        print(f"GEMM {args.M}x{args.N}x{args.K} {args.dtype}")
+        print(title)
         print(summary(result))
         if check is not None:
             print(f"validation against numpy ({check.rule}): max |err| {check.max_abs_error:.3g}, "
@@ -166,17 +188,25 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--max-cycles", type=int, help="stop with an error after this many cycles")
     s.set_defaults(func=cmd_simulate)
 
+    def layer_args(sp, dims):
+        for dim in dims:
+            sp.add_argument(dim, type=int)
+        sp.add_argument("--dtype", default="i8", choices=["i8", "u8", "f16", "bf16", "f32"])
+        arch_args(sp)
+        sp.add_argument("--json", metavar="OUT|-", help="write the JSON report (with validation) to a file or stdout")
+        sp.add_argument("--timing-only", action="store_true", help="skip values and validation")
+        sp.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+        sp.add_argument("--ideal-memory", action="store_true",
+                        help="data movement is free (DMA takes no time); gemm also fits one tile in SRAM")
+
     g = sub.add_parser("gemm", help="compile and simulate one GEMM C[M,N] = A[M,K] @ B[K,N], checked against numpy")
-    for dim in ("M", "N", "K"):
-        g.add_argument(dim, type=int)
-    g.add_argument("--dtype", default="i8", choices=["i8", "u8", "f16", "bf16", "f32"])
-    arch_args(g)
-    g.add_argument("--json", metavar="OUT|-", help="write the JSON report (with validation) to a file or stdout")
-    g.add_argument("--timing-only", action="store_true", help="skip values and validation")
-    g.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    g.add_argument("--ideal-memory", action="store_true",
-                   help="operands already on chip: one tile, SRAM sized to fit, no DMA or DRAM time")
+    layer_args(g, ("M", "N", "K"))
     g.set_defaults(func=cmd_gemm)
+    c = sub.add_parser("conv", help="compile and simulate one 2-D convolution (NCHW, OIHW), checked against numpy")
+    layer_args(c, ("N", "C", "H", "W", "K", "R", "S"))
+    for opt, default in (("--stride", 1), ("--pad", 0), ("--dilation", 1), ("--groups", 1)):
+        c.add_argument(opt, type=int, default=default)
+    c.set_defaults(func=cmd_conv)
 
     t = sub.add_parser("topo", help="simulate every layer of a SCALE-Sim topology file (GEMM view of each layer)")
     t.add_argument("topology")

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.gemm import GemmTiling, gemm_inputs, gemm_reference, gemm_tolerance, slot_bytes, tiled_gemm
+from compiler.conv import ConvShape, conv2d, conv_inputs, conv_reference
+from compiler.gemm import ACC_TYPE, GemmTiling, gemm_inputs, gemm_reference, gemm_tolerance, slot_bytes, tiled_gemm
 from isa import DType
 from isa.arch import Arch
 from isa.dtypes import to_compute
@@ -60,17 +61,42 @@ def run_gemm(M: int, N: int, K: int, dtype: DType, arch: Arch, *, timing_only: b
     result = simulate(program, arch, inputs, timing_only=timing_only, ideal_memory=ideal_memory)
     if timing_only:
         return result, None
-    got = region_array(result, "C", DType.F32 if dtype.is_float else DType.I32, (M, N)).astype(np.float64)
-    want = gemm_reference(inputs, dtype).astype(np.float64)
-    err = np.abs(got - want)
-    rel = float((err / np.maximum(np.abs(want), 1e-30)).max())
+    got = region_array(result, "C", DType.F32 if dtype.is_float else DType.I32, (M, N))
+    bound = None
     if dtype.is_float:
         a, b = to_compute(inputs["A"], dtype).astype(np.float64), to_compute(inputs["B"], dtype).astype(np.float64)
-        ok = bool((err <= gemm_tolerance(K, dtype, np.abs(a) @ np.abs(b))).all())
-        rule = "|err| <= (K+1) * eps32 * (|A| @ |B|)"
-    else:
-        ok, rule = bool((err == 0).all()), "exact"
-    return result, Validation(float(err.max()), rel, ok, rule)
+        bound = gemm_tolerance(K, dtype, np.abs(a) @ np.abs(b))
+    return result, _validate(got, gemm_reference(inputs, dtype), bound)
+
+
+def _validate(got: np.ndarray, want: np.ndarray, bound: np.ndarray | None) -> Validation:
+    """Exact comparison (``bound`` None) or elementwise ``|got - want| <= bound``."""
+    got, want = got.astype(np.float64), want.astype(np.float64)
+    err = np.abs(got - want)
+    rel = float((err / np.maximum(np.abs(want), 1e-30)).max()) if err.size else 0.0
+    if bound is None:
+        return Validation(float(err.max(initial=0)), rel, bool((err == 0).all()), "exact")
+    return Validation(float(err.max(initial=0)), rel, bool((err <= bound).all()),
+                      "|err| <= (K+1) * eps32 * sum|products| (fp32 accumulation of K products)")
+
+
+def run_conv(cs: ConvShape, dtype: DType, arch: Arch, *, timing_only: bool = False, ideal_memory: bool = False,
+             seed: int = 0) -> tuple[SimResult, Validation | None]:
+    """Compile one convolution for ``arch``, simulate it on seeded random inputs and check Y against numpy."""
+    r, c = arch.matrix.rows, arch.matrix.cols
+    program = conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, max_rows=arch.matrix.max_rows)
+    inputs, x, w = conv_inputs(cs, dtype, r, c, seed)
+    result = simulate(program, arch, None if timing_only else inputs, timing_only=timing_only,
+                      ideal_memory=ideal_memory)
+    if timing_only:
+        return result, None
+    got = region_array(result, "Y", ACC_TYPE[dtype], (cs.N, cs.OH, cs.OW, cs.K)).transpose(0, 3, 1, 2)
+    xs, ws = to_compute(x, dtype), to_compute(w, dtype)
+    want = conv_reference(xs, ws, cs)
+    bound = None
+    if dtype.is_float:
+        bound = (cs.Cg * cs.R * cs.S + 1) * np.finfo(np.float32).eps * conv_reference(np.abs(xs), np.abs(ws), cs)
+    return result, _validate(got, want, bound)
 
 
 def run_topology(layers, arch: Arch, *, dtype: DType = DType.I8, ideal_memory: bool = False,

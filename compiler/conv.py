@@ -1,0 +1,202 @@
+"""Direct 2-D convolution (no im2col) as a double-buffered ISA program: ``Y = conv(X, W)``, any stride, padding,
+dilation and groups.
+
+DRAM: X as NHWC in the operand dtype; W pre-blocked offline into array tiles ``[g][nb][kh][kw][cb][k][n]`` (k input
+channels x n output channels, each tile in a full ``rows x cols`` slot); Y as NHWC in the accumulator type.
+One step computes ``toh x tow`` output pixels of one group's ``n <= cols`` output channels: ``dma.ld`` brings the
+input window (the halo padding is inserted by the DMA) and that chunk's weights, one ``mxu.mm`` per run of equal
+input-channel blocks loops ``[oh, kh, kw, cb]`` (the last three reduce into the same accumulator rows) streaming
+``tow`` output pixels, and ``dma.st`` writes the accumulators back. The input and weight slots and the accumulator
+tiles are rings of 2, so loads, matrix work and stores overlap.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from isa import DmaCopy, DType, Halt, MatMul, Pad, Program, ProgramConfig, Queue, Region, SemDecl, SemOp, Space, View
+
+from .gemm import ACC_TYPE, _groups, _with
+
+
+@dataclass(frozen=True)
+class ConvShape:
+    """A convolution: batch N, C input channels of H x W, K filters of R x S, stride, padding, dilation, groups."""
+
+    N: int
+    C: int
+    H: int
+    W: int
+    K: int
+    R: int
+    S: int
+    stride: int = 1
+    pad: int = 0
+    dilation: int = 1
+    groups: int = 1
+
+    def __post_init__(self) -> None:
+        if self.C % self.groups or self.K % self.groups:
+            raise ValueError(f"groups={self.groups} must divide C={self.C} and K={self.K}")
+        if self.OH < 1 or self.OW < 1:
+            raise ValueError(f"a {self.R}x{self.S} filter (dilation {self.dilation}) does not fit the padded "
+                             f"{self.H}x{self.W} input")
+
+    @property
+    def OH(self) -> int:
+        return (self.H + 2 * self.pad - self.dilation * (self.R - 1) - 1) // self.stride + 1
+
+    @property
+    def OW(self) -> int:
+        return (self.W + 2 * self.pad - self.dilation * (self.S - 1) - 1) // self.stride + 1
+
+    @property
+    def Cg(self) -> int:
+        return self.C // self.groups
+
+    @property
+    def Kg(self) -> int:
+        return self.K // self.groups
+
+    @property
+    def macs(self) -> int:
+        return self.N * self.OH * self.OW * self.K * self.Cg * self.R * self.S
+
+
+def pack_weights(w: np.ndarray, shape: ConvShape, rows: int, cols: int) -> np.ndarray:
+    """OIHW weights ``(K, C/g, R, S)`` blocked into array tiles ``[g][nb][kh][kw][cb][k][n]`` (zero-filled slots)."""
+    cs = shape
+    nb, cb = -(-cs.Kg // cols), -(-cs.Cg // rows)
+    out = np.zeros((cs.groups, nb, cs.R, cs.S, cb, rows * cols), dtype=w.dtype)
+    for g in range(cs.groups):
+        for ni, n0 in enumerate(range(0, cs.Kg, cols)):
+            n = min(cols, cs.Kg - n0)
+            for ci, c0 in enumerate(range(0, cs.Cg, rows)):
+                k = min(rows, cs.Cg - c0)
+                blk = w[g * cs.Kg + n0: g * cs.Kg + n0 + n, c0: c0 + k]           # (n, k, R, S)
+                out[g, ni, :, :, ci, : k * n] = blk.transpose(2, 3, 1, 0).reshape(cs.R, cs.S, k * n)
+    return out.ravel()
+
+
+@dataclass(frozen=True)
+class ConvTiling:
+    """Output tile: toh rows x tow columns (tow <= matrix.max_rows)."""
+
+    toh: int
+    tow: int
+
+
+def _window(cs: ConvShape, toh: int, tow: int) -> tuple[int, int]:
+    """Input rows x columns one output tile reads."""
+    return (toh - 1) * cs.stride + (cs.R - 1) * cs.dilation + 1, (tow - 1) * cs.stride + (cs.S - 1) * cs.dilation + 1
+
+
+def _slots(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int) -> tuple[int, int, int]:
+    th, tw = _window(cs, t.toh, t.tow)
+    cb = -(-cs.Cg // rows)
+    return th * tw * cs.Cg * es, cs.R * cs.S * cb * rows * cols * es, t.toh * t.tow * cols * 4
+
+
+def choose_conv_tiling(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int,
+                       max_rows: int = 256) -> ConvTiling:
+    """The tallest output tile (full width up to max_rows) whose two input/weight slots and two ACC tiles fit."""
+    tow = min(cs.OW, max_rows)
+    for toh in range(cs.OH, 0, -1):
+        i, w, a = _slots(cs, ConvTiling(toh, tow), dtype.size, rows, cols)
+        if 2 * (i + w) <= spm and 2 * a <= acc:
+            return ConvTiling(toh, tow)
+    raise ValueError(f"no tiling of {cs} fits {spm} B of SPM and {acc} B of ACC (one output row needs more)")
+
+
+def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int,
+           tiling: ConvTiling | None = None, max_rows: int = 256) -> Program:
+    """The program for one convolution; regions X (NHWC input), Wt (:func:`pack_weights`), Y (NHWC output)."""
+    t = tiling or choose_conv_tiling(cs, dtype, rows, cols, spm, acc, max_rows)
+    es, at = dtype.size, ACC_TYPE[dtype]
+    in_slot, w_slot, acc_slot = _slots(cs, t, es, rows, cols)
+    if 2 * (in_slot + w_slot) > spm or 2 * acc_slot > acc:
+        raise ValueError(f"tiling {t} needs {2 * (in_slot + w_slot)} B of SPM and {2 * acc_slot} B of ACC")
+    nbs, cbs = -(-cs.Kg // cols), -(-cs.Cg // rows)
+    tile = rows * cols * es
+    pix, prog, ring, accs = cs.Cg * es, [], 0, 0
+    for b in range(cs.N):
+        for oh0 in range(0, cs.OH, t.toh):
+            toh = min(t.toh, cs.OH - oh0)
+            for ow0 in range(0, cs.OW, t.tow):
+                tow = min(t.tow, cs.OW - ow0)
+                th, tw = _window(cs, toh, tow)
+                ih0, iw0 = oh0 * cs.stride - cs.pad, ow0 * cs.stride - cs.pad
+                top, left = max(0, -ih0), max(0, -iw0)
+                bottom, right = max(0, ih0 + th - cs.H), max(0, iw0 + tw - cs.W)
+                for g in range(cs.groups):
+                    for nb in range(nbs):
+                        n = min(cols, cs.Kg - nb * cols)
+                        slot = ring % 2
+                        i_base, w_base = slot * in_slot, 2 * in_slot + slot * w_slot
+                        acc_base = (accs % 2) * acc_slot
+                        row = tw * pix
+                        pads = tuple(Pad(d, lo, hi) for d, lo, hi in ((0, top, bottom), (1, left, right)) if lo or hi)
+                        src = View(Space.DRAM, (((b * cs.H + max(ih0, 0)) * cs.W + max(iw0, 0)) * cs.C + g * cs.Cg)
+                                   * es, dtype, (cs.W * cs.C * es, cs.C * es, es), "X")
+                        load_x = DmaCopy(queue=Queue.DMA_LD, shape=(th, tw, cs.Cg), pad=pads,
+                                         dst=View(Space.SPM, i_base, dtype, (row, pix, es)), src=src,
+                                         waits=(SemOp("in_empty"),))
+                        load_w = DmaCopy(queue=Queue.DMA_LD, shape=(cs.R * cs.S * cbs, rows * cols),
+                                         dst=View(Space.SPM, w_base, dtype, (tile, es)), signals=(SemOp("in_full"),),
+                                         src=View(Space.DRAM, (g * nbs + nb) * w_slot, dtype, (tile, es), "Wt"))
+                        mms = [MatMul(shape=(toh, cs.R, cs.S, cbc), m=tow, k=k, n=n, zero=cb0 == 0,
+                                      acc=View(Space.ACC, acc_base, at, (t.tow * cols * 4, 0, 0, 0)), acc_row=cols * 4,
+                                      a=View(Space.SPM, i_base + cb0 * rows * es, dtype,
+                                             (cs.stride * row, cs.dilation * row, cs.dilation * pix, rows * es)),
+                                      a_row=cs.stride * pix,
+                                      b=View(Space.SPM, w_base + cb0 * tile, dtype,
+                                             (0, cs.S * cbs * tile, cbs * tile, tile)))
+                               for cb0, cbc, k in _groups(cs.Cg, rows)]
+                        mms[0] = _with(mms[0], waits=(SemOp("in_full"), SemOp("acc_empty")))
+                        mms[-1] = _with(mms[-1], signals=(SemOp("in_empty"), SemOp("acc_full")))
+                        y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb * cols) * 4
+                        store = DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, n),
+                                        dst=View(Space.DRAM, y_off, at, (cs.OW * cs.K * 4, cs.K * 4, 4), "Y"),
+                                        src=View(Space.ACC, acc_base, at, (t.tow * cols * 4, cols * 4, 4)),
+                                        waits=(SemOp("acc_full"),), signals=(SemOp("acc_empty"),))
+                        prog += [load_x, load_w, *mms, store]
+                        ring += 1
+                        accs += 1
+    prog.append(Halt())
+    return Program(
+        config=ProgramConfig(rows=rows, cols=cols, spm=spm, acc=acc),
+        regions=(Region("X", 0, cs.N * cs.H * cs.W * cs.C * es),
+                 Region("Wt", 1, cs.groups * nbs * w_slot), Region("Y", 2, cs.N * cs.OH * cs.OW * cs.K * 4)),
+        sems=(SemDecl("in_full", 0), SemDecl("in_empty", 2), SemDecl("acc_full", 0), SemDecl("acc_empty", 2)),
+        instrs=tuple(prog))
+
+
+def conv_inputs(cs: ConvShape, dtype: DType, rows: int, cols: int, seed: int = 0) -> tuple[dict, np.ndarray,
+                                                                                           np.ndarray]:
+    """Seeded random NCHW input and OIHW weights in ``dtype``'s storage; the DRAM inputs (X as NHWC, packed Wt)."""
+    from .gemm import gemm_inputs
+
+    rng = np.random.default_rng(seed)
+    x = gemm_inputs(cs.N * cs.C * cs.H, 1, cs.W, dtype, int(rng.integers(2**31)))["A"].reshape(cs.N, cs.C, cs.H, cs.W)
+    w = gemm_inputs(cs.K * cs.Cg * cs.R, 1, cs.S, dtype, int(rng.integers(2**31)))["A"].reshape(cs.K, cs.Cg, cs.R,
+                                                                                                   cs.S)
+    return {"X": np.ascontiguousarray(x.transpose(0, 2, 3, 1)), "Wt": pack_weights(w, cs, rows, cols)}, x, w
+
+
+def conv_reference(x: np.ndarray, w: np.ndarray, cs: ConvShape) -> np.ndarray:
+    """numpy convolution, NCHW in and out: exact int64 for integers, float64 for floats."""
+    wide = np.int64 if np.issubdtype(x.dtype, np.integer) else np.float64
+    xp = np.pad(x.astype(wide), ((0, 0), (0, 0), (cs.pad, cs.pad), (cs.pad, cs.pad)))
+    y = np.zeros((cs.N, cs.K, cs.OH, cs.OW), wide)
+    for g in range(cs.groups):
+        xs = xp[:, g * cs.Cg:(g + 1) * cs.Cg]
+        ws = w[g * cs.Kg:(g + 1) * cs.Kg].astype(wide)
+        for kh in range(cs.R):
+            for kw in range(cs.S):
+                h0, w0 = kh * cs.dilation, kw * cs.dilation
+                patch = xs[:, :, h0: h0 + cs.stride * (cs.OH - 1) + 1: cs.stride,
+                           w0: w0 + cs.stride * (cs.OW - 1) + 1: cs.stride]
+                y[:, g * cs.Kg:(g + 1) * cs.Kg] += np.einsum("nchw,kc->nkhw", patch, ws[:, :, kh, kw])
+    return y

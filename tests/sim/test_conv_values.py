@@ -1,0 +1,52 @@
+"""Direct convolution lowered to the ISA equals numpy for any kernel, stride, padding, dilation, groups and batch."""
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from compiler.conv import ConvShape, ConvTiling, conv2d
+from isa import DType
+from isa.arch import load_arch
+from npusim import simulate
+from npusim.driver import run_conv
+
+
+@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("dtype", [DType.I8, DType.F16])
+def test_resnet_like_conv_on_every_preset(preset, dtype):
+    cs = ConvShape(1, 24, 14, 14, 40, 3, 3, stride=1, pad=1)
+    res, check = run_conv(cs, dtype, load_arch(preset))
+    assert check.ok, check
+    assert res.macs == cs.macs
+
+
+@settings(max_examples=30, deadline=None)
+@given(N=st.integers(1, 2), C=st.integers(1, 40), HW=st.integers(1, 12), K=st.integers(1, 40), R=st.integers(1, 4),
+       stride=st.integers(1, 3), pad=st.integers(0, 3), dilation=st.integers(1, 2), groups=st.sampled_from([1, 2, 4]),
+       depthwise=st.booleans(), dtype=st.sampled_from([DType.I8, DType.F16]), seed=st.integers(0, 999))
+def test_random_convs_match_numpy(N, C, HW, K, R, stride, pad, dilation, groups, depthwise, dtype, seed):
+    if depthwise:
+        groups, K = C, C
+    assume(C % groups == 0 and K % groups == 0 and HW + 2 * pad >= dilation * (R - 1) + 1)
+    cs = ConvShape(N, C, HW, HW + 1, K, R, R, stride, pad, dilation, groups)
+    assume(cs.OW >= 1)
+    _, check = run_conv(cs, dtype, load_arch("edge16"), seed=seed)
+    assert check.ok, check
+
+
+def test_conv_tiles_overlap_loads_and_compute():
+    # several row tiles on one preset: the concurrent run beats the serial one
+    arch = load_arch("edge16")
+    cs = ConvShape(1, 32, 20, 20, 32, 3, 3, pad=1)
+    p = conv2d(cs, DType.I8, 16, 16, arch.spm.size, arch.acc.size, ConvTiling(toh=4, tow=20))
+    assert simulate(p, arch, timing_only=True).cycles < simulate(p, arch, timing_only=True, serial=True).cycles
+
+
+def test_conv_cli(capsys):
+    from npusim.cli import main
+
+    code = main(["conv", "1", "8", "9", "9", "12", "3", "3", "--stride", "2", "--pad", "1", "--arch", "mid32"])
+    out = capsys.readouterr().out
+    assert code == 0 and "-> 5x5" in out and "validation against numpy (exact)" in out and out.rstrip().endswith("ok")
+    assert main(["conv", "1", "3", "5", "5", "4", "7", "7"]) == 1
+    assert "a 7x7 filter (dilation 1) does not fit the padded 5x5 input" in capsys.readouterr().err
