@@ -1,0 +1,47 @@
+"""The three-stage ring pipeline every lowering uses: loads (dma.ld) -> compute (one unit) -> stores (dma.st).
+
+Each stage hands buffers to the next through a pair of semaphores (``*_full`` producer -> consumer, ``*_empty``
+back, initial count = ring depth 2), so a step's loads run while the previous step computes and the one before
+stores, with no software pipelining in program order. Callers pick ring slot ``step % 2`` for their buffers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from isa import Halt, Instr, Program, ProgramConfig, Region, SemDecl, SemOp
+
+SEMS = (SemDecl("in_full", 0), SemDecl("in_empty", 2), SemDecl("out_full", 0), SemDecl("out_empty", 2))
+
+
+def with_sync(instr: Instr, waits: tuple[str, ...] = (), signals: tuple[str, ...] = ()) -> Instr:
+    """``instr`` with extra semaphore waits/signals appended."""
+    return replace(instr, waits=instr.waits + tuple(SemOp(w) for w in waits),
+                   signals=instr.signals + tuple(SemOp(s) for s in signals))
+
+
+class RingPipeline:
+    """Collects steps of (loads, compute, stores) and wires their semaphores."""
+
+    def __init__(self) -> None:
+        self.instrs: list[Instr] = []
+        self.steps = 0
+
+    @property
+    def slot(self) -> int:
+        """The ring slot (0 or 1) of the next step."""
+        return self.steps % 2
+
+    def step(self, loads: list[Instr], compute: list[Instr], stores: list[Instr]) -> None:
+        loads, compute, stores = list(loads), list(compute), list(stores)
+        loads[0] = with_sync(loads[0], waits=("in_empty",))
+        loads[-1] = with_sync(loads[-1], signals=("in_full",))
+        compute[0] = with_sync(compute[0], waits=("in_full", "out_empty"))
+        compute[-1] = with_sync(compute[-1], signals=("in_empty", "out_full"))
+        stores[0] = with_sync(stores[0], waits=("out_full",))
+        stores[-1] = with_sync(stores[-1], signals=("out_empty",))
+        self.instrs += loads + compute + stores
+        self.steps += 1
+
+    def program(self, config: ProgramConfig, regions: tuple[Region, ...]) -> Program:
+        return Program(config, regions, SEMS, tuple(self.instrs) + (Halt(),))

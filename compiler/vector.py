@@ -1,0 +1,293 @@
+"""Vector-unit lowerings: element-wise ops with broadcasting, activations, pooling, softmax, layer norm, reductions.
+
+Every op here is one :class:`~compiler.pipeline.RingPipeline`: ``dma.ld`` brings a tile of each input into SPM,
+the vector unit computes it, ``dma.st`` writes it back; tiles are double-buffered. Tensors are row-major in DRAM
+(4-D activations NHWC). Results are computed in f32 for float types (i64 for integers) and rounded once when written.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from isa import (
+    Act,
+    BinOp,
+    DmaCopy,
+    DType,
+    Pad,
+    ProgramConfig,
+    Queue,
+    Reduce,
+    Region,
+    Space,
+    VecBinary,
+    VecConvert,
+    VecUnary,
+    View,
+)
+
+from .pipeline import RingPipeline
+
+F32 = DType.F32
+
+
+def _config(spm: int) -> ProgramConfig:
+    return ProgramConfig(rows=1, cols=1, spm=spm, acc=4096)
+
+
+def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for e in reversed(shape):
+        strides.append(acc)
+        acc *= e
+    return tuple(reversed(strides))
+
+
+def broadcast_strides(shape: tuple[int, ...], out: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of a row-major ``shape`` read as ``out`` under numpy broadcasting (0 where broadcast)."""
+    shape = (1,) * (len(out) - len(shape)) + tuple(shape)
+    return tuple(0 if e == 1 and o != 1 else s for e, o, s in zip(shape, out, _row_major(shape)))
+
+
+def collapse(out: tuple[int, ...], *strides: tuple[int, ...]) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """Merge adjacent dimensions that every operand walks contiguously (fewer, longer dimensions)."""
+    dims = [[e, *(s[i] for s in strides)] for i, e in enumerate(out) if e != 1] or [[1, *(0 for _ in strides)]]
+    merged = [dims[0]]
+    for d in dims[1:]:
+        prev = merged[-1]
+        if all(prev[k + 1] == d[k + 1] * d[0] for k in range(len(strides))):
+            merged[-1] = [prev[0] * d[0], *d[1:]]
+        else:
+            merged.append(d)
+    return tuple(d[0] for d in merged), [tuple(d[k + 1] for d in merged) for k in range(len(strides))]
+
+
+def _tiles(shape: tuple[int, ...], limit: int):
+    """Yield (index of the tile's first element per dim, tile shape) covering ``shape`` with <= ``limit`` elements."""
+    d = next(i for i in range(len(shape)) if math.prod(shape[i + 1:]) <= limit)
+    inner = math.prod(shape[d + 1:])
+    chunk = max(1, limit // inner)
+    for outer in np.ndindex(*shape[:d]):
+        for c0 in range(0, shape[d], chunk):
+            c = min(chunk, shape[d] - c0)
+            yield (*outer, c0) + (0,) * (len(shape) - d - 1), (1,) * d + (c,) + tuple(shape[d + 1:])
+
+
+@dataclass(frozen=True)
+class _Operand:
+    region: str
+    strides: tuple[int, ...]  # in elements
+
+
+def _stream(pipe: RingPipeline, out_shape, ins: list[_Operand], out: _Operand, dtypes: list[DType], out_dtype: DType,
+            spm: int, compute) -> None:
+    """Tile ``out_shape``; per tile load every input into a contiguous SPM slot, ``compute(dst, srcs, shape)``,
+    store. ``compute`` returns the vector instructions for one tile given its SPM views."""
+    shape, strides = collapse(out_shape, *(o.strides for o in ins), out.strides)
+    if len(shape) > 5:
+        raise ValueError(f"shape {out_shape} does not collapse to 5 dimensions")
+    sizes = [d.size for d in dtypes] + [out_dtype.size]
+    limit = max(1, (spm // 2) // sum(sizes))   # two ring slots of every buffer
+    slot_bytes = [limit * s for s in sizes]
+    for start, tshape in _tiles(shape, limit):
+        base, offs, views = 0, [], []
+        for size in slot_bytes:
+            offs.append(base + pipe.slot * size)
+            base += 2 * size
+        dense = _row_major(tshape)
+        for k, d in enumerate(dtypes + [out_dtype]):
+            views.append(View(Space.SPM, offs[k], d, tuple(s * d.size for s in dense)))
+        loads = [DmaCopy(queue=Queue.DMA_LD, shape=tshape, dst=views[k],
+                         src=View(Space.DRAM, sum(i * s for i, s in zip(start, strides[k])) * dtypes[k].size, dtypes[k],
+                                  tuple(s * dtypes[k].size for s in strides[k]), ins[k].region))
+                 for k in range(len(ins))]
+        store = DmaCopy(queue=Queue.DMA_ST, shape=tshape, src=views[-1],
+                        dst=View(Space.DRAM, sum(i * s for i, s in zip(start, strides[-1])) * out_dtype.size, out_dtype,
+                                 tuple(s * out_dtype.size for s in strides[-1]), out.region))
+        pipe.step(loads, compute(views[-1], views[:-1], tshape), [store])
+
+
+def binary(op: BinOp, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: DType, spm: int):
+    """``Y = A op B`` with numpy broadcasting; regions A, B, Y (all ``dtype``, row-major)."""
+    out = tuple(np.broadcast_shapes(tuple(a_shape), tuple(b_shape)))
+    pipe = RingPipeline()
+    _stream(pipe, out, [_Operand("A", broadcast_strides(a_shape, out)), _Operand("B", broadcast_strides(b_shape, out))],
+            _Operand("Y", _row_major(out)), [dtype, dtype], dtype, spm,
+            lambda dst, srcs, shape: [VecBinary(op=op, shape=shape, dst=dst, src0=srcs[0], src1=srcs[1])])
+    es = dtype.size
+    return pipe.program(_config(spm), (Region("A", 0, math.prod(a_shape) * es), Region("B", 1, math.prod(b_shape) * es),
+                                       Region("Y", 2, math.prod(out) * es)))
+
+
+def unary(fn: Act, shape: tuple[int, ...], dtype: DType, spm: int, lo: float = 0, hi: float = 0):
+    """``Y = fn(X)`` (relu, clamp(lo, hi), sigmoid, tanh, gelu, erf, exp, ...); regions X, Y."""
+    pipe = RingPipeline()
+    _stream(pipe, tuple(shape), [_Operand("X", _row_major(shape))], _Operand("Y", _row_major(shape)), [dtype], dtype,
+            spm, lambda dst, srcs, s: [VecUnary(fn=fn, shape=s, dst=dst, src=srcs[0], lo=lo, hi=hi)])
+    n = math.prod(shape) * dtype.size
+    return pipe.program(_config(spm), (Region("X", 0, n), Region("Y", 1, n)))
+
+
+def _rows_op(rows: int, length: int, dtype: DType, spm: int, regions_extra: tuple[Region, ...], per_tile,
+             scratch_rows_f32: int, extra_loads=lambda slot, r: []):
+    """Row-wise ops over ``[rows][length]``: tiles of whole rows; ``per_tile(x, y, scratch, r)`` gives the vector
+    instructions for r rows with views x (input), y (output) and f32 scratch buffers."""
+    es = dtype.size
+    row_bytes = length * (es + es + 4 * scratch_rows_f32) + 64
+    per = max(1, (spm // 2 - 4096) // row_bytes)
+    if per < 1:
+        raise ValueError(f"a row of {length} elements does not fit the SPM")
+    pipe = RingPipeline()
+    x_slot, y_slot, s_slot = per * length * es, per * length * es, per * length * 4
+    for r0 in range(0, rows, per):
+        r = min(per, rows - r0)
+        base = pipe.slot * (x_slot + y_slot + scratch_rows_f32 * s_slot + 4096)
+        x = View(Space.SPM, base, dtype, (length * es, es))
+        y = View(Space.SPM, base + x_slot, dtype, (length * es, es))
+        scratch = [View(Space.SPM, base + x_slot + y_slot + i * s_slot, F32, (length * 4, 4))
+                   for i in range(scratch_rows_f32)]
+        small = base + x_slot + y_slot + scratch_rows_f32 * s_slot  # 4 KiB of per-row scalars
+        loads = [DmaCopy(queue=Queue.DMA_LD, shape=(r, length), dst=x,
+                         src=View(Space.DRAM, r0 * length * es, dtype, (length * es, es), "X"))]
+        loads += extra_loads(small, r)
+        store = DmaCopy(queue=Queue.DMA_ST, shape=(r, length), src=y,
+                        dst=View(Space.DRAM, r0 * length * es, dtype, (length * es, es), "Y"))
+        pipe.step(loads, per_tile(x, y, scratch, small, r), [store])
+    n = rows * length * es
+    return pipe.program(_config(spm), (Region("X", 0, n), Region("Y", 1, n)) + regions_extra)
+
+
+def _col(addr: int, r: int) -> View:
+    """An f32 per-row scalar column at ``addr`` broadcast along the row (strides {4, 0})."""
+    return View(Space.SPM, addr, F32, (4, 0))
+
+
+def softmax(rows: int, length: int, dtype: DType, spm: int):
+    """Softmax over the last axis of ``[rows][length]``: max, subtract, exp, sum, reciprocal, multiply (f32)."""
+    def tile(x, y, s, small, r):
+        t, m, z = s[0], _col(small, r), _col(small + 2048, r)
+        return [VecConvert(shape=(r, length), dst=t, src=x),
+                VecUnary(fn=Act.MOV, reduce=Reduce.MAX, zero=True, shape=(r, length), dst=m, src=t),
+                VecBinary(op=BinOp.SUB, shape=(r, length), dst=t, src0=t, src1=m),
+                VecUnary(fn=Act.EXP, shape=(r, length), dst=t, src=t),
+                VecUnary(fn=Act.MOV, reduce=Reduce.SUM, zero=True, shape=(r, length), dst=z, src=t),
+                VecUnary(fn=Act.RECIP, shape=(r,), dst=z.with_strides((4,)), src=z.with_strides((4,))),
+                VecBinary(op=BinOp.MUL, shape=(r, length), dst=y, src0=t, src1=z)]
+    return _rows_op(rows, length, dtype, min(spm, 1 << 22), (), tile, 1)
+
+
+def layernorm(rows: int, length: int, dtype: DType, spm: int, eps: float = 1e-5):
+    """LayerNormalization over the last axis with f32 gamma (region G) and beta (region Bt): mean, variance, rsqrt."""
+    def loads(small, r):
+        return [DmaCopy(queue=Queue.DMA_LD, shape=(2, length), dst=View(Space.SPM, small + 1024, F32,
+                                                                        (length * 4, 4)),
+                        src=View(Space.DRAM, 0, F32, (length * 4, 4), "GB"))]
+
+    def tile(x, y, s, small, r):
+        d, mu, var = s[0], _col(small, r), _col(small + 512, r)
+        gamma = View(Space.SPM, small + 1024, F32, (0, 4))
+        beta = View(Space.SPM, small + 1024 + length * 4, F32, (0, 4))
+        one = (r,)
+        return [VecConvert(shape=(r, length), dst=d, src=x),
+                VecUnary(fn=Act.MOV, reduce=Reduce.SUM, zero=True, shape=(r, length), dst=mu, src=d),
+                VecBinary(op=BinOp.MUL, shape=one, dst=mu.with_strides((4,)), src0=mu.with_strides((4,)),
+                          imm=1.0 / length),
+                VecBinary(op=BinOp.SUB, shape=(r, length), dst=d, src0=d, src1=mu),
+                VecBinary(op=BinOp.MUL, reduce=Reduce.SUM, zero=True, shape=(r, length), dst=var, src0=d, src1=d),
+                VecBinary(op=BinOp.MUL, shape=one, dst=var.with_strides((4,)), src0=var.with_strides((4,)),
+                          imm=1.0 / length),
+                VecBinary(op=BinOp.ADD, shape=one, dst=var.with_strides((4,)), src0=var.with_strides((4,)), imm=eps),
+                VecUnary(fn=Act.RSQRT, shape=one, dst=var.with_strides((4,)), src=var.with_strides((4,))),
+                VecBinary(op=BinOp.MUL, shape=(r, length), dst=d, src0=d, src1=var),
+                VecBinary(op=BinOp.MUL, shape=(r, length), dst=d, src0=d, src1=gamma),
+                VecBinary(op=BinOp.ADD, shape=(r, length), dst=y, src0=d, src1=beta)]
+    if 2 * length * 4 + 1024 > 4096:
+        raise ValueError(f"layernorm rows of {length} elements need gamma/beta larger than the 4 KiB scalar area")
+    return _rows_op(rows, length, dtype, min(spm, 1 << 22), (Region("GB", 2, 2 * length * 4),), tile, 1, loads)
+
+
+def reduce_rows(kind: Reduce, rows: int, length: int, dtype: DType, spm: int, mean: bool = False):
+    """ReduceSum/ReduceMean/ReduceMax over the last axis: ``[rows][length] -> [rows]`` (f32 accumulation)."""
+    es = dtype.size
+    pipe = RingPipeline()
+    per = max(1, (spm // 2) // (length * es + 8))
+    for r0 in range(0, rows, per):
+        r = min(per, rows - r0)
+        base = pipe.slot * (per * length * es + per * 8)
+        x = View(Space.SPM, base, dtype, (length * es, es))
+        acc = View(Space.SPM, base + per * length * es, F32, (4, 0))
+        y = View(Space.SPM, base + per * length * es + per * 4, dtype, (es,))
+        compute = [VecUnary(fn=Act.MOV, reduce=kind, zero=True, shape=(r, length), dst=acc, src=x)]
+        if mean:
+            compute.append(VecBinary(op=BinOp.MUL, shape=(r,), dst=acc.with_strides((4,)),
+                                     src0=acc.with_strides((4,)), imm=1.0 / length))
+        compute.append(VecConvert(shape=(r,), dst=y, src=acc.with_strides((4,))))
+        pipe.step([DmaCopy(queue=Queue.DMA_LD, shape=(r, length), dst=x,
+                           src=View(Space.DRAM, r0 * length * es, dtype, (length * es, es), "X"))], compute,
+                  [DmaCopy(queue=Queue.DMA_ST, shape=(r,), src=y, dst=View(Space.DRAM, r0 * es, dtype, (es,), "Y"))])
+    return pipe.program(_config(spm), (Region("X", 0, rows * length * es), Region("Y", 1, rows * es)))
+
+
+def pool2d(kind: str, N: int, H: int, W: int, C: int, k: int, stride: int, pad: int, dtype: DType, spm: int,
+           count_include_pad: bool = False):
+    """MaxPool / AveragePool (square window) on NHWC; regions X, Y (+ RC, the per-position 1/count map for average
+    pooling without counting the padding)."""
+    es = dtype.size
+    OH, OW = (H + 2 * pad - k) // stride + 1, (W + 2 * pad - k) // stride + 1
+    Wp = W + 2 * pad
+    fill = (-math.inf if dtype.is_float else {DType.I8: -128, DType.U8: 0}.get(dtype, -(2**31))) if kind == "max" \
+        else 0
+    row, pix = Wp * C * es, C * es
+    per_row = ((stride + k) * row + OW * C * (es + 4) + OW * 4)
+    toh = max(1, min(OH, (spm // 2) // per_row))
+    th_max = (toh - 1) * stride + k
+    in_slot, sum_slot, out_slot, rc_slot = th_max * row, toh * OW * C * 4, toh * OW * C * es, toh * OW * 4
+    pipe = RingPipeline()
+    for b in range(N):
+        for oh0 in range(0, OH, toh):
+            t = min(toh, OH - oh0)
+            th = (t - 1) * stride + k
+            ih0 = oh0 * stride - pad
+            top, bottom = max(0, -ih0), max(0, ih0 + th - H)
+            base = pipe.slot * (in_slot + sum_slot + out_slot + rc_slot)
+            xin = View(Space.SPM, base, dtype, (row, pix, es))
+            pads = tuple(p for p in (Pad(0, top, bottom), Pad(1, pad, pad)) if p.lo or p.hi)
+            loads = [DmaCopy(queue=Queue.DMA_LD, shape=(th, Wp, C), dst=xin, pad=pads, fill=fill,
+                             src=View(Space.DRAM, ((b * H + max(ih0, 0)) * W) * C * es, dtype, (W * C * es, C * es, es),
+                                      "X"))]
+            y = View(Space.SPM, base + in_slot + sum_slot, dtype, (OW * C * es, C * es, es))
+            window = View(Space.SPM, base, dtype, (stride * row, stride * pix, es, row, pix))
+            if kind == "max":
+                compute = [VecUnary(fn=Act.MOV, reduce=Reduce.MAX, zero=True, shape=(t, OW, C, k, k),
+                                    dst=y.with_strides((OW * C * es, C * es, es, 0, 0)), src=window)]
+            else:
+                s = View(Space.SPM, base + in_slot, F32, (OW * C * 4, C * 4, 4))
+                compute = [VecUnary(fn=Act.MOV, reduce=Reduce.SUM, zero=True, shape=(t, OW, C, k, k),
+                                    dst=s.with_strides((OW * C * 4, C * 4, 4, 0, 0)), src=window)]
+                if count_include_pad:
+                    compute.append(VecBinary(op=BinOp.MUL, shape=(t, OW, C), dst=y, src0=s, imm=1.0 / (k * k)))
+                else:
+                    rc = View(Space.SPM, base + in_slot + sum_slot + out_slot, F32, (OW * 4, 4, 0))
+                    loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(t, OW), dst=rc.with_strides((OW * 4, 4)),
+                                         src=View(Space.DRAM, oh0 * OW * 4, F32, (OW * 4, 4), "RC")))
+                    compute.append(VecBinary(op=BinOp.MUL, shape=(t, OW, C), dst=y, src0=s, src1=rc))
+            store = DmaCopy(queue=Queue.DMA_ST, shape=(t, OW, C), src=y,
+                            dst=View(Space.DRAM, ((b * OH + oh0) * OW) * C * es, dtype, (OW * C * es, C * es, es), "Y"))
+            pipe.step(loads, compute, [store])
+    regions = (Region("X", 0, N * H * W * C * es), Region("Y", 1, N * OH * OW * C * es))
+    if kind == "avg" and not count_include_pad:
+        regions += (Region("RC", 2, OH * OW * 4),)
+    return pipe.program(_config(spm), regions)
+
+
+def avgpool_reciprocals(H: int, W: int, k: int, stride: int, pad: int) -> np.ndarray:
+    """``[OH][OW]`` f32 map of 1 / (window elements inside the image), for AveragePool(count_include_pad=0)."""
+    OH, OW = (H + 2 * pad - k) // stride + 1, (W + 2 * pad - k) // stride + 1
+    hs = np.arange(OH) * stride - pad
+    ws = np.arange(OW) * stride - pad
+    ch = np.minimum(hs + k, H) - np.maximum(hs, 0)
+    cw = np.minimum(ws + k, W) - np.maximum(ws, 0)
+    return (1.0 / np.outer(ch, cw)).astype(np.float32)
