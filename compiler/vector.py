@@ -132,81 +132,83 @@ def unary(fn: Act, shape: tuple[int, ...], dtype: DType, spm: int, lo: float = 0
 
 
 def _rows_op(rows: int, length: int, dtype: DType, spm: int, regions_extra: tuple[Region, ...], per_tile,
-             scratch_rows_f32: int, extra_loads=lambda slot, r: []):
-    """Row-wise ops over ``[rows][length]``: tiles of whole rows; ``per_tile(x, y, scratch, r)`` gives the vector
-    instructions for r rows with views x (input), y (output) and f32 scratch buffers."""
+             scratch: int, scalars: int, extra: int = 0, extra_loads=lambda addr, r: []):
+    """Row-wise ops over ``[rows][length]`` in tiles of whole rows. Each ring slot holds the input rows x, the output
+    rows y, ``scratch`` f32 row buffers, ``scalars`` f32 per-row scalar columns and ``extra`` bytes (loaded by
+    ``extra_loads(addr, r)``); ``per_tile(x, y, scratch_views, scalar_addrs, extra_addr, r)`` gives the vector
+    instructions for r rows."""
     es = dtype.size
-    row_bytes = length * (es + es + 4 * scratch_rows_f32) + 64
-    per = max(1, (spm // 2 - 4096) // row_bytes)
+    row_bytes = length * (2 * es + 4 * scratch) + 4 * scalars
+    per = (spm // 2 - extra) // row_bytes
     if per < 1:
         raise ValueError(f"a row of {length} elements does not fit the SPM")
     pipe = RingPipeline()
-    x_slot, y_slot, s_slot = per * length * es, per * length * es, per * length * 4
+    x_slot, s_slot = per * length * es, per * length * 4
+    slot = 2 * x_slot + scratch * s_slot + scalars * per * 4 + extra
     for r0 in range(0, rows, per):
         r = min(per, rows - r0)
-        base = pipe.slot * (x_slot + y_slot + scratch_rows_f32 * s_slot + 4096)
+        base = pipe.slot * slot
         x = View(Space.SPM, base, dtype, (length * es, es))
         y = View(Space.SPM, base + x_slot, dtype, (length * es, es))
-        scratch = [View(Space.SPM, base + x_slot + y_slot + i * s_slot, F32, (length * 4, 4))
-                   for i in range(scratch_rows_f32)]
-        small = base + x_slot + y_slot + scratch_rows_f32 * s_slot  # 4 KiB of per-row scalars
+        views = [View(Space.SPM, base + 2 * x_slot + i * s_slot, F32, (length * 4, 4)) for i in range(scratch)]
+        cols = [base + 2 * x_slot + scratch * s_slot + i * per * 4 for i in range(scalars)]
+        extra_addr = base + 2 * x_slot + scratch * s_slot + scalars * per * 4
         loads = [DmaCopy(queue=Queue.DMA_LD, shape=(r, length), dst=x,
                          src=View(Space.DRAM, r0 * length * es, dtype, (length * es, es), "X"))]
-        loads += extra_loads(small, r)
+        loads += extra_loads(extra_addr, r)
         store = DmaCopy(queue=Queue.DMA_ST, shape=(r, length), src=y,
                         dst=View(Space.DRAM, r0 * length * es, dtype, (length * es, es), "Y"))
-        pipe.step(loads, per_tile(x, y, scratch, small, r), [store])
+        pipe.step(loads, per_tile(x, y, views, cols, extra_addr, r), [store])
     n = rows * length * es
     return pipe.program(_config(spm), (Region("X", 0, n), Region("Y", 1, n)) + regions_extra)
 
 
-def _col(addr: int, r: int) -> View:
+def _col(addr: int) -> View:
     """An f32 per-row scalar column at ``addr`` broadcast along the row (strides {4, 0})."""
     return View(Space.SPM, addr, F32, (4, 0))
 
 
+def _vec(addr: int) -> View:
+    """The same column as a plain vector of per-row scalars (stride {4})."""
+    return View(Space.SPM, addr, F32, (4,))
+
+
 def softmax(rows: int, length: int, dtype: DType, spm: int):
     """Softmax over the last axis of ``[rows][length]``: max, subtract, exp, sum, reciprocal, multiply (f32)."""
-    def tile(x, y, s, small, r):
-        t, m, z = s[0], _col(small, r), _col(small + 2048, r)
+    def tile(x, y, s, cols, _, r):
+        t, m, z = s[0], _col(cols[0]), _col(cols[1])
         return [VecConvert(shape=(r, length), dst=t, src=x),
                 VecUnary(fn=Act.MOV, reduce=Reduce.MAX, zero=True, shape=(r, length), dst=m, src=t),
                 VecBinary(op=BinOp.SUB, shape=(r, length), dst=t, src0=t, src1=m),
                 VecUnary(fn=Act.EXP, shape=(r, length), dst=t, src=t),
                 VecUnary(fn=Act.MOV, reduce=Reduce.SUM, zero=True, shape=(r, length), dst=z, src=t),
-                VecUnary(fn=Act.RECIP, shape=(r,), dst=z.with_strides((4,)), src=z.with_strides((4,))),
+                VecUnary(fn=Act.RECIP, shape=(r,), dst=_vec(cols[1]), src=_vec(cols[1])),
                 VecBinary(op=BinOp.MUL, shape=(r, length), dst=y, src0=t, src1=z)]
-    return _rows_op(rows, length, dtype, min(spm, 1 << 22), (), tile, 1)
+    return _rows_op(rows, length, dtype, min(spm, 1 << 22), (), tile, scratch=1, scalars=2)
 
 
 def layernorm(rows: int, length: int, dtype: DType, spm: int, eps: float = 1e-5):
-    """LayerNormalization over the last axis with f32 gamma (region G) and beta (region Bt): mean, variance, rsqrt."""
-    def loads(small, r):
-        return [DmaCopy(queue=Queue.DMA_LD, shape=(2, length), dst=View(Space.SPM, small + 1024, F32,
-                                                                        (length * 4, 4)),
+    """LayerNormalization over the last axis; region GB holds f32 gamma then beta: mean, variance, rsqrt."""
+    def loads(addr, r):
+        return [DmaCopy(queue=Queue.DMA_LD, shape=(2, length), dst=View(Space.SPM, addr, F32, (length * 4, 4)),
                         src=View(Space.DRAM, 0, F32, (length * 4, 4), "GB"))]
 
-    def tile(x, y, s, small, r):
-        d, mu, var = s[0], _col(small, r), _col(small + 512, r)
-        gamma = View(Space.SPM, small + 1024, F32, (0, 4))
-        beta = View(Space.SPM, small + 1024 + length * 4, F32, (0, 4))
-        one = (r,)
+    def tile(x, y, s, cols, addr, r):
+        d, mu, var, one = s[0], _col(cols[0]), _col(cols[1]), (r,)
+        gamma, beta = View(Space.SPM, addr, F32, (0, 4)), View(Space.SPM, addr + length * 4, F32, (0, 4))
         return [VecConvert(shape=(r, length), dst=d, src=x),
                 VecUnary(fn=Act.MOV, reduce=Reduce.SUM, zero=True, shape=(r, length), dst=mu, src=d),
-                VecBinary(op=BinOp.MUL, shape=one, dst=mu.with_strides((4,)), src0=mu.with_strides((4,)),
-                          imm=1.0 / length),
+                VecBinary(op=BinOp.MUL, shape=one, dst=_vec(cols[0]), src0=_vec(cols[0]), imm=1.0 / length),
                 VecBinary(op=BinOp.SUB, shape=(r, length), dst=d, src0=d, src1=mu),
                 VecBinary(op=BinOp.MUL, reduce=Reduce.SUM, zero=True, shape=(r, length), dst=var, src0=d, src1=d),
-                VecBinary(op=BinOp.MUL, shape=one, dst=var.with_strides((4,)), src0=var.with_strides((4,)),
-                          imm=1.0 / length),
-                VecBinary(op=BinOp.ADD, shape=one, dst=var.with_strides((4,)), src0=var.with_strides((4,)), imm=eps),
-                VecUnary(fn=Act.RSQRT, shape=one, dst=var.with_strides((4,)), src=var.with_strides((4,))),
+                VecBinary(op=BinOp.MUL, shape=one, dst=_vec(cols[1]), src0=_vec(cols[1]), imm=1.0 / length),
+                VecBinary(op=BinOp.ADD, shape=one, dst=_vec(cols[1]), src0=_vec(cols[1]), imm=eps),
+                VecUnary(fn=Act.RSQRT, shape=one, dst=_vec(cols[1]), src=_vec(cols[1])),
                 VecBinary(op=BinOp.MUL, shape=(r, length), dst=d, src0=d, src1=var),
                 VecBinary(op=BinOp.MUL, shape=(r, length), dst=d, src0=d, src1=gamma),
                 VecBinary(op=BinOp.ADD, shape=(r, length), dst=y, src0=d, src1=beta)]
-    if 2 * length * 4 + 1024 > 4096:
-        raise ValueError(f"layernorm rows of {length} elements need gamma/beta larger than the 4 KiB scalar area")
-    return _rows_op(rows, length, dtype, min(spm, 1 << 22), (Region("GB", 2, 2 * length * 4),), tile, 1, loads)
+    return _rows_op(rows, length, dtype, min(spm, 1 << 22), (Region("GB", 2, 2 * length * 4),), tile, scratch=1,
+                    scalars=2, extra=2 * length * 4, extra_loads=loads)
 
 
 def reduce_rows(kind: Reduce, rows: int, length: int, dtype: DType, spm: int, mean: bool = False):
