@@ -18,6 +18,7 @@ from typing import Any
 from .errors import ArchError
 
 DATAFLOWS = ("ws", "os", "is")
+DRAM_MODELS = ("rowbuffer", "bandwidth")
 MXU_DTYPES = ("i8", "u8", "f16", "bf16", "f32")
 
 
@@ -94,6 +95,11 @@ class VectorUnit(_Section):
     mul_latency: int = spec(3, _int(0), "pipeline depth of mul/shifts/cvt/rq", "cycles")
     special_latency: int = spec(12, _int(0), "pipeline depth of div/exp/log/recip/sqrt/rsqrt/sigmoid/tanh/gelu/erf",
                                 "cycles")
+    alu_interval: int = spec(1, _int(), "initiation interval of the alu class: cycles between successive vectors of "
+                             "lanes elements", "cycles/vector")
+    mul_interval: int = spec(1, _int(), "initiation interval of the mul class (mul/shifts/cvt/rq)", "cycles/vector")
+    special_interval: int = spec(4, _int(), "initiation interval of the special class (div/exp/log/recip/sqrt/rsqrt/"
+                                 "sigmoid/tanh/gelu/erf)", "cycles/vector")
 
 
 @dataclass(frozen=True)
@@ -137,6 +143,13 @@ class Dram(_Section):
     _name = "dram"
     bandwidth: float = spec(16.0, _float(), "data bus throughput", "bytes/cycle")
     latency: int = spec(100, _int(0), "request to data", "cycles")
+    model: str = spec("rowbuffer", _choice(DRAM_MODELS), "rowbuffer: banks with open rows, a burst to a closed row "
+                      "pays row_miss_latency; bandwidth: bus bandwidth and latency only")
+    banks: int = spec(16, _int(pow2=True), "banks, each with one open row; bank = page % banks (rowbuffer model)")
+    page_bytes: int = spec(2048, _int(pow2=True), "row (page) size; page = region offset // page_bytes; at least "
+                           "dma.burst_bytes (rowbuffer model)", "bytes")
+    row_miss_latency: int = spec(30, _int(0), "added to a burst's issue interval when it must open its row "
+                                 "(precharge + activate; rowbuffer model)", "cycles")
 
 
 @dataclass(frozen=True)
@@ -170,6 +183,11 @@ class Arch:
     dram: Dram = field(default_factory=Dram)
     clock: Clock = field(default_factory=Clock)
     queues: Queues = field(default_factory=Queues)
+
+    def __post_init__(self) -> None:
+        if self.dram.model == "rowbuffer" and self.dram.page_bytes < self.dma.burst_bytes:
+            raise ArchError(f"dram.page_bytes ({self.dram.page_bytes}) must be >= dma.burst_bytes "
+                            f"({self.dma.burst_bytes}) so that no burst spans two rows")
 
     def to_dict(self) -> dict[str, Any]:
         """Nested plain dict, sections by name (the shape of the TOML file and of reports' ``arch``)."""
@@ -214,8 +232,11 @@ class Arch:
         return cls.from_dict(data, source)
 
     def with_overrides(self, overrides: list[str] | tuple[str, ...]) -> Arch:
-        """Apply ``section.field=value`` strings, e.g. ``matrix.rows=32``; values parse by the field's type."""
-        arch = self
+        """Apply ``section.field=value`` strings, e.g. ``matrix.rows=32``; values parse by the field's type.
+
+        Each field is checked as it is set; checks across sections run once all overrides are applied.
+        """
+        sections: dict[str, Any] = {}
         for item in overrides:
             key, sep, text = item.partition("=")
             sec, dot, name = key.strip().partition(".")
@@ -228,8 +249,8 @@ class Arch:
             if name not in names:
                 raise ArchError(f"unknown Arch field '{sec}.{name}'{_suggest(name, names, sec + '.')}")
             value = _parse_text(klass, name, text.strip(), f"{sec}.{name}")
-            arch = dataclasses.replace(arch, **{sec: dataclasses.replace(getattr(arch, sec), **{name: value})})
-        return arch
+            sections[sec] = dataclasses.replace(sections.get(sec, getattr(self, sec)), **{name: value})
+        return dataclasses.replace(self, **sections) if sections else self
 
     @property
     def peak_macs_per_cycle(self) -> int:

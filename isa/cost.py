@@ -26,8 +26,10 @@ ALU_ACTS = frozenset({Act.MOV, Act.RELU, Act.CLAMP, Act.ABS, Act.NEG})
 class Cost(NamedTuple):
     """Static cost of one instruction, before any run-time contention (all in cycles, bytes).
 
-    ``cycles`` is the whole execution time in isolation; ``conflict`` of it are bank-conflict cycles; ``dram_window``
-    is how long it holds the shared DRAM bus (0 if it does not touch DRAM) and ``setup`` the cycles before that.
+    ``cycles`` is the whole execution time in isolation; ``conflict`` of it are bank-conflict cycles and
+    ``dram_latency`` the final cycles spent waiting for DRAM data; ``dram_window`` is how long it holds the shared
+    DRAM bus (0 if it does not touch DRAM) and ``setup`` the cycles before that. ``row_hits`` and ``row_misses``
+    count its DRAM bursts by row-buffer outcome (both 0 under ``dram.model = "bandwidth"``).
     """
 
     cycles: int
@@ -39,6 +41,9 @@ class Cost(NamedTuple):
     spm_bytes: int = 0
     acc_bytes: int = 0
     macs: int = 0
+    dram_latency: int = 0
+    row_hits: int = 0
+    row_misses: int = 0
 
 
 # ---------------------------------------------------------------------------------------------------- matrix unit
@@ -134,16 +139,19 @@ def bank_cycles(view: View, shape: tuple[int, ...], mem: Memory, beat_elems: int
 
 
 # ---------------------------------------------------------------------------------------------------- DRAM
-@lru_cache(maxsize=8192)
-def _dram_window(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int, bandwidth: float, latency: int,
-                 outstanding: int) -> tuple[int, int]:
-    # contiguous runs: merge innermost dimensions while they are dense
+def _runs(offset: int, dims: tuple[tuple[int, int], ...], es: int) -> tuple[np.ndarray, int]:
+    """(start offsets, bytes) of the contiguous runs of a view: innermost dimensions merged while they are dense."""
     run, k = es, len(dims)
     if dims and dims[-1][1] == es:
         run, k = es * dims[-1][0], k - 1
         while k > 0 and dims[k - 1][1] == run:
             run, k = run * dims[k - 1][0], k - 1
-    starts = _addresses(offset, dims[:k])
+    return _addresses(offset, dims[:k]), run
+
+
+def _dram_window(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int, bandwidth: float, latency: int,
+                 outstanding: int) -> tuple[int, int]:
+    starts, run = _runs(offset, dims, es)
     off = starts % burst
     nb = -(-(off + run) // burst)
     first = np.minimum(run, burst - off)
@@ -162,18 +170,65 @@ def _dram_window(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst:
     return window, int(nb.sum())
 
 
-def dram_window(view: View, shape: tuple[int, ...], arch: Arch) -> tuple[int, int]:
-    """(cycles the DRAM bus is held, bursts) to move a DRAM view.
+def _row_misses(offset: int, dims: tuple[tuple[int, int], ...], es: int, page: int, banks: int) -> int:
+    """Row misses of one DMA's bursts, issued in order, every bank's row closed at the start (see dram_window)."""
+    starts, run = _runs(offset, dims, es)
+    p0 = starts // page                       # a run covers the consecutive pages p0..p1
+    span = (starts + run - 1) // page - p0 + 1
+    if int(span.max()) == 1:
+        pages = p0
+    else:                                     # concatenate the ranges p0 .. p0 + span - 1
+        total = int(span.sum())
+        first = np.repeat(np.cumsum(span) - span, span)
+        pages = np.repeat(p0, span) + (np.arange(total, dtype=np.int64) - first)
+    if pages.size > 1:                        # a burst to the page just used is a hit: keep page changes only
+        pages = pages[np.concatenate(([True], pages[1:] != pages[:-1]))]
+    bank = pages % banks
+    order = np.argsort(bank, kind="stable")   # each bank's accesses, in issue order
+    b, p = bank[order], pages[order]
+    return 1 + int(np.count_nonzero((b[1:] != b[:-1]) | (p[1:] != p[:-1])))
+
+
+class DramWindow(NamedTuple):
+    """How one DRAM view moves over the bus: cycles the bus is held, bursts, and their row-buffer outcome."""
+
+    cycles: int
+    bursts: int
+    row_hits: int = 0
+    row_misses: int = 0
+
+
+def dram_window(view: View, shape: tuple[int, ...], arch: Arch) -> DramWindow:
+    """Cycles the DRAM bus is held, bursts, row hits and row misses to move a DRAM view.
 
     The view splits into contiguous runs; each run into bursts aligned to ``dma.burst_bytes``. A burst of b bytes
     takes ``d = ceil(b / dram.bandwidth)`` bus cycles, and bursts issue ``max(d, ceil((dram.latency + d) /
     dma.outstanding))`` apart (bandwidth or in-flight limit). The window runs from the first burst's issue to the
     last burst's data: the sum of intervals less the last interval plus its data cycles.
+
+    ``dram.model = "rowbuffer"``: byte offset o in its region (regions start page-aligned and share no page) is in
+    page ``o // dram.page_bytes`` of bank ``page % dram.banks``. Every bank's row is closed when the instruction
+    starts; a burst whose bank's open row is not its page is a miss, opens that row, and delays its own issue and
+    every later burst by ``dram.row_miss_latency``: the window grows by ``misses * row_miss_latency``.
     """
-    b = arch.dma.burst_bytes
-    dims = tuple(zip(shape, view.strides))
-    return _dram_window(view.base % b, dims, view.dtype.size, b, float(arch.dram.bandwidth), arch.dram.latency,
-                        arch.dma.outstanding)
+    d, b = arch.dram, arch.dma.burst_bytes
+    if d.model == "rowbuffer":
+        # translating every page by the same amount only renames the banks: the offset within a page is enough
+        return _dram(view.base % d.page_bytes, tuple(zip(shape, view.strides)), view.dtype.size, b,
+                     float(d.bandwidth), d.latency, arch.dma.outstanding, d.page_bytes, d.banks, d.row_miss_latency)
+    return _dram(view.base % b, tuple(zip(shape, view.strides)), view.dtype.size, b, float(d.bandwidth), d.latency,
+                 arch.dma.outstanding, 0, 0, 0)
+
+
+@lru_cache(maxsize=8192)
+def _dram(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int, bandwidth: float, latency: int,
+          outstanding: int, page: int, banks: int, row_miss: int) -> DramWindow:
+    """:func:`dram_window` on plain values (page = 0: bandwidth model), cached: programs repeat a few patterns."""
+    window, bursts = _dram_window(offset % burst, dims, es, burst, bandwidth, latency, outstanding)
+    if not page:
+        return DramWindow(window, bursts)
+    misses = _row_misses(offset, dims, es, page, banks)
+    return DramWindow(window + misses * row_miss, bursts, bursts - misses, misses)
 
 
 # ---------------------------------------------------------------------------------------------------- per kind
@@ -191,29 +246,39 @@ def _onchip(view: View, shape: tuple[int, ...], arch: Arch, beat_elems: int | No
     return actual, ideal, math.prod(shape) * math.prod(e for e, _ in extra) * view.dtype.size
 
 
+def vpu_class(instr: Instr) -> str:
+    """Operation class of a vector instruction: ``alu``, ``mul`` or ``special``."""
+    if isinstance(instr, VecBinary):
+        return "alu" if instr.op in ALU_BINOPS else "special" if instr.op is BinOp.DIV else "mul"
+    if isinstance(instr, VecUnary):
+        return "alu" if instr.fn in ALU_ACTS else "special"
+    return "mul"
+
+
 def vpu_latency(instr: Instr, arch: Arch) -> int:
     """Pipeline depth (cycles) of a vector instruction's operation class."""
-    v = arch.vector
-    if isinstance(instr, VecBinary):
-        return v.alu_latency if instr.op in ALU_BINOPS else v.special_latency if instr.op is BinOp.DIV \
-            else v.mul_latency
-    if isinstance(instr, VecUnary):
-        return v.alu_latency if instr.fn in ALU_ACTS else v.special_latency
-    return v.mul_latency
+    return getattr(arch.vector, vpu_class(instr) + "_latency")
+
+
+def vpu_interval(instr: Instr, arch: Arch) -> int:
+    """Initiation interval (cycles per vector of ``lanes`` elements) of a vector instruction's operation class."""
+    return getattr(arch.vector, vpu_class(instr) + "_interval")
 
 
 def dma_cost(instr: DmaCopy | DmaFill, arch: Arch) -> Cost:
     """DMA: ``setup + max(DRAM window, on-chip cycles) + latency`` when DRAM is involved, else ``setup + on-chip``.
 
-    A copy between two DRAM views holds the bus for both windows and pays the latency twice.
+    A copy between two DRAM views holds the bus for both windows and pays the latency twice. The final latency
+    cycles are ``dram_latency`` (the unit waits for data), not busy.
     """
     sides = [(instr.dst, instr.shape, False)]
     if type(instr) is DmaCopy and all(src_shape := instr.src_shape):
         sides.append((instr.src, src_shape, True))
-    window = onchip = ideal = dram_r = dram_w = spm = acc = latency = 0
+    window = onchip = ideal = dram_r = dram_w = spm = acc = latency = hits = misses = 0
     for view, shape, read in sides:
         if view.space is Space.DRAM:
-            window += dram_window(view, shape, arch)[0]
+            w = dram_window(view, shape, arch)
+            window, hits, misses = window + w.cycles, hits + w.row_hits, misses + w.row_misses
             latency += arch.dram.latency
             nbytes = math.prod(shape) * view.dtype.size
             if read:
@@ -229,16 +294,18 @@ def dma_cost(instr: DmaCopy | DmaFill, arch: Arch) -> Cost:
                 acc += nbytes
     setup = arch.dma.setup_latency
     body = max(window, onchip)
-    return Cost(setup + body + latency, body - max(window, ideal), setup, window, dram_r, dram_w, spm, acc)
+    return Cost(setup + body + latency, body - max(window, ideal), setup, window, dram_r, dram_w, spm, acc, 0, latency,
+                hits, misses)
 
 
 def vpu_cost(instr: VecBinary | VecUnary | VecConvert | VecRequant, arch: Arch) -> Cost:
-    """Vector unit: ``latency + max(ceil(elements / lanes), slowest operand's SRAM cycles)``.
+    """Vector unit: ``latency + max(ceil(elements / lanes) * interval, slowest operand's SRAM cycles)``.
 
-    Each operand streams ``vector.lanes`` elements per beat through its memory's banks.
+    Latency and interval are those of the operation class (:func:`vpu_class`). Each operand streams
+    ``vector.lanes`` elements per beat through its memory's banks.
     """
     lanes = arch.vector.lanes
-    compute = -(-math.prod(instr.shape) // lanes)
+    compute = -(-math.prod(instr.shape) // lanes) * vpu_interval(instr, arch)
     mem = ideal = spm = acc = 0
     for _, view, _extra in instr.views():
         a, i, nbytes = _onchip(view, instr.shape, arch, lanes)  # an rq record counts as one word per point

@@ -99,6 +99,7 @@ class Engine:
 
     def _unit(self, u: int):
         env, queue, st, sems, bus = self.env, self.queues[u], self.stats[u], self.sems, self.bus
+        stall = st.stall
         costs, needs, gives, pools, instrs = self.costs, self.needs, self.gives, self.pools, self.program.instrs
         while True:
             if not queue:
@@ -123,7 +124,7 @@ class Engine:
                 self.blocked[u] = pc
                 yield ev
                 self.blocked[u] = -1
-                st.stall["semaphore"] += env.now - t1
+                stall["semaphore"] += env.now - t1
             now = env.now
             self.issue[pc] = now
             held = pools[pc]
@@ -132,7 +133,7 @@ class Engine:
                 while ready > now:
                     cause = max(held, key=PortPool.next_free).name
                     yield env.timeout(ready - now)
-                    st.stall[cause] += env.now - now
+                    stall[cause] += env.now - now
                     now = env.now
                     ready = max([min(p.free_at) for p in held])
                 taken = [(p, p.try_acquire(now)) for p in held]
@@ -140,14 +141,17 @@ class Engine:
             end = now + cost.cycles
             if cost.dram_window:
                 wait = bus.reserve(now + cost.setup, cost.dram_window) - now - cost.setup
-                st.stall["dram"] += wait
+                stall["dram_bandwidth"] += wait
+                stall["dram_latency"] += cost.dram_latency
+                st.row_hits += cost.row_hits
+                st.row_misses += cost.row_misses
                 end += wait
             if held:
                 for p, i in taken:
                     p.free_at[i] = end
             self.start[pc] = now
-            st.busy += cost.cycles - cost.conflict
-            st.stall["bank_conflict"] += cost.conflict
+            st.busy += cost.cycles - cost.conflict - cost.dram_latency
+            stall["bank_conflict"] += cost.conflict
             st.instructions += 1
             if end > now:
                 yield env.timeout(end - now)

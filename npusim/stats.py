@@ -10,19 +10,35 @@ import numpy as np
 
 from isa import Program, Queue
 from isa.arch import Arch
+from isa.cost import Cost
 
-STALL_CAUSES = ("semaphore", "queue_full", "barrier", "dma_channel", "sram_port", "dram", "bank_conflict")
+STALL_CAUSES = ("semaphore", "queue_full", "barrier", "dma_channel", "sram_port", "dram_bandwidth", "dram_latency",
+                "bank_conflict")
 
 
 @dataclass
 class UnitStats:
-    """Cycles of one unit, split so that busy + idle + sum(stall) == total cycles."""
+    """Cycles of one unit, split so that busy + idle + sum(stall) == total cycles; its DRAM bursts' row outcomes."""
 
     name: str
     busy: int = 0
     idle: int = 0
     instructions: int = 0
     stall: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STALL_CAUSES, 0))
+    row_hits: int = 0
+    row_misses: int = 0
+
+    def add_static(self, cost: Cost) -> None:
+        """Account one instruction that ran in isolation (no contention): the static part of what the engine does.
+
+        busy = cycles - conflict - dram_latency; conflict -> bank_conflict; dram_latency -> dram_latency.
+        """
+        self.busy += cost.cycles - cost.conflict - cost.dram_latency
+        self.stall["bank_conflict"] += cost.conflict
+        self.stall["dram_latency"] += cost.dram_latency
+        self.row_hits += cost.row_hits
+        self.row_misses += cost.row_misses
+        self.instructions += 1
 
     def to_dict(self, total: int) -> dict[str, Any]:
         return {"instructions": self.instructions, "busy_cycles": self.busy, "idle_cycles": self.idle,
@@ -60,6 +76,16 @@ class SimResult:
         return {u.name: u for u in self.units}
 
     @property
+    def dram_row_hits(self) -> int:
+        """DRAM bursts that found their row open (all units)."""
+        return sum(u.row_hits for u in self.units)
+
+    @property
+    def dram_row_misses(self) -> int:
+        """DRAM bursts that had to open their row (all units)."""
+        return sum(u.row_misses for u in self.units)
+
+    @property
     def matrix_utilization(self) -> float:
         """Useful MACs / (cycles x rows x cols)."""
         peak = self.cycles * self.arch.matrix.rows * self.arch.matrix.cols
@@ -77,7 +103,8 @@ class SimResult:
             "units": {u.name: u.to_dict(self.cycles) for u in self.units},
             "matrix_utilization": self.matrix_utilization,
             "macs": self.macs,
-            "dram": {"bytes_read": self.dram_bytes_read, "bytes_written": self.dram_bytes_written},
+            "dram": {"bytes_read": self.dram_bytes_read, "bytes_written": self.dram_bytes_written,
+                     "row_hits": self.dram_row_hits, "row_misses": self.dram_row_misses},
             "sram": {"spm_bytes": self.spm_bytes, "acc_bytes": self.acc_bytes},
             "warnings": list(self.warnings),
             "arch": self.arch.to_dict(),

@@ -5,7 +5,24 @@ import dataclasses
 import pytest
 
 from compiler.gemm import GemmTiling, tiled_gemm
-from isa import DmaCopy, DType, Halt, MatMul, Program, ProgramConfig, Queue, Region, SemDecl, SemOp, Space, View
+from isa import (
+    Act,
+    BinOp,
+    DmaCopy,
+    DType,
+    Halt,
+    MatMul,
+    Program,
+    ProgramConfig,
+    Queue,
+    Region,
+    SemDecl,
+    SemOp,
+    Space,
+    VecBinary,
+    VecUnary,
+    View,
+)
 from isa.arch import load_arch
 from isa.cost import instr_cost
 from npusim import simulate
@@ -36,26 +53,39 @@ def mm_16(**kw):
 
 
 def test_single_dma_cycles_by_hand():
-    # edge16: setup 16, burst 64 B, 8 B/cycle, latency 120, 16 outstanding; SPM 8 banks x 16 B.
+    # edge16: setup 16, burst 64 B, 8 B/cycle, latency 120, 16 outstanding; SPM 8 banks x 16 B;
+    # DRAM rowbuffer, 8 banks of 2 KiB pages, row miss 29 cycles.
     # 256 contiguous bytes = 4 bursts of 64 B: d = 64/8 = 8 cycles, interval max(8, ceil((120+8)/16)=8) = 8,
-    # window = 4*8 - 8 + 8 = 32; SPM side: 2 lines of 128 B, no conflicts = 2 cycles.
-    # total = 16 + max(32, 2) + 120 = 168
+    # bandwidth-only window = 4*8 - 8 + 8 = 32; all 4 bursts in page 0 (bank 0), closed at the start: the first
+    # misses, 3 hit: window = 32 + 1*29 = 61; SPM side: 2 lines of 128 B, no conflicts = 2 cycles.
+    # total = 16 + max(61, 2) + 120 = 197; busy = 16 + 61 = 77, the last 120 cycles are a dram_latency stall.
     res = simulate(prog(load_16x16()), edge(), timing_only=True)
+    assert res.cycles == 197
+    ld = res.unit["dma.ld"]
+    assert (ld.busy, ld.stall["dram_latency"], ld.stall["dram_bandwidth"]) == (77, 120, 0)
+    assert (res.dram_row_hits, res.dram_row_misses) == (3, 1)
+    assert res.to_dict()["dram"] | {"bytes_read": 0} == {"bytes_read": 0, "bytes_written": 0, "row_hits": 3,
+                                                          "row_misses": 1}
+    # dram.model = bandwidth: no rows: total = 16 + 32 + 120 = 168, no hits or misses counted
+    res = simulate(prog(load_16x16()), edge(dram__model="bandwidth"), timing_only=True)
     assert res.cycles == 168
-    assert res.unit["dma.ld"].busy == 168
+    assert (res.unit["dma.ld"].busy, res.dram_row_hits, res.dram_row_misses) == (48, 0, 0)
 
 
 def test_dma_latency_bound_by_outstanding_requests():
-    # 2 outstanding: interval max(8, ceil(128/2) = 64) = 64; window = 3*64 + 8 = 200; total 16 + 200 + 120 = 336
+    # 2 outstanding: interval max(8, ceil(128/2) = 64) = 64; window = 3*64 + 8 + 1 miss * 29 = 229;
+    # total 16 + 229 + 120 = 365
     res = simulate(prog(load_16x16()), edge(dma__outstanding=2), timing_only=True)
-    assert res.cycles == 336
+    assert res.cycles == 365
 
 
 def test_unaligned_run_takes_an_extra_burst():
     # 256 B starting at offset 32: bursts of 32, 64, 64, 64, 32 B -> d = 4, 8, 8, 8, 4
-    # intervals max(d, ceil((120+d)/16)) = 8, 8, 8, 8, 8 -> window = 4*8 + 4 = 36; total 16 + 36 + 120 = 172
+    # intervals max(d, ceil((120+d)/16)) = 8, 8, 8, 8, 8 -> window = 4*8 + 4 = 36; bytes 32..287 are all in
+    # page 0: 1 miss, 4 hits -> window 36 + 29 = 65; total 16 + 65 + 120 = 201
     ins = dataclasses.replace(load_16x16(), src=View(Space.DRAM, 32, DType.I8, (16, 1), "A"))
-    assert simulate(prog(ins), edge(), timing_only=True).cycles == 172
+    res = simulate(prog(ins), edge(), timing_only=True)
+    assert (res.cycles, res.dram_row_hits, res.dram_row_misses) == (201, 4, 1)
 
 
 @pytest.mark.parametrize("dataflow,expected", [
@@ -96,25 +126,30 @@ def test_os_dataflow_folds_over_m():
 
 
 def test_semaphore_orders_units_and_counts_stall():
-    # mxu waits for the load: starts at 168, ends at 168 + 62 = 230; the wait is a semaphore stall of 168
+    # mxu waits for the load (197 cycles, test_single_dma_cycles_by_hand): starts at 197, ends at 197 + 62 = 259;
+    # the wait is a semaphore stall of 197
     sems = (SemDecl("ready", 0),)
     p = prog(load_16x16(signals=(SemOp("ready"),)), mm_16(waits=(SemOp("ready"),)), sems=sems)
     res = simulate(p, edge(), timing_only=True)
-    assert res.cycles == 230
-    assert (res.start[1], res.end[1]) == (168, 230)
-    assert res.unit["mxu"].stall["semaphore"] == 168
+    assert res.cycles == 259
+    assert (res.start[1], res.end[1]) == (197, 259)
+    assert res.unit["mxu"].stall["semaphore"] == 197
 
 
 def test_dram_bus_is_shared_between_channels():
-    # a store (ACC -> DRAM, 1 KiB = 16 bursts, window 16*8 = 128) and a load (window 32) start together:
-    # the load gets the bus first (dispatched first) at cycle 16; the store's window starts at 16 + 32 = 48
-    # instead of 16, a DRAM stall of 32 cycles.
+    # a store (ACC -> DRAM, 1 KiB = 16 bursts in page 0 of C: window 16*8 + 1 miss * 29 = 157) and a load
+    # (window 32 + 29 = 61) start together: the load gets the bus first (dispatched first) at cycle 16; the store's
+    # window starts at 16 + 61 = 77 instead of 16, a dram_bandwidth stall of 61 cycles. Each then waits 120 cycles
+    # of DRAM latency (dram_latency stall).
     store = DmaCopy(queue=Queue.DMA_ST, shape=(16, 16), dst=View(Space.DRAM, 0, DType.I32, (64, 4), "C"),
                     src=View(Space.ACC, 0, DType.I32, (64, 4)))
     p = prog(load_16x16(), store, regions=(Region("A", 0, 4096), Region("C", 1, 4096)))
     res = simulate(p, edge(), timing_only=True)
-    assert res.unit["dma.st"].stall["dram"] == 32
-    assert res.end[1] == 16 + 32 + 128 + 120
+    st = res.unit["dma.st"]
+    assert (st.stall["dram_bandwidth"], st.stall["dram_latency"], st.busy) == (61, 120, 16 + 157)
+    assert res.unit["dma.ld"].stall["dram_bandwidth"] == 0
+    assert res.end[1] == 16 + 61 + 157 + 120
+    assert (res.dram_row_hits, res.dram_row_misses) == (3 + 15, 1 + 1)
 
 
 def test_bank_conflict_costs_exact_extra_cycles():
@@ -130,6 +165,34 @@ def test_bank_conflict_costs_exact_extra_cycles():
     # the padded layout (row pitch 144 B = 9 words) spreads the same column over all banks: no conflict
     padded = dataclasses.replace(ins, src=View(Space.SPM, 0, DType.I8, (1, 144)))
     assert tuple(instr_cost(padded, edge())[:2]) == (16 + 4, 0)
+
+
+def f16(base):
+    return View(Space.SPM, base, DType.F16, (2,))
+
+
+@pytest.mark.parametrize("instr,expected", [
+    # edge16 vector unit: 16 lanes; (latency, interval) alu (2, 1), mul (3, 2), special (16, 8). 256 f16 elements
+    # = 16 vectors; every operand is dense: a 16-element beat is 32 B = 2 words in 2 banks = 1 SRAM cycle, 16 in all.
+    # cycles = latency + max(16 * interval, 16)
+    (VecBinary(op=BinOp.ADD, shape=(256,), dst=f16(4096), src0=f16(0), imm=1.0), 2 + max(16 * 1, 16)),   # 18
+    (VecBinary(op=BinOp.MUL, shape=(256,), dst=f16(4096), src0=f16(0), imm=2.0), 3 + max(16 * 2, 16)),   # 35
+    (VecUnary(fn=Act.EXP, shape=(256,), dst=f16(4096), src=f16(0)), 16 + max(16 * 8, 16)),               # 144
+])
+def test_vector_throughput_by_op_class(instr, expected):
+    res = simulate(prog(instr), edge(), timing_only=True)
+    assert res.cycles == expected
+    assert res.unit["vpu"].busy == expected and res.unit["vpu"].stall["bank_conflict"] == 0
+
+
+def test_slow_vector_op_hides_bank_conflicts():
+    # exp reading its source with a 128 B element stride: every 16-element beat needs 16 words of bank 0
+    # (16 SRAM cycles per beat, 256 in all, ideal ceil(16/8) = 2 per beat, 32). With special_interval 8 the
+    # compute takes 128 cycles: body = max(128, 256) = 256, conflict = 256 - max(128, 32) = 128;
+    # cycles = 16 + 256 = 272. With special_interval 16 the compute (256) covers the conflicts: 16 + 256, conflict 0.
+    ins = VecUnary(fn=Act.EXP, shape=(256,), dst=f16(65536), src=View(Space.SPM, 0, DType.F16, (128,)))
+    assert tuple(instr_cost(ins, edge())[:2]) == (272, 128)
+    assert tuple(instr_cost(ins, edge(vector__special_interval=16))[:2]) == (272, 0)
 
 
 def gemm(arch, M, N, K, dtype=DType.I8, tiling=None):
@@ -155,7 +218,8 @@ def test_double_buffering_overlap_by_predicted_amount():
 
 def test_compute_bound_pipeline_hides_loads():
     # make DRAM very fast so the mm dominates: concurrent = (la + lb) + 6 * m + store
-    arch = load_arch("mid32").with_overrides(["dram.bandwidth=4096", "dram.latency=1", "dma.setup_latency=0"])
+    arch = load_arch("mid32").with_overrides(["dram.bandwidth=4096", "dram.latency=1", "dram.row_miss_latency=0",
+                                              "dma.setup_latency=0"])
     p = gemm(arch, 256, 32, 6 * 32, tiling=GemmTiling(tm=256, tn=32, tk=32))
     costs = [instr_cost(i, arch) for i in p.instrs]
     la, lb, m, st = costs[0].cycles, costs[1].cycles, costs[2].cycles, costs[-2].cycles

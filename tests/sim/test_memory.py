@@ -1,0 +1,199 @@
+"""The memory models: DRAM row buffers, SPM bank conflicts (bench/memory_micro.py's rows, derived by hand from
+docs/timing.md), the row model against a burst-by-burst reference, and conflict-free GEMM programs."""
+
+import random
+
+import pytest
+
+from bench.memory_micro import dram_patterns, run, spm_patterns
+from compiler.gemm import tiled_gemm
+from isa import ArchError, DmaCopy, DType, Halt, Program, ProgramConfig, Queue, Region, Space, View
+from isa.arch import load_arch
+from isa.cost import _addresses, _runs, dram_window, instr_cost
+from npusim import simulate
+
+EDGE = load_arch("edge16")
+
+
+# ---------------------------------------------------------------------------------------------------- DRAM rows
+# edge16: burst 64 B, 8 B/cycle -> d = 8 cycles per burst; interval I = max(8, ceil((120 + 8) / 16)) = 8;
+# 4096 B = 64 bursts -> bandwidth-only window W0 = 64 * 8 - 8 + 8 = 512. Row buffer: 8 banks of 2048 B pages,
+# miss = 29 cycles, W = W0 + 29 * misses. cycles = setup 16 + max(W, SPM 32 lines = 32) + latency 120.
+@pytest.mark.parametrize("index,expected", [
+    # sequential: pages 0 and 1 (banks 0, 1), 32 bursts each: 2 misses, 62 hits; W = 512 + 58 = 570
+    (0, (16 + 570 + 120, 570, 62, 2)),
+    # the same in the bandwidth-only model: W = 512, no row accounting
+    (1, (16 + 512 + 120, 512, 0, 0)),
+    # stride 2048 = one page per burst: 64 pages, each opened once: 64 misses; W = 512 + 64 * 29 = 2368
+    (2, (16 + 2368 + 120, 2368, 0, 64)),
+    # two streams 2048 B apart, interleaved burst by burst: pages 0 and 1 live in banks 0 and 1, so each stays
+    # open: 2 misses, as sequential
+    (3, (706, 570, 62, 2)),
+    # two streams 2048 * 8 B apart: pages 0 and 8, both bank 0: every burst closes the other's row: 64 misses
+    (4, (2504, 2368, 0, 64)),
+])
+def test_dram_patterns_cycles_by_hand(index, expected):
+    p = dram_patterns(EDGE)[index]
+    res = run(EDGE, p)
+    cost = instr_cost(p.instr, EDGE.with_overrides(list(p.overrides)))
+    assert (res.cycles, cost.dram_window, res.dram_row_hits, res.dram_row_misses) == expected
+    assert (cost.row_hits, cost.row_misses) == expected[2:]
+    ld = res.unit["dma.ld"]
+    # busy = setup + W, the latency is a dram_latency stall
+    assert (ld.busy, ld.stall["dram_latency"], ld.stall["bank_conflict"]) == (16 + expected[1], 120, 0)
+
+
+# ---------------------------------------------------------------------------------------------------- SPM banks
+# edge16 SPM: 8 banks x 16 B, a 128 B line; the DMA moves one line (128 i8 elements) per beat. The block is 16
+# columns (block column 3: bytes 48..63 of each row) x 16 rows, read column by column: beat 0 is columns i = 0..7
+# of all 16 rows, beat 1 columns 8..15; each beat needs one word per row: 16 distinct words, ideal ceil(16/8) = 2
+# cycles. The dense destination needs 1 cycle per beat. cycles = setup 16 + max(source, destination).
+@pytest.mark.parametrize("index,expected", [
+    # pitch 128: row j's word is 8 j + 3 -> bank 3 for every j: 16 cycles per beat, 32 in all instead of 4:
+    # cycles 16 + 32 = 48, conflict 32 - 4 = 28
+    (0, (48, 28)),
+    # pitch 144 = 9 words: word 9 j + 3 -> bank (j + 3) % 8: 2 words per bank, 2 cycles per beat: 16 + 4 = 20
+    (1, (20, 0)),
+    # XOR swizzle: word 8 j + (3 ^ (j % 8)) -> bank 3 ^ (j % 8), a permutation of the 8 banks for j = 0..7 and
+    # again for 8..15: 2 cycles per beat: 20
+    (2, (20, 0)),
+])
+def test_spm_patterns_cycles_by_hand(index, expected):
+    p = spm_patterns(EDGE)[index]
+    res = run(EDGE, p)
+    assert (res.cycles, res.unit["dma.ld"].stall["bank_conflict"]) == expected
+    assert tuple(instr_cost(p.instr, EDGE)[:2]) == expected
+
+
+@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("block", [0, 3, 5])
+def test_xor_swizzled_view_reads_the_swizzled_column(preset, block):
+    # the strided view reads exactly row j's word (block ^ (j % 2**s)), in row order, for every column i
+    arch = load_arch(preset)
+    ins = spm_patterns(arch, block)[2].instr
+    word, pitch = arch.spm.bank_width, arch.spm.banks * arch.spm.bank_width
+    s = min(arch.spm.banks.bit_length() - 1, 4)
+    got = _addresses(ins.src.base, tuple(zip(ins.shape, ins.src.strides)))
+    want = [j * pitch + (block ^ (j % 2**s)) * word + i for i in range(word) for j in range(16)]
+    assert got.tolist() == want
+
+
+# ---------------------------------------------------------------------------------------------------- row model
+def _reference(base, shape, strides, es, burst, page, banks):
+    """Burst by burst: every run's aligned bursts in order, each bank's open row tracked in a dict."""
+    starts, run_bytes = _runs(base, tuple(zip(shape, strides)), es)
+    open_row, hits, misses = {}, 0, 0
+    for s in starts.tolist():
+        a = s - s % burst
+        while a < s + run_bytes:
+            row = a // page
+            if open_row.get(row % banks) == row:
+                hits += 1
+            else:
+                misses += 1
+                open_row[row % banks] = row
+            a += burst
+    return hits, misses
+
+
+def test_row_model_matches_burst_by_burst_reference():
+    rng = random.Random(7)
+    for _ in range(400):
+        burst = rng.choice([32, 64, 128])
+        page, banks = burst * rng.choice([1, 2, 8, 32]), rng.choice([1, 2, 4, 8, 16])
+        arch = EDGE.with_overrides([f"dma.burst_bytes={burst}", f"dram.page_bytes={page}", f"dram.banks={banks}"])
+        es = rng.choice([1, 2, 4])
+        nd = rng.randint(1, 4)
+        shape = tuple(rng.randint(1, 7) for _ in range(nd))
+        picks = [es, -es, 0, burst, page, page * banks, page + burst, es * rng.randint(-3000, 3000)]
+        strides = tuple(rng.choice(picks) for _ in range(nd))
+        base = es * rng.randint(20000, 60000)
+        w = dram_window(View(Space.DRAM, base, DType.from_text({1: "i8", 2: "f16", 4: "i32"}[es]), strides, "A"),
+                        shape, arch)
+        assert (w.row_hits, w.row_misses) == _reference(base, shape, strides, es, burst, page, banks)
+        assert w.row_hits + w.row_misses == w.bursts
+        bw = dram_window(View(Space.DRAM, base, DType.from_text({1: "i8", 2: "f16", 4: "i32"}[es]), strides, "A"),
+                         shape, arch.with_overrides(["dram.model=bandwidth"]))
+        assert w.cycles == bw.cycles + w.row_misses * arch.dram.row_miss_latency
+        assert (bw.bursts, bw.row_hits, bw.row_misses) == (w.bursts, 0, 0)
+
+
+def test_dram_to_dram_copy_pays_both_sides():
+    # 256 B from A+0 to C+0: each side is 4 bursts in one page, rows closed at the start of the instruction, so each
+    # side has 1 miss and 3 hits and a window of 32 + 29 = 61; both windows hold the bus (122) and the latency is
+    # paid twice: cycles = 16 + 122 + 2 * 120 = 378, of which 240 are dram_latency stall.
+    ins = DmaCopy(queue=Queue.DMA_LD, shape=(256,), dst=View(Space.DRAM, 0, DType.I8, (1,), "C"),
+                  src=View(Space.DRAM, 0, DType.I8, (1,), "A"))
+    cfg = ProgramConfig(rows=16, cols=16, spm=EDGE.spm.size, acc=EDGE.acc.size)
+    p = Program(cfg, (Region("A", 0, 256), Region("C", 1, 256)), (), (ins, Halt()))
+    res = simulate(p, EDGE, timing_only=True)
+    assert res.cycles == 378
+    assert (res.dram_row_hits, res.dram_row_misses) == (6, 2)
+    ld = res.unit["dma.ld"]
+    assert (ld.busy, ld.stall["dram_latency"]) == (16 + 122, 240)
+
+
+# ---------------------------------------------------------------------------------------------------- Arch fields
+@pytest.mark.parametrize("override,message", [
+    ("dram.model=ddr", "dram.model must be one of 'rowbuffer', 'bandwidth', not 'ddr'"),
+    ("dram.banks=6", "dram.banks must be an integer >= 1 and a power of two, not 6"),
+    ("dram.page_bytes=1000", "dram.page_bytes must be an integer >= 1 and a power of two, not 1000"),
+    ("dram.page_bytes=32", "dram.page_bytes (32) must be >= dma.burst_bytes (64) so that no burst spans two rows"),
+    ("dram.row_miss_latency=-1", "dram.row_miss_latency must be an integer >= 0, not -1"),
+    ("vector.special_interval=0", "vector.special_interval must be an integer >= 1, not 0"),
+])
+def test_new_arch_fields_are_validated(override, message):
+    with pytest.raises(ArchError) as e:
+        EDGE.with_overrides([override])
+    assert str(e.value) == message
+
+
+def test_cross_section_checks_run_after_all_overrides():
+    # raising burst and page together works in either order; the bandwidth model ignores the page size
+    for order in (["dma.burst_bytes=4096", "dram.page_bytes=4096"], ["dram.page_bytes=4096", "dma.burst_bytes=4096"]):
+        assert EDGE.with_overrides(order).dram.page_bytes == 4096
+    assert EDGE.with_overrides(["dram.model=bandwidth", "dram.page_bytes=32"]).dram.page_bytes == 32
+
+
+# ---------------------------------------------------------------------------------------------------- GEMM
+SHAPES = [(64, 64, 64), (100, 70, 90), (256, 512, 384), (33, 300, 77)]
+
+
+def _gemm_conflicts(arch, shape, dtype):
+    p = tiled_gemm(*shape, dtype, arch.matrix.rows, arch.matrix.cols, arch.spm.size, arch.acc.size, None,
+                   arch.matrix.max_rows, arch.matrix.dataflow)
+    return {pc: c.conflict for pc, i in enumerate(p.instrs) if (c := instr_cost(i, arch)).conflict}
+
+
+@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("dataflow", ["preset", "os"])
+def test_tiled_gemm_has_no_bank_conflicts(preset, dataflow):
+    arch = load_arch(preset)
+    if dataflow != "preset":
+        arch = arch.with_overrides([f"matrix.dataflow={dataflow}"])
+    for shape in SHAPES:
+        for dtype in (DType.I8, DType.F16):
+            assert _gemm_conflicts(arch, shape, dtype) == {}, (shape, dtype)
+
+
+@pytest.mark.xfail(strict=True, reason="compiler/gemm.py's is layout writes B transposed into SPM with a column "
+                   "pitch of rows * es bytes, an even number of bank words on mid32 and dc128, so a B load's DMA "
+                   "beat uses only some of the banks")
+@pytest.mark.parametrize("preset", ["mid32", "dc128"])
+def test_tiled_gemm_is_dataflow_has_no_bank_conflicts(preset):
+    arch = load_arch(preset).with_overrides(["matrix.dataflow=is"])
+    for shape in SHAPES:
+        assert _gemm_conflicts(arch, shape, DType.I8) == {}, shape
+
+
+def test_static_accounting_matches_the_engine():
+    # UnitStats.add_static (for runs without contention, e.g. serial) splits one instruction as the engine does:
+    # the 256 B load of test_single_dma_cycles_by_hand: 197 cycles = busy 16 + 61 + dram_latency 120; 3 hits, 1 miss
+    from npusim.stats import UnitStats
+
+    ins = DmaCopy(queue=Queue.DMA_LD, shape=(4, 64), dst=View(Space.SPM, 0, DType.I8, (64, 1)),
+                  src=View(Space.DRAM, 0, DType.I8, (64, 1), "A"))
+    st = UnitStats("dma.ld")
+    st.add_static(instr_cost(ins, EDGE))
+    assert (st.busy, st.stall["dram_latency"], st.stall["bank_conflict"], st.row_hits, st.row_misses) == \
+        (77, 120, 0, 3, 1)
