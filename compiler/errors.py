@@ -1,0 +1,68 @@
+"""Errors of the compiler front: every one is a :class:`CompileError`, itself an :class:`isa.errors.NpuSimError`.
+
+Messages name the node (``node 'conv_3' (Conv): ...``) or the tensor they are about, then the reason and, where
+there is one, the fix, so the CLI can print ``str(err)`` as one line.
+"""
+
+from __future__ import annotations
+
+from isa.errors import NpuSimError
+
+
+def where(node: str | None, op: str | None) -> str:
+    """The ``node 'name' (Op): `` prefix of a message, or ``''`` when no node is known."""
+    if node is None:
+        return ""
+    return f"node {node!r} ({op}): " if op else f"node {node!r}: "
+
+
+class CompileError(NpuSimError, ValueError):
+    """A model or graph the compiler cannot take."""
+
+
+class GraphError(CompileError):
+    """A malformed graph: a tensor used before it is produced, produced twice, or never declared."""
+
+
+class ShapeError(CompileError):
+    """Operand shapes an operator does not accept (raised by the graph builder)."""
+
+    def __init__(self, node: str | None, op: str | None, reason: str):
+        self.node, self.op, self.reason = node, op, reason
+        super().__init__(f"{where(node, op)}{reason}")
+
+
+class UnsupportedOpError(CompileError):
+    """An operator, or an attribute value of one, that the compiler does not support."""
+
+    def __init__(self, node: str, op: str, reason: str):
+        self.node, self.op, self.reason = node, op, reason
+        super().__init__(f"{where(node, op)}{reason}")
+
+
+class UnsupportedOpsetError(CompileError):
+    """A model whose default-domain opset is outside the supported range."""
+
+    def __init__(self, opset: int, lo: int, hi: int):
+        self.opset = opset
+        super().__init__(f"model opset {opset} is not supported; supported opsets are {lo} to {hi} "
+                         f"(convert it with onnx.version_converter.convert_version)")
+
+
+class DynamicShapeError(CompileError):
+    """A tensor whose shape is not fully known at compile time (symbolic, unknown or missing dims)."""
+
+    def __init__(self, tensor: str, reason: str, node: str | None = None, op: str | None = None):
+        self.tensor, self.node, self.op, self.reason = tensor, node, op, reason
+        super().__init__(f"{where(node, op)}tensor {tensor!r} {reason}; only static shapes are supported "
+                         f"(fix the dims, e.g. with onnx.tools.update_model_dims)")
+
+
+class UnsupportedDTypeError(CompileError):
+    """A tensor element type the compiler does not support."""
+
+    def __init__(self, tensor: str, dtype: str, supported: tuple[str, ...], node: str | None = None,
+                 op: str | None = None):
+        self.tensor, self.dtype, self.node, self.op = tensor, dtype, node, op
+        super().__init__(f"{where(node, op)}tensor {tensor!r} has dtype {dtype}, which is not supported; "
+                         f"supported: {', '.join(supported)}")

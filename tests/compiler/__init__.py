@@ -1,0 +1,1 @@
+"""Tests of the compiler front: IR, ONNX import, builder, constant folding, model zoo."""

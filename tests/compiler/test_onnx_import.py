@@ -1,0 +1,191 @@
+"""import_onnx: opsets, shape inference, constants, attribute defaults, canonical forms and the errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from compiler.errors import (
+    CompileError,
+    DynamicShapeError,
+    UnsupportedDTypeError,
+    UnsupportedOpError,
+    UnsupportedOpsetError,
+)
+from compiler.onnx_import import import_onnx
+from tests.compiler.util import model, ort_run, vi
+
+
+def init(name: str, value) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.asarray(value), name)
+
+
+def conv_model(opset: int = 17, **attrs) -> onnx.ModelProto:
+    w = init("w", np.ones((4, 3, 3, 3), np.float32))
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="conv_3", **attrs)
+    return model([node], [vi("x", [1, 3, 8, 8])], [vi("y", None)], opset, [w])
+
+
+def test_conv_defaults_are_filled_in():
+    g = import_onnx(conv_model())
+    (n,) = g.nodes
+    assert n.attrs == {"kernel_shape": (3, 3), "strides": (1, 1), "pads": (0, 0, 0, 0), "dilations": (1, 1),
+                       "group": 1}
+    assert g.tensor("y").shape == (1, 4, 6, 6) and g.inputs == ("x",) and g.is_const("w")
+    assert import_onnx(conv_model(auto_pad="VALID", strides=[2, 2])).nodes[0].attrs["pads"] == (0, 0, 0, 0)
+
+
+def test_gemm_softmax_and_pool_defaults():
+    nodes = [helper.make_node("Gemm", ["x", "w"], ["g"]), helper.make_node("Softmax", ["g"], ["s"]),
+             helper.make_node("Reshape", ["s", "shape"], ["r"]),
+             helper.make_node("MaxPool", ["r"], ["p"], kernel_shape=[2, 2]),
+             helper.make_node("Flatten", ["p"], ["f"], axis=-1), helper.make_node("Transpose", ["f"], ["t"])]
+    m = model(nodes, [vi("x", [2, 4])], [vi("t", None)], 13,
+              [init("w", np.ones((4, 8), np.float32)), init("shape", np.array([1, 1, 4, 4], np.int64))])
+    g = import_onnx(m)
+    attrs = {n.op: n.attrs for n in g.nodes}
+    assert attrs["Gemm"] == {"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0}
+    assert attrs["Softmax"] == {"axis": 1}
+    assert attrs["Reshape"] == {"allowzero": 0}
+    assert attrs["MaxPool"] == {"kernel_shape": (2, 2), "strides": (1, 1), "pads": (0, 0, 0, 0),
+                                "dilations": (1, 1), "ceil_mode": 0, "storage_order": 0}
+    assert attrs["Flatten"] == {"axis": 3} and attrs["Transpose"] == {"perm": (1, 0)}
+    assert g.tensor("t").shape == (3, 3)
+
+
+def test_opset18_axes_inputs_become_canonical():
+    nodes = [helper.make_node("ReduceMean", ["x", "axes"], ["m"], keepdims=0, name="rm"),
+             helper.make_node("ReduceSum", ["m"], ["s"], noop_with_empty_axes=1),
+             helper.make_node("Pad", ["s", "pads", "", "pad_axes"], ["p"]),
+             helper.make_node("Gelu", ["p"], ["y"])]
+    inits = [init("axes", np.array([-1], np.int64)), init("pads", np.array([1, 2], np.int64)),
+             init("pad_axes", np.array([-1], np.int64))]
+    m = model(nodes, [vi("x", [2, 3, 4])], [vi("y", None)], 20, inits)
+    g = import_onnx(m)
+    assert [n.op for n in g.nodes] == ["ReduceMean", "Identity", "Pad", "Gelu"]
+    rm, _, pad, gelu = g.nodes
+    assert rm.inputs == ("x",) and rm.attrs == {"axes": (2,), "keepdims": 0}
+    assert g.tensor(pad.inputs[1]).data.tolist() == [0, 1, 0, 2] and pad.attrs == {"mode": "constant"}
+    assert gelu.attrs == {"approximate": "none"} and g.tensor("y").shape == (2, 6)
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    assert ort_run(m, {"x": x})[0].shape == (2, 6)
+
+
+def test_squeeze_of_activation_becomes_reshape_and_constant_nodes_fold():
+    nodes = [helper.make_node("Constant", [], ["ax"], value=helper.make_tensor("v", TensorProto.INT64, [1], [0])),
+             helper.make_node("Unsqueeze", ["x", "ax"], ["u"]), helper.make_node("Relu", ["u"], ["r"]),
+             helper.make_node("Squeeze", ["r", "ax"], ["y"])]
+    g = import_onnx(model(nodes, [vi("x", [3, 4])], [vi("y", None)], 13))
+    assert [n.op for n in g.nodes] == ["Reshape", "Relu", "Reshape"]
+    assert g.tensor(g.nodes[0].inputs[1]).data.tolist() == [1, 3, 4] and g.tensor("u").shape == (1, 3, 4)
+
+
+def test_import_from_path(tmp_path):
+    path = tmp_path / "conv.onnx"
+    onnx.save(conv_model(), path)
+    assert import_onnx(path).tensor("y").shape == import_onnx(str(path)).tensor("y").shape == (1, 4, 6, 6)
+
+
+def test_auto_pad_same_is_refused():
+    with pytest.raises(UnsupportedOpError) as e:
+        import_onnx(conv_model(auto_pad="SAME_UPPER"))
+    assert str(e.value) == "node 'conv_3' (Conv): attribute auto_pad='SAME_UPPER' is not supported; use explicit pads"
+    assert (e.value.node, e.value.op) == ("conv_3", "Conv")
+    g = import_onnx(conv_model(auto_pad="SAME_LOWER"), allow_unknown=True)
+    assert g.nodes[0].unsupported.startswith("attribute auto_pad='SAME_LOWER'")
+
+
+@pytest.mark.parametrize("opset", [12, 22])
+def test_bad_opset(opset):
+    with pytest.raises(UnsupportedOpsetError, match=f"model opset {opset} is not supported; supported opsets are "
+                                                    f"13 to 21"):
+        import_onnx(conv_model(opset))
+
+
+def test_dynamic_shapes_name_the_tensor():
+    with pytest.raises(DynamicShapeError, match=r"tensor 'x' \(a graph input\) has symbolic dim 0 \('N'\) in shape "
+                                                r"\(N, 3\); only static shapes"):
+        import_onnx(model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", ["N", 3])], [vi("y", None)]))
+    with pytest.raises(DynamicShapeError, match="tensor 'x' .*unknown dim 1"):
+        import_onnx(model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [1, None])], [vi("y", None)]))
+    with pytest.raises(DynamicShapeError, match="unknown rank"):
+        import_onnx(model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", None)], [vi("y", None)]))
+
+
+def test_unsupported_op_and_allow_unknown():
+    nodes = [helper.make_node("Sin", ["x"], ["s"], name="sin_0"), helper.make_node("Relu", ["s"], ["y"])]
+    m = model(nodes, [vi("x", [2, 3])], [vi("y", None)])
+    with pytest.raises(UnsupportedOpError, match=r"^node 'sin_0' \(Sin\): operator is not supported by the compiler"):
+        import_onnx(m)
+    g = import_onnx(m, allow_unknown=True)
+    sin, relu = g.nodes
+    assert sin.on_host and not relu.on_host and "allow_unknown" in sin.unsupported
+    assert "[host: operator is not supported" in g.dump() and g.tensor("s").shape == (2, 3)
+
+
+def test_foreign_domain_op_needs_a_shape_to_go_to_the_host():
+    node = helper.make_node("FusedThing", ["x"], ["y"], domain="com.example", name="f")
+    ext = [helper.make_opsetid("com.example", 1)]
+    m = model([node], [vi("x", [2, 3])], [vi("y", None)], extra_opsets=ext)
+    with pytest.raises(UnsupportedOpError, match=r"node 'f' \(com.example::FusedThing\): operator is not supported"):
+        import_onnx(m)
+    with pytest.raises(DynamicShapeError, match=r"node 'f' \(com.example::FusedThing\): tensor 'y' has an unknown"):
+        import_onnx(m, allow_unknown=True)
+    g = import_onnx(model([node], [vi("x", [2, 3])], [vi("y", [2, 3])], extra_opsets=ext), allow_unknown=True)
+    assert g.nodes[0].on_host and g.nodes[0].domain == "com.example"
+
+
+def test_gather_of_activation_is_refused():
+    node = helper.make_node("Gather", ["x", "i"], ["y"], name="g0")
+    m = model([node], [vi("x", [5, 3])], [vi("y", None)], inits=[init("i", np.array([1, 2], np.int64))])
+    with pytest.raises(UnsupportedOpError, match=r"node 'g0' \(Gather\): supported only when it folds to a constant, "
+                                                 r"and input 'x' is not constant"):
+        import_onnx(m)
+
+
+def test_unsupported_dtype():
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="r")], [vi("x", [2], TensorProto.DOUBLE)],
+              [vi("y", None, TensorProto.DOUBLE)])
+    with pytest.raises(UnsupportedDTypeError, match=r"node 'r' \(Relu\): tensor 'x' has dtype f64, which is not "
+                                                    r"supported; supported: f32, f16"):
+        import_onnx(m)
+
+
+def test_used_extra_outputs_and_training_are_refused():
+    nodes = [helper.make_node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[2, 2], name="mp")]
+    m = model(nodes, [vi("x", [1, 1, 4, 4])], [vi("y", None), vi("idx", None, TensorProto.INT64)])
+    with pytest.raises(UnsupportedOpError, match=r"node 'mp' \(MaxPool\): only the first output is supported; the "
+                                                 r"Indices output \('idx'\) is used"):
+        import_onnx(m)
+    m = model(nodes, [vi("x", [1, 1, 4, 4])], [vi("y", None)])
+    assert import_onnx(m).nodes[0].outputs == ("y",)
+
+
+def test_ceil_mode_corner_is_refused():
+    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], strides=[2, 2], pads=[1, 1, 1, 1],
+                            ceil_mode=1, name="mp")
+    with pytest.raises(UnsupportedOpError, match="ONNX shape inference gives 7 outputs, onnxruntime and PyTorch 6"):
+        import_onnx(model([node], [vi("x", [1, 1, 11, 11])], [vi("y", None)]))
+    ok = model([node], [vi("x", [1, 1, 10, 10])], [vi("y", None)])
+    assert import_onnx(ok).tensor("y").shape == ort_run(ok, {"x": np.zeros((1, 1, 10, 10), np.float32)})[0].shape
+
+
+def test_shape_inference_failure_is_a_compile_error():
+    node = helper.make_node("Add", ["x", "z"], ["y"])
+    with pytest.raises(CompileError, match="ONNX shape inference failed"):
+        import_onnx(model([node], [vi("x", [2, 3]), vi("z", [4, 5])], [vi("y", None)]))
+
+
+def test_qlinear_ops_are_recognised():
+    q = [init(n, v) for n, v in (("xs", np.float32(0.1)), ("xz", np.uint8(128)), ("ws", np.float32(0.05)),
+                                 ("wz", np.uint8(128)), ("ys", np.float32(0.2)), ("yz", np.uint8(128)),
+                                 ("w", np.full((4, 3, 3, 3), 130, np.uint8)), ("m", np.full((3, 2), 129, np.uint8)))]
+    nodes = [helper.make_node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["c"], pads=[1] * 4),
+             helper.make_node("QLinearMatMul", ["x2", "xs", "xz", "m", "ws", "wz", "ys", "yz"], ["mm"])]
+    m = model(nodes, [vi("x", [1, 3, 5, 5], TensorProto.UINT8), vi("x2", [4, 3], TensorProto.UINT8)],
+              [vi("c", None, TensorProto.UINT8), vi("mm", None, TensorProto.UINT8)], inits=q)
+    g = import_onnx(m)
+    assert g.nodes[0].attrs["kernel_shape"] == (3, 3) and g.tensor("c").shape == (1, 4, 5, 5)
+    assert g.tensor("mm").dtype == np.uint8 and g.tensor("mm").shape == (4, 2)
