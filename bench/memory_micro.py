@@ -118,7 +118,7 @@ def main() -> None:
         bus = f"{cost.dram_window:>6}" if cost.dram_window else f"{'-':>6}"
         rows = (f"{res.dram_row_hits:>5} {res.dram_row_misses:>6}" if cost.dram_window else f"{'-':>5} {'-':>6}")
         bus_rate = f"{nbytes / cost.dram_window:>11.2f}" if cost.dram_window else f"{'-':>11}"
-        conflict = res.unit["dma.ld"].stall["bank_conflict"]
+        conflict = res.unit["dma_load"].stall["bank_conflict"]
         print(f"{p.name:<40} {nbytes:>6} {res.cycles:>7} {bus} {rows} {conflict:>8} {nbytes / res.cycles:>7.2f} "
               f"{bus_rate}")
 

@@ -46,7 +46,7 @@ def main() -> None:
             t0 = time.perf_counter()
             report = run_topology(layers, arch, ideal_memory=ideal)
             best = min(best, time.perf_counter() - t0)
-        busy = sum(x["units"]["mxu"]["busy_cycles"] for x in report["layers"])
+        busy = sum(x["units"]["matrix"]["busy_cycles"] for x in report["layers"])
         print(f"{name:32} {report['cycles']:>12,} {busy:>12,} {best:>9.3f} {ss_wall / best:>8,.0f}x")
     print("(npusim counts cycles, SCALE-Sim reports the last cycle's 0-based index: +1 per layer, +21 in all)")
 

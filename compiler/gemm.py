@@ -41,7 +41,15 @@ def _up(x: int, q: int) -> int:
     return -(-x // q) * q
 
 
-def slot_bytes(t: GemmTiling, dtype: DType, rows: int, cols: int, dataflow: str) -> tuple[int, int, int]:
+def is_pitch(rows: int, es: int, bank_width: int) -> int:
+    """Bytes between two B columns under is: ``rows`` elements, padded by one bank word when the column would be an
+    even number of words (then a DMA beat writing consecutive columns would use only every other bank)."""
+    pitch = rows * es
+    return pitch + bank_width if pitch % bank_width == 0 and (pitch // bank_width) % 2 == 0 else pitch
+
+
+def slot_bytes(t: GemmTiling, dtype: DType, rows: int, cols: int, dataflow: str,
+               bank_width: int = 16) -> tuple[int, int, int]:
     """Bytes of one A slot, one B slot (SPM) and one accumulator tile (ACC) for tiling ``t``."""
     es = dtype.size
     if dataflow == "ws":
@@ -49,21 +57,21 @@ def slot_bytes(t: GemmTiling, dtype: DType, rows: int, cols: int, dataflow: str)
     elif dataflow == "os":
         b = _up(t.tn, cols) * t.tk * es
     else:
-        b = _up(t.tk, rows) * t.tn * es
+        b = -(-t.tk // rows) * t.tn * is_pitch(rows, es, bank_width)
     acc = t.tm * (t.tn if dataflow == "is" else _up(t.tn, cols)) * 4
     return t.tm * t.tk * es, b, acc
 
 
 def choose_tiling(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, spm: int, acc: int,
-                  max_rows: int = 256, dataflow: str = "ws") -> GemmTiling:
+                  max_rows: int = 256, dataflow: str = "ws", bank_width: int = 16) -> GemmTiling:
     """The largest tiles that fit two A/B slots in half the SPM and two accumulator tiles in the ACC."""
     def fits(t: GemmTiling, spm_budget: int) -> bool:
-        a, b, c = slot_bytes(t, dtype, rows, cols, dataflow)
+        a, b, c = slot_bytes(t, dtype, rows, cols, dataflow, bank_width)
         return 2 * (a + b) <= spm_budget and 2 * c <= acc
 
     t = GemmTiling(min(M, max_rows), min(_up(N, cols), cols * max(1, (acc // 2) // (min(M, max_rows) * cols * 4))),
                    _up(K, rows))
-    while not fits(t, spm) and t.tm > 1 and 2 * slot_bytes(t, dtype, rows, cols, dataflow)[2] > acc:
+    while not fits(t, spm) and t.tm > 1 and 2 * slot_bytes(t, dtype, rows, cols, dataflow, bank_width)[2] > acc:
         t = replace(t, tm=max(1, t.tm // 2))
     while t.tk > rows and not fits(t, spm // 2):
         t = replace(t, tk=t.tk - rows)
@@ -79,17 +87,20 @@ def _groups(total: int, block: int) -> list[tuple[int, int, int]]:
 
 
 def tiled_gemm(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, spm: int, acc: int,
-               tiling: GemmTiling | None = None, max_rows: int = 256, dataflow: str = "ws") -> Program:
-    """The program for ``C = A @ B`` on a ``rows x cols`` array with ``spm``/``acc`` bytes of SRAM."""
+               tiling: GemmTiling | None = None, max_rows: int = 256, dataflow: str = "ws",
+               bank_width: int = 16) -> Program:
+    """The program for ``C = A @ B`` on a ``rows x cols`` array with ``spm``/``acc`` bytes of SRAM (SPM banks of
+    ``bank_width`` bytes, used to pad layouts against bank conflicts)."""
     if dataflow not in DATAFLOWS:
         raise ValueError(f"dataflow must be one of {DATAFLOWS}, not {dataflow!r}")
-    t = tiling or choose_tiling(M, N, K, dtype, rows, cols, spm, acc, max_rows, dataflow)
+    t = tiling or choose_tiling(M, N, K, dtype, rows, cols, spm, acc, max_rows, dataflow, bank_width)
     es, at = dtype.size, ACC_TYPE[dtype]
-    a_slot, b_slot, acc_slot = slot_bytes(t, dtype, rows, cols, dataflow)
+    a_slot, b_slot, acc_slot = slot_bytes(t, dtype, rows, cols, dataflow, bank_width)
     if 2 * (a_slot + b_slot) > spm or 2 * acc_slot > acc:
         raise ValueError(f"tiling {t} needs {2 * (a_slot + b_slot)} B of SPM and {2 * acc_slot} B of ACC")
     kb_max, nb_max = -(-t.tk // rows), -(-t.tn // cols)
-    lay = {"ws": _WsLayout, "os": _OsLayout, "is": _IsLayout}[dataflow](es, at, rows, cols, N, t, kb_max, nb_max)
+    lay = {"ws": _WsLayout, "os": _OsLayout, "is": _IsLayout}[dataflow](es, at, rows, cols, N, t, kb_max, nb_max,
+                                                                          is_pitch(rows, es, bank_width))
 
     prog: list = []
     ab = accs = 0  # ring slot counters
@@ -138,6 +149,7 @@ class _Layout:
     t: GemmTiling
     kb_max: int
     nb_max: int
+    pitch: int  # is only: bytes between B columns
 
     def stores(self, acc_base: int, m0: int, n0: int, tm: int, tn: int) -> list[DmaCopy]:
         """ACC ``[nb][tm][cols]`` to C (ws and os)."""
@@ -187,18 +199,18 @@ class _OsLayout(_Layout):
 
 class _IsLayout(_Layout):
     def b_loads(self, b_base, k0, n0, tk, tn, dtype):
-        es, r, N, tnm = self.es, self.rows, self.N, self.t.tn
+        es, r, N, tnm, p = self.es, self.rows, self.N, self.t.tn, self.pitch
         return [DmaCopy(queue=Queue.DMA_LD, shape=(kbc, k, tn),
-                        dst=View(Space.SPM, b_base + kb0 * tnm * r * es, dtype, (tnm * r * es, es, r * es)),
+                        dst=View(Space.SPM, b_base + kb0 * tnm * p, dtype, (tnm * p, es, p)),
                         src=View(Space.DRAM, ((k0 + kb0 * r) * N + n0) * es, dtype, (r * N * es, N * es, es), "B"))
                 for kb0, kbc, k in _groups(tk, r)]
 
     def matmuls(self, acc_base, a_base, b_base, tm, tk, tn, dtype, first):
-        es, r, tnm = self.es, self.rows, self.t.tn
+        es, r, tnm, p = self.es, self.rows, self.t.tn, self.pitch
         return [MatMul(shape=(kbc, tn), m=tm, k=k, n=1, zero=first and kb0 == 0,
                        acc=View(Space.ACC, acc_base, self.at, (0, 4)), acc_row=tnm * 4,
                        a=View(Space.SPM, a_base + kb0 * r * es, dtype, (r * es, 0)), a_row=tk * es,
-                       b=View(Space.SPM, b_base + kb0 * tnm * r * es, dtype, (tnm * r * es, r * es)))
+                       b=View(Space.SPM, b_base + kb0 * tnm * p, dtype, (tnm * p, p)))
                 for kb0, kbc, k in _groups(tk, r)]
 
     def stores(self, acc_base, m0, n0, tm, tn):

@@ -103,7 +103,7 @@ def validation_gemm_table() -> str:
     for r in _scalesim_rows("scalesim_reference.csv"):
         M, N, K, R, C = (int(r[k]) for k in ("M", "N", "K", "rows", "cols"))
         res, _ = run_gemm(M, N, K, DType.I8, _ss_arch(R, C, r["dataflow"]), timing_only=True, ideal_memory=True)
-        ss, ours = int(r["scalesim_total_cycles"]), res.unit["mxu"].busy
+        ss, ours = int(r["scalesim_total_cycles"]), res.unit["matrix"].busy
         rows.append(f"| {r['name']} | {M} | {N} | {K} | {R}x{C} | {r['dataflow']} | {ss:,} | {ours:,} | "
                     f"{ours - ss - 1} |")
     return "\n".join(rows)
@@ -121,7 +121,8 @@ def validation_resnet_table() -> str:
             "|---|---|---|---|---|---|---|---|---|"]
     tot = [0, 0, 0]
     for r, a, b in zip(ref, off, on):
-        ss, x, y = int(r["scalesim_total_cycles"]), a["units"]["mxu"]["busy_cycles"], b["units"]["mxu"]["busy_cycles"]
+        ss = int(r["scalesim_total_cycles"])
+        x, y = a["units"]["matrix"]["busy_cycles"], b["units"]["matrix"]["busy_cycles"]
         tot = [tot[0] + ss, tot[1] + x, tot[2] + y]
         rows.append(f"| {r['layer']} | {r['M']} | {r['N']} | {r['K']} | {ss:,} | {x:,} | {x - ss - 1} | {y:,} | "
                     f"{x / y:.2f}x |")

@@ -20,7 +20,7 @@ from isa.verify import where
 
 from .resources import DramBus, PortPool
 from .semaphores import SemaphoreFile
-from .stats import UnitStats
+from .stats import UNIT_NAMES, UnitStats
 
 CTRL = -1
 
@@ -46,7 +46,7 @@ class Engine:
                       else ()) for q, c in zip(self.qid, self.costs)]
         self.bus = DramBus()
         self.queues = [deque() for _ in UNIT_QUEUES]
-        self.stats = [UnitStats(q.text) for q in UNIT_QUEUES]
+        self.stats = [UnitStats(UNIT_NAMES[q]) for q in UNIT_QUEUES]
         self.dispatch, self.issue, self.start, self.end = ([-1] * n for _ in range(4))
         self.work: list[simpy.Event | None] = [None] * len(UNIT_QUEUES)
         self.blocked = [-1] * len(UNIT_QUEUES)   # pc a unit's head waits on semaphores with, or -1

@@ -15,7 +15,7 @@ from isa.verify import verify, where
 
 from .engine import Engine
 from .memory import DeviceMemory
-from .stats import SimResult, UnitStats
+from .stats import UNIT_NAMES, SimResult, UnitStats
 
 
 def check_fits(program: Program, arch: Arch) -> None:
@@ -103,7 +103,7 @@ def _run_serial(program: Program, costs, execute):
 
     n = len(program.instrs)
     times = tuple(np.full(n, -1, np.int64) for _ in range(4))
-    units = [UnitStats(q.text) for q in UNIT_QUEUES]
+    units = [UnitStats(UNIT_NAMES[q]) for q in UNIT_QUEUES]
     count = {s.name: s.init for s in program.sems}
     t = 0
     for pc, ins in enumerate(program.instrs):
@@ -119,10 +119,7 @@ def _run_serial(program: Program, costs, execute):
             arr[pc] = t
         t += c.cycles
         times[3][pc] = t
-        st = units[int(ins.queue)]
-        st.busy += c.cycles - c.conflict
-        st.stall["bank_conflict"] += c.conflict
-        st.instructions += 1
+        units[int(ins.queue)].add_static(c)
         if execute is not None:
             execute(pc, ins)
         for op in ins.signals:

@@ -32,7 +32,7 @@ def scalesim_arch(rows: int, cols: int, dataflow: str):
 def test_gemm_matrix_cycles_equal_scalesim(row):
     M, N, K, R, C = (int(row[k]) for k in ("M", "N", "K", "rows", "cols"))
     res, _ = run_gemm(M, N, K, DType.I8, scalesim_arch(R, C, row["dataflow"]), timing_only=True, ideal_memory=True)
-    assert res.unit["mxu"].busy == int(row["scalesim_total_cycles"]) + 1
+    assert res.unit["matrix"].busy == int(row["scalesim_total_cycles"]) + 1
 
 
 @pytest.mark.parametrize("dataflow", ["ws", "os", "is"])
@@ -43,7 +43,7 @@ def test_cli_gemm_ideal_memory_json(capsys, dataflow):
                  "matrix.fold_overlap=false", "--ideal-memory", "--json", "-"])
     report = json.loads(capsys.readouterr().out)
     assert code == 0 and report["validation"]["ok"]
-    assert report["units"]["mxu"]["busy_cycles"] == int(row["scalesim_total_cycles"]) + 1
+    assert report["units"]["matrix"]["busy_cycles"] == int(row["scalesim_total_cycles"]) + 1
 
 
 def resnet_layers():
@@ -55,7 +55,7 @@ def resnet_layers():
 
 def test_resnet18_topology_equals_scalesim_layer_by_layer():
     report = run_topology(resnet_layers(), scalesim_arch(32, 32, "ws"), ideal_memory=True)
-    got = {x["name"]: x["units"]["mxu"]["busy_cycles"] for x in report["layers"]}
+    got = {x["name"]: x["units"]["matrix"]["busy_cycles"] for x in report["layers"]}
     want = {r["layer"]: int(r["scalesim_total_cycles"]) + 1 for r in RESNET}
     assert got == want
     assert report["cycles"] == sum(want.values()) == 2_519_815 + 21
@@ -65,7 +65,7 @@ def test_fold_overlap_is_faster_than_scalesim_accounting():
     arch = load_arch("mid32", ["matrix.rows=32", "matrix.cols=32", "matrix.dataflow=ws"])
     report = run_topology(resnet_layers(), arch, ideal_memory=True)
     for layer, ref in zip(report["layers"], RESNET):
-        assert layer["units"]["mxu"]["busy_cycles"] <= int(ref["scalesim_total_cycles"]) + 1
+        assert layer["units"]["matrix"]["busy_cycles"] <= int(ref["scalesim_total_cycles"]) + 1
     assert report["cycles"] < 0.8 * 2_519_815
 
 

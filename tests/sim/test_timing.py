@@ -61,7 +61,7 @@ def test_single_dma_cycles_by_hand():
     # total = 16 + max(61, 2) + 120 = 197; busy = 16 + 61 = 77, the last 120 cycles are a dram_latency stall.
     res = simulate(prog(load_16x16()), edge(), timing_only=True)
     assert res.cycles == 197
-    ld = res.unit["dma.ld"]
+    ld = res.unit["dma_load"]
     assert (ld.busy, ld.stall["dram_latency"], ld.stall["dram_bandwidth"]) == (77, 120, 0)
     assert (res.dram_row_hits, res.dram_row_misses) == (3, 1)
     assert res.to_dict()["dram"] | {"bytes_read": 0} == {"bytes_read": 0, "bytes_written": 0, "row_hits": 3,
@@ -69,7 +69,7 @@ def test_single_dma_cycles_by_hand():
     # dram.model = bandwidth: no rows: total = 16 + 32 + 120 = 168, no hits or misses counted
     res = simulate(prog(load_16x16()), edge(dram__model="bandwidth"), timing_only=True)
     assert res.cycles == 168
-    assert (res.unit["dma.ld"].busy, res.dram_row_hits, res.dram_row_misses) == (48, 0, 0)
+    assert (res.unit["dma_load"].busy, res.dram_row_hits, res.dram_row_misses) == (48, 0, 0)
 
 
 def test_dma_latency_bound_by_outstanding_requests():
@@ -133,7 +133,7 @@ def test_semaphore_orders_units_and_counts_stall():
     res = simulate(p, edge(), timing_only=True)
     assert res.cycles == 259
     assert (res.start[1], res.end[1]) == (197, 259)
-    assert res.unit["mxu"].stall["semaphore"] == 197
+    assert res.unit["matrix"].stall["semaphore"] == 197
 
 
 def test_dram_bus_is_shared_between_channels():
@@ -145,9 +145,9 @@ def test_dram_bus_is_shared_between_channels():
                     src=View(Space.ACC, 0, DType.I32, (64, 4)))
     p = prog(load_16x16(), store, regions=(Region("A", 0, 4096), Region("C", 1, 4096)))
     res = simulate(p, edge(), timing_only=True)
-    st = res.unit["dma.st"]
+    st = res.unit["dma_store"]
     assert (st.stall["dram_bandwidth"], st.stall["dram_latency"], st.busy) == (61, 120, 16 + 157)
-    assert res.unit["dma.ld"].stall["dram_bandwidth"] == 0
+    assert res.unit["dma_load"].stall["dram_bandwidth"] == 0
     assert res.end[1] == 16 + 61 + 157 + 120
     assert (res.dram_row_hits, res.dram_row_misses) == (3 + 15, 1 + 1)
 
@@ -161,7 +161,7 @@ def test_bank_conflict_costs_exact_extra_cycles():
     ins = DmaCopy(queue=Queue.DMA_ST, shape=(16, 16), dst=View(Space.SPM, 4096, DType.I8, (16, 1)), src=src)
     assert tuple(instr_cost(ins, edge())[:2]) == (48, 28)
     res = simulate(prog(ins), edge(), timing_only=True)
-    assert res.cycles == 48 and res.unit["dma.st"].stall["bank_conflict"] == 28
+    assert res.cycles == 48 and res.unit["dma_store"].stall["bank_conflict"] == 28
     # the padded layout (row pitch 144 B = 9 words) spreads the same column over all banks: no conflict
     padded = dataclasses.replace(ins, src=View(Space.SPM, 0, DType.I8, (1, 144)))
     assert tuple(instr_cost(padded, edge())[:2]) == (16 + 4, 0)
@@ -182,7 +182,7 @@ def f16(base):
 def test_vector_throughput_by_op_class(instr, expected):
     res = simulate(prog(instr), edge(), timing_only=True)
     assert res.cycles == expected
-    assert res.unit["vpu"].busy == expected and res.unit["vpu"].stall["bank_conflict"] == 0
+    assert res.unit["vector"].busy == expected and res.unit["vector"].stall["bank_conflict"] == 0
 
 
 def test_slow_vector_op_hides_bank_conflicts():
