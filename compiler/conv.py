@@ -18,6 +18,7 @@ import numpy as np
 
 from isa import DmaCopy, DType, Halt, MatMul, Pad, Program, ProgramConfig, Queue, Region, SemDecl, SemOp, Space, View
 
+from .errors import CompileError, TilingError
 from .gemm import ACC_TYPE, _groups, _with
 
 
@@ -39,9 +40,9 @@ class ConvShape:
 
     def __post_init__(self) -> None:
         if self.C % self.groups or self.K % self.groups:
-            raise ValueError(f"groups={self.groups} must divide C={self.C} and K={self.K}")
+            raise CompileError(f"groups={self.groups} must divide C={self.C} and K={self.K}")
         if self.OH < 1 or self.OW < 1:
-            raise ValueError(f"a {self.R}x{self.S} filter (dilation {self.dilation}) does not fit the padded "
+            raise CompileError(f"a {self.R}x{self.S} filter (dilation {self.dilation}) does not fit the padded "
                              f"{self.H}x{self.W} input")
 
     @property
@@ -107,7 +108,7 @@ def choose_conv_tiling(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: i
         i, w, a = _slots(cs, ConvTiling(toh, tow), dtype.size, rows, cols)
         if 2 * (i + w) <= spm and 2 * a <= acc:
             return ConvTiling(toh, tow)
-    raise ValueError(f"no tiling of {cs} fits {spm} B of SPM and {acc} B of ACC (one output row needs more)")
+    raise TilingError(f"no tiling of {cs} fits {spm} B of SPM and {acc} B of ACC (one output row needs more)")
 
 
 def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int,
@@ -117,7 +118,7 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
     es, at = dtype.size, ACC_TYPE[dtype]
     in_slot, w_slot, acc_slot = _slots(cs, t, es, rows, cols)
     if 2 * (in_slot + w_slot) > spm or 2 * acc_slot > acc:
-        raise ValueError(f"tiling {t} needs {2 * (in_slot + w_slot)} B of SPM and {2 * acc_slot} B of ACC")
+        raise TilingError(f"tiling {t} needs {2 * (in_slot + w_slot)} B of SPM and {2 * acc_slot} B of ACC")
     nbs, cbs = -(-cs.Kg // cols), -(-cs.Cg // rows)
     tile = rows * cols * es
     pix, prog, ring, accs = cs.Cg * es, [], 0, 0

@@ -66,3 +66,7 @@ class UnsupportedDTypeError(CompileError):
         self.tensor, self.dtype, self.node, self.op = tensor, dtype, node, op
         super().__init__(f"{where(node, op)}tensor {tensor!r} has dtype {dtype}, which is not supported; "
                          f"supported: {', '.join(supported)}")
+
+
+class TilingError(CompileError):
+    """No tiling of an operator fits the scratchpad and accumulator of the target."""

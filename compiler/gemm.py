@@ -23,6 +23,8 @@ import numpy as np
 from isa import DmaCopy, DType, Halt, MatMul, Program, ProgramConfig, Queue, Region, SemDecl, SemOp, Space, View
 from isa.dtypes import INT_RANGE, f32_to_bf16, to_compute
 
+from .errors import CompileError, TilingError
+
 ACC_TYPE = {DType.I8: DType.I32, DType.U8: DType.I32, DType.F16: DType.F32, DType.BF16: DType.F32,
             DType.F32: DType.F32}
 DATAFLOWS = ("ws", "os", "is")
@@ -92,12 +94,12 @@ def tiled_gemm(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, spm: 
     """The program for ``C = A @ B`` on a ``rows x cols`` array with ``spm``/``acc`` bytes of SRAM (SPM banks of
     ``bank_width`` bytes, used to pad layouts against bank conflicts)."""
     if dataflow not in DATAFLOWS:
-        raise ValueError(f"dataflow must be one of {DATAFLOWS}, not {dataflow!r}")
+        raise CompileError(f"dataflow must be one of {DATAFLOWS}, not {dataflow!r}")
     t = tiling or choose_tiling(M, N, K, dtype, rows, cols, spm, acc, max_rows, dataflow, bank_width)
     es, at = dtype.size, ACC_TYPE[dtype]
     a_slot, b_slot, acc_slot = slot_bytes(t, dtype, rows, cols, dataflow, bank_width)
     if 2 * (a_slot + b_slot) > spm or 2 * acc_slot > acc:
-        raise ValueError(f"tiling {t} needs {2 * (a_slot + b_slot)} B of SPM and {2 * acc_slot} B of ACC")
+        raise TilingError(f"tiling {t} needs {2 * (a_slot + b_slot)} B of SPM and {2 * acc_slot} B of ACC")
     kb_max, nb_max = -(-t.tk // rows), -(-t.tn // cols)
     lay = {"ws": _WsLayout, "os": _OsLayout, "is": _IsLayout}[dataflow](es, at, rows, cols, N, t, kb_max, nb_max,
                                                                           is_pitch(rows, es, bank_width))

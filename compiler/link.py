@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, replace
 from isa import DmaCopy, DmaFill, Halt, Instr, Program, ProgramConfig, Queue, Region, SemDecl, SemOp, Space
 from isa.verify import verify
 
+from .errors import CompileError
+
 SHORT = {Queue.DMA_LD: "ld", Queue.DMA_ST: "st", Queue.MXU: "mxu", Queue.VPU: "vpu"}
 
 
@@ -70,7 +72,7 @@ def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int]
                 if name in report.producer and name in report.consumer else name
             rename[name] = new
             if sems.setdefault(new, init[name]) != init[name]:
-                raise ValueError(f"semaphore {new} has initial counts {sems[new]} and {init[name]}")
+                raise CompileError(f"semaphore {new} has initial counts {sems[new]} and {init[name]}")
         body = [i for i in seg.program.instrs if not isinstance(i, Halt)]
         body = [replace(_relocate(i, seg.bind), waits=tuple(SemOp(rename[o.name], o.count) for o in i.waits),
                         signals=tuple(SemOp(rename[o.name], o.count) for o in i.signals)) for i in body]

@@ -29,9 +29,11 @@ from isa import (
     View,
 )
 
+from .errors import CompileError, TilingError
 from .pipeline import RingPipeline
 
 F32 = DType.F32
+MAX_EXTENT = 0xFFFF  # largest extent of one instruction dimension
 
 
 def _config(spm: int) -> ProgramConfig:
@@ -58,7 +60,7 @@ def collapse(out: tuple[int, ...], *strides: tuple[int, ...]) -> tuple[tuple[int
     merged = [dims[0]]
     for d in dims[1:]:
         prev = merged[-1]
-        if all(prev[k + 1] == d[k + 1] * d[0] for k in range(len(strides))):
+        if prev[0] * d[0] <= MAX_EXTENT and all(prev[k + 1] == d[k + 1] * d[0] for k in range(len(strides))):
             merged[-1] = [prev[0] * d[0], *d[1:]]
         else:
             merged.append(d)
@@ -69,7 +71,7 @@ def _tiles(shape: tuple[int, ...], limit: int):
     """Yield (index of the tile's first element per dim, tile shape) covering ``shape`` with <= ``limit`` elements."""
     d = next(i for i in range(len(shape)) if math.prod(shape[i + 1:]) <= limit)
     inner = math.prod(shape[d + 1:])
-    chunk = max(1, limit // inner)
+    chunk = max(1, min(limit // inner, MAX_EXTENT))
     for outer in np.ndindex(*shape[:d]):
         for c0 in range(0, shape[d], chunk):
             c = min(chunk, shape[d] - c0)
@@ -88,7 +90,7 @@ def _stream(pipe: RingPipeline, out_shape, ins: list[_Operand], out: _Operand, d
     store. ``compute`` returns the vector instructions for one tile given its SPM views."""
     shape, strides = collapse(out_shape, *(o.strides for o in ins), out.strides)
     if len(shape) > 5:
-        raise ValueError(f"shape {out_shape} does not collapse to 5 dimensions")
+        raise CompileError(f"shape {out_shape} does not collapse to 5 dimensions")
     sizes = [d.size for d in dtypes] + [out_dtype.size]
     limit = max(1, (spm // 2) // sum(sizes))   # two ring slots of every buffer
     slot_bytes = [limit * s for s in sizes]
@@ -141,7 +143,7 @@ def _rows_op(rows: int, length: int, dtype: DType, spm: int, regions_extra: tupl
     row_bytes = length * (2 * es + 4 * scratch) + 4 * scalars
     per = (spm // 2 - extra) // row_bytes
     if per < 1:
-        raise ValueError(f"a row of {length} elements does not fit the SPM")
+        raise TilingError(f"a row of {length} elements does not fit the SPM")
     pipe = RingPipeline()
     x_slot, s_slot = per * length * es, per * length * 4
     slot = 2 * x_slot + scratch * s_slot + scalars * per * 4 + extra
@@ -293,3 +295,14 @@ def avgpool_reciprocals(H: int, W: int, k: int, stride: int, pad: int) -> np.nda
     ch = np.minimum(hs + k, H) - np.maximum(hs, 0)
     cw = np.minimum(ws + k, W) - np.maximum(ws, 0)
     return (1.0 / np.outer(ch, cw)).astype(np.float32)
+
+
+def permute(in_shape: tuple[int, ...], perm: tuple[int, ...], dtype: DType, spm: int):
+    """``Y = transpose(X, perm)`` (row-major in and out): the DMA reads X with permuted strides; regions X, Y."""
+    out = tuple(in_shape[p] for p in perm)
+    strides = _row_major(tuple(in_shape))
+    pipe = RingPipeline()
+    _stream(pipe, out, [_Operand("X", tuple(strides[p] for p in perm))], _Operand("Y", _row_major(out)), [dtype],
+            dtype, spm, lambda dst, srcs, s: [VecUnary(fn=Act.MOV, shape=s, dst=dst, src=srcs[0])])
+    n = math.prod(in_shape) * dtype.size
+    return pipe.program(_config(spm), (Region("X", 0, n), Region("Y", 1, n)))

@@ -48,8 +48,8 @@ def summary(result) -> str:
         util = u.busy / result.cycles if result.cycles else 0.0
         lines.append(f"{u.name:8} {u.instructions:>7,} {u.busy:>11,} {stalled:>11,} {u.idle:>11,} {util:>6.1%}  "
                      f"{cause}")
-    lines.append(f"DRAM read {result.dram_bytes_read:,} B, written {result.dram_bytes_written:,} B; "
-                 f"wall {result.wall_seconds:.3f} s")
+    lines.append(f"DRAM read {result.dram_bytes_read:,} B, written {result.dram_bytes_written:,} B, row hits "
+                 f"{result.dram_row_hits:,} / misses {result.dram_row_misses:,}; wall {result.wall_seconds:.3f} s")
     lines += [f"warning: {w}" for w in result.warnings]
     return "\n".join(lines)
 
@@ -88,11 +88,8 @@ def cmd_conv(args) -> int:
 
     from .driver import run_conv
 
-    try:
-        cs = ConvShape(args.N, args.C, args.H, args.W, args.K, args.R, args.S, args.stride, args.pad, args.dilation,
-                       args.groups)
-    except ValueError as e:
-        raise NpuSimError(str(e)) from None
+    cs = ConvShape(args.N, args.C, args.H, args.W, args.K, args.R, args.S, args.stride, args.pad, args.dilation,
+                   args.groups)
     result, check = run_conv(cs, DType.from_text(args.dtype), _arch(args), timing_only=args.timing_only,
                              ideal_memory=args.ideal_memory, seed=args.seed)
     title = (f"conv N={cs.N} C={cs.C} H={cs.H} W={cs.W} K={cs.K} {cs.R}x{cs.S} stride {cs.stride} pad {cs.pad} "
@@ -128,7 +125,7 @@ def cmd_topo(args) -> int:
 
     def show(row):
         if not quiet:
-            mxu = row["units"]["mxu"]["busy_cycles"]
+            mxu = row["units"]["matrix"]["busy_cycles"]
             print(f"{row['name']:16} {row['M']:>7} {row['N']:>6} {row['K']:>6} {row['cycles']:>12,} {mxu:>12,} "
                   f"{row['matrix_utilization']:>7.1%}")
 
@@ -142,6 +139,66 @@ def cmd_topo(args) -> int:
         _write_json(json.dumps(report, indent=1), args.json)
     if not quiet:
         print(f"total {report['cycles']:,} cycles, wall {report['wall_seconds']:.2f} s")
+    return 0
+
+
+def cmd_compile(args) -> int:
+    from compiler.model import compile_model
+    from isa.files import write_program
+
+    from .driver import load_model
+
+    compiled = compile_model(load_model(args.model), _arch(args), dump_after=args.dump_after)
+    write_program(compiled.program, args.output)
+    print(f"{args.model}: {len(compiled.layers)} layers, {len(compiled.program.instrs):,} instructions -> "
+          f"{args.output}")
+    return 0
+
+
+def layers_table(report: dict) -> str:
+    """The per-layer table of a model run: start/end cycle, cycles, MACs, matrix utilization, what bounds it."""
+    lines = [f"{'layer':28} {'op':18} {'start':>11} {'cycles':>10} {'MACs':>13} {'util':>6}  bound"]
+    for lr in report["layers"]:
+        lines.append(f"{lr['name'][:28]:28} {lr['op'][:18]:18} {lr['start']:>11,} {lr['cycles']:>10,} "
+                     f"{lr['macs']:>13,} {lr['matrix_utilization']:>6.1%}  {lr['bound']}")
+    return "\n".join(lines)
+
+
+def cmd_run(args) -> int:
+    from .driver import run_model
+
+    arch = _arch(args)
+    inputs = _load_inputs(args.inputs) or None
+    compiled, result, outputs, report = run_model(args.model, arch, inputs, timing_only=args.timing_only,
+                                                  validate=args.validate, seed=args.seed, dump_after=args.dump_after)
+    if args.save_outputs and outputs:
+        np.savez(args.save_outputs, **outputs)
+    if args.json:
+        _write_json(json.dumps(report, indent=1), args.json)
+    ok = all(v["ok"] for v in report.get("validation", {}).values())
+    if args.json != "-":
+        print(layers_table(report))
+        print(summary(result))
+        for name, v in report.get("validation", {}).items():
+            print(f"validation {name} against onnxruntime ({v['rule']}): max |err| {v['max_abs_error']:.3g}, "
+                  f"rel {v['max_rel_error']:.3g}: {'ok' if v['ok'] else 'FAILED'}")
+    return 0 if ok else 3
+
+
+def cmd_zoo(args) -> int:
+    from compiler.zoo import MODELS, describe
+
+    if args.name == "list":
+        for name in MODELS:
+            print(f"{name}\t{describe(name)}")
+        return 0
+    if args.name not in MODELS:
+        raise NpuSimError(f"unknown zoo model {args.name!r}; 'npusim zoo list' shows {', '.join(MODELS)}")
+    import onnx
+
+    out = args.output or f"{args.name}.onnx"
+    onnx.save(MODELS[args.name](), out)
+    print(f"wrote {out}")
     return 0
 
 
@@ -217,6 +274,30 @@ def build_parser() -> argparse.ArgumentParser:
                    help="operands already on chip (SCALE-Sim's setting): only the matrix unit's time counts")
     t.add_argument("--json", metavar="OUT|-", help="write the JSON report to a file or stdout")
     t.set_defaults(func=cmd_topo)
+
+    co = sub.add_parser("compile", help="compile an ONNX model to a program (.s assembly or .npub binary)")
+    co.add_argument("model")
+    arch_args(co)
+    co.add_argument("-o", "--output", required=True)
+    co.add_argument("--dump-after", metavar="PASS", help="print the graph IR after this pass")
+    co.set_defaults(func=cmd_compile)
+
+    ru = sub.add_parser("run", help="compile and simulate an ONNX model; per-layer table; --validate vs onnxruntime")
+    ru.add_argument("model")
+    arch_args(ru)
+    ru.add_argument("--inputs", help=".npz keyed by the model's input names (default: seeded random)")
+    ru.add_argument("--save-outputs", metavar="OUT.npz", help="save the outputs keyed by the model's output names")
+    ru.add_argument("--validate", action="store_true", help="run onnxruntime on the same inputs and compare")
+    ru.add_argument("--timing-only", action="store_true", help="skip the value kernels (same cycles)")
+    ru.add_argument("--json", metavar="OUT|-", help="write the JSON report to a file or stdout")
+    ru.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    ru.add_argument("--dump-after", metavar="PASS", help="print the graph IR after this pass")
+    ru.set_defaults(func=cmd_run)
+
+    zo = sub.add_parser("zoo", help="'zoo list' or 'zoo NAME -o MODEL.onnx': models built in code")
+    zo.add_argument("name")
+    zo.add_argument("-o", "--output")
+    zo.set_defaults(func=cmd_zoo)
 
     v = sub.add_parser("verify", help="statically check a program (bounds, alignment, semaphores)")
     v.add_argument("program")

@@ -8,7 +8,9 @@ import numpy as np
 
 from compiler.conv import ConvShape, conv2d, conv_inputs, conv_reference
 from compiler.gemm import ACC_TYPE, GemmTiling, gemm_inputs, gemm_reference, gemm_tolerance, slot_bytes, tiled_gemm
-from isa import DType
+from compiler.ir import Graph
+from compiler.model import compile_model
+from isa import DType, SimulationError
 from isa.arch import Arch
 from isa.dtypes import to_compute
 
@@ -35,7 +37,8 @@ def ideal_memory_arch(M: int, N: int, K: int, dtype: DType, arch: Arch) -> Arch:
     This is SCALE-Sim's ideal-memory setting: every operand is on chip, so each fold streams the whole M (ws), K (os)
     or N (is) and the matrix unit's cycles can be compared with SCALE-Sim's.
     """
-    a, b, acc = slot_bytes(GemmTiling(M, N, K), dtype, arch.matrix.rows, arch.matrix.cols, arch.matrix.dataflow)
+    a, b, acc = slot_bytes(GemmTiling(M, N, K), dtype, arch.matrix.rows, arch.matrix.cols, arch.matrix.dataflow,
+                           arch.spm.bank_width)
 
     def line(mem, need: int) -> int:
         q = mem.banks * mem.bank_width
@@ -56,7 +59,7 @@ def run_gemm(M: int, N: int, K: int, dtype: DType, arch: Arch, *, timing_only: b
     if ideal_memory:
         arch, tiling = ideal_memory_arch(M, N, K, dtype, arch), GemmTiling(M, N, K)
     program = tiled_gemm(M, N, K, dtype, arch.matrix.rows, arch.matrix.cols, arch.spm.size, arch.acc.size, tiling,
-                         arch.matrix.max_rows, arch.matrix.dataflow)
+                         arch.matrix.max_rows, arch.matrix.dataflow, arch.spm.bank_width)
     inputs = None if timing_only else gemm_inputs(M, N, K, dtype, seed)
     result = simulate(program, arch, inputs, timing_only=timing_only, ideal_memory=ideal_memory)
     if timing_only:
@@ -119,3 +122,74 @@ def run_topology(layers, arch: Arch, *, dtype: DType = DType.I8, ideal_memory: b
             progress(out[-1])
     return {"cycles": sum(x["cycles"] for x in out), "layers": out, "arch": arch.to_dict(),
             "ideal_memory": ideal_memory, "wall_seconds": time.perf_counter() - t0}
+
+
+def load_model(model) -> Graph:
+    """A Graph from an ONNX file path, an onnx.ModelProto or a Graph."""
+    if isinstance(model, Graph):
+        return model
+    from compiler.onnx_import import import_onnx
+
+    return import_onnx(model)
+
+
+def layer_report(result: SimResult, layers) -> list[dict]:
+    """Per layer: its instructions' first start and last retire, cycles, MACs, matrix utilization and what bounds it
+    (compute: the matrix or vector unit was the busiest; memory: the DMA was)."""
+    out = []
+    r, c = result.arch.matrix.rows, result.arch.matrix.cols
+    busy_of = {"dma.ld": 0, "dma.st": 1, "mxu": 2, "vpu": 3}
+    for lr in layers:
+        pcs = [pc for pc in range(lr.start, lr.end) if result.end[pc] >= 0]
+        start, end = int(min(result.start[pcs])), int(max(result.end[pcs]))
+        busy = [0, 0, 0, 0]
+        for pc in pcs:
+            busy[busy_of[result.program.instrs[pc].queue.text]] += int(result.end[pc] - result.start[pc])
+        cycles = end - start
+        out.append({"name": lr.name, "op": lr.op, "start": start, "end": end, "cycles": cycles, "macs": lr.macs,
+                    "matrix_utilization": lr.macs / (cycles * r * c) if cycles else 0.0,
+                    "bound": "compute" if max(busy[2:]) >= max(busy[:2]) else "memory"})
+    return out
+
+
+def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *, timing_only: bool = False,
+              validate: bool = False, seed: int = 0, dump_after: str | None = None):
+    """Compile an ONNX model (path, ModelProto or Graph) for ``arch`` and simulate it.
+
+    Without ``inputs``, seeded random ones (standard normal for floats). Returns (compiled model, result, outputs by
+    ONNX name, report dict with ``layers`` and, when ``validate``, ``validation`` per output against onnxruntime).
+    """
+    graph = load_model(model)
+    compiled = compile_model(graph, arch, dump_after=dump_after)
+    rng = np.random.default_rng(seed)
+    if inputs is None:
+        inputs = {n: rng.standard_normal(graph.tensor(n).shape).astype(graph.tensor(n).dtype) for n in graph.inputs}
+    missing = [n for n in graph.inputs if n not in inputs]
+    if missing:
+        raise SimulationError(f"inputs lack {', '.join(missing)}; the model's inputs are {', '.join(graph.inputs)}")
+    result = simulate(compiled.program, arch, None if timing_only else compiled.dram_inputs(inputs),
+                      timing_only=timing_only)
+    outputs = {} if timing_only else compiled.read_outputs(result.outputs["ACT"])
+    report = result.to_dict(instructions=False)
+    report["layers"] = layer_report(result, compiled.layers)
+    if validate and not timing_only:
+        import onnxruntime as ort
+
+        proto = model if not isinstance(model, Graph | str) and hasattr(model, "SerializeToString") else None
+        if proto is None:
+            from compiler.builder import to_onnx
+
+            proto = to_onnx(graph) if isinstance(model, Graph) else __import__("onnx").load(model)
+        sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+        refs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, dict(inputs))))
+        report["validation"] = {name: _compare(outputs[name], refs[name]) for name in outputs}
+    return compiled, result, outputs, report
+
+
+def _compare(got: np.ndarray, want: np.ndarray) -> dict:
+    """max |err| and the relative error max|err| / max|want|; fp32 models must agree within 1e-3 relative."""
+    err = float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max(initial=0))
+    rel = err / max(float(np.abs(want).max(initial=0)), 1e-30)
+    exact = not np.issubdtype(want.dtype, np.floating)
+    return {"max_abs_error": err, "max_rel_error": rel, "ok": err == 0 if exact else rel <= 1e-3,
+            "rule": "exact" if exact else "max|err| / max|reference| <= 1e-3"}

@@ -1,0 +1,369 @@
+"""Whole-model compilation: graph passes, one lowering per node, linked into one ISA program.
+
+Memory plan: constants (packed weights, biases, maps) in DRAM region ``W``; every activation in region ``ACT`` at
+its own offset. A 4-D activation is kept channels-last (``nhwc``) when convolutions or pooling touch it, otherwise
+row-major in its logical shape (``rm``); lowerings ask for the layout they need and a transpose is inserted when a
+tensor is in the other one. Reshape-like ops are free aliases of row-major tensors.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from isa import Act, BinOp, DType, Program, ProgramConfig, Reduce
+from isa.arch import Arch
+
+from . import vector
+from .conv import ConvShape, conv2d, pack_weights
+from .errors import CompileError, UnsupportedDTypeError, UnsupportedOpError
+from .gemm import tiled_gemm
+from .ir import Graph, Node
+from .link import LayerRange, Segment, link
+from .passes.fold_batchnorm import fold_batchnorm
+from .passes.fold_constants import fold_constants
+
+F32 = DType.F32
+ALIGN = 64
+UNARY = {"Relu": Act.RELU, "Sigmoid": Act.SIGMOID, "Tanh": Act.TANH, "Erf": Act.ERF, "Gelu": Act.GELU,
+         "Identity": Act.MOV}
+BINARY = {"Add": BinOp.ADD, "Sub": BinOp.SUB, "Mul": BinOp.MUL, "Div": BinOp.DIV}
+NHWC_OPS = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool"}
+ALIASES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}
+PASSES: dict[str, Callable[[Graph], Graph]] = {"fold_constants": fold_constants, "fold_batchnorm": fold_batchnorm}
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Where a tensor lives: byte ``offset`` in region ACT, logical ``shape``, ``layout`` nhwc or rm."""
+
+    offset: int
+    shape: tuple[int, ...]
+    dtype: DType
+    layout: str
+
+    @property
+    def phys(self) -> tuple[int, ...]:
+        """The shape in memory order."""
+        n, c, h, w = self.shape if self.layout == "nhwc" else (0, 0, 0, 0)
+        return (n, h, w, c) if self.layout == "nhwc" else self.shape
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.size
+
+    def to_memory(self, x: np.ndarray) -> np.ndarray:
+        """A logical array in this binding's memory order."""
+        return np.ascontiguousarray(x.transpose(0, 2, 3, 1) if self.layout == "nhwc" else x)
+
+    def from_memory(self, raw: np.ndarray) -> np.ndarray:
+        """This tensor's logical value from the ACT region's bytes."""
+        arr = raw[self.offset: self.offset + self.nbytes].view(self.dtype.storage).reshape(self.phys)
+        return arr.transpose(0, 3, 1, 2) if self.layout == "nhwc" else arr
+
+
+@dataclass(frozen=True)
+class CompiledModel:
+    """A linked program with its memory plan: weights image, activation arena size, input/output bindings."""
+
+    program: Program
+    layers: tuple[LayerRange, ...]
+    weights: np.ndarray
+    act_bytes: int
+    inputs: dict[str, Binding]
+    outputs: dict[str, Binding]
+    graph: Graph
+
+    def dram_inputs(self, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The DRAM regions' initial contents for graph inputs ``values`` (by ONNX input name)."""
+        act = np.zeros(self.act_bytes, np.uint8)
+        for name, b in self.inputs.items():
+            data = b.to_memory(np.asarray(values[name], dtype=b.dtype.storage)).view(np.uint8).ravel()
+            act[b.offset: b.offset + data.size] = data
+        return {"W": self.weights, "ACT": act}
+
+    def read_outputs(self, act: np.ndarray) -> dict[str, np.ndarray]:
+        return {name: b.from_memory(act) for name, b in self.outputs.items()}
+
+
+def run_passes(graph: Graph, dump_after: str | None = None, dump: Callable[[str], None] = print) -> Graph:
+    """Apply the graph passes in order; print the IR after ``dump_after`` (a pass name)."""
+    if dump_after is not None and dump_after not in PASSES:
+        raise CompileError(f"--dump-after must be one of {', '.join(PASSES)}, not {dump_after!r}")
+    for name, fn in PASSES.items():
+        graph = fn(graph)
+        if name == dump_after:
+            dump(graph.dump())
+    return graph
+
+
+def unsupported_nodes(graph: Graph) -> list[tuple[Node, str]]:
+    """(node, reason) for every node this compiler cannot lower."""
+    out = []
+    for n in graph.nodes:
+        if n.unsupported:
+            out.append((n, n.unsupported))
+        elif n.op not in LOWER:
+            out.append((n, "not lowered to the NPU yet"))
+        elif any(graph.tensor(t).dtype != np.float32 for t in n.present_inputs + n.outputs
+                 if not graph.is_const(t) or n.op not in ALIASES):
+            out.append((n, "only float32 tensors are lowered yet"))
+    return out
+
+
+def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None) -> CompiledModel:
+    """Compile ``graph`` for ``arch``; raises UnsupportedOpError listing every node it cannot lower."""
+    graph = run_passes(graph, dump_after)
+    bad = unsupported_nodes(graph)
+    if bad:
+        n, why = bad[0]
+        more = f" (and {len(bad) - 1} more: {', '.join(sorted({b.op for b, _ in bad[1:]}))})" if len(bad) > 1 else ""
+        raise UnsupportedOpError(n.name, n.op, why + more)
+    if "f32" not in arch.matrix.dtypes and any(n.op in ("Conv", "Gemm", "MatMul") for n in graph.nodes):
+        raise UnsupportedDTypeError(graph.inputs[0], "float32", arch.matrix.dtypes)
+    low = _Lowering(graph, arch)
+    for name in graph.inputs:
+        users = graph.consumers(name)
+        t = graph.tensor(name)
+        layout = "nhwc" if t.rank == 4 and any(u.op in NHWC_OPS for u in users) else "rm"
+        low.bind[name] = low.alloc(t.shape, layout)
+    for node in graph.nodes:
+        LOWER[node.op](low, node)
+    outputs = {name: low.want(name, "nhwc" if low.bind[name].layout == "nhwc" else "rm") for name in graph.outputs}
+    weights = np.concatenate(low.weights) if low.weights else np.zeros(ALIGN, np.uint8)
+    program, layers = link(low.segments, ProgramConfig(arch.matrix.rows, arch.matrix.cols, arch.spm.size,
+                                                       arch.acc.size), {"W": weights.size, "ACT": max(low.act, ALIGN)})
+    return CompiledModel(program, tuple(layers), weights, max(low.act, ALIGN),
+                         {n: low.bind[n] for n in graph.inputs}, outputs, graph)
+
+
+def _up(x: int) -> int:
+    return -(-x // ALIGN) * ALIGN
+
+
+class _Lowering:
+    """The memory plan and the segments produced so far."""
+
+    def __init__(self, graph: Graph, arch: Arch):
+        self.graph, self.arch = graph, arch
+        self.segments: list[Segment] = []
+        self.weights: list[np.ndarray] = []
+        self.wbytes = 0
+        self.act = 0
+        self.bind: dict[str, Binding] = {}
+        self.spm = arch.spm.size
+
+    def alloc(self, shape: tuple[int, ...], layout: str) -> Binding:
+        b = Binding(self.act, tuple(shape), F32, layout)
+        self.act += _up(b.nbytes)
+        return b
+
+    def const(self, data: np.ndarray) -> int:
+        raw = np.ascontiguousarray(data).view(np.uint8).ravel()
+        off = self.wbytes
+        self.weights.append(np.pad(raw, (0, _up(raw.size) - raw.size)))
+        self.wbytes += _up(raw.size)
+        return off
+
+    def emit(self, node: Node, program: Program, bind: dict[str, tuple[str, int]], macs: int = 0, suffix=""):
+        self.segments.append(Segment(node.name + suffix, node.op, program, bind, macs))
+
+    def want(self, name: str, layout: str) -> Binding:
+        """``name`` in ``layout``, inserting a transpose segment if it is in the other one."""
+        b = self.bind[name]
+        if b.layout == layout or len(b.shape) != 4:
+            return b if b.layout == layout else self._convert(name, b, "rm")
+        return self._convert(name, b, layout)
+
+    def _convert(self, name: str, b: Binding, layout: str) -> Binding:
+        out = self.alloc(b.shape, layout)
+        perm = (0, 2, 3, 1) if layout == "nhwc" else (0, 3, 1, 2)
+        prog = vector.permute(b.phys, perm, F32, self.spm)
+        self.segments.append(Segment(f"{name}.to_{layout}", "Transpose", prog,
+                                     {"X": ("ACT", b.offset), "Y": ("ACT", out.offset)}))
+        self.bind[name] = out
+        return out
+
+    def data(self, name: str) -> np.ndarray:
+        return self.graph.tensor(name).data
+
+
+def _conv(low: _Lowering, n: Node) -> None:
+    a = n.attrs
+    x = low.want(n.inputs[0], "nhwc")
+    w = low.data(n.inputs[1]).astype(np.float32)
+    (sh, sw), (dh, dw), pads = a["strides"], a["dilations"], a["pads"]
+    if sh != sw or dh != dw or len(set(pads)) != 1:
+        raise UnsupportedOpError(n.name, n.op, f"only equal strides/dilations and symmetric pads, not "
+                                 f"strides={a['strides']} dilations={a['dilations']} pads={pads}")
+    N, C, H, W = x.shape
+    cs = ConvShape(N, C, H, W, w.shape[0], w.shape[2], w.shape[3], sh, pads[0], dh, a["group"])
+    arch, r, c = low.arch, low.arch.matrix.rows, low.arch.matrix.cols
+    y = low.alloc((N, cs.K, cs.OH, cs.OW), "nhwc")
+    woff = low.const(pack_weights(w, cs, r, c))
+    prog = conv2d(cs, F32, r, c, arch.spm.size, arch.acc.size, max_rows=arch.matrix.max_rows)
+    low.emit(n, prog, {"X": ("ACT", x.offset), "Wt": ("W", woff), "Y": ("ACT", y.offset)}, cs.macs)
+    if len(n.present_inputs) > 2:
+        y = _bias(low, n, y, low.data(n.inputs[2]))
+    low.bind[n.outputs[0]] = y
+
+
+def _bias(low: _Lowering, n: Node, y: Binding, bias: np.ndarray) -> Binding:
+    out = low.alloc(y.shape, y.layout)
+    boff = low.const(bias.astype(np.float32))
+    prog = vector.binary(BinOp.ADD, y.phys, bias.shape, F32, low.spm)
+    low.emit(n, prog, {"A": ("ACT", y.offset), "B": ("W", boff), "Y": ("ACT", out.offset)}, suffix=".bias")
+    return out
+
+
+def _gemm_into(low: _Lowering, n: Node, a_off: int, b_loc: tuple[str, int], M: int, N: int, K: int,
+               out_off: int, suffix: str = "") -> None:
+    arch = low.arch
+    prog = tiled_gemm(M, N, K, F32, arch.matrix.rows, arch.matrix.cols, arch.spm.size, arch.acc.size,
+                      max_rows=arch.matrix.max_rows, dataflow=arch.matrix.dataflow, bank_width=arch.spm.bank_width)
+    low.emit(n, prog, {"A": ("ACT", a_off), "B": b_loc, "C": ("ACT", out_off)}, M * N * K, suffix)
+
+
+def _gemm(low: _Lowering, n: Node) -> None:
+    a = n.attrs
+    if a.get("transA", 0):
+        raise UnsupportedOpError(n.name, n.op, "transA=1 is not supported")
+    x = low.want(n.inputs[0], "rm")
+    w = low.data(n.inputs[1]).astype(np.float32)
+    w = (w.T if a.get("transB", 0) else w) * np.float32(a.get("alpha", 1.0))
+    M, K = x.shape
+    y = low.alloc((M, w.shape[1]), "rm")
+    _gemm_into(low, n, x.offset, ("W", low.const(np.ascontiguousarray(w))), M, w.shape[1], K, y.offset)
+    if len(n.present_inputs) > 2:
+        y = _bias(low, n, y, low.data(n.inputs[2]).astype(np.float32) * np.float32(a.get("beta", 1.0)))
+    low.bind[n.outputs[0]] = y
+
+
+def _matmul(low: _Lowering, n: Node) -> None:
+    x = low.want(n.inputs[0], "rm")
+    out_shape = low.graph.tensor(n.outputs[0]).shape
+    y = low.alloc(out_shape, "rm")
+    K, N = x.shape[-1], out_shape[-1]
+    if low.graph.is_const(n.inputs[1]) and low.data(n.inputs[1]).ndim == 2:
+        M = math.prod(x.shape[:-1])
+        _gemm_into(low, n, x.offset, ("W", low.const(low.data(n.inputs[1]).astype(np.float32))), M, N, K, y.offset)
+    else:
+        b = low.want(n.inputs[1], "rm") if not low.graph.is_const(n.inputs[1]) else None
+        if b is None or x.shape[:-2] != b.shape[:-2]:
+            raise UnsupportedOpError(n.name, n.op, "only A @ constant-2-D B or equal batch dims are supported")
+        M = x.shape[-2]
+        for i in range(math.prod(x.shape[:-2])):
+            _gemm_into(low, n, x.offset + i * M * K * 4, ("ACT", b.offset + i * K * N * 4), M, N, K,
+                       y.offset + i * M * N * 4, suffix=f".{i}")
+    low.bind[n.outputs[0]] = y
+
+
+def _elementwise(low: _Lowering, n: Node) -> None:
+    g = low.graph
+    acts = [t for t in n.inputs[:2] if not g.is_const(t)]
+    layout = "nhwc" if any(low.bind[t].layout == "nhwc" and len(low.bind[t].shape) == 4 for t in acts) else "rm"
+    out_shape = g.tensor(n.outputs[0]).shape
+    locs, shapes = [], []
+    for t in n.inputs[:2]:
+        if g.is_const(t):
+            data = low.data(t).astype(np.float32)
+            if layout == "nhwc":
+                data = data.reshape((1,) * (4 - data.ndim) + data.shape).transpose(0, 2, 3, 1)
+            locs.append(("W", low.const(np.ascontiguousarray(data))))
+            shapes.append(data.shape)
+        else:
+            b = low.want(t, layout)
+            locs.append(("ACT", b.offset))
+            shapes.append(b.phys if layout == "nhwc" else b.shape)
+    y = low.alloc(out_shape, layout if len(out_shape) == 4 else "rm")
+    prog = vector.binary(BINARY[n.op], shapes[0], shapes[1], F32, low.spm)
+    low.emit(n, prog, {"A": locs[0], "B": locs[1], "Y": ("ACT", y.offset)})
+    low.bind[n.outputs[0]] = y
+
+
+def _unary(low: _Lowering, n: Node) -> None:
+    x = low.bind[n.inputs[0]]
+    lo = hi = 0.0
+    fn = UNARY.get(n.op, Act.CLAMP)
+    if n.op == "Clip":
+        ins = n.inputs + ("", "")
+        lo = float(low.data(ins[1])) if ins[1] else float(n.attrs.get("min", -3.4e38))
+        hi = float(low.data(ins[2])) if ins[2] else float(n.attrs.get("max", 3.4e38))
+    if n.op == "Gelu" and n.attrs.get("approximate", "none") != "none":
+        raise UnsupportedOpError(n.name, n.op, "only approximate='none' (the erf form) is supported")
+    y = low.alloc(x.shape, x.layout)
+    low.emit(n, vector.unary(fn, x.phys, F32, low.spm, lo, hi), {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)})
+    low.bind[n.outputs[0]] = y
+
+
+def _pool(low: _Lowering, n: Node) -> None:
+    x = low.want(n.inputs[0], "nhwc")
+    N, C, H, W = x.shape
+    if n.op == "GlobalAveragePool":
+        if H != W:
+            raise UnsupportedOpError(n.name, n.op, f"only square inputs, not {H}x{W}")
+        k, s, p, include = H, 1, 0, True
+    else:
+        a = n.attrs
+        ks, ss, ps = a["kernel_shape"], a["strides"], a["pads"]
+        if len(set(ks)) != 1 or len(set(ss)) != 1 or len(set(ps)) != 1 or a.get("ceil_mode", 0) \
+                or any(d != 1 for d in a.get("dilations", (1, 1))):
+            raise UnsupportedOpError(n.name, n.op, "only square windows, equal strides, symmetric pads, "
+                                     "ceil_mode=0 and no dilation")
+        k, s, p, include = ks[0], ss[0], ps[0], bool(a.get("count_include_pad", 0))
+    kind = "max" if n.op == "MaxPool" else "avg"
+    OH, OW = (H + 2 * p - k) // s + 1, (W + 2 * p - k) // s + 1
+    y = low.alloc((N, C, OH, OW), "nhwc")
+    bind = {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)}
+    if kind == "avg" and not include:
+        bind["RC"] = ("W", low.const(vector.avgpool_reciprocals(H, W, k, s, p)))
+    low.emit(n, vector.pool2d(kind, N, H, W, C, k, s, p, F32, low.spm, include), bind)
+    low.bind[n.outputs[0]] = y
+
+
+def _alias(low: _Lowering, n: Node) -> None:
+    x = low.bind[n.inputs[0]]
+    if x.layout == "nhwc" and math.prod(x.shape[2:]) != 1:
+        x = low.want(n.inputs[0], "rm")
+    low.bind[n.outputs[0]] = Binding(x.offset, low.graph.tensor(n.outputs[0]).shape, F32, "rm")
+
+
+def _rows(low: _Lowering, n: Node) -> None:
+    x = low.want(n.inputs[0], "rm")
+    rank = len(x.shape)
+    axes = n.attrs.get("axes", (n.attrs.get("axis", -1),))
+    if tuple(a % rank for a in axes) != (rank - 1,):
+        raise UnsupportedOpError(n.name, n.op, f"only the last axis, not {axes}")
+    rows, length = math.prod(x.shape[:-1]), x.shape[-1]
+    out_shape = low.graph.tensor(n.outputs[0]).shape
+    y = low.alloc(out_shape, "rm")
+    bind = {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)}
+    if n.op == "Softmax":
+        prog = vector.softmax(rows, length, F32, low.spm)
+    elif n.op == "LayerNormalization":
+        gamma = low.data(n.inputs[1]).astype(np.float32)
+        beta = low.data(n.inputs[2]).astype(np.float32) if len(n.present_inputs) > 2 else np.zeros_like(gamma)
+        bind["GB"] = ("W", low.const(np.concatenate([gamma.ravel(), beta.ravel()])))
+        prog = vector.layernorm(rows, length, F32, low.spm, n.attrs.get("epsilon", 1e-5))
+    else:
+        prog = vector.reduce_rows(Reduce.SUM, rows, length, F32, low.spm, mean=n.op == "ReduceMean")
+    low.emit(n, prog, bind)
+    low.bind[n.outputs[0]] = y
+
+
+def _transpose(low: _Lowering, n: Node) -> None:
+    x = low.want(n.inputs[0], "rm")
+    perm = tuple(n.attrs.get("perm", tuple(reversed(range(len(x.shape))))))
+    y = low.alloc(tuple(x.shape[p] for p in perm), "rm")
+    low.emit(n, vector.permute(x.shape, perm, F32, low.spm), {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)})
+    low.bind[n.outputs[0]] = y
+
+
+LOWER: dict[str, Callable[[_Lowering, Node], None]] = {
+    "Conv": _conv, "Gemm": _gemm, "MatMul": _matmul, "MaxPool": _pool, "AveragePool": _pool,
+    "GlobalAveragePool": _pool, "Softmax": _rows, "LayerNormalization": _rows, "ReduceMean": _rows,
+    "ReduceSum": _rows, "Transpose": _transpose, "Clip": _unary,
+    **dict.fromkeys(BINARY, _elementwise), **dict.fromkeys(UNARY, _unary), **dict.fromkeys(ALIASES, _alias)}
