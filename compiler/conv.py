@@ -83,10 +83,12 @@ def pack_weights(w: np.ndarray, shape: ConvShape, rows: int, cols: int) -> np.nd
 
 @dataclass(frozen=True)
 class ConvTiling:
-    """Output tile: toh rows x tow columns (tow <= matrix.max_rows)."""
+    """Output tile: toh rows x tow columns (tow <= matrix.max_rows); tcb input-channel blocks (of ``rows``
+    channels) per step, so the reduction over channels is split across steps when the weights do not fit."""
 
     toh: int
     tow: int
+    tcb: int = 1 << 16
 
 
 def _window(cs: ConvShape, toh: int, tow: int) -> tuple[int, int]:
@@ -96,19 +98,23 @@ def _window(cs: ConvShape, toh: int, tow: int) -> tuple[int, int]:
 
 def _slots(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int) -> tuple[int, int, int]:
     th, tw = _window(cs, t.toh, t.tow)
-    cb = -(-cs.Cg // rows)
-    return th * tw * cs.Cg * es, cs.R * cs.S * cb * rows * cols * es, t.toh * t.tow * cols * 4
+    tcb = min(t.tcb, -(-cs.Cg // rows))
+    tc = min(cs.Cg, tcb * rows)
+    return th * tw * tc * es, cs.R * cs.S * tcb * rows * cols * es, t.toh * t.tow * cols * 4
 
 
 def choose_conv_tiling(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int,
                        max_rows: int = 256) -> ConvTiling:
-    """The tallest output tile (full width up to max_rows) whose two input/weight slots and two ACC tiles fit."""
+    """The tallest output tile (full width up to max_rows) whose two input/weight slots and two ACC tiles fit,
+    with as many input-channel blocks per step as fit (all of them when possible: no split reduction)."""
     tow = min(cs.OW, max_rows)
-    for toh in range(cs.OH, 0, -1):
-        i, w, a = _slots(cs, ConvTiling(toh, tow), dtype.size, rows, cols)
-        if 2 * (i + w) <= spm and 2 * a <= acc:
-            return ConvTiling(toh, tow)
-    raise TilingError(f"no tiling of {cs} fits {spm} B of SPM and {acc} B of ACC (one output row needs more)")
+    for tcb in range(-(-cs.Cg // rows), 0, -1):
+        for toh in range(cs.OH, 0, -1):
+            i, w, a = _slots(cs, ConvTiling(toh, tow, tcb), dtype.size, rows, cols)
+            if 2 * (i + w) <= spm and 2 * a <= acc:
+                return ConvTiling(toh, tow, tcb)
+    raise TilingError(f"no tiling of {cs} fits {spm} B of SPM and {acc} B of ACC (one output row of one channel "
+                      f"block needs more)")
 
 
 def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int,
@@ -120,8 +126,9 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
     if 2 * (in_slot + w_slot) > spm or 2 * acc_slot > acc:
         raise TilingError(f"tiling {t} needs {2 * (in_slot + w_slot)} B of SPM and {2 * acc_slot} B of ACC")
     nbs, cbs = -(-cs.Kg // cols), -(-cs.Cg // rows)
-    tile = rows * cols * es
-    pix, prog, ring, accs = cs.Cg * es, [], 0, 0
+    tcb = min(t.tcb, cbs)
+    tile, chunk = rows * cols * es, cs.R * cs.S * cbs * rows * cols * es   # packed bytes of one (g, nb)
+    prog, ring, accs = [], 0, 0
     for b in range(cs.N):
         for oh0 in range(0, cs.OH, t.toh):
             toh = min(t.toh, cs.OH - oh0)
@@ -131,45 +138,57 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                 ih0, iw0 = oh0 * cs.stride - cs.pad, ow0 * cs.stride - cs.pad
                 top, left = max(0, -ih0), max(0, -iw0)
                 bottom, right = max(0, ih0 + th - cs.H), max(0, iw0 + tw - cs.W)
+                pads = tuple(Pad(d, lo, hi) for d, lo, hi in ((0, top, bottom), (1, left, right)) if lo or hi)
                 for g in range(cs.groups):
                     for nb in range(nbs):
                         n = min(cols, cs.Kg - nb * cols)
-                        slot = ring % 2
-                        i_base, w_base = slot * in_slot, 2 * in_slot + slot * w_slot
                         acc_base = (accs % 2) * acc_slot
-                        row = tw * pix
-                        pads = tuple(Pad(d, lo, hi) for d, lo, hi in ((0, top, bottom), (1, left, right)) if lo or hi)
-                        src = View(Space.DRAM, (((b * cs.H + max(ih0, 0)) * cs.W + max(iw0, 0)) * cs.C + g * cs.Cg)
-                                   * es, dtype, (cs.W * cs.C * es, cs.C * es, es), "X")
-                        load_x = DmaCopy(queue=Queue.DMA_LD, shape=(th, tw, cs.Cg), pad=pads,
-                                         dst=View(Space.SPM, i_base, dtype, (row, pix, es)), src=src,
-                                         waits=(SemOp("in_empty"),))
-                        load_w = DmaCopy(queue=Queue.DMA_LD, shape=(cs.R * cs.S * cbs, rows * cols),
-                                         dst=View(Space.SPM, w_base, dtype, (tile, es)), signals=(SemOp("in_full"),),
-                                         src=View(Space.DRAM, (g * nbs + nb) * w_slot, dtype, (tile, es), "Wt"))
-                        mms = [MatMul(shape=(toh, cs.R, cs.S, cbc), m=tow, k=k, n=n, zero=cb0 == 0,
-                                      acc=View(Space.ACC, acc_base, at, (t.tow * cols * 4, 0, 0, 0)), acc_row=cols * 4,
-                                      a=View(Space.SPM, i_base + cb0 * rows * es, dtype,
-                                             (cs.stride * row, cs.dilation * row, cs.dilation * pix, rows * es)),
-                                      a_row=cs.stride * pix,
-                                      b=View(Space.SPM, w_base + cb0 * tile, dtype,
-                                             (0, cs.S * cbs * tile, cbs * tile, tile)))
-                               for cb0, cbc, k in _groups(cs.Cg, rows)]
-                        mms[0] = _with(mms[0], waits=(SemOp("in_full"), SemOp("acc_empty")))
-                        mms[-1] = _with(mms[-1], signals=(SemOp("in_empty"), SemOp("acc_full")))
+                        c_steps = list(range(0, cbs, tcb))
+                        for si, cb_first in enumerate(c_steps):
+                            ncb = min(tcb, cbs - cb_first)
+                            c0, tc = cb_first * rows, min(cs.Cg - cb_first * rows, ncb * rows)
+                            slot = ring % 2
+                            i_base, w_base = slot * in_slot, 2 * in_slot + slot * w_slot
+                            pix = tc * es
+                            row = tw * pix
+                            src = View(Space.DRAM, (((b * cs.H + max(ih0, 0)) * cs.W + max(iw0, 0)) * cs.C
+                                                    + g * cs.Cg + c0) * es, dtype, (cs.W * cs.C * es, cs.C * es, es),
+                                       "X")
+                            load_x = DmaCopy(queue=Queue.DMA_LD, shape=(th, tw, tc), pad=pads,
+                                             dst=View(Space.SPM, i_base, dtype, (row, pix, es)), src=src,
+                                             waits=(SemOp("in_empty"),))
+                            load_w = DmaCopy(queue=Queue.DMA_LD, shape=(cs.R * cs.S, ncb, rows * cols),
+                                             dst=View(Space.SPM, w_base, dtype, (tcb * tile, tile, es)),
+                                             src=View(Space.DRAM, (g * nbs + nb) * chunk + cb_first * tile, dtype,
+                                                      (cbs * tile, tile, es), "Wt"),
+                                             signals=(SemOp("in_full"),))
+                            first, last = si == 0, si == len(c_steps) - 1
+                            mms = [MatMul(shape=(toh, cs.R, cs.S, cbc), m=tow, k=k, n=n, zero=first and cb0 == 0,
+                                          acc=View(Space.ACC, acc_base, at, (t.tow * cols * 4, 0, 0, 0)),
+                                          acc_row=cols * 4,
+                                          a=View(Space.SPM, i_base + cb0 * rows * es, dtype,
+                                                 (cs.stride * row, cs.dilation * row, cs.dilation * pix, rows * es)),
+                                          a_row=cs.stride * pix,
+                                          b=View(Space.SPM, w_base + cb0 * tile, dtype,
+                                                 (0, cs.S * tcb * tile, tcb * tile, tile)))
+                                   for cb0, cbc, k in _groups(tc, rows)]
+                            mms[0] = _with(mms[0], waits=(SemOp("in_full"),) + ((SemOp("acc_empty"),) if first
+                                                                                 else ()))
+                            mms[-1] = _with(mms[-1], signals=(SemOp("in_empty"),) + ((SemOp("acc_full"),) if last
+                                                                                      else ()))
+                            prog += [load_x, load_w, *mms]
+                            ring += 1
                         y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb * cols) * 4
-                        store = DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, n),
-                                        dst=View(Space.DRAM, y_off, at, (cs.OW * cs.K * 4, cs.K * 4, 4), "Y"),
-                                        src=View(Space.ACC, acc_base, at, (t.tow * cols * 4, cols * 4, 4)),
-                                        waits=(SemOp("acc_full"),), signals=(SemOp("acc_empty"),))
-                        prog += [load_x, load_w, *mms, store]
-                        ring += 1
+                        prog.append(DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, n),
+                                            dst=View(Space.DRAM, y_off, at, (cs.OW * cs.K * 4, cs.K * 4, 4), "Y"),
+                                            src=View(Space.ACC, acc_base, at, (t.tow * cols * 4, cols * 4, 4)),
+                                            waits=(SemOp("acc_full"),), signals=(SemOp("acc_empty"),)))
                         accs += 1
     prog.append(Halt())
     return Program(
         config=ProgramConfig(rows=rows, cols=cols, spm=spm, acc=acc),
         regions=(Region("X", 0, cs.N * cs.H * cs.W * cs.C * es),
-                 Region("Wt", 1, cs.groups * nbs * w_slot), Region("Y", 2, cs.N * cs.OH * cs.OW * cs.K * 4)),
+                 Region("Wt", 1, cs.groups * nbs * chunk), Region("Y", 2, cs.N * cs.OH * cs.OW * cs.K * 4)),
         sems=(SemDecl("in_full", 0), SemDecl("in_empty", 2), SemDecl("acc_full", 0), SemDecl("acc_empty", 2)),
         instrs=tuple(prog))
 

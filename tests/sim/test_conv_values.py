@@ -34,11 +34,26 @@ def test_random_convs_match_numpy(N, C, HW, K, R, stride, pad, dilation, groups,
     assert check.ok, check
 
 
+def test_channel_reduction_split_across_steps():
+    # edge16 cannot hold 3x3x256 weights twice: the reduction over input channels is split across steps that
+    # accumulate into the same accumulator tile
+    from compiler.conv import choose_conv_tiling
+
+    arch = load_arch("edge16")
+    cs = ConvShape(1, 256, 6, 6, 40, 3, 3, pad=1)
+    t = choose_conv_tiling(cs, DType.F32, 16, 16, arch.spm.size, arch.acc.size)
+    assert t.tcb < 16
+    _, check = run_conv(cs, DType.F32, arch)
+    assert check.ok, check
+    _, check = run_conv(ConvShape(1, 100, 5, 5, 20, 3, 3, pad=1), DType.I8, arch.with_overrides(["spm.size=32768"]))
+    assert check.ok, check
+
+
 def test_conv_tiles_overlap_loads_and_compute():
     # several row tiles on one preset: the concurrent run beats the serial one
     arch = load_arch("edge16")
     cs = ConvShape(1, 32, 20, 20, 32, 3, 3, pad=1)
-    p = conv2d(cs, DType.I8, 16, 16, arch.spm.size, arch.acc.size, ConvTiling(toh=4, tow=20))
+    p = conv2d(cs, DType.I8, 16, 16, arch.spm.size, arch.acc.size, ConvTiling(toh=4, tow=20, tcb=1))
     assert simulate(p, arch, timing_only=True).cycles < simulate(p, arch, timing_only=True, serial=True).cycles
 
 
