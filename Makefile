@@ -11,10 +11,9 @@ $(VENV)/.installed: pyproject.toml
 
 .PHONY: demo test lint bench docs
 demo: $(VENV)/.installed
-	$(BIN)/npusim presets
-	$(BIN)/npusim simulate examples/gemm_int8.s --arch edge16 --inputs examples/gemm_int8.npz
-	$(PY) examples/gemm_demo.py
-	-$(BIN)/npusim simulate examples/deadlock.s --arch edge16
+	mkdir -p build
+	$(BIN)/npusim zoo resnet18 -o build/resnet18.onnx
+	$(BIN)/npusim run build/resnet18.onnx --arch mid32 --validate
 
 test: $(VENV)/.installed
 	$(BIN)/ruff check .
