@@ -238,17 +238,22 @@ def reduce_rows(kind: Reduce, rows: int, length: int, dtype: DType, spm: int, me
 def pool2d(kind: str, N: int, H: int, W: int, C: int, k: int, stride: int, pad: int, dtype: DType, spm: int,
            count_include_pad: bool = False):
     """MaxPool / AveragePool (square window) on NHWC; regions X, Y (+ RC, the per-position 1/count map for average
-    pooling without counting the padding)."""
+    pooling without counting the padding). Tiles cover ``toh`` output rows of ``tc`` channels."""
     es = dtype.size
     OH, OW = (H + 2 * pad - k) // stride + 1, (W + 2 * pad - k) // stride + 1
     Wp = W + 2 * pad
     fill = (-math.inf if dtype.is_float else {DType.I8: -128, DType.U8: 0}.get(dtype, -(2**31))) if kind == "max" \
         else 0
-    row, pix = Wp * C * es, C * es
-    per_row = ((stride + k) * row + OW * C * (es + 4) + OW * 4)
-    toh = max(1, min(OH, (spm // 2) // per_row))
-    th_max = (toh - 1) * stride + k
-    in_slot, sum_slot, out_slot, rc_slot = th_max * row, toh * OW * C * 4, toh * OW * C * es, toh * OW * 4
+
+    def slots(toh: int, tc: int) -> tuple[int, int, int, int]:
+        return ((toh - 1) * stride + k) * Wp * tc * es, toh * OW * tc * 4, toh * OW * tc * es, toh * OW * 4
+
+    # the most channels for which one output row fits twice, then as many rows as fit
+    tc = next((c for c in range(C, 0, -1) if 2 * sum(slots(1, c)) <= spm), 0)
+    if not tc:
+        raise TilingError(f"a {k}x{k} pooling window over {W + 2 * pad} padded columns does not fit the SPM")
+    toh = max(t for t in range(1, OH + 1) if 2 * sum(slots(t, tc)) <= spm)
+    in_slot, sum_slot, out_slot, rc_slot = slots(toh, tc)
     pipe = RingPipeline()
     for b in range(N):
         for oh0 in range(0, OH, toh):
@@ -256,31 +261,36 @@ def pool2d(kind: str, N: int, H: int, W: int, C: int, k: int, stride: int, pad: 
             th = (t - 1) * stride + k
             ih0 = oh0 * stride - pad
             top, bottom = max(0, -ih0), max(0, ih0 + th - H)
-            base = pipe.slot * (in_slot + sum_slot + out_slot + rc_slot)
-            xin = View(Space.SPM, base, dtype, (row, pix, es))
-            pads = tuple(p for p in (Pad(0, top, bottom), Pad(1, pad, pad)) if p.lo or p.hi)
-            loads = [DmaCopy(queue=Queue.DMA_LD, shape=(th, Wp, C), dst=xin, pad=pads, fill=fill,
-                             src=View(Space.DRAM, ((b * H + max(ih0, 0)) * W) * C * es, dtype, (W * C * es, C * es, es),
-                                      "X"))]
-            y = View(Space.SPM, base + in_slot + sum_slot, dtype, (OW * C * es, C * es, es))
-            window = View(Space.SPM, base, dtype, (stride * row, stride * pix, es, row, pix))
-            if kind == "max":
-                compute = [VecUnary(fn=Act.MOV, reduce=Reduce.MAX, zero=True, shape=(t, OW, C, k, k),
-                                    dst=y.with_strides((OW * C * es, C * es, es, 0, 0)), src=window)]
-            else:
-                s = View(Space.SPM, base + in_slot, F32, (OW * C * 4, C * 4, 4))
-                compute = [VecUnary(fn=Act.MOV, reduce=Reduce.SUM, zero=True, shape=(t, OW, C, k, k),
-                                    dst=s.with_strides((OW * C * 4, C * 4, 4, 0, 0)), src=window)]
-                if count_include_pad:
-                    compute.append(VecBinary(op=BinOp.MUL, shape=(t, OW, C), dst=y, src0=s, imm=1.0 / (k * k)))
+            for c0 in range(0, C, tc):
+                c = min(tc, C - c0)
+                row, pix = Wp * c * es, c * es
+                base = pipe.slot * (in_slot + sum_slot + out_slot + rc_slot)
+                pads = tuple(p for p in (Pad(0, top, bottom), Pad(1, pad, pad)) if p.lo or p.hi)
+                loads = [DmaCopy(queue=Queue.DMA_LD, shape=(th, Wp, c), dst=View(Space.SPM, base, dtype,
+                                                                                 (row, pix, es)),
+                                 pad=pads, fill=fill,
+                                 src=View(Space.DRAM, (((b * H + max(ih0, 0)) * W) * C + c0) * es, dtype,
+                                          (W * C * es, C * es, es), "X"))]
+                y = View(Space.SPM, base + in_slot + sum_slot, dtype, (OW * c * es, c * es, es))
+                window = View(Space.SPM, base, dtype, (stride * row, stride * pix, es, row, pix))
+                if kind == "max":
+                    compute = [VecUnary(fn=Act.MOV, reduce=Reduce.MAX, zero=True, shape=(t, OW, c, k, k),
+                                        dst=y.with_strides((OW * c * es, c * es, es, 0, 0)), src=window)]
                 else:
-                    rc = View(Space.SPM, base + in_slot + sum_slot + out_slot, F32, (OW * 4, 4, 0))
-                    loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(t, OW), dst=rc.with_strides((OW * 4, 4)),
-                                         src=View(Space.DRAM, oh0 * OW * 4, F32, (OW * 4, 4), "RC")))
-                    compute.append(VecBinary(op=BinOp.MUL, shape=(t, OW, C), dst=y, src0=s, src1=rc))
-            store = DmaCopy(queue=Queue.DMA_ST, shape=(t, OW, C), src=y,
-                            dst=View(Space.DRAM, ((b * OH + oh0) * OW) * C * es, dtype, (OW * C * es, C * es, es), "Y"))
-            pipe.step(loads, compute, [store])
+                    s = View(Space.SPM, base + in_slot, F32, (OW * c * 4, c * 4, 4))
+                    compute = [VecUnary(fn=Act.MOV, reduce=Reduce.SUM, zero=True, shape=(t, OW, c, k, k),
+                                        dst=s.with_strides((OW * c * 4, c * 4, 4, 0, 0)), src=window)]
+                    if count_include_pad:
+                        compute.append(VecBinary(op=BinOp.MUL, shape=(t, OW, c), dst=y, src0=s, imm=1.0 / (k * k)))
+                    else:
+                        rc = View(Space.SPM, base + in_slot + sum_slot + out_slot, F32, (OW * 4, 4, 0))
+                        loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(t, OW), dst=rc.with_strides((OW * 4, 4)),
+                                             src=View(Space.DRAM, oh0 * OW * 4, F32, (OW * 4, 4), "RC")))
+                        compute.append(VecBinary(op=BinOp.MUL, shape=(t, OW, c), dst=y, src0=s, src1=rc))
+                store = DmaCopy(queue=Queue.DMA_ST, shape=(t, OW, c), src=y,
+                                dst=View(Space.DRAM, (((b * OH + oh0) * OW) * C + c0) * es, dtype,
+                                         (OW * C * es, C * es, es), "Y"))
+                pipe.step(loads, compute, [store])
     regions = (Region("X", 0, N * H * W * C * es), Region("Y", 1, N * OH * OW * C * es))
     if kind == "avg" and not count_include_pad:
         regions += (Region("RC", 2, OH * OW * 4),)

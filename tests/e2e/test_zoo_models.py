@@ -1,0 +1,26 @@
+"""Zoo models compile, run and agree with onnxruntime (fp32: max|err| / max|ref| <= 1e-3) on every preset."""
+
+import pytest
+
+from compiler.zoo import MODELS
+from isa.arch import load_arch
+from npusim.driver import run_model
+
+PRESETS = ["edge16", "mid32", "dc128"]
+FLOAT_MODELS = ["resnet18", "resnet50", "bert_layer"]
+
+
+@pytest.fixture(scope="module")
+def models():
+    return {name: MODELS[name]() for name in FLOAT_MODELS}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("name", FLOAT_MODELS)
+def test_zoo_model_validates(models, name, preset):
+    _, result, outputs, report = run_model(models[name], load_arch(preset), validate=True)
+    assert report["validation"], "no outputs compared"
+    for output, check in report["validation"].items():
+        assert check["ok"], (output, check)
+    assert result.cycles == max(lr["end"] for lr in report["layers"])
