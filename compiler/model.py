@@ -19,6 +19,7 @@ from isa.arch import Arch
 
 from . import vector
 from .conv import ConvShape, conv2d, pack_weights
+from .depthwise import depthwise2d, pack_depthwise
 from .errors import CompileError, UnsupportedDTypeError, UnsupportedOpError
 from .gemm import tiled_gemm
 from .ir import Graph, Node
@@ -203,9 +204,13 @@ def _conv(low: _Lowering, n: Node) -> None:
     cs = ConvShape(N, C, H, W, w.shape[0], w.shape[2], w.shape[3], sh, pads[0], dh, a["group"])
     arch, r, c = low.arch, low.arch.matrix.rows, low.arch.matrix.cols
     y = low.alloc((N, cs.K, cs.OH, cs.OW), "nhwc")
-    woff = low.const(pack_weights(w, cs, r, c))
-    prog = conv2d(cs, F32, r, c, arch.spm.size, arch.acc.size, max_rows=arch.matrix.max_rows)
-    low.emit(n, prog, {"X": ("ACT", x.offset), "Wt": ("W", woff), "Y": ("ACT", y.offset)}, cs.macs)
+    if cs.groups == C and cs.K % C == 0:   # depthwise: the vector unit, not 1/rows of the array per group
+        prog = depthwise2d(cs, F32, arch.spm.size, arch.vector.lanes)
+        bind = {"X": ("ACT", x.offset), "Wd": ("W", low.const(pack_depthwise(w, cs))), "Y": ("ACT", y.offset)}
+    else:
+        prog = conv2d(cs, F32, r, c, arch.spm.size, arch.acc.size, max_rows=arch.matrix.max_rows)
+        bind = {"X": ("ACT", x.offset), "Wt": ("W", low.const(pack_weights(w, cs, r, c))), "Y": ("ACT", y.offset)}
+    low.emit(n, prog, bind, cs.macs)
     if len(n.present_inputs) > 2:
         y = _bias(low, n, y, low.data(n.inputs[2]))
     low.bind[n.outputs[0]] = y
