@@ -170,7 +170,7 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
     result = simulate(compiled.program, arch, None if timing_only else compiled.dram_inputs(inputs),
                       timing_only=timing_only)
     outputs = {} if timing_only else compiled.read_outputs(result.outputs["ACT"])
-    report = result.to_dict(instructions=False)
+    report = result.to_dict()
     report["layers"] = layer_report(result, compiled.layers)
     if validate and not timing_only:
         import onnxruntime as ort
