@@ -41,8 +41,7 @@ def main() -> None:
     for name, (arch, ideal) in runs.items():
         best, report = float("inf"), None
         for _ in range(args.repeat):
-            cost._bank_cycles.cache_clear()  # measure cold: no cost memoised from an earlier run
-            cost._dram_window.cache_clear()
+            cost.clear_caches()  # measure cold: no cost memoised from an earlier run
             t0 = time.perf_counter()
             report = run_topology(layers, arch, ideal_memory=ideal)
             best = min(best, time.perf_counter() - t0)

@@ -334,3 +334,9 @@ def instr_cost(instr: Instr, arch: Arch) -> Cost:
     """Static cost of any instruction (sync, barrier and halt cost 0 cycles)."""
     f = _COST.get(type(instr))
     return f(instr, arch) if f is not None else FREE
+
+
+def clear_caches() -> None:
+    """Forget the memoised SRAM and DRAM costs (benchmarks use it to measure cold runs)."""
+    _bank_cycles.cache_clear()
+    _dram.cache_clear()
