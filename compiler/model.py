@@ -23,9 +23,11 @@ from .depthwise import depthwise2d, pack_depthwise
 from .errors import CompileError, UnsupportedDTypeError, UnsupportedOpError
 from .gemm import tiled_gemm
 from .ir import Graph, Node
+from .layout_ops import lower_concat, lower_pad, lower_slice
 from .link import LayerRange, Segment, link
 from .passes.fold_batchnorm import fold_batchnorm
 from .passes.fold_constants import fold_constants
+from .patchify import is_patchify, lower_patchify
 
 F32 = DType.F32
 ALIGN = 64
@@ -34,6 +36,7 @@ UNARY = {"Relu": Act.RELU, "Sigmoid": Act.SIGMOID, "Tanh": Act.TANH, "Erf": Act.
 BINARY = {"Add": BinOp.ADD, "Sub": BinOp.SUB, "Mul": BinOp.MUL, "Div": BinOp.DIV}
 NHWC_OPS = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool"}
 ALIASES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}
+CONST_OPERANDS = ALIASES | {"Slice", "Pad"}  # ops whose int64 constant operands (shapes, starts, pads) are fine
 PASSES: dict[str, Callable[[Graph], Graph]] = {"fold_constants": fold_constants, "fold_batchnorm": fold_batchnorm}
 
 
@@ -110,7 +113,7 @@ def unsupported_nodes(graph: Graph) -> list[tuple[Node, str]]:
         elif n.op not in LOWER:
             out.append((n, "not lowered to the NPU yet"))
         elif any(graph.tensor(t).dtype != np.float32 for t in n.present_inputs + n.outputs
-                 if not graph.is_const(t) or n.op not in ALIASES):
+                 if not graph.is_const(t) or n.op not in CONST_OPERANDS):
             out.append((n, "only float32 tensors are lowered yet"))
     return out
 
@@ -193,6 +196,8 @@ class _Lowering:
 
 
 def _conv(low: _Lowering, n: Node) -> None:
+    if is_patchify(n, low.graph):   # stride == kernel: the DMA gathers patches, the GEMM does the rest
+        return lower_patchify(low, n)
     a = n.attrs
     x = low.want(n.inputs[0], "nhwc")
     w = low.data(n.inputs[1]).astype(np.float32)
@@ -370,5 +375,6 @@ def _transpose(low: _Lowering, n: Node) -> None:
 LOWER: dict[str, Callable[[_Lowering, Node], None]] = {
     "Conv": _conv, "Gemm": _gemm, "MatMul": _matmul, "MaxPool": _pool, "AveragePool": _pool,
     "GlobalAveragePool": _pool, "Softmax": _rows, "LayerNormalization": _rows, "ReduceMean": _rows,
-    "ReduceSum": _rows, "Transpose": _transpose, "Clip": _unary,
+    "ReduceSum": _rows, "Transpose": _transpose, "Clip": _unary, "Concat": lower_concat, "Slice": lower_slice,
+    "Pad": lower_pad,
     **dict.fromkeys(BINARY, _elementwise), **dict.fromkeys(UNARY, _unary), **dict.fromkeys(ALIASES, _alias)}

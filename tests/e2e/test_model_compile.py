@@ -81,6 +81,6 @@ def test_batchnorm_is_folded_into_the_conv():
 def test_unsupported_op_is_named():
     b = GraphBuilder("bad")
     x = b.input("x", (1, 4, 8, 8))
-    b.output(b.pad(x, 1))
-    with pytest.raises(UnsupportedOpError, match=r"^node 'pad_0' \(Pad\): not lowered to the NPU yet$"):
+    b.output(b.quantize(x, np.float32(0.1), np.int8(0)))
+    with pytest.raises(UnsupportedOpError, match=r"^node 'quantize_0' \(QuantizeLinear\): not lowered to the NPU yet$"):
         compile_model(b.build(), load_arch("dc128"))

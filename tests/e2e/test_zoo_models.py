@@ -7,7 +7,7 @@ from isa.arch import load_arch
 from npusim.driver import run_model
 
 PRESETS = ["edge16", "mid32", "dc128"]
-FLOAT_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "bert_layer"]
+FLOAT_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "bert_layer", "vit_block"]
 
 
 @pytest.fixture(scope="module")
