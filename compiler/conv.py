@@ -16,7 +16,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isa import DmaCopy, DType, Halt, MatMul, Pad, Program, ProgramConfig, Queue, Region, SemDecl, SemOp, Space, View
+from isa import (
+    Act,
+    BinOp,
+    DmaCopy,
+    DType,
+    Halt,
+    MatMul,
+    Pad,
+    Program,
+    ProgramConfig,
+    Queue,
+    Region,
+    SemDecl,
+    SemOp,
+    Space,
+    VecBinary,
+    VecUnary,
+    View,
+)
 
 from .errors import CompileError, TilingError
 from .gemm import ACC_TYPE, _groups, _with
@@ -117,18 +135,41 @@ def choose_conv_tiling(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: i
                       f"block needs more)")
 
 
+@dataclass(frozen=True)
+class Epilogue:
+    """What the vector unit does to each finished accumulator tile before it is stored (fusion): add the per-channel
+    bias (region Bias, accumulator type, K elements), then ``relu`` or ``clamp`` to [lo, hi]."""
+
+    bias: bool = False
+    act: str | None = None
+    lo: float = 0.0
+    hi: float = 0.0
+
+    @property
+    def active(self) -> bool:
+        return self.bias or self.act is not None
+
+
 def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int,
-           tiling: ConvTiling | None = None, max_rows: int = 256) -> Program:
-    """The program for one convolution; regions X (NHWC input), Wt (:func:`pack_weights`), Y (NHWC output)."""
-    t = tiling or choose_conv_tiling(cs, dtype, rows, cols, spm, acc, max_rows)
+           tiling: ConvTiling | None = None, max_rows: int = 256, epilogue: Epilogue = Epilogue()) -> Program:
+    """The program for one convolution; regions X (NHWC input), Wt (:func:`pack_weights`), Y (NHWC output), and Bias
+    when the epilogue adds one."""
     es, at = dtype.size, ACC_TYPE[dtype]
+    bias_bytes = cs.K * 4 if epilogue.bias else 0
+    t = tiling or choose_conv_tiling(cs, dtype, rows, cols, spm - bias_bytes, acc, max_rows)
     in_slot, w_slot, acc_slot = _slots(cs, t, es, rows, cols)
-    if 2 * (in_slot + w_slot) > spm or 2 * acc_slot > acc:
-        raise TilingError(f"tiling {t} needs {2 * (in_slot + w_slot)} B of SPM and {2 * acc_slot} B of ACC")
+    if 2 * (in_slot + w_slot) + bias_bytes > spm or 2 * acc_slot > acc:
+        raise TilingError(f"tiling {t} needs {2 * (in_slot + w_slot) + bias_bytes} B of SPM and {2 * acc_slot} B "
+                          f"of ACC")
+    bias_base = 2 * (in_slot + w_slot)
+    ready = "acc_full"          # what the store waits for: the matrix unit, or the epilogue after it
     nbs, cbs = -(-cs.Kg // cols), -(-cs.Cg // rows)
     tcb = min(t.tcb, cbs)
     tile, chunk = rows * cols * es, cs.R * cs.S * cbs * rows * cols * es   # packed bytes of one (g, nb)
     prog, ring, accs = [], 0, 0
+    if epilogue.bias:
+        prog.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, bias_base, at, (4,)),
+                            src=View(Space.DRAM, 0, at, (4,), "Bias"), signals=(SemOp("bias_ready"),)))
     for b in range(cs.N):
         for oh0 in range(0, cs.OH, t.toh):
             toh = min(t.toh, cs.OH - oh0)
@@ -178,19 +219,38 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                                                                                       else ()))
                             prog += [load_x, load_w, *mms]
                             ring += 1
+                        tile_view = View(Space.ACC, acc_base, at, (t.tow * cols * 4, cols * 4, 4))
+                        if epilogue.active:
+                            prog += _epilogue(epilogue, (toh, tow, n), tile_view, View(
+                                Space.SPM, bias_base + (g * cs.Kg + nb * cols) * 4, at, (0, 0, 4)), first=accs == 0)
+                            ready = "out_full"
                         y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb * cols) * 4
                         prog.append(DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, n),
                                             dst=View(Space.DRAM, y_off, at, (cs.OW * cs.K * 4, cs.K * 4, 4), "Y"),
-                                            src=View(Space.ACC, acc_base, at, (t.tow * cols * 4, cols * 4, 4)),
-                                            waits=(SemOp("acc_full"),), signals=(SemOp("acc_empty"),)))
+                                            src=tile_view, waits=(SemOp(ready),), signals=(SemOp("acc_empty"),)))
                         accs += 1
     prog.append(Halt())
-    return Program(
-        config=ProgramConfig(rows=rows, cols=cols, spm=spm, acc=acc),
-        regions=(Region("X", 0, cs.N * cs.H * cs.W * cs.C * es),
-                 Region("Wt", 1, cs.groups * nbs * chunk), Region("Y", 2, cs.N * cs.OH * cs.OW * cs.K * 4)),
-        sems=(SemDecl("in_full", 0), SemDecl("in_empty", 2), SemDecl("acc_full", 0), SemDecl("acc_empty", 2)),
-        instrs=tuple(prog))
+    sems = (SemDecl("in_full", 0), SemDecl("in_empty", 2), SemDecl("acc_full", 0), SemDecl("acc_empty", 2))
+    sems += (SemDecl("out_full", 0),) if epilogue.active else ()
+    sems += (SemDecl("bias_ready", 0),) if epilogue.bias else ()
+    regions = (Region("X", 0, cs.N * cs.H * cs.W * cs.C * es), Region("Wt", 1, cs.groups * nbs * chunk),
+               Region("Y", 2, cs.N * cs.OH * cs.OW * cs.K * 4))
+    regions += (Region("Bias", 3, cs.K * 4),) if epilogue.bias else ()
+    return Program(config=ProgramConfig(rows=rows, cols=cols, spm=spm, acc=acc), regions=regions, sems=sems,
+                   instrs=tuple(prog))
+
+
+def _epilogue(ep: Epilogue, shape: tuple[int, ...], tile: View, bias: View, first: bool) -> list:
+    """Vector instructions applying ``ep`` in place to one accumulator tile, between the matrix unit and the store."""
+    ops = []
+    if ep.bias:
+        ops.append(VecBinary(op=BinOp.ADD, shape=shape, dst=tile, src0=tile, src1=bias))
+    if ep.act is not None:
+        ops.append(VecUnary(fn=Act.RELU if ep.act == "relu" else Act.CLAMP, shape=shape, dst=tile, src=tile,
+                            lo=ep.lo if ep.act == "clamp" else 0, hi=ep.hi if ep.act == "clamp" else 0))
+    ops[0] = _with(ops[0], waits=(SemOp("acc_full"),) + ((SemOp("bias_ready"),) if first and ep.bias else ()))
+    ops[-1] = _with(ops[-1], signals=(SemOp("out_full"),))
+    return ops
 
 
 def conv_inputs(cs: ConvShape, dtype: DType, rows: int, cols: int, seed: int = 0) -> tuple[dict, np.ndarray,

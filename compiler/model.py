@@ -18,7 +18,7 @@ from isa import Act, BinOp, DType, Program, ProgramConfig, Reduce
 from isa.arch import Arch
 
 from . import vector
-from .conv import ConvShape, conv2d, pack_weights
+from .conv import ConvShape, Epilogue, conv2d, pack_weights
 from .depthwise import depthwise2d, pack_depthwise
 from .errors import CompileError, UnsupportedDTypeError, UnsupportedOpError
 from .gemm import tiled_gemm
@@ -27,6 +27,7 @@ from .layout_ops import lower_concat, lower_pad, lower_slice
 from .link import LayerRange, Segment, link
 from .passes.fold_batchnorm import fold_batchnorm
 from .passes.fold_constants import fold_constants
+from .passes.fuse import fuse_activation
 from .patchify import is_patchify, lower_patchify
 
 F32 = DType.F32
@@ -37,7 +38,8 @@ BINARY = {"Add": BinOp.ADD, "Sub": BinOp.SUB, "Mul": BinOp.MUL, "Div": BinOp.DIV
 NHWC_OPS = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool"}
 ALIASES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}
 CONST_OPERANDS = ALIASES | {"Slice", "Pad"}  # ops whose int64 constant operands (shapes, starts, pads) are fine
-PASSES: dict[str, Callable[[Graph], Graph]] = {"fold_constants": fold_constants, "fold_batchnorm": fold_batchnorm}
+PASSES: dict[str, Callable[[Graph], Graph]] = {"fold_constants": fold_constants, "fold_batchnorm": fold_batchnorm,
+                                                "fuse_activation": fuse_activation}
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,10 @@ class _Lowering:
 
 def _conv(low: _Lowering, n: Node) -> None:
     if is_patchify(n, low.graph):   # stride == kernel: the DMA gathers patches, the GEMM does the rest
-        return lower_patchify(low, n)
+        lower_patchify(low, n)
+        if n.attrs.get("activation"):
+            low.bind[n.outputs[0]] = _activation(low, n, low.bind[n.outputs[0]], n.attrs["activation"])
+        return
     a = n.attrs
     x = low.want(n.inputs[0], "nhwc")
     w = low.data(n.inputs[1]).astype(np.float32)
@@ -209,16 +214,34 @@ def _conv(low: _Lowering, n: Node) -> None:
     cs = ConvShape(N, C, H, W, w.shape[0], w.shape[2], w.shape[3], sh, pads[0], dh, a["group"])
     arch, r, c = low.arch, low.arch.matrix.rows, low.arch.matrix.cols
     y = low.alloc((N, cs.K, cs.OH, cs.OW), "nhwc")
+    act = a.get("activation")
+    has_bias = len(n.present_inputs) > 2
     if cs.groups == C and cs.K % C == 0:   # depthwise: the vector unit, not 1/rows of the array per group
         prog = depthwise2d(cs, F32, arch.spm.size, arch.vector.lanes)
         bind = {"X": ("ACT", x.offset), "Wd": ("W", low.const(pack_depthwise(w, cs))), "Y": ("ACT", y.offset)}
-    else:
-        prog = conv2d(cs, F32, r, c, arch.spm.size, arch.acc.size, max_rows=arch.matrix.max_rows)
+        low.emit(n, prog, bind, cs.macs)
+        if has_bias:
+            y = _bias(low, n, y, low.data(n.inputs[2]))
+        if act:
+            y = _activation(low, n, y, act)
+    else:   # bias and activation fused: applied to each accumulator tile before the store
+        ep = Epilogue(bias=has_bias, act=act[0] if act else None, lo=act[1] if act and len(act) > 1 else 0.0,
+                      hi=act[2] if act and len(act) > 1 else 0.0)
+        prog = conv2d(cs, F32, r, c, arch.spm.size, arch.acc.size, max_rows=arch.matrix.max_rows, epilogue=ep)
         bind = {"X": ("ACT", x.offset), "Wt": ("W", low.const(pack_weights(w, cs, r, c))), "Y": ("ACT", y.offset)}
-    low.emit(n, prog, bind, cs.macs)
-    if len(n.present_inputs) > 2:
-        y = _bias(low, n, y, low.data(n.inputs[2]))
+        if has_bias:
+            bind["Bias"] = ("W", low.const(low.data(n.inputs[2]).astype(np.float32)))
+        low.emit(n, prog, bind, cs.macs)
     low.bind[n.outputs[0]] = y
+
+
+def _activation(low: _Lowering, n: Node, y: Binding, act: tuple) -> Binding:
+    """A fused activation the lowering could not fold into its own epilogue, as a separate vector step."""
+    out = low.alloc(y.shape, y.layout)
+    lo, hi = (act[1], act[2]) if len(act) > 1 else (0.0, 0.0)
+    prog = vector.unary(Act.RELU if act[0] == "relu" else Act.CLAMP, y.phys, F32, low.spm, lo, hi)
+    low.emit(n, prog, {"X": ("ACT", y.offset), "Y": ("ACT", out.offset)}, suffix="." + act[0])
+    return out
 
 
 def _bias(low: _Lowering, n: Node, y: Binding, bias: np.ndarray) -> Binding:
