@@ -17,10 +17,13 @@ The matrix instructions are shaped for the array's dataflow so that each fold st
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
 from isa import DmaCopy, DType, Halt, MatMul, Program, ProgramConfig, Queue, Region, SemDecl, SemOp, Space, View
+from isa.arch import Arch
+from isa.cost import instr_cost
 from isa.dtypes import INT_RANGE, f32_to_bf16, to_compute
 
 from .errors import CompileError, TilingError
@@ -82,6 +85,43 @@ def choose_tiling(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, sp
     return GemmTiling(t.tm, min(t.tn, _up(N, cols)), min(t.tk, _up(K, rows)))
 
 
+@lru_cache(maxsize=256)
+def search_tiling(M: int, N: int, K: int, dtype: DType, arch: Arch) -> GemmTiling:
+    """The tiling with the fewest predicted cycles on ``arch``, from the simulator's own formulas.
+
+    Each candidate that fits (two A/B slots in the SPM, two accumulator tiles in the ACC) is priced by its first step's
+    real instructions with :func:`isa.cost.instr_cost`: the matrix unit's cycles per step, and the DRAM bus time of
+    the step's A and B loads and of a tile's store (bursts, row misses and all). The prediction is the busier of the
+    two over all steps plus the first step's loads and the last store; ties go to fewer steps.
+    """
+    m, rows, cols, es = arch.matrix, arch.matrix.rows, arch.matrix.cols, dtype.size
+    tms = sorted({min(M, v) for v in (m.max_rows, 256, 192, 128, 96, 64, 48, 32, 16, rows)} - {0})
+    tns = sorted({min(_up(N, cols), cols * k) for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)})
+    tks = sorted({min(_up(K, rows), rows * k) for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)})
+    best = None
+    for t in (GemmTiling(tm, tn, tk) for tm in tms for tn in tns for tk in tks):
+        a, b, c = slot_bytes(t, dtype, rows, cols, m.dataflow, arch.spm.bank_width)
+        if 2 * (a + b) > arch.spm.size or 2 * c > arch.acc.size:
+            continue
+        tm, tn, tk = min(t.tm, M), min(t.tn, N), min(t.tk, K)
+        lay = _LAYOUTS[m.dataflow](es, ACC_TYPE[dtype], rows, cols, N, t, -(-t.tk // rows), -(-t.tn // cols),
+                                   is_pitch(rows, es, arch.spm.bank_width))
+        loads = [DmaCopy(queue=Queue.DMA_LD, shape=(tm, tk), dst=View(Space.SPM, 0, dtype, (tk * es, es)),
+                         src=View(Space.DRAM, 0, dtype, (K * es, es), "A"))] + lay.b_loads(2 * a, 0, 0, tk, tn, dtype)
+        mm = sum(instr_cost(i, arch).cycles for i in lay.matmuls(0, 0, 2 * a, tm, tk, tn, dtype, True))
+        load = sum(instr_cost(i, arch).dram_window for i in loads)
+        store = sum(instr_cost(i, arch).dram_window for i in lay.stores(0, 0, 0, tm, tn))
+        tiles = -(-M // t.tm) * -(-N // t.tn)
+        steps = tiles * -(-K // t.tk)
+        est = max(steps * mm, steps * load + tiles * store) + sum(instr_cost(i, arch).cycles for i in loads) + store
+        if best is None or (est, steps) < best[0]:
+            best = ((est, steps), t)
+    if best is None:
+        raise TilingError(f"no GEMM tiling of {M}x{N}x{K} {dtype.text} fits {arch.spm.size} B of SPM and "
+                          f"{arch.acc.size} B of ACC")
+    return best[1]
+
+
 def _groups(total: int, block: int) -> list[tuple[int, int, int]]:
     """(first block index, count, size) runs of equal-sized blocks covering ``total``: full blocks, then the rest."""
     full, rest = divmod(total, block)
@@ -101,8 +141,7 @@ def tiled_gemm(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, spm: 
     if 2 * (a_slot + b_slot) > spm or 2 * acc_slot > acc:
         raise TilingError(f"tiling {t} needs {2 * (a_slot + b_slot)} B of SPM and {2 * acc_slot} B of ACC")
     kb_max, nb_max = -(-t.tk // rows), -(-t.tn // cols)
-    lay = {"ws": _WsLayout, "os": _OsLayout, "is": _IsLayout}[dataflow](es, at, rows, cols, N, t, kb_max, nb_max,
-                                                                          is_pitch(rows, es, bank_width))
+    lay = _LAYOUTS[dataflow](es, at, rows, cols, N, t, kb_max, nb_max, is_pitch(rows, es, bank_width))
 
     prog: list = []
     ab = accs = 0  # ring slot counters
@@ -220,6 +259,9 @@ class _IsLayout(_Layout):
         return [DmaCopy(queue=Queue.DMA_ST, shape=(tm, tn),
                         dst=View(Space.DRAM, (m0 * self.N + n0) * 4, self.at, (self.N * 4, 4), "C"),
                         src=View(Space.ACC, acc_base, self.at, (self.t.tn * 4, 4)))]
+
+
+_LAYOUTS = {"ws": _WsLayout, "os": _OsLayout, "is": _IsLayout}
 
 
 def _with(instr, waits=(), signals=()):

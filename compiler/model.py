@@ -21,7 +21,7 @@ from . import vector
 from .conv import ConvShape, Epilogue, conv2d, pack_weights
 from .depthwise import depthwise2d, pack_depthwise
 from .errors import CompileError, UnsupportedDTypeError, UnsupportedOpError
-from .gemm import tiled_gemm
+from .gemm import search_tiling, tiled_gemm
 from .ir import Graph, Node
 from .layout_ops import lower_concat, lower_pad, lower_slice
 from .link import LayerRange, Segment, link
@@ -256,7 +256,8 @@ def _gemm_into(low: _Lowering, n: Node, a_off: int, b_loc: tuple[str, int], M: i
                out_off: int, suffix: str = "") -> None:
     arch = low.arch
     prog = tiled_gemm(M, N, K, F32, arch.matrix.rows, arch.matrix.cols, arch.spm.size, arch.acc.size,
-                      max_rows=arch.matrix.max_rows, dataflow=arch.matrix.dataflow, bank_width=arch.spm.bank_width)
+                      search_tiling(M, N, K, F32, arch), arch.matrix.max_rows, arch.matrix.dataflow,
+                      arch.spm.bank_width)
     low.emit(n, prog, {"A": ("ACT", a_off), "B": b_loc, "C": ("ACT", out_off)}, M * N * K, suffix)
 
 

@@ -7,7 +7,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.conv import ConvShape, conv2d, conv_inputs, conv_reference
-from compiler.gemm import ACC_TYPE, GemmTiling, gemm_inputs, gemm_reference, gemm_tolerance, slot_bytes, tiled_gemm
+from compiler.gemm import (
+    ACC_TYPE,
+    GemmTiling,
+    gemm_inputs,
+    gemm_reference,
+    gemm_tolerance,
+    search_tiling,
+    slot_bytes,
+    tiled_gemm,
+)
 from compiler.ir import Graph
 from compiler.model import compile_model
 from isa import DType, SimulationError
@@ -55,9 +64,10 @@ def run_gemm(M: int, N: int, K: int, dtype: DType, arch: Arch, *, timing_only: b
     ideal_memory: the whole GEMM is one tile in SRAMs sized to hold it, and data movement is free (see
     :func:`ideal_memory_arch`); the matrix unit's busy cycles then follow SCALE-Sim's accounting.
     """
-    tiling = None
     if ideal_memory:
         arch, tiling = ideal_memory_arch(M, N, K, dtype, arch), GemmTiling(M, N, K)
+    else:
+        tiling = search_tiling(M, N, K, dtype, arch)
     program = tiled_gemm(M, N, K, dtype, arch.matrix.rows, arch.matrix.cols, arch.spm.size, arch.acc.size, tiling,
                          arch.matrix.max_rows, arch.matrix.dataflow, arch.spm.bank_width)
     inputs = None if timing_only else gemm_inputs(M, N, K, dtype, seed)
