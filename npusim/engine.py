@@ -42,8 +42,8 @@ class Engine:
         self.sems = SemaphoreFile([s.name for s in program.sems], [s.init for s in program.sems])
         spm, acc = PortPool("sram_port", arch.spm.ports), PortPool("sram_port", arch.acc.ports)
         channels = PortPool("dma_channel", arch.dma.channels)
-        self.pools = [((channels,) if q in (0, 1) else ()) + ((spm,) if c.spm_bytes else ()) + ((acc,) if c.acc_bytes
-                      else ()) for q, c in zip(self.qid, self.costs)]
+        self.pools = [((channels,) if q in (0, 1) else ()) + ((spm,) if c.spm_bytes else ())
+                      + ((acc,) if c.acc_bytes else ()) for q, c in zip(self.qid, self.costs)]
         self.bus = DramBus()
         self.queues = [deque() for _ in UNIT_QUEUES]
         self.stats = [UnitStats(UNIT_NAMES[q]) for q in UNIT_QUEUES]
@@ -56,7 +56,6 @@ class Engine:
         self.dispatch_pc = 0
         self.dispatch_done = False
         self.outstanding = 0
-        self.retired = 0
         self.gaps: list[list] = []               # dispatcher blocked intervals [start, end|None, cause, pc]
         self.last_pc = [max((pc for pc, q in enumerate(self.qid) if q == u), default=-1) for u in range(4)]
 
@@ -160,7 +159,6 @@ class Engine:
             self.end[pc] = end
             if gives[pc]:
                 sems.signal(gives[pc])
-            self.retired += 1
             self.outstanding -= 1
             if not self.outstanding and self.drain is not None and not self.drain.triggered:
                 self.drain.succeed()
