@@ -86,7 +86,7 @@ def choose_tiling(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, sp
 
 
 @lru_cache(maxsize=256)
-def search_tiling(M: int, N: int, K: int, dtype: DType, arch: Arch) -> GemmTiling:
+def search_tiling(M: int, N: int, K: int, dtype: DType, arch: Arch, b_packed: bool = False) -> GemmTiling:
     """The tiling with the fewest predicted cycles on ``arch``, from the simulator's own formulas.
 
     Each candidate that fits (two A/B slots in the SPM, two accumulator tiles in the ACC) is priced by its first step's
@@ -107,7 +107,9 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, arch: Arch) -> GemmTilin
         lay = _LAYOUTS[m.dataflow](es, ACC_TYPE[dtype], rows, cols, N, t, -(-t.tk // rows), -(-t.tn // cols),
                                    is_pitch(rows, es, arch.spm.bank_width))
         loads = [DmaCopy(queue=Queue.DMA_LD, shape=(tm, tk), dst=View(Space.SPM, 0, dtype, (tk * es, es)),
-                         src=View(Space.DRAM, 0, dtype, (K * es, es), "A"))] + lay.b_loads(2 * a, 0, 0, tk, tn, dtype)
+                         src=View(Space.DRAM, 0, dtype, (K * es, es), "A"))]
+        loads += _contiguous(Space.SPM, 2 * a, "B", 0, b, dtype) if b_packed else lay.b_loads(2 * a, 0, 0, tk, tn,
+                                                                                              dtype)
         mm = sum(instr_cost(i, arch).cycles for i in lay.matmuls(0, 0, 2 * a, tm, tk, tn, dtype, True))
         load = sum(instr_cost(i, arch).dram_window for i in loads)
         store = sum(instr_cost(i, arch).dram_window for i in lay.stores(0, 0, 0, tm, tn))
@@ -130,9 +132,12 @@ def _groups(total: int, block: int) -> list[tuple[int, int, int]]:
 
 def tiled_gemm(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, spm: int, acc: int,
                tiling: GemmTiling | None = None, max_rows: int = 256, dataflow: str = "ws",
-               bank_width: int = 16) -> Program:
+               bank_width: int = 16, b_packed: bool = False) -> Program:
     """The program for ``C = A @ B`` on a ``rows x cols`` array with ``spm``/``acc`` bytes of SRAM (SPM banks of
-    ``bank_width`` bytes, used to pad layouts against bank conflicts)."""
+    ``bank_width`` bytes, used to pad layouts against bank conflicts).
+
+    b_packed: region B holds :func:`pack_b`'s image (B pre-blocked offline, as weights are): every B load is one
+    contiguous copy instead of short strided runs."""
     if dataflow not in DATAFLOWS:
         raise CompileError(f"dataflow must be one of {DATAFLOWS}, not {dataflow!r}")
     t = tiling or choose_tiling(M, N, K, dtype, rows, cols, spm, acc, max_rows, dataflow, bank_width)
@@ -156,7 +161,11 @@ def tiled_gemm(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, spm: 
                 a_base, b_base = (ab % 2) * a_slot, 2 * a_slot + (ab % 2) * b_slot
                 loads = [DmaCopy(queue=Queue.DMA_LD, shape=(tm, tk), dst=View(Space.SPM, a_base, dtype, (tk * es, es)),
                                  src=View(Space.DRAM, (m0 * K + k0) * es, dtype, (K * es, es), "A"))]
-                loads += lay.b_loads(b_base, k0, n0, tk, tn, dtype)
+                if b_packed:
+                    index = (n0 // t.tn) * len(k_tiles) + ki
+                    loads += _contiguous(Space.SPM, b_base, "B", index * b_slot, b_slot, dtype)
+                else:
+                    loads += lay.b_loads(b_base, k0, n0, tk, tn, dtype)
                 loads[0] = _with(loads[0], waits=(SemOp("ab_empty"),))
                 loads[-1] = _with(loads[-1], signals=(SemOp("ab_full"),))
                 mms = lay.matmuls(acc_base, a_base, b_base, tm, tk, tn, dtype, first=ki == 0)
@@ -173,7 +182,8 @@ def tiled_gemm(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, spm: 
     prog.append(Halt())
     return Program(
         config=ProgramConfig(rows=rows, cols=cols, spm=spm, acc=acc),
-        regions=(Region("A", 0, M * K * es), Region("B", 1, K * N * es), Region("C", 2, M * N * 4)),
+        regions=(Region("A", 0, M * K * es), Region("B", 1, -(-N // t.tn) * -(-K // t.tk) * b_slot if b_packed
+                                                    else K * N * es), Region("C", 2, M * N * 4)),
         sems=(SemDecl("ab_full", 0), SemDecl("ab_empty", 2), SemDecl("acc_full", 0), SemDecl("acc_empty", 2)),
         instrs=tuple(prog))
 
@@ -262,6 +272,42 @@ class _IsLayout(_Layout):
 
 
 _LAYOUTS = {"ws": _WsLayout, "os": _OsLayout, "is": _IsLayout}
+
+
+def _contiguous(space: Space, base: int, region: str, offset: int, nbytes: int, dtype: DType) -> list[DmaCopy]:
+    """dma.ld copies of ``nbytes`` contiguous bytes from DRAM ``region`` + offset to ``space`` at ``base`` (2-D
+    copies of at most 65535 x 65535 elements, plus a 1-D remainder)."""
+    es, n = dtype.size, nbytes // dtype.size
+    full, rest = divmod(n, 0xFFFF)
+    out = []
+    if full:
+        out.append(DmaCopy(queue=Queue.DMA_LD, shape=(full, 0xFFFF), dst=View(space, base, dtype, (0xFFFF * es, es)),
+                           src=View(Space.DRAM, offset, dtype, (0xFFFF * es, es), region)))
+    if rest:
+        done = full * 0xFFFF * es
+        out.append(DmaCopy(queue=Queue.DMA_LD, shape=(rest,), dst=View(space, base + done, dtype, (es,)),
+                           src=View(Space.DRAM, offset + done, dtype, (es,), region)))
+    return out
+
+
+def pack_b(b: np.ndarray, K: int, N: int, dtype: DType, rows: int, cols: int, tiling: GemmTiling,
+           dataflow: str = "ws", bank_width: int = 16) -> np.ndarray:
+    """B (``K x N``, row-major) as the SPM images its B slots receive, one per (n tile, k tile) in load order, so a
+    B load is a contiguous copy. Computed by applying the unpacked program's own B copies on the host."""
+    t, es = tiling, dtype.size
+    _, b_slot, _ = slot_bytes(t, dtype, rows, cols, dataflow, bank_width)
+    lay = _LAYOUTS[dataflow](es, ACC_TYPE[dtype], rows, cols, N, t, -(-t.tk // rows), -(-t.tn // cols),
+                             is_pitch(rows, es, bank_width))
+    src = np.ascontiguousarray(b).view(np.uint8).ravel()
+    k_tiles = -(-K // t.tk)
+    out = np.zeros(-(-N // t.tn) * k_tiles * b_slot, np.uint8)
+    for ni, n0 in enumerate(range(0, N, t.tn)):
+        for ki, k0 in enumerate(range(0, K, t.tk)):
+            base = (ni * k_tiles + ki) * b_slot
+            for c in lay.b_loads(base, k0, n0, min(t.tk, K - k0), min(t.tn, N - n0), dtype):
+                d = np.ndarray(c.shape, dtype.storage, buffer=out, offset=c.dst.base, strides=c.dst.strides)
+                d[...] = np.ndarray(c.shape, dtype.storage, buffer=src, offset=c.src.base, strides=c.src.strides)
+    return out
 
 
 def _with(instr, waits=(), signals=()):

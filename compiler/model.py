@@ -21,7 +21,7 @@ from . import vector
 from .conv import ConvShape, Epilogue, conv2d, pack_weights
 from .depthwise import depthwise2d, pack_depthwise
 from .errors import CompileError, UnsupportedDTypeError, UnsupportedOpError
-from .gemm import search_tiling, tiled_gemm
+from .gemm import pack_b, search_tiling, tiled_gemm
 from .ir import Graph, Node
 from .layout_ops import lower_concat, lower_pad, lower_slice
 from .link import LayerRange, Segment, link
@@ -252,12 +252,16 @@ def _bias(low: _Lowering, n: Node, y: Binding, bias: np.ndarray) -> Binding:
     return out
 
 
-def _gemm_into(low: _Lowering, n: Node, a_off: int, b_loc: tuple[str, int], M: int, N: int, K: int,
+def _gemm_into(low: _Lowering, n: Node, a_off: int, b: np.ndarray | tuple[str, int], M: int, N: int, K: int,
                out_off: int, suffix: str = "") -> None:
+    """One GEMM segment; ``b`` is a constant ``K x N`` array (stored pre-blocked, :func:`pack_b`) or where B lives."""
     arch = low.arch
-    prog = tiled_gemm(M, N, K, F32, arch.matrix.rows, arch.matrix.cols, arch.spm.size, arch.acc.size,
-                      search_tiling(M, N, K, F32, arch), arch.matrix.max_rows, arch.matrix.dataflow,
-                      arch.spm.bank_width)
+    r, c, df, bw = arch.matrix.rows, arch.matrix.cols, arch.matrix.dataflow, arch.spm.bank_width
+    packed = isinstance(b, np.ndarray)
+    tiling = search_tiling(M, N, K, F32, arch, packed)
+    prog = tiled_gemm(M, N, K, F32, r, c, arch.spm.size, arch.acc.size, tiling, arch.matrix.max_rows, df, bw,
+                      b_packed=packed)
+    b_loc = ("W", low.const(pack_b(b, K, N, F32, r, c, tiling, df, bw))) if packed else b
     low.emit(n, prog, {"A": ("ACT", a_off), "B": b_loc, "C": ("ACT", out_off)}, M * N * K, suffix)
 
 
@@ -270,7 +274,7 @@ def _gemm(low: _Lowering, n: Node) -> None:
     w = (w.T if a.get("transB", 0) else w) * np.float32(a.get("alpha", 1.0))
     M, K = x.shape
     y = low.alloc((M, w.shape[1]), "rm")
-    _gemm_into(low, n, x.offset, ("W", low.const(np.ascontiguousarray(w))), M, w.shape[1], K, y.offset)
+    _gemm_into(low, n, x.offset, np.ascontiguousarray(w), M, w.shape[1], K, y.offset)
     if len(n.present_inputs) > 2:
         y = _bias(low, n, y, low.data(n.inputs[2]).astype(np.float32) * np.float32(a.get("beta", 1.0)))
     low.bind[n.outputs[0]] = y
@@ -283,7 +287,7 @@ def _matmul(low: _Lowering, n: Node) -> None:
     K, N = x.shape[-1], out_shape[-1]
     if low.graph.is_const(n.inputs[1]) and low.data(n.inputs[1]).ndim == 2:
         M = math.prod(x.shape[:-1])
-        _gemm_into(low, n, x.offset, ("W", low.const(low.data(n.inputs[1]).astype(np.float32))), M, N, K, y.offset)
+        _gemm_into(low, n, x.offset, low.data(n.inputs[1]).astype(np.float32), M, N, K, y.offset)
     else:
         b = low.want(n.inputs[1], "rm") if not low.graph.is_const(n.inputs[1]) else None
         if b is None or x.shape[:-2] != b.shape[:-2]:

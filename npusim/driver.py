@@ -13,6 +13,7 @@ from compiler.gemm import (
     gemm_inputs,
     gemm_reference,
     gemm_tolerance,
+    pack_b,
     search_tiling,
     slot_bytes,
     tiled_gemm,
@@ -64,14 +65,18 @@ def run_gemm(M: int, N: int, K: int, dtype: DType, arch: Arch, *, timing_only: b
     ideal_memory: the whole GEMM is one tile in SRAMs sized to hold it, and data movement is free (see
     :func:`ideal_memory_arch`); the matrix unit's busy cycles then follow SCALE-Sim's accounting.
     """
+    packed = not ideal_memory   # B pre-blocked offline, as weights are (ideal memory keeps SCALE-Sim's setting)
     if ideal_memory:
         arch, tiling = ideal_memory_arch(M, N, K, dtype, arch), GemmTiling(M, N, K)
     else:
-        tiling = search_tiling(M, N, K, dtype, arch)
-    program = tiled_gemm(M, N, K, dtype, arch.matrix.rows, arch.matrix.cols, arch.spm.size, arch.acc.size, tiling,
-                         arch.matrix.max_rows, arch.matrix.dataflow, arch.spm.bank_width)
+        tiling = search_tiling(M, N, K, dtype, arch, packed)
+    r, c, df, bw = arch.matrix.rows, arch.matrix.cols, arch.matrix.dataflow, arch.spm.bank_width
+    program = tiled_gemm(M, N, K, dtype, r, c, arch.spm.size, arch.acc.size, tiling, arch.matrix.max_rows, df, bw,
+                         b_packed=packed)
     inputs = None if timing_only else gemm_inputs(M, N, K, dtype, seed)
-    result = simulate(program, arch, inputs, timing_only=timing_only, ideal_memory=ideal_memory)
+    dram = None if inputs is None else dict(inputs, B=pack_b(inputs["B"], K, N, dtype, r, c, tiling, df, bw)) \
+        if packed else inputs
+    result = simulate(program, arch, dram, timing_only=timing_only, ideal_memory=ideal_memory)
     if timing_only:
         return result, None
     got = region_array(result, "C", DType.F32 if dtype.is_float else DType.I32, (M, N))
