@@ -317,7 +317,9 @@ def _elementwise(low: _Lowering, n: Node) -> None:
             locs.append(("ACT", b.offset))
             shapes.append(b.phys if layout == "nhwc" else b.shape)
     y = low.alloc(out_shape, layout if len(out_shape) == 4 else "rm")
-    prog = vector.binary(BINARY[n.op], shapes[0], shapes[1], F32, low.spm)
+    act = n.attrs.get("activation")
+    fused = None if act is None else (Act.RELU, 0.0, 0.0) if act[0] == "relu" else (Act.CLAMP, act[1], act[2])
+    prog = vector.binary(BINARY[n.op], shapes[0], shapes[1], F32, low.spm, fused)
     low.emit(n, prog, {"A": locs[0], "B": locs[1], "Y": ("ACT", y.offset)})
     low.bind[n.outputs[0]] = y
 

@@ -112,13 +112,21 @@ def _stream(pipe: RingPipeline, out_shape, ins: list[_Operand], out: _Operand, d
         pipe.step(loads, compute(views[-1], views[:-1], tshape), [store])
 
 
-def binary(op: BinOp, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: DType, spm: int):
-    """``Y = A op B`` with numpy broadcasting; regions A, B, Y (all ``dtype``, row-major)."""
+def binary(op: BinOp, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: DType, spm: int,
+           act: tuple[Act, float, float] | None = None):
+    """``Y = act(A op B)`` with numpy broadcasting; regions A, B, Y (all ``dtype``, row-major). ``act`` is a fused
+    activation ``(fn, lo, hi)`` applied in place to each tile before it is stored."""
     out = tuple(np.broadcast_shapes(tuple(a_shape), tuple(b_shape)))
     pipe = RingPipeline()
+
+    def compute(dst, srcs, shape):
+        ops = [VecBinary(op=op, shape=shape, dst=dst, src0=srcs[0], src1=srcs[1])]
+        if act is not None:
+            ops.append(VecUnary(fn=act[0], shape=shape, dst=dst, src=dst, lo=act[1], hi=act[2]))
+        return ops
+
     _stream(pipe, out, [_Operand("A", broadcast_strides(a_shape, out)), _Operand("B", broadcast_strides(b_shape, out))],
-            _Operand("Y", _row_major(out)), [dtype, dtype], dtype, spm,
-            lambda dst, srcs, shape: [VecBinary(op=op, shape=shape, dst=dst, src0=srcs[0], src1=srcs[1])])
+            _Operand("Y", _row_major(out)), [dtype, dtype], dtype, spm, compute)
     es = dtype.size
     return pipe.program(_config(spm), (Region("A", 0, math.prod(a_shape) * es), Region("B", 1, math.prod(b_shape) * es),
                                        Region("Y", 2, math.prod(out) * es)))

@@ -1,12 +1,15 @@
-"""Fuse an activation into the convolution that feeds it: a Conv whose only consumer is a Relu, or a Clip with
-constant bounds, takes the activation as ``attrs["activation"]`` (``("relu",)`` or ``("clamp", lo, hi)``) and the
-activation's output; the lowering applies it (with the bias) to each accumulator tile before the store."""
+"""Fuse an activation into the op that feeds it: a Conv or an element-wise Add/Sub/Mul/Div whose only consumer is a
+Relu, or a Clip with constant bounds, takes the activation as ``attrs["activation"]`` (``("relu",)`` or
+``("clamp", lo, hi)``) and the activation's output; the lowering applies it to each tile before the store (for a
+Conv, after the bias, on the accumulator tile)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from ..ir import Graph
+
+PRODUCERS = ("Conv", "Add", "Sub", "Mul", "Div")
 
 
 def fuse_activation(graph: Graph) -> Graph:
@@ -15,7 +18,7 @@ def fuse_activation(graph: Graph) -> Graph:
         if act.op not in ("Relu", "Clip"):
             continue
         conv = graph.producer(act.inputs[0])
-        if conv is None or conv.op != "Conv" or len(graph.consumers(act.inputs[0])) != 1 \
+        if conv is None or conv.op not in PRODUCERS or len(graph.consumers(act.inputs[0])) != 1 \
                 or act.inputs[0] in graph.outputs or "activation" in conv.attrs:
             continue
         if act.op == "Relu":

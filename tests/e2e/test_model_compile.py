@@ -73,9 +73,11 @@ def test_small_models_match_onnxruntime(build):
     assert all(lr["cycles"] > 0 and lr["bound"] in ("compute", "memory") for lr in layers)
 
 
-def test_batchnorm_is_folded_into_the_conv():
+def test_batchnorm_folded_and_activations_fused():
     compiled = compile_model(tiny_resnet(), load_arch("dc128"))
-    assert "BatchNormalization" not in {lr.op for lr in compiled.layers}
+    ops = [lr.op for lr in compiled.layers]
+    assert "BatchNormalization" not in ops and "Relu" not in ops   # BN into the conv; Relu into conv and Add
+    assert ops.count("Conv") == 3 and ops.count("Add") == 1
 
 
 def test_unsupported_op_is_named():
