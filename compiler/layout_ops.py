@@ -36,6 +36,7 @@ from isa.instructions import MAX_PAD
 from isa.view import MAX_EXTENT
 
 from .errors import CompileError, UnsupportedOpError
+from .vector import row_major
 
 F32 = DType.F32
 MAX_TILE_DIMS = 5
@@ -46,15 +47,6 @@ and stores of consecutive tiles overlap."""
 SEMS = (SemDecl("cp_full", 0), SemDecl("cp_empty", 2))
 NHWC_PERM = (0, 2, 3, 1)
 """Physical dimension i of an ``nhwc`` binding is logical dimension ``NHWC_PERM[i]``."""
-
-
-def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Element strides of a dense row-major ``shape``."""
-    strides, acc = [], 1
-    for e in reversed(shape):
-        strides.append(acc)
-        acc *= e
-    return tuple(reversed(strides))
 
 
 @dataclass(frozen=True)

@@ -28,19 +28,20 @@ from isa import (
     VecUnary,
     View,
 )
+from isa.view import MAX_EXTENT
 
 from .errors import CompileError, TilingError
 from .pipeline import RingPipeline
 
 F32 = DType.F32
-MAX_EXTENT = 0xFFFF  # largest extent of one instruction dimension
 
 
 def _config(spm: int) -> ProgramConfig:
     return ProgramConfig(rows=1, cols=1, spm=spm, acc=4096)
 
 
-def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of a dense row-major ``shape``."""
     strides, acc = [], 1
     for e in reversed(shape):
         strides.append(acc)
@@ -51,7 +52,7 @@ def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
 def broadcast_strides(shape: tuple[int, ...], out: tuple[int, ...]) -> tuple[int, ...]:
     """Element strides of a row-major ``shape`` read as ``out`` under numpy broadcasting (0 where broadcast)."""
     shape = (1,) * (len(out) - len(shape)) + tuple(shape)
-    return tuple(0 if e == 1 and o != 1 else s for e, o, s in zip(shape, out, _row_major(shape)))
+    return tuple(0 if e == 1 and o != 1 else s for e, o, s in zip(shape, out, row_major(shape)))
 
 
 def collapse(out: tuple[int, ...], *strides: tuple[int, ...]) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
@@ -99,7 +100,7 @@ def _stream(pipe: RingPipeline, out_shape, ins: list[_Operand], out: _Operand, d
         for size in slot_bytes:
             offs.append(base + pipe.slot * size)
             base += 2 * size
-        dense = _row_major(tshape)
+        dense = row_major(tshape)
         for k, d in enumerate(dtypes + [out_dtype]):
             views.append(View(Space.SPM, offs[k], d, tuple(s * d.size for s in dense)))
         loads = [DmaCopy(queue=Queue.DMA_LD, shape=tshape, dst=views[k],
@@ -126,7 +127,7 @@ def binary(op: BinOp, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype:
         return ops
 
     _stream(pipe, out, [_Operand("A", broadcast_strides(a_shape, out)), _Operand("B", broadcast_strides(b_shape, out))],
-            _Operand("Y", _row_major(out)), [dtype, dtype], dtype, spm, compute)
+            _Operand("Y", row_major(out)), [dtype, dtype], dtype, spm, compute)
     es = dtype.size
     return pipe.program(_config(spm), (Region("A", 0, math.prod(a_shape) * es), Region("B", 1, math.prod(b_shape) * es),
                                        Region("Y", 2, math.prod(out) * es)))
@@ -135,7 +136,7 @@ def binary(op: BinOp, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype:
 def unary(fn: Act, shape: tuple[int, ...], dtype: DType, spm: int, lo: float = 0, hi: float = 0):
     """``Y = fn(X)`` (relu, clamp(lo, hi), sigmoid, tanh, gelu, erf, exp, ...); regions X, Y."""
     pipe = RingPipeline()
-    _stream(pipe, tuple(shape), [_Operand("X", _row_major(shape))], _Operand("Y", _row_major(shape)), [dtype], dtype,
+    _stream(pipe, tuple(shape), [_Operand("X", row_major(shape))], _Operand("Y", row_major(shape)), [dtype], dtype,
             spm, lambda dst, srcs, s: [VecUnary(fn=fn, shape=s, dst=dst, src=srcs[0], lo=lo, hi=hi)])
     n = math.prod(shape) * dtype.size
     return pipe.program(_config(spm), (Region("X", 0, n), Region("Y", 1, n)))
@@ -318,9 +319,9 @@ def avgpool_reciprocals(H: int, W: int, k: int, stride: int, pad: int) -> np.nda
 def permute(in_shape: tuple[int, ...], perm: tuple[int, ...], dtype: DType, spm: int):
     """``Y = transpose(X, perm)`` (row-major in and out): the DMA reads X with permuted strides; regions X, Y."""
     out = tuple(in_shape[p] for p in perm)
-    strides = _row_major(tuple(in_shape))
+    strides = row_major(tuple(in_shape))
     pipe = RingPipeline()
-    _stream(pipe, out, [_Operand("X", tuple(strides[p] for p in perm))], _Operand("Y", _row_major(out)), [dtype],
+    _stream(pipe, out, [_Operand("X", tuple(strides[p] for p in perm))], _Operand("Y", row_major(out)), [dtype],
             dtype, spm, lambda dst, srcs, s: [VecUnary(fn=Act.MOV, shape=s, dst=dst, src=srcs[0])])
     n = math.prod(in_shape) * dtype.size
     return pipe.program(_config(spm), (Region("X", 0, n), Region("Y", 1, n)))
