@@ -109,8 +109,15 @@ class ConvTiling:
     tcb: int = 1 << 16
 
 
+def _skip(cs: ConvShape) -> int:
+    """Input pixels a 1x1 unpadded convolution skips between outputs: its loads read only the pixels it uses."""
+    return cs.stride if cs.R == cs.S == 1 and cs.pad == 0 else 1
+
+
 def _window(cs: ConvShape, toh: int, tow: int) -> tuple[int, int]:
-    """Input rows x columns one output tile reads."""
+    """Input rows x columns one output tile loads into SPM."""
+    if _skip(cs) > 1:
+        return toh, tow
     return (toh - 1) * cs.stride + (cs.R - 1) * cs.dilation + 1, (tow - 1) * cs.stride + (cs.S - 1) * cs.dilation + 1
 
 
@@ -176,9 +183,11 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
             for ow0 in range(0, cs.OW, t.tow):
                 tow = min(t.tow, cs.OW - ow0)
                 th, tw = _window(cs, toh, tow)
+                skip = _skip(cs)              # subsampled load: the SPM tile is dense, the conv then has stride 1
+                step = cs.stride // skip
                 ih0, iw0 = oh0 * cs.stride - cs.pad, ow0 * cs.stride - cs.pad
                 top, left = max(0, -ih0), max(0, -iw0)
-                bottom, right = max(0, ih0 + th - cs.H), max(0, iw0 + tw - cs.W)
+                bottom, right = max(0, ih0 + (th - 1) * skip + 1 - cs.H), max(0, iw0 + (tw - 1) * skip + 1 - cs.W)
                 pads = tuple(Pad(d, lo, hi) for d, lo, hi in ((0, top, bottom), (1, left, right)) if lo or hi)
                 for g in range(cs.groups):
                     for nb in range(nbs):
@@ -193,7 +202,8 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                             pix = tc * es
                             row = tw * pix
                             src = View(Space.DRAM, (((b * cs.H + max(ih0, 0)) * cs.W + max(iw0, 0)) * cs.C
-                                                    + g * cs.Cg + c0) * es, dtype, (cs.W * cs.C * es, cs.C * es, es),
+                                                    + g * cs.Cg + c0) * es, dtype,
+                                       (skip * cs.W * cs.C * es, skip * cs.C * es, es),
                                        "X")
                             load_x = DmaCopy(queue=Queue.DMA_LD, shape=(th, tw, tc), pad=pads,
                                              dst=View(Space.SPM, i_base, dtype, (row, pix, es)), src=src,
@@ -208,8 +218,8 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                                           acc=View(Space.ACC, acc_base, at, (t.tow * cols * 4, 0, 0, 0)),
                                           acc_row=cols * 4,
                                           a=View(Space.SPM, i_base + cb0 * rows * es, dtype,
-                                                 (cs.stride * row, cs.dilation * row, cs.dilation * pix, rows * es)),
-                                          a_row=cs.stride * pix,
+                                                 (step * row, cs.dilation * row, cs.dilation * pix, rows * es)),
+                                          a_row=step * pix,
                                           b=View(Space.SPM, w_base + cb0 * tile, dtype,
                                                  (0, cs.S * tcb * tile, tcb * tile, tile)))
                                    for cb0, cbc, k in _groups(tc, rows)]

@@ -65,3 +65,19 @@ def test_conv_cli(capsys):
     assert code == 0 and "-> 5x5" in out and "validation against numpy (exact)" in out and out.rstrip().endswith("ok")
     assert main(["conv", "1", "3", "5", "5", "4", "7", "7"]) == 1
     assert "a 7x7 filter (dilation 1) does not fit the padded 5x5 input" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stride", [2, 3])
+@pytest.mark.parametrize("dtype", [DType.I8, DType.F32])
+def test_strided_1x1_conv_loads_only_the_pixels_it_uses(stride, dtype):
+    # ResNet's downsampling 1x1 convs: the DMA reads every stride-th pixel, so the SPM tile is dense and the input
+    # bytes read from DRAM are exactly the used pixels (K = 24 fits one column block, so X is read once)
+    import math
+
+    arch = load_arch("mid32")
+    cs = ConvShape(1, 40, 13, 11, 24, 1, 1, stride=stride)
+    res, check = run_conv(cs, dtype, arch)
+    assert check.ok, check
+    x_bytes = sum(math.prod(i.src_shape) * dtype.size for i in res.program.instrs
+                  if getattr(i, "src", None) is not None and i.src.region == "X")
+    assert x_bytes == cs.OH * cs.OW * cs.C * dtype.size
