@@ -37,7 +37,8 @@ from isa import (
 )
 
 from .errors import CompileError, TilingError
-from .gemm import ACC_TYPE, _groups, _with
+from .gemm import ACC_TYPE, _groups
+from .pipeline import with_sync
 
 
 @dataclass(frozen=True)
@@ -223,9 +224,9 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                                           b=View(Space.SPM, w_base + cb0 * tile, dtype,
                                                  (0, cs.S * tcb * tile, tcb * tile, tile)))
                                    for cb0, cbc, k in _groups(tc, rows)]
-                            mms[0] = _with(mms[0], waits=(SemOp("in_full"),) + ((SemOp("acc_empty"),) if first
+                            mms[0] = with_sync(mms[0], waits=("in_full",) + (("acc_empty",) if first
                                                                                  else ()))
-                            mms[-1] = _with(mms[-1], signals=(SemOp("in_empty"),) + ((SemOp("acc_full"),) if last
+                            mms[-1] = with_sync(mms[-1], signals=("in_empty",) + (("acc_full",) if last
                                                                                       else ()))
                             prog += [load_x, load_w, *mms]
                             ring += 1
@@ -258,8 +259,8 @@ def _epilogue(ep: Epilogue, shape: tuple[int, ...], tile: View, bias: View, firs
     if ep.act is not None:
         ops.append(VecUnary(fn=Act.RELU if ep.act == "relu" else Act.CLAMP, shape=shape, dst=tile, src=tile,
                             lo=ep.lo if ep.act == "clamp" else 0, hi=ep.hi if ep.act == "clamp" else 0))
-    ops[0] = _with(ops[0], waits=(SemOp("acc_full"),) + ((SemOp("bias_ready"),) if first and ep.bias else ()))
-    ops[-1] = _with(ops[-1], signals=(SemOp("out_full"),))
+    ops[0] = with_sync(ops[0], waits=("acc_full",) + (("bias_ready",) if first and ep.bias else ()))
+    ops[-1] = with_sync(ops[-1], signals=("out_full",))
     return ops
 
 

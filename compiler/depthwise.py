@@ -44,7 +44,6 @@ from isa import (
     DType,
     Pad,
     Program,
-    ProgramConfig,
     Queue,
     Reduce,
     Region,
@@ -58,7 +57,7 @@ from isa.view import MAX_EXTENT
 from .conv import ConvShape
 from .errors import CompileError, TilingError
 from .gemm import ACC_TYPE
-from .pipeline import RingPipeline
+from .pipeline import RingPipeline, vector_config
 
 ALIGN = 64
 RUN_BYTES = 128
@@ -286,7 +285,7 @@ def depthwise2d(cs: ConvShape, dtype: DType, spm: int, lanes: int = 16,
                               [store])
     regions = (Region("X", 0, cs.N * cs.H * cs.W * cs.C * es), Region("Wd", 1, cs.R * cs.S * K * es),
                Region("Y", 2, cs.N * cs.OH * cs.OW * K * 4))
-    return pipe.program(ProgramConfig(rows=1, cols=1, spm=spm, acc=4096), regions)
+    return pipe.program(vector_config(spm), regions)
 
 
 def depthwise_inputs(cs: ConvShape, dtype: DType, seed: int = 0) -> tuple[dict, np.ndarray, np.ndarray]:

@@ -21,12 +21,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from isa import DmaCopy, DType, Halt, MatMul, Program, ProgramConfig, Queue, Region, SemDecl, SemOp, Space, View
+from isa import DmaCopy, DType, Halt, MatMul, Program, ProgramConfig, Queue, Region, SemDecl, Space, View
 from isa.arch import Arch
 from isa.cost import instr_cost
 from isa.dtypes import INT_RANGE, f32_to_bf16, to_compute
 
 from .errors import CompileError, TilingError
+from .pipeline import with_sync
 
 ACC_TYPE = {DType.I8: DType.I32, DType.U8: DType.I32, DType.F16: DType.F32, DType.BF16: DType.F32,
             DType.F32: DType.F32}
@@ -166,17 +167,17 @@ def tiled_gemm(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, spm: 
                     loads += _contiguous(Space.SPM, b_base, "B", index * b_slot, b_slot, dtype)
                 else:
                     loads += lay.b_loads(b_base, k0, n0, tk, tn, dtype)
-                loads[0] = _with(loads[0], waits=(SemOp("ab_empty"),))
-                loads[-1] = _with(loads[-1], signals=(SemOp("ab_full"),))
+                loads[0] = with_sync(loads[0], waits=("ab_empty",))
+                loads[-1] = with_sync(loads[-1], signals=("ab_full",))
                 mms = lay.matmuls(acc_base, a_base, b_base, tm, tk, tn, dtype, first=ki == 0)
-                mms[0] = _with(mms[0], waits=(SemOp("ab_full"),) + ((SemOp("acc_empty"),) if ki == 0 else ()))
-                mms[-1] = _with(mms[-1], signals=(SemOp("ab_empty"),) + (
-                    (SemOp("acc_full"),) if ki == len(k_tiles) - 1 else ()))
+                mms[0] = with_sync(mms[0], waits=("ab_full",) + (("acc_empty",) if ki == 0 else ()))
+                mms[-1] = with_sync(mms[-1], signals=("ab_empty",) + (
+                    ("acc_full",) if ki == len(k_tiles) - 1 else ()))
                 prog += loads + mms
                 ab += 1
             stores = lay.stores(acc_base, m0, n0, tm, tn)
-            stores[0] = _with(stores[0], waits=(SemOp("acc_full"),))
-            stores[-1] = _with(stores[-1], signals=(SemOp("acc_empty"),))
+            stores[0] = with_sync(stores[0], waits=("acc_full",))
+            stores[-1] = with_sync(stores[-1], signals=("acc_empty",))
             prog += stores
             accs += 1
     prog.append(Halt())
@@ -308,11 +309,6 @@ def pack_b(b: np.ndarray, K: int, N: int, dtype: DType, rows: int, cols: int, ti
                 d = np.ndarray(c.shape, dtype.storage, buffer=out, offset=c.dst.base, strides=c.dst.strides)
                 d[...] = np.ndarray(c.shape, dtype.storage, buffer=src, offset=c.src.base, strides=c.src.strides)
     return out
-
-
-def _with(instr, waits=(), signals=()):
-    """``instr`` with extra waits/signals appended (the first/last instruction of a group carries the sync)."""
-    return replace(instr, waits=instr.waits + waits, signals=instr.signals + signals)
 
 
 def gemm_inputs(M: int, N: int, K: int, dtype: DType, seed: int = 0) -> dict[str, np.ndarray]:

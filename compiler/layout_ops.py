@@ -31,11 +31,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isa import DmaCopy, DmaFill, DType, Halt, Pad, Program, ProgramConfig, Queue, Region, SemDecl, SemOp, Space, View
+from isa import DmaCopy, DmaFill, DType, Halt, Pad, Program, Queue, Region, SemDecl, SemOp, Space, View
 from isa.instructions import MAX_PAD
 from isa.view import MAX_EXTENT
 
 from .errors import CompileError, UnsupportedOpError
+from .pipeline import vector_config
 from .vector import row_major
 
 F32 = DType.F32
@@ -200,7 +201,7 @@ def staged_copy(boxes: list[Box], dtype: DType, regions: tuple[Region, ...], spm
                 n += 1
     if not prog:
         raise CompileError("staged_copy: nothing to copy (every box is empty)")
-    return Program(ProgramConfig(rows=1, cols=1, spm=spm, acc=4096), regions, SEMS, tuple(prog) + (Halt(),))
+    return Program(vector_config(spm), regions, SEMS, tuple(prog) + (Halt(),))
 
 
 # ------------------------------------------------------------------------------------------------------ lowerings

@@ -29,6 +29,7 @@ from .passes.fold_batchnorm import fold_batchnorm
 from .passes.fold_constants import fold_constants
 from .passes.fuse import fuse_activation
 from .patchify import is_patchify, lower_patchify
+from .steps import activation_step, bias_step
 
 F32 = DType.F32
 ALIGN = 64
@@ -199,10 +200,7 @@ class _Lowering:
 
 def _conv(low: _Lowering, n: Node) -> None:
     if is_patchify(n, low.graph):   # stride == kernel: the DMA gathers patches, the GEMM does the rest
-        lower_patchify(low, n)
-        if n.attrs.get("activation"):
-            low.bind[n.outputs[0]] = _activation(low, n, low.bind[n.outputs[0]], n.attrs["activation"])
-        return
+        return lower_patchify(low, n)
     a = n.attrs
     x = low.want(n.inputs[0], "nhwc")
     w = low.data(n.inputs[1]).astype(np.float32)
@@ -221,9 +219,9 @@ def _conv(low: _Lowering, n: Node) -> None:
         bind = {"X": ("ACT", x.offset), "Wd": ("W", low.const(pack_depthwise(w, cs))), "Y": ("ACT", y.offset)}
         low.emit(n, prog, bind, cs.macs)
         if has_bias:
-            y = _bias(low, n, y, low.data(n.inputs[2]))
+            y = bias_step(low, n, y, low.data(n.inputs[2]))
         if act:
-            y = _activation(low, n, y, act)
+            y = activation_step(low, n, y, act)
     else:   # bias and activation fused: applied to each accumulator tile before the store
         ep = Epilogue(bias=has_bias, act=act[0] if act else None, lo=act[1] if act and len(act) > 1 else 0.0,
                       hi=act[2] if act and len(act) > 1 else 0.0)
@@ -233,23 +231,6 @@ def _conv(low: _Lowering, n: Node) -> None:
             bind["Bias"] = ("W", low.const(low.data(n.inputs[2]).astype(np.float32)))
         low.emit(n, prog, bind, cs.macs)
     low.bind[n.outputs[0]] = y
-
-
-def _activation(low: _Lowering, n: Node, y: Binding, act: tuple) -> Binding:
-    """A fused activation the lowering could not fold into its own epilogue, as a separate vector step."""
-    out = low.alloc(y.shape, y.layout)
-    lo, hi = (act[1], act[2]) if len(act) > 1 else (0.0, 0.0)
-    prog = vector.unary(Act.RELU if act[0] == "relu" else Act.CLAMP, y.phys, F32, low.spm, lo, hi)
-    low.emit(n, prog, {"X": ("ACT", y.offset), "Y": ("ACT", out.offset)}, suffix="." + act[0])
-    return out
-
-
-def _bias(low: _Lowering, n: Node, y: Binding, bias: np.ndarray) -> Binding:
-    out = low.alloc(y.shape, y.layout)
-    boff = low.const(bias.astype(np.float32))
-    prog = vector.binary(BinOp.ADD, y.phys, bias.shape, F32, low.spm)
-    low.emit(n, prog, {"A": ("ACT", y.offset), "B": ("W", boff), "Y": ("ACT", out.offset)}, suffix=".bias")
-    return out
 
 
 def _gemm_into(low: _Lowering, n: Node, a_off: int, b: np.ndarray | tuple[str, int], M: int, N: int, K: int,
@@ -276,7 +257,7 @@ def _gemm(low: _Lowering, n: Node) -> None:
     y = low.alloc((M, w.shape[1]), "rm")
     _gemm_into(low, n, x.offset, np.ascontiguousarray(w), M, w.shape[1], K, y.offset)
     if len(n.present_inputs) > 2:
-        y = _bias(low, n, y, low.data(n.inputs[2]).astype(np.float32) * np.float32(a.get("beta", 1.0)))
+        y = bias_step(low, n, y, low.data(n.inputs[2]).astype(np.float32) * np.float32(a.get("beta", 1.0)))
     low.bind[n.outputs[0]] = y
 
 

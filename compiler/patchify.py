@@ -26,15 +26,15 @@ from dataclasses import replace
 
 import numpy as np
 
-from isa import BinOp, DmaCopy, DmaFill, DType, Program, Queue, Region, Space, View
+from isa import DmaCopy, DmaFill, DType, Program, Queue, Region, Space, View
 from isa.cost import instr_cost
 from isa.view import MAX_EXTENT
 
-from . import vector
 from .conv import ConvShape
 from .errors import CompileError
 from .gemm import tiled_gemm
 from .layout_ops import Box, Operand, staged_copy
+from .steps import activation_step, bias_step
 
 F32 = DType.F32
 
@@ -233,9 +233,7 @@ def lower_patchify(low, n, *, fuse: bool | None = None, fold_bias: bool = True) 
     y = low.alloc((N, K, cs.OH, cs.OW), "nhwc")
     low.emit(n, prog, {**a_loc, "B": ("W", low.const(packed)), "C": ("ACT", y.offset)}, M * K * kp)
     if bias is not None and not ones:
-        out = low.alloc(y.shape, y.layout)
-        prog = vector.binary(BinOp.ADD, y.phys, bias.shape, F32, low.spm)
-        low.emit(n, prog, {"A": ("ACT", y.offset), "B": ("W", low.const(bias)), "Y": ("ACT", out.offset)},
-                 suffix=".bias")
-        y = out
+        y = bias_step(low, n, y, bias)
+    if a.get("activation"):   # set by compiler.passes.fuse
+        y = activation_step(low, n, y, a["activation"])
     low.bind[n.outputs[0]] = y

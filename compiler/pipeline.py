@@ -14,6 +14,11 @@ from isa import Halt, Instr, Program, ProgramConfig, Region, SemDecl, SemOp
 SEMS = (SemDecl("in_full", 0), SemDecl("in_empty", 2), SemDecl("out_full", 0), SemDecl("out_empty", 2))
 
 
+def vector_config(spm: int) -> ProgramConfig:
+    """The ``.config`` of a program that does not use the matrix unit: any array, ``spm`` bytes of SPM."""
+    return ProgramConfig(rows=1, cols=1, spm=spm, acc=4096)
+
+
 def with_sync(instr: Instr, waits: tuple[str, ...] = (), signals: tuple[str, ...] = ()) -> Instr:
     """``instr`` with extra semaphore waits/signals appended."""
     return replace(instr, waits=instr.waits + tuple(SemOp(w) for w in waits),

@@ -18,7 +18,6 @@ from isa import (
     DmaCopy,
     DType,
     Pad,
-    ProgramConfig,
     Queue,
     Reduce,
     Region,
@@ -31,13 +30,9 @@ from isa import (
 from isa.view import MAX_EXTENT
 
 from .errors import CompileError, TilingError
-from .pipeline import RingPipeline
+from .pipeline import RingPipeline, vector_config
 
 F32 = DType.F32
-
-
-def _config(spm: int) -> ProgramConfig:
-    return ProgramConfig(rows=1, cols=1, spm=spm, acc=4096)
 
 
 def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -129,8 +124,9 @@ def binary(op: BinOp, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype:
     _stream(pipe, out, [_Operand("A", broadcast_strides(a_shape, out)), _Operand("B", broadcast_strides(b_shape, out))],
             _Operand("Y", row_major(out)), [dtype, dtype], dtype, spm, compute)
     es = dtype.size
-    return pipe.program(_config(spm), (Region("A", 0, math.prod(a_shape) * es), Region("B", 1, math.prod(b_shape) * es),
-                                       Region("Y", 2, math.prod(out) * es)))
+    return pipe.program(vector_config(spm), (Region("A", 0, math.prod(a_shape) * es),
+                                             Region("B", 1, math.prod(b_shape) * es),
+                                             Region("Y", 2, math.prod(out) * es)))
 
 
 def unary(fn: Act, shape: tuple[int, ...], dtype: DType, spm: int, lo: float = 0, hi: float = 0):
@@ -139,7 +135,7 @@ def unary(fn: Act, shape: tuple[int, ...], dtype: DType, spm: int, lo: float = 0
     _stream(pipe, tuple(shape), [_Operand("X", row_major(shape))], _Operand("Y", row_major(shape)), [dtype], dtype,
             spm, lambda dst, srcs, s: [VecUnary(fn=fn, shape=s, dst=dst, src=srcs[0], lo=lo, hi=hi)])
     n = math.prod(shape) * dtype.size
-    return pipe.program(_config(spm), (Region("X", 0, n), Region("Y", 1, n)))
+    return pipe.program(vector_config(spm), (Region("X", 0, n), Region("Y", 1, n)))
 
 
 def _rows_op(rows: int, length: int, dtype: DType, spm: int, regions_extra: tuple[Region, ...], per_tile,
@@ -171,7 +167,7 @@ def _rows_op(rows: int, length: int, dtype: DType, spm: int, regions_extra: tupl
                         dst=View(Space.DRAM, r0 * length * es, dtype, (length * es, es), "Y"))
         pipe.step(loads, per_tile(x, y, views, cols, extra_addr, r), [store])
     n = rows * length * es
-    return pipe.program(_config(spm), (Region("X", 0, n), Region("Y", 1, n)) + regions_extra)
+    return pipe.program(vector_config(spm), (Region("X", 0, n), Region("Y", 1, n)) + regions_extra)
 
 
 def _col(addr: int) -> View:
@@ -241,7 +237,7 @@ def reduce_rows(kind: Reduce, rows: int, length: int, dtype: DType, spm: int, me
         pipe.step([DmaCopy(queue=Queue.DMA_LD, shape=(r, length), dst=x,
                            src=View(Space.DRAM, r0 * length * es, dtype, (length * es, es), "X"))], compute,
                   [DmaCopy(queue=Queue.DMA_ST, shape=(r,), src=y, dst=View(Space.DRAM, r0 * es, dtype, (es,), "Y"))])
-    return pipe.program(_config(spm), (Region("X", 0, rows * length * es), Region("Y", 1, rows * es)))
+    return pipe.program(vector_config(spm), (Region("X", 0, rows * length * es), Region("Y", 1, rows * es)))
 
 
 def pool2d(kind: str, N: int, H: int, W: int, C: int, k: int, stride: int, pad: int, dtype: DType, spm: int,
@@ -303,7 +299,7 @@ def pool2d(kind: str, N: int, H: int, W: int, C: int, k: int, stride: int, pad: 
     regions = (Region("X", 0, N * H * W * C * es), Region("Y", 1, N * OH * OW * C * es))
     if kind == "avg" and not count_include_pad:
         regions += (Region("RC", 2, OH * OW * 4),)
-    return pipe.program(_config(spm), regions)
+    return pipe.program(vector_config(spm), regions)
 
 
 def avgpool_reciprocals(H: int, W: int, k: int, stride: int, pad: int) -> np.ndarray:
@@ -324,4 +320,4 @@ def permute(in_shape: tuple[int, ...], perm: tuple[int, ...], dtype: DType, spm:
     _stream(pipe, out, [_Operand("X", tuple(strides[p] for p in perm))], _Operand("Y", row_major(out)), [dtype],
             dtype, spm, lambda dst, srcs, s: [VecUnary(fn=Act.MOV, shape=s, dst=dst, src=srcs[0])])
     n = math.prod(in_shape) * dtype.size
-    return pipe.program(_config(spm), (Region("X", 0, n), Region("Y", 1, n)))
+    return pipe.program(vector_config(spm), (Region("X", 0, n), Region("Y", 1, n)))

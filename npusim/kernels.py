@@ -16,7 +16,8 @@ import math
 import numpy as np
 from numba import njit
 
-from isa.dtypes import INT_RANGE, DType
+from isa import dtypes
+from isa.dtypes import INT_RANGE, DType, bf16_to_f32
 
 ND = 5
 I8, U8, I16, I32, F16, BF16, F32 = range(7)
@@ -682,16 +683,9 @@ HOT_KERNELS = (dma_copy, dma_fill, matmul, binary_f, binary_i, unary_f, unary_i,
 # ---------------------------------------------------------------- numpy helpers (reference model, immediates)
 
 
-def bf16_to_f32(h: np.ndarray) -> np.ndarray:
-    """bf16 bits (uint16) -> f32, exact."""
-    return (np.asarray(h, np.uint16).astype(np.uint32) << 16).view(np.float32)
-
-
 def f32_to_bf16(x: np.ndarray) -> np.ndarray:
-    """f32 -> bf16 bits (uint16), round to nearest even; NaN -> 0x7FC0."""
-    b = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
-    out = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
-    return np.where(np.isnan(x), np.uint16(BF16_NAN_BITS), out)
+    """f32 -> bf16 bits (uint16), round to nearest even; NaN -> the canonical 0x7FC0 compute units write."""
+    return np.where(np.isnan(x), np.uint16(BF16_NAN_BITS), dtypes.f32_to_bf16(x))
 
 
 def widen(a: np.ndarray, dtype: DType) -> np.ndarray:

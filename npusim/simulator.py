@@ -8,7 +8,18 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from isa import DmaCopy, DmaFill, DType, MatMul, Program, Queue, SimulationError, VerifyError
+from isa import (
+    UNIT_QUEUES,
+    DeadlockError,
+    DmaCopy,
+    DmaFill,
+    DType,
+    MatMul,
+    Program,
+    Queue,
+    SimulationError,
+    VerifyError,
+)
 from isa.arch import Arch
 from isa.cost import FREE, instr_cost
 from isa.verify import verify, where
@@ -99,8 +110,6 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
 
 def _run_serial(program: Program, costs, execute):
     """One instruction at a time: each starts when the previous retires; semaphores must allow program order."""
-    from isa import UNIT_QUEUES, DeadlockError
-
     n = len(program.instrs)
     times = tuple(np.full(n, -1, np.int64) for _ in range(4))
     units = [UnitStats(UNIT_NAMES[q]) for q in UNIT_QUEUES]

@@ -32,13 +32,9 @@ F32 = DType.F32
 
 
 def _conv_dispatch(orig, **kw):
-    """compiler.model's Conv lowering with lower_patchify's options set (a fused activation still applies)."""
+    """compiler.model's Conv lowering with lower_patchify's options set."""
     def conv(low, n):
-        if not is_patchify(n, low.graph):
-            return orig(low, n)
-        lower_patchify(low, n, **kw)
-        if n.attrs.get("activation"):
-            low.bind[n.outputs[0]] = cm._activation(low, n, low.bind[n.outputs[0]], n.attrs["activation"])
+        return lower_patchify(low, n, **kw) if is_patchify(n, low.graph) else orig(low, n)
     return conv
 
 
