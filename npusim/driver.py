@@ -188,13 +188,13 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
     report = result.to_dict()
     report["layers"] = layer_report(result, compiled.layers)
     if validate and not timing_only:
+        import onnx
         import onnxruntime as ort
 
-        proto = model if not isinstance(model, Graph | str) and hasattr(model, "SerializeToString") else None
-        if proto is None:
-            from compiler.builder import to_onnx
+        from compiler.builder import to_onnx
 
-            proto = to_onnx(graph) if isinstance(model, Graph) else __import__("onnx").load(model)
+        proto = to_onnx(graph) if isinstance(model, Graph) else model if isinstance(model, onnx.ModelProto) \
+            else onnx.load(model)
         sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
         refs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, dict(inputs))))
         report["validation"] = {name: _compare(outputs[name], refs[name]) for name in outputs}
