@@ -12,7 +12,8 @@ from isa import Program, Queue
 from isa.arch import Arch
 from isa.cost import Cost
 
-UNIT_NAMES = {Queue.DMA_LD: "dma_load", Queue.DMA_ST: "dma_store", Queue.MXU: "matrix", Queue.VPU: "vector"}
+UNIT_NAMES = {Queue.DMA_LD: "dma_load", Queue.DMA_ST: "dma_store", Queue.MXU: "matrix", Queue.VPU: "vector",
+              Queue.HOST: "host"}
 STALL_CAUSES = ("semaphore", "queue_full", "barrier", "dma_channel", "sram_port", "dram_bandwidth", "dram_latency",
                 "bank_conflict")
 
