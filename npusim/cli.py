@@ -148,9 +148,12 @@ def cmd_compile(args) -> int:
 
     from .driver import load_model
 
-    compiled = compile_model(load_model(args.model), _arch(args), dump_after=args.dump_after)
+    fallback = not args.no_fallback
+    compiled = compile_model(load_model(args.model, fallback), _arch(args), dump_after=args.dump_after,
+                             fallback=fallback)
     write_program(compiled.program, args.output)
-    print(f"{args.model}: {len(compiled.layers)} layers, {len(compiled.program.instrs):,} instructions -> "
+    host = f", {len(compiled.host_ops)} on the host CPU" if compiled.host_ops else ""
+    print(f"{args.model}: {len(compiled.layers)} layers{host}, {len(compiled.program.instrs):,} instructions -> "
           f"{args.output}")
     return 0
 
@@ -170,7 +173,8 @@ def cmd_run(args) -> int:
     arch = _arch(args)
     inputs = _load_inputs(args.inputs) or None
     compiled, result, outputs, report = run_model(args.model, arch, inputs, timing_only=args.timing_only,
-                                                  validate=args.validate, seed=args.seed, dump_after=args.dump_after)
+                                                  validate=args.validate, seed=args.seed, dump_after=args.dump_after,
+                                                  fallback=not args.no_fallback)
     if args.save_outputs and outputs:
         np.savez(args.save_outputs, **outputs)
     if args.json:
@@ -179,6 +183,8 @@ def cmd_run(args) -> int:
     if args.json != "-":
         print(layers_table(report))
         print(summary(result))
+        for h in report["host_ops"]:
+            print(f"host CPU ran {h['name']} ({h['op']}): {h['reason']}")
         for name, v in report.get("validation", {}).items():
             print(f"validation {name} against onnxruntime ({v['rule']}): max |err| {v['max_abs_error']:.3g}, "
                   f"rel {v['max_rel_error']:.3g}: {'ok' if v['ok'] else 'FAILED'}")
@@ -280,6 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
     arch_args(co)
     co.add_argument("-o", "--output", required=True)
     co.add_argument("--dump-after", metavar="PASS", help="print the graph IR after this pass")
+    co.add_argument("--no-fallback", action="store_true", help="fail on ops the NPU cannot run instead of "
+                    "running them on the host CPU")
     co.set_defaults(func=cmd_compile)
 
     ru = sub.add_parser("run", help="compile and simulate an ONNX model; per-layer table; --validate vs onnxruntime")
@@ -292,6 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
     ru.add_argument("--json", metavar="OUT|-", help="write the JSON report to a file or stdout")
     ru.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     ru.add_argument("--dump-after", metavar="PASS", help="print the graph IR after this pass")
+    ru.add_argument("--no-fallback", action="store_true", help="fail on ops the NPU cannot run instead of "
+                    "running them on the host CPU")
     ru.set_defaults(func=cmd_run)
 
     zo = sub.add_parser("zoo", help="'zoo list' or 'zoo NAME -o MODEL.onnx': models built in code")
