@@ -94,6 +94,14 @@ def golden_names(selection: Sequence[str] = ()) -> list[str]:
     return out
 
 
+def _split(name: str) -> tuple[str, str]:
+    """(workload, preset) of golden ``name``; NpuSimError listing the goldens if there is no such golden."""
+    if name not in GOLDENS:
+        raise NpuSimError(f"no golden {name!r}; goldens: {', '.join(GOLDENS)}")
+    workload, preset = name.rsplit("-", 1)
+    return workload, preset
+
+
 @dataclass(frozen=True)
 class Golden:
     """One golden's content: the program's assembly text and its report (the dict written to report.json)."""
@@ -104,16 +112,14 @@ class Golden:
 
 def record(name: str, arch_overrides: Sequence[str] = ()) -> Golden:
     """Compile and simulate golden ``name`` now (timing only), on its preset with ``arch_overrides`` applied."""
-    if name not in GOLDENS:
-        golden_names([name])  # raises with the list of goldens
-    workload, preset = name.rsplit("-", 1)
+    workload, preset = _split(name)
     result, layers = WORKLOADS[workload].run(load_arch(preset, tuple(arch_overrides)))
     text = format_program(result.program)
     return Golden(text, _report(name, result, layers, text))
 
 
 def _report(name: str, result: SimResult, layers: list[dict], text: str) -> dict[str, Any]:
-    workload, preset = name.rsplit("-", 1)
+    workload, preset = _split(name)
     return {
         "format": FORMAT, "golden": name, "workload": workload, "what": WORKLOADS[workload].what, "preset": preset,
         "program": {"instructions": len(result.program.instrs), "lines": len(text.splitlines()),
@@ -189,6 +195,7 @@ def check_golden(name: str, arch_overrides: Sequence[str] = (), root: Path = TRA
 
     ``arch_overrides`` (``section.field=value``) change the preset for this run only, to see what a change would do.
     """
+    _split(name)
     old = load(name, root)
     if old is None:
         return [f"no golden recorded in {Path(root) / name}; `npusim golden --update {name}` records it"]

@@ -9,7 +9,7 @@ import pytest
 import npusim.driver
 from compiler.conv import ConvShape, ConvTiling
 from compiler.zoo import MODELS
-from isa import DType
+from isa import DType, NpuSimError
 from isa.arch import load_arch
 from isa.asm import format_program, parse_program
 from npusim import golden
@@ -120,6 +120,11 @@ def test_update_writes_only_what_changed(tmp_path, monkeypatch):
     monkeypatch.setattr(golden, "GZIP_ABOVE", 0)   # above the threshold the program is stored gzipped instead
     assert update_golden(name, tmp_path).files == ["program.s.gz", "removed program.s"]
     assert check_golden(name, root=tmp_path) == []
+
+
+def test_unknown_golden_is_an_error_listing_the_goldens():
+    with pytest.raises(NpuSimError, match="no golden 'conv3x3'; goldens: gemm512-edge16, "):
+        check_golden("conv3x3")   # a workload, not a golden
 
 
 def test_names_select_by_golden_workload_or_preset():
