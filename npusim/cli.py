@@ -208,6 +208,32 @@ def cmd_zoo(args) -> int:
     return 0
 
 
+def cmd_golden(args) -> int:
+    from .golden import TRACES, check_golden, golden_names, update_golden
+
+    root, names = Path(args.dir) if args.dir else TRACES, golden_names(args.names)
+    if args.update:
+        if args.set:
+            raise NpuSimError("--set cannot be combined with --update: goldens are recorded on the presets as they are")
+        for name in names:
+            up = update_golden(name, root)
+            print(f"{name}: " + (f"wrote {', '.join(up.files)}" if up.files else "unchanged"), flush=True)
+            for line in up.differences:
+                print(f"  {line}")
+        return 0
+    differ = []
+    for name in names:
+        lines = check_golden(name, tuple(args.set or ()), root)
+        differ += [name] if lines else []
+        for line in lines or ["ok"]:
+            print(f"{name}: {line}", flush=True)
+    if differ:
+        hint = ("with --set applied (the recorded goldens are unchanged)" if args.set else
+                f"if the change is intended, `npusim golden --update {' '.join(differ)}` records it")
+        print(f"npusim: error: {len(differ)} of {len(names)} goldens differ; {hint}", file=sys.stderr)
+    return 1 if differ else 0
+
+
 def cmd_verify(args) -> int:
     from isa.files import read_program
     from isa.verify import verify
@@ -308,6 +334,14 @@ def build_parser() -> argparse.ArgumentParser:
     zo.add_argument("name")
     zo.add_argument("-o", "--output")
     zo.set_defaults(func=cmd_zoo)
+
+    go = sub.add_parser("golden", help="recompile + resimulate the golden traces (traces/) and diff; --update rewrites")
+    go.add_argument("names", nargs="*", metavar="NAME", help="golden, workload or preset names (default: all)")
+    go.add_argument("--update", action="store_true", help="rewrite the goldens' files and say which changed")
+    go.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE",
+                    help="check with this Arch override (shows what a change would do)")
+    go.add_argument("--dir", help="the traces directory (default: traces/ of the source tree)")
+    go.set_defaults(func=cmd_golden)
 
     v = sub.add_parser("verify", help="statically check a program (bounds, alignment, semaphores)")
     v.add_argument("program")
