@@ -173,7 +173,7 @@ def plot_utilization(report: dict, ax: Axes, buckets: int = 100) -> Utilization:
     artists = [ax.stairs(100 * f, edges, label=u, linewidth=1.5) for u, f in fraction.items()]
     ax.set_ylim(0, 105)
     ax.set_xlim(edges[0], edges[-1])
-    ax.set_ylabel(f"busy (% of each {width[0]:,.0f}-cycle bucket)")
+    ax.set_ylabel(f"instruction in flight\n(% of each {width[0]:,.0f}-cycle bucket)")
     _cycle_axis(ax, report)
     ax.grid(alpha=0.3)
     ax.legend(title="unit", loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small", frameon=False)
@@ -193,7 +193,7 @@ class LayerSplit:
 
 def plot_layers(report: dict, ax: Axes) -> LayerSplit:
     """Horizontal stacked bars, one per layer top to bottom: what its cycles were spent on (``layers[].time_split``,
-    docs/report.md). The host part is drawn only when a host unit was busy."""
+    docs/report.md). Parts that are 0 in every layer (no host unit, say) are not drawn."""
     layers = _layers(report, "layers", "time_split")
     names = [lr["name"] for lr in layers]
     parts = {role: np.array([lr["time_split"].get(role, 0) for lr in layers], np.int64) for role in ROLE_ORDER}
@@ -201,7 +201,7 @@ def plot_layers(report: dict, ax: Axes) -> LayerSplit:
     left = np.zeros(len(layers), np.int64)
     artists = []
     for role in ROLE_ORDER:
-        if role == "host" and not parts[role].any():
+        if not parts[role].any():
             continue
         artists.append(ax.barh(y, parts[role], left=left, color=ROLE_COLORS[role], label=ROLE_LABELS[role],
                                height=0.8))
@@ -256,8 +256,7 @@ def plot_roofline(report: dict, ax: Axes) -> Roofline:
         artists.append(ax.scatter(intensity[mine], attained[mine], s=area[mine], color=colormaps["tab10"](i % 10),
                                   label=op, edgecolors="k", linewidths=0.4, zorder=3))
     ax.axvline(ridge, color="k", linestyle=":", linewidth=0.8)
-    ax.annotate(f"ridge {ridge:g} MACs/B", (ridge, peak), xytext=(4, -14), textcoords="offset points",
-                fontsize="small")
+    ax.text(ridge * 1.08, 0.02, f"ridge: {ridge:g} MACs/B", transform=ax.get_xaxis_transform(), fontsize="small")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -265,8 +264,8 @@ def plot_roofline(report: dict, ax: Axes) -> Roofline:
     ax.set_xlabel("arithmetic intensity (MACs per DRAM byte)")
     ax.set_ylabel("attained (MACs per cycle)")
     ax.grid(which="both", alpha=0.25)
-    leg = ax.legend(loc="lower right", fontsize="small", title="points: layers by op, area ~ cycles",
-                    title_fontsize="small")
+    leg = ax.legend(loc="upper left", bbox_to_anchor=(0, 0.94), fontsize="small", title_fontsize="small",
+                    title="points: layers by op, area ~ cycles")   # above the roof: never over a point
     for handle in leg.legend_handles[1:]:
         handle.set_sizes([36])
     if skipped:
