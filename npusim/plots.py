@@ -102,7 +102,8 @@ class Timeline:
 def plot_timeline(report: dict, ax: Axes, window: tuple[int, int] | None = None, color_by: str = "layer",
                   legend: int = 12) -> Timeline:
     """Gantt chart: a row per unit, a bar per instruction from its start to its end cycle, coloured by layer (the
-    ``legend`` longest layers are named) or by op. ``window = (c0, c1)`` shows only cycles ``[c0, c1)``."""
+    ``legend`` longest layers are named) or by op (by unit when the report has no layers). ``window = (c0, c1)``
+    shows only cycles ``[c0, c1)``."""
     if color_by not in ("layer", "op"):
         raise PlotError(f"color_by must be 'layer' or 'op', not {color_by!r}")
     units, unit, pc, start, end = _instructions(report, "timeline")
@@ -125,6 +126,8 @@ def plot_timeline(report: dict, ax: Axes, window: tuple[int, int] | None = None,
         group = np.where(layer >= 0, op_index[np.maximum(layer, 0)] if layers else -1, -1)
         shown = sorted({int(op_index[k]) for k in present})
     face = np.array(colors + [OTHER], dtype=object)[np.where(group >= 0, group, len(colors))]
+    if not layers:   # a `simulate` report: no layers to colour by, so one colour per unit
+        face = np.array([colormaps["tab10"](i % 10) for i in range(len(units))], dtype=object)[unit]
     n = len(units)
     artists, bars = [], {}
     for i, name in enumerate(units):

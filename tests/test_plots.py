@@ -141,6 +141,15 @@ def test_timeline_window_keeps_the_instructions_that_overlap_it(report):
     assert set(drawn.legend) <= {lr["op"] for lr in report["layers"]}
 
 
+def test_timeline_of_a_report_without_layers_colours_by_unit(report):
+    """`npusim simulate --json` reports have instructions but no layers."""
+    r = {k: v for k, v in report.items() if k != "layers"}
+    drawn = plot_timeline(r, ax())
+    assert drawn.bars == {name: u["instructions"] for name, u in report["units"].items()} and drawn.legend == []
+    colours = [{tuple(c) for c in artist.get_facecolor()} for artist in drawn.artists]
+    assert all(len(c) == 1 for c in colours) and len(set.union(*colours)) == len(drawn.artists)
+
+
 def test_a_host_unit_gets_a_row_and_its_part(report):
     """A fifth unit, as the host-CPU fallback will add: rows and parts follow the report, nothing is hard-coded."""
     r = copy.deepcopy(report)
