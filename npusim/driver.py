@@ -168,7 +168,8 @@ def layer_report(result: SimResult, layers) -> list[dict]:
         most = {role: max([b for u, b in busy.items() if unit_role(u) == role], default=0)
                 for role in ("compute", "memory_stall")}
         cycles = end - start
-        costs = [instr_cost(result.program.instrs[pc], result.arch) for pc in pcs if unit[pc].startswith("dma")]
+        costs = [instr_cost(result.program.instrs[pc], result.arch) for pc in pcs
+                 if unit_role(unit[pc]) == "memory_stall"]
         out.append({"name": lr.name, "op": lr.op, "start": start, "end": end, "cycles": cycles, "macs": lr.macs,
                     "matrix_utilization": lr.macs / (cycles * r * c) if cycles else 0.0,
                     "bound": "compute" if most["compute"] >= most["memory_stall"] else "memory",
