@@ -179,6 +179,10 @@ def cmd_run(args) -> int:
         np.savez(args.save_outputs, **outputs)
     if args.json:
         _write_json(json.dumps(report, indent=1), args.json)
+    if args.timeline:
+        from .plots import render
+
+        render(report, "timeline", args.timeline, title=Path(args.model).stem)
     ok = all(v["ok"] for v in report.get("validation", {}).values())
     if args.json != "-":
         print(layers_table(report))
@@ -189,6 +193,29 @@ def cmd_run(args) -> int:
             print(f"validation {name} against onnxruntime ({v['rule']}): max |err| {v['max_abs_error']:.3g}, "
                   f"rel {v['max_rel_error']:.3g}: {'ok' if v['ok'] else 'FAILED'}")
     return 0 if ok else 3
+
+
+def _window(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    try:
+        c0, c1 = (int(x.replace("_", "")) for x in text.split(":"))
+    except ValueError:
+        raise NpuSimError(f"--window must be C0:C1 (two cycle numbers), not {text!r}") from None
+    return c0, c1
+
+
+def cmd_plot(args) -> int:
+    from .plots import render
+
+    try:
+        report = json.loads(Path(args.report).read_text())
+    except json.JSONDecodeError as e:
+        raise NpuSimError(f"{args.report} is not a JSON report: {e}") from None
+    render(report, args.kind, args.output, title=args.title if args.title is not None else Path(args.report).stem,
+           window=_window(args.window), color_by=args.color_by, buckets=args.buckets)
+    print(f"wrote {args.output}")
+    return 0
 
 
 def cmd_zoo(args) -> int:
@@ -328,7 +355,18 @@ def build_parser() -> argparse.ArgumentParser:
     ru.add_argument("--dump-after", metavar="PASS", help="print the graph IR after this pass")
     ru.add_argument("--no-fallback", action="store_true", help="fail on ops the NPU cannot run instead of "
                     "running them on the host CPU")
+    ru.add_argument("--timeline", metavar="OUT.png", help="draw the Gantt timeline of the run (as `npusim plot`)")
     ru.set_defaults(func=cmd_run)
+
+    pl = sub.add_parser("plot", help="draw a plot of a `run --json` report: timeline, util, layers or roofline")
+    pl.add_argument("report", help="JSON report of `npusim run` (timeline and util also take `simulate`'s)")
+    pl.add_argument("--kind", required=True, choices=["timeline", "util", "layers", "roofline"])
+    pl.add_argument("-o", "--output", required=True, help="image file; .png, .svg or .pdf")
+    pl.add_argument("--window", metavar="C0:C1", help="timeline: show only cycles [C0, C1)")
+    pl.add_argument("--color-by", default="layer", choices=["layer", "op"], help="timeline: bar colours")
+    pl.add_argument("--buckets", type=int, default=100, help="util: number of time buckets (default 100)")
+    pl.add_argument("--title", help="title prefix (default: the report's file name)")
+    pl.set_defaults(func=cmd_plot)
 
     zo = sub.add_parser("zoo", help="'zoo list' or 'zoo NAME -o MODEL.onnx': models built in code")
     zo.add_argument("name")

@@ -21,11 +21,14 @@ from compiler.gemm import (
 )
 from compiler.ir import Graph
 from compiler.model import CompiledModel, compile_model
-from isa import DType, Queue, SimulationError
+from isa import DType, SimulationError
 from isa.arch import Arch
+from isa.cost import instr_cost
 from isa.dtypes import to_compute
 
+from .intervals import time_split, unit_role
 from .simulator import SimResult, region_array, simulate
+from .stats import UNIT_NAMES
 
 
 @dataclass
@@ -173,21 +176,30 @@ def host_functions(compiled: CompiledModel) -> dict[str, Callable]:
 
 
 def layer_report(result: SimResult, layers) -> list[dict]:
-    """Per layer: its instructions' first start and last retire, cycles, MACs, matrix utilization and what bounds it
+    """Per layer: its program counters ``[start, end)``, its instructions' first start and last retire, cycles, MACs,
+    matrix utilization, DRAM bytes, the split of its cycles (:func:`npusim.intervals.time_split`) and what bounds it
     (host: it ran on the host CPU; compute: the matrix or vector unit was the busiest; memory: the DMA was)."""
     out = []
     r, c = result.arch.matrix.rows, result.arch.matrix.cols
+    unit = [UNIT_NAMES.get(i.queue, "") for i in result.program.instrs]
     for lr in layers:
         pcs = [pc for pc in range(lr.start, lr.end) if result.end[pc] >= 0]
-        start, end = int(min(result.start[pcs])), int(max(result.end[pcs]))
-        busy = dict.fromkeys(Queue, 0)
-        for pc in pcs:
-            busy[result.program.instrs[pc].queue] += int(result.end[pc] - result.start[pc])
+        starts, ends = result.start[pcs], result.end[pcs]
+        start, end = int(starts.min()), int(ends.max())
+        busy = dict.fromkeys(UNIT_NAMES.values(), 0)
+        for pc, s, e in zip(pcs, starts, ends):
+            busy[unit[pc]] += int(e - s)
+        most = {role: max([b for u, b in busy.items() if unit_role(u) == role], default=0)
+                for role in ("compute", "memory_stall")}
         cycles = end - start
-        compute, memory = max(busy[Queue.MXU], busy[Queue.VPU]), max(busy[Queue.DMA_LD], busy[Queue.DMA_ST])
+        costs = [instr_cost(result.program.instrs[pc], result.arch) for pc in pcs
+                 if unit_role(unit[pc]) == "memory_stall"]
         out.append({"name": lr.name, "op": lr.op, "start": start, "end": end, "cycles": cycles, "macs": lr.macs,
                     "matrix_utilization": lr.macs / (cycles * r * c) if cycles else 0.0,
-                    "bound": "host" if busy[Queue.HOST] else "compute" if compute >= memory else "memory"})
+                    "bound": "host" if busy.get("host") else "compute" if most["compute"] >= most["memory_stall"]
+                    else "memory",
+                    "pcs": [lr.start, lr.end], "dram_bytes": sum(k.dram_read + k.dram_write for k in costs),
+                    "time_split": time_split([unit[pc] for pc in pcs], starts, ends, (start, end))})
     return out
 
 

@@ -95,12 +95,12 @@ def test_new_and_missing_units_and_layers_are_named():
     g = Golden(stored_program("conv3x3-mid32"), stored_report("conv3x3-mid32"))
     units = dict(g.report["units"])
     extra_unit = {"instructions": 3, "busy_cycles": 40, "idle_cycles": 10, "stall_cycles": {"semaphore": 5}}
-    grown = Golden(g.program, {**g.report, "units": {**units, "tensor_core": extra_unit},
+    grown = Golden(g.program, {**g.report, "units": {**units, "tpu": extra_unit},
                                "layers": [*g.report["layers"], {**g.report["layers"][0], "name": "extra"}]})
     assert diff(g, grown) == [f"layer extra (Conv): new, {g.report['layers'][0]['cycles']:,} cycles",
-                              "unit tensor_core: new, not in the golden (busy 40, stalled 5, idle 10 cycles, 3 instructions)"]
+                              "unit tpu: new, not in the golden (busy 40, stalled 5, idle 10 cycles, 3 instructions)"]
     assert diff(grown, g) == [f"layer extra (Conv): gone (was {g.report['layers'][0]['cycles']:,} cycles)",
-                              "unit tensor_core: in the golden but not in this run (had busy 40, stalled 5, idle 10 cycles, "
+                              "unit tpu: in the golden but not in this run (had busy 40, stalled 5, idle 10 cycles, "
                               "3 instructions)"]
 
 
