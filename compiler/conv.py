@@ -13,6 +13,7 @@ tiles are rings of 2, so loads, matrix work and stores overlap.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -35,6 +36,8 @@ from isa import (
     VecUnary,
     View,
 )
+from isa.arch import Arch
+from isa.cost import program_estimate
 
 from .errors import CompileError, TilingError
 from .gemm import ACC_TYPE, _groups
@@ -141,6 +144,41 @@ def choose_conv_tiling(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: i
                 return ConvTiling(toh, tow, tcb)
     raise TilingError(f"no tiling of {cs} fits {spm} B of SPM and {acc} B of ACC (one output row of one channel "
                       f"block needs more)")
+
+
+def _fit_tcb(cs: ConvShape, toh: int, tow: int, es: int, rows: int, cols: int, spm: int, acc: int) -> int:
+    """The most input-channel blocks per step with which a ``toh x tow`` tile fits (double-buffered), or 0."""
+    for tcb in range(-(-cs.Cg // rows), 0, -1):
+        i, w, a = _slots(cs, ConvTiling(toh, tow, tcb), es, rows, cols)
+        if 2 * (i + w) <= spm and 2 * a <= acc:
+            return tcb
+    return 0
+
+
+@lru_cache(maxsize=512)
+def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilogue | None = None) -> ConvTiling:
+    """The tiling with the fewest predicted cycles on ``arch``, from the simulator's own formulas.
+
+    Candidates: output heights that split OH evenly into 1 to 8 tiles, and the tallest tile that fits, each with the
+    most input-channel blocks per step that fit; every candidate's whole program is priced with
+    :func:`isa.cost.program_estimate`. Ties go to the taller tile (fewer instructions).
+    """
+    epilogue = epilogue or Epilogue()
+    r, c, es = arch.matrix.rows, arch.matrix.cols, dtype.size
+    spm = arch.spm.size - (cs.K * 4 if epilogue.bias else 0)
+    tallest = choose_conv_tiling(cs, dtype, r, c, spm, arch.acc.size, arch.matrix.max_rows)
+    heights = {tallest.toh} | {-(-cs.OH // n) for n in range(1, 9)}
+    best = None
+    for toh in sorted(heights, reverse=True):
+        tcb = _fit_tcb(cs, toh, tallest.tow, es, r, c, spm, arch.acc.size)
+        if not tcb:
+            continue
+        t = ConvTiling(toh, tallest.tow, tcb)
+        est = program_estimate(conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, t, arch.matrix.max_rows,
+                                      epilogue), arch)
+        if best is None or est < best[0]:
+            best = (est, t)
+    return best[1]
 
 
 @dataclass(frozen=True)

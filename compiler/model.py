@@ -18,7 +18,7 @@ from isa import Act, BinOp, DType, Program, ProgramConfig, Reduce
 from isa.arch import Arch
 
 from . import vector
-from .conv import ConvShape, Epilogue, conv2d, pack_weights
+from .conv import ConvShape, Epilogue, conv2d, pack_weights, search_conv_tiling
 from .depthwise import depthwise2d, pack_depthwise
 from .errors import FALLBACK_HINT, CompileError, UnsupportedDTypeError, UnsupportedOpError
 from .gemm import pack_b, search_tiling, tiled_gemm
@@ -280,7 +280,8 @@ def _conv(low: _Lowering, n: Node) -> None:
     else:   # bias and activation fused: applied to each accumulator tile before the store
         ep = Epilogue(bias=has_bias, act=act[0] if act else None, lo=act[1] if act and len(act) > 1 else 0.0,
                       hi=act[2] if act and len(act) > 1 else 0.0)
-        prog = conv2d(cs, F32, r, c, arch.spm.size, arch.acc.size, max_rows=arch.matrix.max_rows, epilogue=ep)
+        prog = conv2d(cs, F32, r, c, arch.spm.size, arch.acc.size, search_conv_tiling(cs, F32, arch, ep),
+                      arch.matrix.max_rows, ep)
         bind = {"X": ("ACT", x.offset), "Wt": ("W", low.const(pack_weights(w, cs, r, c))), "Y": ("ACT", y.offset)}
         if has_bias:
             bind["Bias"] = ("W", low.const(low.data(n.inputs[2]).astype(np.float32)))

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .arch import Arch, Memory
-from .dtypes import Space
+from .dtypes import Queue, Space
 from .instructions import (
     Act,
     BinOp,
@@ -354,6 +354,25 @@ def instr_cost(instr: Instr, arch: Arch) -> Cost:
     """Static cost of any instruction (sync, barrier and halt cost 0 cycles)."""
     f = _COST.get(type(instr))
     return f(instr, arch) if f is not None else FREE
+
+
+def program_estimate(program, arch: Arch) -> int:
+    """Predicted cycles of a software-pipelined program (compilers rank tilings with it): the busiest unit queue or
+    the DRAM bus (every DMA's window), whichever is longer, plus the first load and the last store, which nothing
+    overlaps. Cycles."""
+    busy: dict = {}
+    bus = first_load = last_store = 0
+    for instr in program.instrs:
+        c = instr_cost(instr, arch)
+        q = instr.queue
+        busy[q] = busy.get(q, 0) + c.cycles
+        bus += c.dram_window
+        if q is Queue.DMA_LD and not first_load:
+            first_load = c.cycles
+        elif q is Queue.DMA_ST:
+            last_store = c.cycles
+    busy.pop(Queue.CTRL, None)
+    return max(max(busy.values(), default=0), bus) + first_load + last_store
 
 
 def clear_caches() -> None:
