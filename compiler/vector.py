@@ -89,6 +89,8 @@ def _stream(pipe: RingPipeline, out_shape, ins: list[_Operand], out: _Operand, d
         raise CompileError(f"shape {out_shape} does not collapse to 5 dimensions")
     sizes = [d.size for d in dtypes] + [out_dtype.size]
     limit = max(1, (spm // 2) // sum(sizes))   # two ring slots of every buffer
+    if len(set(sizes)) > 1 and limit >= 4:      # mixed element sizes: keep every slot word-aligned
+        limit -= limit % 4
     slot_bytes = [limit * s for s in sizes]
     for start, tshape in _tiles(shape, limit):
         base, offs, views = 0, [], []
