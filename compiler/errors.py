@@ -32,6 +32,9 @@ class ShapeError(CompileError):
         super().__init__(f"{where(node, op)}{reason}")
 
 
+FALLBACK_HINT = "; without --no-fallback (Python: allow_unknown=True, fallback=True) such nodes run on the host CPU"
+
+
 class UnsupportedOpError(CompileError):
     """An operator, or an attribute value of one, that the compiler does not support."""
 

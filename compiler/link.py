@@ -7,8 +7,10 @@ own small DRAM regions (X, Wt, Y, ...). :func:`link` concatenates them in order 
 - renames semaphores by the pair of queues they connect (a segment's ``in_full`` feeding the matrix unit and another's
   feeding the vector unit become two semaphores, keeping one producer and one consumer queue each; rings are balanced
   within a segment, so later segments reuse them),
-- orders segments: the first load of a segment waits for the last store of the one before (semaphore ``seg_dep``,
-  dma.st -> dma.ld), so a layer reads its input only after the previous layer wrote it,
+- orders segments: a segment's entry (its first dma.ld, or its host.call) waits for the exit of the one before (its
+  last dma.st, or its host.call), so a layer reads its input only after the previous layer wrote it (semaphore
+  ``seg_dep`` for dma.st -> dma.ld, ``seg_dep_<from>_<to>`` for pairs with the host queue; none between two
+  host calls, which the host queue already orders),
 - records each segment's program-counter range, which reports use to attribute cycles to layers.
 """
 
@@ -21,7 +23,8 @@ from isa.verify import verify
 
 from .errors import CompileError
 
-SHORT = {Queue.DMA_LD: "ld", Queue.DMA_ST: "st", Queue.MXU: "mxu", Queue.VPU: "vpu"}
+SHORT = {Queue.DMA_LD: "ld", Queue.DMA_ST: "st", Queue.MXU: "mxu", Queue.VPU: "vpu", Queue.HOST: "host"}
+ENTRY, EXIT = (Queue.DMA_LD, Queue.HOST), (Queue.DMA_ST, Queue.HOST)
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,8 @@ def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int]
     instrs: list[Instr] = []
     sems: dict[str, int] = {}
     layers = []
+    entries = [next(i.queue for i in s.program.instrs if i.queue in ENTRY) for s in segments]
+    exits = [next(i.queue for i in reversed(s.program.instrs) if i.queue in EXIT) for s in segments]
     for k, seg in enumerate(segments):
         report = verify(seg.program)
         init = {s.name: s.init for s in seg.program.sems}
@@ -76,16 +81,22 @@ def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int]
         body = [i for i in seg.program.instrs if not isinstance(i, Halt)]
         body = [replace(_relocate(i, seg.bind), waits=tuple(SemOp(rename[o.name], o.count) for o in i.waits),
                         signals=tuple(SemOp(rename[o.name], o.count) for o in i.signals)) for i in body]
-        if k:
-            first = next(j for j, i in enumerate(body) if i.queue is Queue.DMA_LD)
-            body[first] = replace(body[first], waits=body[first].waits + (SemOp("seg_dep"),))
-        if k < len(segments) - 1:
-            last = max(j for j, i in enumerate(body) if i.queue is Queue.DMA_ST)
-            body[last] = replace(body[last], signals=body[last].signals + (SemOp("seg_dep"),))
-            sems["seg_dep"] = 0
+        if k and exits[k - 1] is not entries[k]:
+            first = next(j for j, i in enumerate(body) if i.queue in ENTRY)
+            body[first] = replace(body[first], waits=body[first].waits + (SemOp(_dep_name(exits[k - 1], entries[k])),))
+        if k < len(segments) - 1 and exits[k] is not entries[k + 1]:
+            last = max(j for j, i in enumerate(body) if i.queue is exits[k])
+            dep = _dep_name(exits[k], entries[k + 1])
+            body[last] = replace(body[last], signals=body[last].signals + (SemOp(dep),))
+            sems[dep] = 0
         layers.append(LayerRange(seg.name, seg.op, len(instrs), len(instrs) + len(body), seg.macs))
         instrs += body
     instrs.append(Halt())
     program = Program(config, tuple(Region(n, i, s) for i, (n, s) in enumerate(regions.items())),
                       tuple(SemDecl(n, c) for n, c in sems.items()), tuple(instrs))
     return program, layers
+
+
+def _dep_name(exit_q: Queue, entry_q: Queue) -> str:
+    return "seg_dep" if (exit_q, entry_q) == (Queue.DMA_ST, Queue.DMA_LD) else \
+        f"seg_dep_{SHORT[exit_q]}_{SHORT[entry_q]}"

@@ -20,8 +20,9 @@ from isa.arch import Arch
 from . import quant, vector
 from .conv import ConvShape, Epilogue, conv2d, pack_weights
 from .depthwise import depthwise2d, pack_depthwise
-from .errors import CompileError, UnsupportedDTypeError, UnsupportedOpError
+from .errors import FALLBACK_HINT, CompileError, UnsupportedDTypeError, UnsupportedOpError
 from .gemm import pack_b, search_tiling, tiled_gemm
+from .host import HostOp, HostTensor, host_fn_name, host_ops, host_program
 from .ir import Graph, Node
 from .layout_ops import lower_concat, lower_pad, lower_slice
 from .link import LayerRange, Segment, link
@@ -85,6 +86,7 @@ class CompiledModel:
     inputs: dict[str, Binding]
     outputs: dict[str, Binding]
     graph: Graph
+    host_ops: tuple[HostOp, ...] = ()
 
     def dram_inputs(self, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The DRAM regions' initial contents for graph inputs ``values`` (by ONNX input name)."""
@@ -124,14 +126,18 @@ def unsupported_nodes(graph: Graph) -> list[tuple[Node, str]]:
     return out
 
 
-def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None) -> CompiledModel:
-    """Compile ``graph`` for ``arch``; raises UnsupportedOpError listing every node it cannot lower."""
+def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallback: bool = True) -> CompiledModel:
+    """Compile ``graph`` for ``arch``.
+
+    fallback: nodes the NPU cannot run (unknown ops, unsupported attributes or dtypes) run on the host CPU as
+    ``host.call`` segments (listed in ``CompiledModel.host_ops``). Without it, UnsupportedOpError lists them.
+    """
     graph = run_passes(graph, dump_after)
-    bad = unsupported_nodes(graph)
-    if bad:
-        n, why = bad[0]
-        more = f" (and {len(bad) - 1} more: {', '.join(sorted({b.op for b, _ in bad[1:]}))})" if len(bad) > 1 else ""
-        raise UnsupportedOpError(n.name, n.op, why + more)
+    bad = dict(unsupported_nodes(graph))
+    if bad and not fallback:
+        (n, why), rest = next(iter(bad.items())), list(bad)[1:]
+        more = f" (and {len(rest)} more: {', '.join(sorted({b.op for b in rest}))})" if rest else ""
+        raise UnsupportedOpError(n.name, n.op, why + more + FALLBACK_HINT)
     if "f32" not in arch.matrix.dtypes and any(n.op in ("Conv", "Gemm", "MatMul") for n in graph.nodes):
         raise UnsupportedDTypeError(graph.inputs[0], "float32", arch.matrix.dtypes)
     low = _Lowering(graph, arch)
@@ -142,13 +148,23 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None) -> Co
         low.bind[name] = low.alloc(t.shape, layout, quant.dtype_of(t.dtype))
     inputs = {n: low.bind[n] for n in graph.inputs}   # where the caller writes them (before any layout change)
     for node in graph.nodes:
-        LOWER[node.op](low, node)
+        if node in bad:
+            _host(low, node, bad[node])
+            continue
+        saved = low.snapshot()
+        try:
+            LOWER[node.op](low, node)
+        except UnsupportedOpError as e:   # an attribute or shape this lowering does not handle
+            if not fallback:
+                raise UnsupportedOpError(e.node, e.op, e.reason + FALLBACK_HINT) from None
+            low.restore(saved)
+            _host(low, node, e.reason)
     outputs = {name: low.want(name, "nhwc" if low.bind[name].layout == "nhwc" else "rm") for name in graph.outputs}
     weights = np.concatenate(low.weights) if low.weights else np.zeros(ALIGN, np.uint8)
     program, layers = link(low.segments, ProgramConfig(arch.matrix.rows, arch.matrix.cols, arch.spm.size,
                                                        arch.acc.size), {"W": weights.size, "ACT": max(low.act, ALIGN)})
     return CompiledModel(program, tuple(layers), weights, max(low.act, ALIGN),
-                         inputs, outputs, graph)
+                         inputs, outputs, graph, tuple(low.host))
 
 
 def _up(x: int) -> int:
@@ -166,11 +182,20 @@ class _Lowering:
         self.act = 0
         self.bind: dict[str, Binding] = {}
         self.spm = arch.spm.size
+        self.host: list[HostOp] = []
 
     def alloc(self, shape: tuple[int, ...], layout: str, dtype: DType = F32) -> Binding:
         b = Binding(self.act, tuple(shape), dtype, layout)
         self.act += _up(b.nbytes)
         return b
+
+    def snapshot(self) -> tuple:
+        """What a failed lowering must not leave behind (its segments and layout changes); memory may leak."""
+        return len(self.segments), dict(self.bind)
+
+    def restore(self, saved: tuple) -> None:
+        del self.segments[saved[0]:]
+        self.bind = saved[1]
 
     def const(self, data: np.ndarray) -> int:
         raw = np.ascontiguousarray(data).view(np.uint8).ravel()
@@ -200,6 +225,36 @@ class _Lowering:
 
     def data(self, name: str) -> np.ndarray:
         return self.graph.tensor(name).data
+
+
+def _host(low: _Lowering, n: Node, reason: str) -> None:
+    """Run ``n`` on the host CPU (see :mod:`compiler.host`): activations read in their layout, constants from W."""
+    g, ins, outs = low.graph, [], []
+    for t in dict.fromkeys(n.present_inputs):
+        if g.is_const(t):
+            data = np.asarray(low.data(t))
+            ins.append(HostTensor(t, "W", low.const(data), data.shape, data.dtype))
+        else:
+            b = low.bind[t]
+            ins.append(HostTensor(t, "ACT", b.offset, b.shape, b.dtype.storage, b.layout))
+    nhwc = any(t.layout == "nhwc" and len(t.shape) == 4 for t in ins)
+    for t in (o for o in n.outputs if o):
+        tensor = g.tensor(t)
+        dtype = HOST_DTYPES.get(np.dtype(tensor.dtype))
+        if dtype is None:
+            raise UnsupportedDTypeError(t, str(np.dtype(tensor.dtype)), tuple(d.text for d in HOST_DTYPES.values()),
+                                        n.name, n.op)
+        layout = "nhwc" if nhwc and len(tensor.shape) == 4 else "rm"
+        b = low.bind[t] = low.alloc(tensor.shape, layout, dtype)
+        outs.append(HostTensor(t, "ACT", b.offset, b.shape, dtype.storage, layout))
+    fn = host_fn_name(len(low.host), n)
+    cfg = ProgramConfig(low.arch.matrix.rows, low.arch.matrix.cols, low.arch.spm.size, low.arch.acc.size)
+    prog = host_program(fn, sum(t.nbytes for t in ins), sum(t.nbytes for t in outs), host_ops(n, g), cfg)
+    low.segments.append(Segment(n.name, n.op, prog))
+    low.host.append(HostOp(fn, n, tuple(ins), tuple(outs), reason))
+
+
+HOST_DTYPES = {d.storage: d for d in (DType.F32, DType.F16, DType.I8, DType.U8, DType.I16, DType.I32)}
 
 
 def _conv(low: _Lowering, n: Node) -> None:

@@ -1,11 +1,11 @@
 """ONNX to the compiler's IR: :func:`import_onnx`.
 
-Steps: check the opset (13 to 21) and, unless ``allow_unknown``, that every op is one the compiler runs or folds; run
-``onnx.shape_inference.infer_shapes(strict_mode=True, data_prop=True)`` (where a shape stays unknown, fold the
-constant nodes into initializers and infer again); take initializers and ``Constant`` nodes as constant tensors,
-require a static shape for every tensor, convert attributes to plain Python (schema defaults filled in), fold
-constant subgraphs (:func:`compiler.passes.fold_constants`), then put each recognised op in the canonical form of
-:mod:`compiler.ir` (checking its attributes) and check dtypes.
+Steps: check the opset (13 to 21); run ``onnx.shape_inference.infer_shapes(strict_mode=True, data_prop=True)``
+(where a shape stays unknown, fold the constant nodes into initializers and infer again); take initializers and
+``Constant`` nodes as constant tensors, require a static shape for every tensor, convert attributes to plain Python
+(schema defaults filled in), fold constant subgraphs (:func:`compiler.passes.fold_constants`), then put each
+recognised op in the canonical form of :mod:`compiler.ir` (checking its attributes; a node it cannot take is marked
+for the host CPU), and check dtypes. Unless ``allow_unknown``, marked nodes are an UnsupportedOpError listing them.
 """
 
 from __future__ import annotations
@@ -19,14 +19,21 @@ import onnx
 from onnx import helper, numpy_helper
 
 from .builder import window_out
-from .errors import CompileError, DynamicShapeError, UnsupportedDTypeError, UnsupportedOpError, UnsupportedOpsetError
+from .errors import (
+    FALLBACK_HINT,
+    CompileError,
+    DynamicShapeError,
+    UnsupportedDTypeError,
+    UnsupportedOpError,
+    UnsupportedOpsetError,
+)
 from .ir import Graph, Node, Tensor, node_prefix, short_dtype
 from .passes.fold_constants import FOLDERS, fold_constants, fold_node, remove_dead
 
 OPSETS = (13, 21)
 """The default-domain opsets accepted, inclusive."""
 
-UNKNOWN_OP = "operator is not supported by the compiler (import with allow_unknown=True to run it on the host)"
+UNKNOWN_OP = "operator is not supported by the compiler"
 
 PREFOLD_ROUNDS = 8
 """At most this many rounds of folding constants and inferring shapes again before requiring static shapes."""
@@ -60,19 +67,33 @@ def import_onnx(model: onnx.ModelProto | str | Path, allow_unknown: bool = False
     """
     m = _load(model)
     opset = model_opset(m)
+    unknown = _unknown_ops(m)
+    try:
+        m = _infer(m)
+        for _ in range(PREFOLD_ROUNDS):
+            folded = _prefold(m, opset)
+            if folded is None:
+                break
+            m = _infer(folded)
+        graph = fold_constants(_raw_graph(m, opset))
+        graph = remove_dead(_canonical(graph))
+    except CompileError:
+        if unknown and not allow_unknown:  # e.g. a foreign op without shapes: name the op, not the symptom
+            _refuse([(name, op, UNKNOWN_OP) for name, op in unknown])
+        raise
     if not allow_unknown:
-        _refuse_unknown_ops(m)
-    m = _infer(m)
-    for _ in range(PREFOLD_ROUNDS):
-        folded = _prefold(m, opset)
-        if folded is None:
-            break
-        m = _infer(folded)
-    graph = fold_constants(_raw_graph(m, opset))
-    graph = remove_dead(_canonical(graph, allow_unknown))
+        _refuse([(n.name, n.qualified_op, n.unsupported) for n in graph.nodes if n.unsupported])
     _check_dtypes(graph)
     graph.topo_check()
     return graph
+
+
+def _refuse(refused: list[tuple[str, str, str]]) -> None:
+    """UnsupportedOpError naming the first (node, op, reason) and listing the other ops, if there are any."""
+    if refused:
+        (node, op, reason), others = refused[0], sorted({r[1] for r in refused[1:]})
+        more = f" (and {len(refused) - 1} more nodes: {', '.join(others)})" if others else ""
+        raise UnsupportedOpError(node, op, reason + more + FALLBACK_HINT)
 
 
 def model_opset(m: onnx.ModelProto) -> int:
@@ -85,13 +106,15 @@ def model_opset(m: onnx.ModelProto) -> int:
     return versions[0]
 
 
-def _refuse_unknown_ops(m: onnx.ModelProto) -> None:
-    """UnsupportedOpError for the first node whose op can neither run nor fold (before shapes are looked at)."""
+def _unknown_ops(m: onnx.ModelProto) -> list[tuple[str, str]]:
+    """(node name, op) of the nodes whose op can neither run nor fold (before shapes are looked at)."""
+    bad = []
     for k, on in enumerate(m.graph.node):
         default = on.domain in ("", "ai.onnx")
         if not default or on.op_type not in SUPPORTED_OPS | FOLD_ONLY_OPS | FOLDERS.keys():
-            op = on.op_type if default else f"{on.domain}::{on.op_type}"
-            raise UnsupportedOpError(on.name or f"{node_prefix(on.op_type)}_{k}", op, UNKNOWN_OP)
+            bad.append((on.name or f"{node_prefix(on.op_type)}_{k}", on.op_type if default else
+                        f"{on.domain}::{on.op_type}"))
+    return bad
 
 
 def _infer(m: onnx.ModelProto) -> onnx.ModelProto:
@@ -469,22 +492,20 @@ def _canonical_node(node: Node, ctx: _Ctx) -> Node:
     if node.op in FOLD_ONLY_OPS:
         inputs = [i for i in node.present_inputs if not ctx.tensors[i].is_const]
         why = f"input {inputs[0]!r} is not constant" if inputs else "it could not be evaluated"
-        raise UnsupportedOpError(node.name, node.op, f"supported only when it folds to a constant, and {why} "
-                                 f"(import with allow_unknown=True to run it on the host)")
+        raise UnsupportedOpError(node.name, node.op, f"supported only when it folds to a constant, and {why}")
     if node.op not in SUPPORTED_OPS:
         raise UnsupportedOpError(node.name, node.op, UNKNOWN_OP)
     return CANONICAL.get(node.op, _no_attrs)(node, ctx)
 
 
-def _canonical(graph: Graph, allow_unknown: bool) -> Graph:
+def _canonical(graph: Graph) -> Graph:
+    """Nodes in the compiler's canonical forms; a node it cannot take keeps ``unsupported`` = the reason."""
     ctx = _Ctx(graph)
     nodes = []
     for node in graph.nodes:
         try:
             nodes.append(_canonical_node(node, ctx))
         except UnsupportedOpError as e:
-            if not allow_unknown:
-                raise
             nodes.append(replace(node, unsupported=e.reason))
     return replace(graph, nodes=tuple(nodes), tensors=ctx.tensors)
 

@@ -18,6 +18,7 @@ from .instructions import (
     DmaCopy,
     DmaFill,
     Halt,
+    HostCall,
     Instr,
     MatMul,
     Opcode,
@@ -36,7 +37,7 @@ from .view import View
 
 __all__ = [
     "Act", "ArchError", "AsmSyntaxError", "Barrier", "BinOp", "DType", "DeadlockError", "DmaCopy", "DmaFill",
-    "EncodingError", "Halt", "INT_RANGE", "Instr", "IsaError", "MatMul", "NpuSimError", "Opcode", "Pad", "Program",
-    "ProgramConfig", "Queue", "Reduce", "Region", "SemDecl", "SemOp", "SimulationError", "Space", "Sync",
+    "EncodingError", "Halt", "HostCall", "INT_RANGE", "Instr", "IsaError", "MatMul", "NpuSimError", "Opcode", "Pad",
+    "Program", "ProgramConfig", "Queue", "Reduce", "Region", "SemDecl", "SemOp", "SimulationError", "Space", "Sync",
     "UNIT_QUEUES", "VecBinary", "VecConvert", "VecRequant", "VecUnary", "VerifyError", "View", "reduction_dims",
 ]

@@ -165,13 +165,26 @@ class Queues(_Section):
                       "instructions")
 
 
+@dataclass(frozen=True)
+class Host(_Section):
+    """The host CPU that runs the ops the NPU cannot (fallback). It reads and writes DRAM over its own path (it does
+    not hold the NPU's DRAM bus). A call costs ``launch + ceil((rd + wr) / bandwidth) + ceil(ops / ops_per_cycle)``
+    NPU cycles."""
+
+    _name = "host"
+    launch: int = spec(10000, _int(0), "fixed cost of one host call: interrupt, driver, kernel launch and return",
+                       "cycles")
+    bandwidth: float = spec(8.0, _float(), "host DRAM throughput (reads + writes), per NPU cycle", "bytes/cycle")
+    ops_per_cycle: float = spec(4.0, _float(), "host scalar operations per NPU cycle", "ops/cycle")
+
+
 SECTIONS = {"matrix": MatrixUnit, "vector": VectorUnit, "spm": Memory, "acc": Accumulator, "dma": Dma, "dram": Dram,
-            "clock": Clock, "queues": Queues}
+            "clock": Clock, "queues": Queues, "host": Host}
 
 
 @dataclass(frozen=True)
 class Arch:
-    """A whole NPU. Sections: matrix, vector, spm, acc, dma, dram, clock, queues."""
+    """A whole NPU. Sections: matrix, vector, spm, acc, dma, dram, clock, queues, host."""
 
     name: str = "custom"
     description: str = ""
@@ -183,6 +196,7 @@ class Arch:
     dram: Dram = field(default_factory=Dram)
     clock: Clock = field(default_factory=Clock)
     queues: Queues = field(default_factory=Queues)
+    host: Host = field(default_factory=Host)
 
     def __post_init__(self) -> None:
         if self.dram.model == "rowbuffer" and self.dram.page_bytes < self.dma.burst_bytes:

@@ -31,6 +31,7 @@ from .instructions import (
     DmaCopy,
     DmaFill,
     Halt,
+    HostCall,
     Instr,
     MatMul,
     Pad,
@@ -56,7 +57,8 @@ _ARITH = MappingProxyType({"+": operator.add, "-": operator.sub, "*": operator.m
 
 _MNEMONIC_ATTRS: Mapping[type, tuple[str, ...]] = MappingProxyType({
     DmaCopy: ("queue",), DmaFill: ("queue",), MatMul: ("zero",), VecBinary: ("op", "reduce", "zero"),
-    VecUnary: ("fn", "reduce", "zero"), VecConvert: (), VecRequant: (), Sync: ("on",), Barrier: (), Halt: (),
+    VecUnary: ("fn", "reduce", "zero"), VecConvert: (), VecRequant: (), HostCall: (), Sync: ("on",), Barrier: (),
+    Halt: (),
 })
 """The instruction attributes a mnemonic fixes, per class."""
 
@@ -64,7 +66,8 @@ _MNEMONIC_ATTRS: Mapping[type, tuple[str, ...]] = MappingProxyType({
 def _mnemonic_table() -> dict[str, tuple[type, tuple[Any, ...]]]:
     """mnemonic -> (class, values of its _MNEMONIC_ATTRS). Later entries win when printing (vpu.red over act.mov)."""
     t: dict[str, tuple[type, tuple[Any, ...]]] = {"barrier": (Barrier, ()), "halt": (Halt, ()),
-                                                  "vpu.cvt": (VecConvert, ()), "vpu.rq": (VecRequant, ())}
+                                                  "vpu.cvt": (VecConvert, ()), "vpu.rq": (VecRequant, ()),
+                                                  "host.call": (HostCall, ())}
     for q in (Queue.DMA_LD, Queue.DMA_ST):
         t[q.text] = (DmaCopy, (q,))
         t[q.text + ".fill"] = (DmaFill, (q,))
@@ -101,6 +104,7 @@ _FIELDS: Mapping[type, tuple[tuple[str, str, str], ...]] = MappingProxyType({
     VecUnary: _spec("shape:shape", "dst:view", "src:view", "lo:num", "hi:num"),
     VecConvert: _spec("shape:shape", "dst:view", "src:view", "scale:num", "zp_in:int", "zp_out:int"),
     VecRequant: _spec("shape:shape", "dst:view", "src:view", "prm:view", "zp:int", "lo:int", "hi:int"),
+    HostCall: _spec("fn:name", "rd:int", "wr:int", "ops:int"),
     Sync: (), Barrier: (), Halt: (),
 })
 """Per class, its fields in canonical order: (key in the text, dataclass attribute, kind of value)."""
@@ -130,6 +134,7 @@ _FORMAT: Mapping[str, Callable[[str, Any], str]] = MappingProxyType({
     "shape": lambda k, v: f"shape[{','.join(map(str, v))}]",
     "view": lambda k, v: f"{k}={format_view(v)}",
     "int": lambda k, v: f"{k}={v}",
+    "name": lambda k, v: f"{k}={v}",
     "num": lambda k, v: f"{k}={_fmt_num(v)}",
     "pad": lambda k, v: "pad{" + ",".join(f"{p.dim}:{p.lo}/{p.hi}" for p in v) + "}",
     "sems": lambda k, v: f"{k}(" + ", ".join(o.name + (f"*{o.count}" if o.count != 1 else "") for o in v) + ")",
@@ -405,6 +410,8 @@ class _Parser:
             return tuple(self.listing("}", "a pad", self.pad))
         if kind == "sems":
             return tuple(self.listing(")", "a semaphore", self.semop))
+        if kind == "name":
+            return self.name(f"a name after {key}=").text
         return {"view": self.view, "int": self.integer, "num": self.expr}[kind]()
 
     def fields(self, specs: Mapping[str, tuple[str, str]], what: str) -> tuple[dict[str, Any], set[str]]:

@@ -15,7 +15,19 @@ import numpy as np
 
 from .arch import Arch, Memory
 from .dtypes import Space
-from .instructions import Act, BinOp, DmaCopy, DmaFill, Instr, MatMul, VecBinary, VecConvert, VecRequant, VecUnary
+from .instructions import (
+    Act,
+    BinOp,
+    DmaCopy,
+    DmaFill,
+    HostCall,
+    Instr,
+    MatMul,
+    VecBinary,
+    VecConvert,
+    VecRequant,
+    VecUnary,
+)
 from .view import View
 
 ALU_BINOPS = frozenset({BinOp.ADD, BinOp.SUB, BinOp.MIN, BinOp.MAX, BinOp.AND, BinOp.OR, BinOp.XOR, BinOp.CMPGT,
@@ -325,9 +337,17 @@ def mxu_cost(mm: MatMul, arch: Arch) -> Cost:
     return Cost(cycles=mxu_cycles(mm, arch), spm_bytes=spm, acc_bytes=acc, macs=mm.macs)
 
 
+def host_cost(call: HostCall, arch: Arch) -> Cost:
+    """Host unit: ``launch + ceil((rd + wr) / bandwidth) + ceil(ops / ops_per_cycle)``; its DRAM bytes are counted
+    but do not hold the NPU's DRAM bus."""
+    h = arch.host
+    cycles = h.launch + math.ceil((call.rd + call.wr) / h.bandwidth) + math.ceil(call.ops / h.ops_per_cycle)
+    return Cost(cycles=cycles, dram_read=call.rd, dram_write=call.wr)
+
+
 FREE = Cost(cycles=0)
 _COST = {MatMul: mxu_cost, DmaCopy: dma_cost, DmaFill: dma_cost, VecBinary: vpu_cost, VecUnary: vpu_cost,
-         VecConvert: vpu_cost, VecRequant: vpu_cost}
+         VecConvert: vpu_cost, VecRequant: vpu_cost, HostCall: host_cost}
 
 
 def instr_cost(instr: Instr, arch: Arch) -> Cost:

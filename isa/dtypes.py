@@ -71,14 +71,15 @@ class Queue(enum.IntEnum):
     DMA_ST = 1
     MXU = 2
     VPU = 3
+    HOST = 4
     CTRL = 15
 
     @property
     def text(self) -> str:
-        return {0: "dma.ld", 1: "dma.st", 2: "mxu", 3: "vpu", 15: "ctrl"}[int(self)]
+        return {0: "dma.ld", 1: "dma.st", 2: "mxu", 3: "vpu", 4: "host", 15: "ctrl"}[int(self)]
 
 
-UNIT_QUEUES = (Queue.DMA_LD, Queue.DMA_ST, Queue.MXU, Queue.VPU)
+UNIT_QUEUES = (Queue.DMA_LD, Queue.DMA_ST, Queue.MXU, Queue.VPU, Queue.HOST)
 
 
 def bf16_to_f32(bits: np.ndarray) -> np.ndarray:

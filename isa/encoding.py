@@ -17,7 +17,8 @@ bytes  field
 16-25  extents u16[5]
 26, 27 k, n
 28-111 three operands of 28 B: u32 tag (space bits 0-1, region index bits 2-5, dtype code bits 6-9, present
-       bit 31), u32 base, i32 strides[5]; MatMul keeps acc.row / a.row in stride slot 4 of acc / a
+       bit 31), u32 base, i32 strides[5]; MatMul keeps acc.row / a.row in stride slot 4 of acc / a;
+       HostCall: u64 rd, u64 wr, u64 ops, 32-byte zero-padded function name, 28 zero bytes
 112    imm: i32, or f32 for float values (DMA fill/value by dst dtype, VecBinary imm by src0 dtype, cvt scale)
 116    VPU/MXU: i16 zp_in, i16 zp_out, lo and hi (i32, f32 for float VecUnary); DmaCopy: 5 x (u8 lo, u8 hi) pads,
        0xFF/0xFF for an unpadded dimension. VecRequant keeps zp in zp_out; an i32 dst's zp beyond i16 puts its
@@ -43,6 +44,7 @@ from .instructions import (
     DmaCopy,
     DmaFill,
     Halt,
+    HostCall,
     Instr,
     MatMul,
     Opcode,
@@ -69,11 +71,12 @@ _RECORD = struct.Struct("<BBHBBH4H5HBB28s28s28s4s12s")
 _OPERAND = struct.Struct("<II5i")
 _VPU_UNION = struct.Struct("<hh4s4s")
 _DMA_UNION = struct.Struct("<10B2x")
+_HOST_CALL = struct.Struct("<QQQ32s28x")
 _PRESENT = 1 << 31
 _NO_PAD = 0xFF
 _NAME_BYTES = 32
 E = TypeVar("E", bound=enum.Enum)
-assert _RECORD.size == RECORD_SIZE and _OPERAND.size == 28
+assert _RECORD.size == RECORD_SIZE and _OPERAND.size == 28 and _HOST_CALL.size == 3 * _OPERAND.size
 
 
 # ---- small pieces ---------------------------------------------------------------------------------------------
@@ -208,6 +211,9 @@ def _encode(i: Instr, header: Program) -> bytes:
             ops = [_view(i.dst, header), _view(i.src, header), _view(i.prm, header)]
             zp_lo = _i16(i.zp)
             union = _VPU_UNION.pack(_i16((i.zp - zp_lo) >> 16), zp_lo, _num(i.lo, False), _num(i.hi, False))
+        case HostCall():
+            blob = _HOST_CALL.pack(i.rd, i.wr, i.ops, _name(i.fn))
+            ops = [blob[j:j + _OPERAND.size] for j in range(0, len(blob), _OPERAND.size)]
     shape = getattr(i, "shape", ())
     ops += [bytes(_OPERAND.size)] * (3 - len(ops))
     extents = (list(shape) + [0] * MAX_DIMS)[:MAX_DIMS]
@@ -243,6 +249,9 @@ def _decode(record: bytes, header: Program) -> Instr:
             (signals if s >> 15 else waits).append(SemOp(header.sems[s & 0xFF].name, s >> 8 & 0x7F))
     sync = {"waits": tuple(waits), "signals": tuple(signals)}
     shape = tuple(extents[:ndim])
+    if opcode is Opcode.HOST:   # its operand bytes are not views
+        rd, wr, ops, fn = _HOST_CALL.unpack(o0 + o1 + o2)
+        return HostCall(fn=_unname(fn), rd=rd, wr=wr, ops=ops, **sync)
     regions = {r.index: r.name for r in header.regions}
     (v0, row0), (v1, row1), (v2, _) = (_unview(o, ndim, regions) for o in (o0, o1, o2))
 

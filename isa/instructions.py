@@ -38,6 +38,7 @@ class Opcode(enum.IntEnum):
     SYNC = 8
     BARRIER = 9
     HALT = 10
+    HOST = 11
 
 
 class BinOp(enum.IntEnum):
@@ -507,6 +508,36 @@ class VecRequant(Instr):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HostCall(Instr):
+    """``host.call fn=NAME rd=BYTES wr=BYTES ops=N``: the host CPU runs function NAME on DRAM tensors.
+
+    What the function computes is supplied by whoever launches the program (the simulator's ``host_functions``, name
+    -> callable over device memory); the instruction states the DRAM bytes it reads and writes and its scalar
+    operations, which the host unit's cost model (the Arch's ``host`` section) turns into cycles. It reads what was
+    stored to DRAM before it and its writes are visible to DMA loads that wait for its signal.
+    """
+
+    fn: str
+    rd: int = 0
+    wr: int = 0
+    ops: int = 0
+    opcode: ClassVar[Opcode] = Opcode.HOST
+
+    def __post_init__(self) -> None:
+        Instr.__post_init__(self)
+        if not self.fn or len(self.fn) > 31 or any(c not in NAME_CHARS for c in self.fn):
+            raise IsaError(f"host function name must be 1-31 letters, digits or '_', not {self.fn!r}")
+        for name in ("rd", "wr", "ops"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or not 0 <= v < 2**63:
+                raise IsaError(f"host.call {name} must be an integer in [0, 2**63), not {v!r}")
+
+    @property
+    def queue(self) -> Queue:
+        return Queue.HOST
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Sync(Instr):
     """``<queue>.sync wait(..) signal(..)``: a no-op in one queue that only performs semaphore operations."""
 
@@ -516,7 +547,7 @@ class Sync(Instr):
     def __post_init__(self) -> None:
         Instr.__post_init__(self)
         if self.on is Queue.CTRL:
-            raise IsaError("sync goes to one of the unit queues dma.ld, dma.st, mxu, vpu")
+            raise IsaError("sync goes to one of the unit queues dma.ld, dma.st, mxu, vpu, host")
 
     @property
     def queue(self) -> Queue:
@@ -551,4 +582,5 @@ class Halt(_Control):
     opcode: ClassVar[Opcode] = Opcode.HALT
 
 
-INSTRUCTION_CLASSES = (DmaCopy, DmaFill, MatMul, VecBinary, VecUnary, VecConvert, VecRequant, Sync, Barrier, Halt)
+INSTRUCTION_CLASSES = (DmaCopy, DmaFill, MatMul, VecBinary, VecUnary, VecConvert, VecRequant, HostCall, Sync, Barrier,
+                       Halt)

@@ -148,9 +148,12 @@ def cmd_compile(args) -> int:
 
     from .driver import load_model
 
-    compiled = compile_model(load_model(args.model), _arch(args), dump_after=args.dump_after)
+    fallback = not args.no_fallback
+    compiled = compile_model(load_model(args.model, fallback), _arch(args), dump_after=args.dump_after,
+                             fallback=fallback)
     write_program(compiled.program, args.output)
-    print(f"{args.model}: {len(compiled.layers)} layers, {len(compiled.program.instrs):,} instructions -> "
+    host = f", {len(compiled.host_ops)} on the host CPU" if compiled.host_ops else ""
+    print(f"{args.model}: {len(compiled.layers)} layers{host}, {len(compiled.program.instrs):,} instructions -> "
           f"{args.output}")
     return 0
 
@@ -170,19 +173,49 @@ def cmd_run(args) -> int:
     arch = _arch(args)
     inputs = _load_inputs(args.inputs) or None
     compiled, result, outputs, report = run_model(args.model, arch, inputs, timing_only=args.timing_only,
-                                                  validate=args.validate, seed=args.seed, dump_after=args.dump_after)
+                                                  validate=args.validate, seed=args.seed, dump_after=args.dump_after,
+                                                  fallback=not args.no_fallback)
     if args.save_outputs and outputs:
         np.savez(args.save_outputs, **outputs)
     if args.json:
         _write_json(json.dumps(report, indent=1), args.json)
+    if args.timeline:
+        from .plots import render
+
+        render(report, "timeline", args.timeline, title=Path(args.model).stem)
     ok = all(v["ok"] for v in report.get("validation", {}).values())
     if args.json != "-":
         print(layers_table(report))
         print(summary(result))
+        for h in report["host_ops"]:
+            print(f"host CPU ran {h['name']} ({h['op']}): {h['reason']}")
         for name, v in report.get("validation", {}).items():
             print(f"validation {name} against onnxruntime ({v['rule']}): max |err| {v['max_abs_error']:.3g}, "
                   f"rel {v['max_rel_error']:.3g}: {'ok' if v['ok'] else 'FAILED'}")
     return 0 if ok else 3
+
+
+def _window(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    try:
+        c0, c1 = (int(x.replace("_", "")) for x in text.split(":"))
+    except ValueError:
+        raise NpuSimError(f"--window must be C0:C1 (two cycle numbers), not {text!r}") from None
+    return c0, c1
+
+
+def cmd_plot(args) -> int:
+    from .plots import render
+
+    try:
+        report = json.loads(Path(args.report).read_text())
+    except json.JSONDecodeError as e:
+        raise NpuSimError(f"{args.report} is not a JSON report: {e}") from None
+    render(report, args.kind, args.output, title=args.title if args.title is not None else Path(args.report).stem,
+           window=_window(args.window), color_by=args.color_by, buckets=args.buckets)
+    print(f"wrote {args.output}")
+    return 0
 
 
 def cmd_zoo(args) -> int:
@@ -200,6 +233,32 @@ def cmd_zoo(args) -> int:
     onnx.save(MODELS[args.name](), out)
     print(f"wrote {out}")
     return 0
+
+
+def cmd_golden(args) -> int:
+    from .golden import TRACES, check_golden, golden_names, update_golden
+
+    root, names = Path(args.dir) if args.dir else TRACES, golden_names(args.names)
+    if args.update:
+        if args.set:
+            raise NpuSimError("--set cannot be combined with --update: goldens are recorded on the presets as they are")
+        for name in names:
+            up = update_golden(name, root)
+            print(f"{name}: " + (f"wrote {', '.join(up.files)}" if up.files else "unchanged"), flush=True)
+            for line in up.differences:
+                print(f"  {line}")
+        return 0
+    differ = []
+    for name in names:
+        lines = check_golden(name, tuple(args.set or ()), root)
+        differ += [name] if lines else []
+        for line in lines or ["ok"]:
+            print(f"{name}: {line}", flush=True)
+    if differ:
+        hint = ("with --set applied (the recorded goldens are unchanged)" if args.set else
+                f"if the change is intended, `npusim golden --update {' '.join(differ)}` records it")
+        print(f"npusim: error: {len(differ)} of {len(names)} goldens differ; {hint}", file=sys.stderr)
+    return 1 if differ else 0
 
 
 def cmd_verify(args) -> int:
@@ -280,6 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
     arch_args(co)
     co.add_argument("-o", "--output", required=True)
     co.add_argument("--dump-after", metavar="PASS", help="print the graph IR after this pass")
+    co.add_argument("--no-fallback", action="store_true", help="fail on ops the NPU cannot run instead of "
+                    "running them on the host CPU")
     co.set_defaults(func=cmd_compile)
 
     ru = sub.add_parser("run", help="compile and simulate an ONNX model; per-layer table; --validate vs onnxruntime")
@@ -292,12 +353,33 @@ def build_parser() -> argparse.ArgumentParser:
     ru.add_argument("--json", metavar="OUT|-", help="write the JSON report to a file or stdout")
     ru.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     ru.add_argument("--dump-after", metavar="PASS", help="print the graph IR after this pass")
+    ru.add_argument("--no-fallback", action="store_true", help="fail on ops the NPU cannot run instead of "
+                    "running them on the host CPU")
+    ru.add_argument("--timeline", metavar="OUT.png", help="draw the Gantt timeline of the run (as `npusim plot`)")
     ru.set_defaults(func=cmd_run)
+
+    pl = sub.add_parser("plot", help="draw a plot of a `run --json` report: timeline, util, layers or roofline")
+    pl.add_argument("report", help="JSON report of `npusim run` (timeline and util also take `simulate`'s)")
+    pl.add_argument("--kind", required=True, choices=["timeline", "util", "layers", "roofline"])
+    pl.add_argument("-o", "--output", required=True, help="image file; .png, .svg or .pdf")
+    pl.add_argument("--window", metavar="C0:C1", help="timeline: show only cycles [C0, C1)")
+    pl.add_argument("--color-by", default="layer", choices=["layer", "op"], help="timeline: bar colours")
+    pl.add_argument("--buckets", type=int, default=100, help="util: number of time buckets (default 100)")
+    pl.add_argument("--title", help="title prefix (default: the report's file name)")
+    pl.set_defaults(func=cmd_plot)
 
     zo = sub.add_parser("zoo", help="'zoo list' or 'zoo NAME -o MODEL.onnx': models built in code")
     zo.add_argument("name")
     zo.add_argument("-o", "--output")
     zo.set_defaults(func=cmd_zoo)
+
+    go = sub.add_parser("golden", help="recompile + resimulate the golden traces (traces/) and diff; --update rewrites")
+    go.add_argument("names", nargs="*", metavar="NAME", help="golden, workload or preset names (default: all)")
+    go.add_argument("--update", action="store_true", help="rewrite the goldens' files and say which changed")
+    go.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE",
+                    help="check with this Arch override (shows what a change would do)")
+    go.add_argument("--dir", help="the traces directory (default: traces/ of the source tree)")
+    go.set_defaults(func=cmd_golden)
 
     v = sub.add_parser("verify", help="statically check a program (bounds, alignment, semaphores)")
     v.add_argument("program")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,12 +20,15 @@ from compiler.gemm import (
     tiled_gemm,
 )
 from compiler.ir import Graph
-from compiler.model import compile_model
+from compiler.model import CompiledModel, compile_model
 from isa import DType, SimulationError
 from isa.arch import Arch
+from isa.cost import instr_cost
 from isa.dtypes import to_compute
 
+from .intervals import time_split, unit_role
 from .simulator import SimResult, region_array, simulate
+from .stats import UNIT_NAMES
 
 
 @dataclass
@@ -139,43 +143,76 @@ def run_topology(layers, arch: Arch, *, dtype: DType = DType.I8, ideal_memory: b
             "ideal_memory": ideal_memory, "wall_seconds": time.perf_counter() - t0}
 
 
-def load_model(model) -> Graph:
-    """A Graph from an ONNX file path, an onnx.ModelProto or a Graph."""
+def load_model(model, fallback: bool = True) -> Graph:
+    """A Graph from an ONNX file path, an onnx.ModelProto or a Graph; with ``fallback``, ops the compiler does not
+    know are kept (marked for the host CPU) instead of refused."""
     if isinstance(model, Graph):
         return model
     from compiler.onnx_import import import_onnx
 
-    return import_onnx(model)
+    return import_onnx(model, allow_unknown=fallback)
+
+
+def host_functions(compiled: CompiledModel) -> dict[str, Callable]:
+    """The callables behind a compiled model's ``host.call`` instructions: each reads its node's inputs from DRAM,
+    runs the node alone in onnxruntime and writes its outputs back to DRAM."""
+    if not compiled.host_ops:
+        return {}
+    import onnxruntime as ort
+
+    from compiler.builder import to_onnx
+
+    fns = {}
+    for h in compiled.host_ops:
+        sess = ort.InferenceSession(to_onnx(h.subgraph(compiled.graph)).SerializeToString(),
+                                    providers=["CPUExecutionProvider"])
+
+        def run(dram, h=h, sess=sess):
+            for t, value in zip(h.outputs, sess.run([t.name for t in h.outputs],
+                                                    {t.name: t.read(dram) for t in h.inputs})):
+                t.write(dram, value)
+        fns[h.fn] = run
+    return fns
 
 
 def layer_report(result: SimResult, layers) -> list[dict]:
-    """Per layer: its instructions' first start and last retire, cycles, MACs, matrix utilization and what bounds it
-    (compute: the matrix or vector unit was the busiest; memory: the DMA was)."""
+    """Per layer: its program counters ``[start, end)``, its instructions' first start and last retire, cycles, MACs,
+    matrix utilization, DRAM bytes, the split of its cycles (:func:`npusim.intervals.time_split`) and what bounds it
+    (host: it ran on the host CPU; compute: the matrix or vector unit was the busiest; memory: the DMA was)."""
     out = []
     r, c = result.arch.matrix.rows, result.arch.matrix.cols
-    busy_of = {"dma.ld": 0, "dma.st": 1, "mxu": 2, "vpu": 3}
+    unit = [UNIT_NAMES.get(i.queue, "") for i in result.program.instrs]
     for lr in layers:
         pcs = [pc for pc in range(lr.start, lr.end) if result.end[pc] >= 0]
-        start, end = int(min(result.start[pcs])), int(max(result.end[pcs]))
-        busy = [0, 0, 0, 0]
-        for pc in pcs:
-            busy[busy_of[result.program.instrs[pc].queue.text]] += int(result.end[pc] - result.start[pc])
+        starts, ends = result.start[pcs], result.end[pcs]
+        start, end = int(starts.min()), int(ends.max())
+        busy = dict.fromkeys(UNIT_NAMES.values(), 0)
+        for pc, s, e in zip(pcs, starts, ends):
+            busy[unit[pc]] += int(e - s)
+        most = {role: max([b for u, b in busy.items() if unit_role(u) == role], default=0)
+                for role in ("compute", "memory_stall")}
         cycles = end - start
+        costs = [instr_cost(result.program.instrs[pc], result.arch) for pc in pcs
+                 if unit_role(unit[pc]) == "memory_stall"]
         out.append({"name": lr.name, "op": lr.op, "start": start, "end": end, "cycles": cycles, "macs": lr.macs,
                     "matrix_utilization": lr.macs / (cycles * r * c) if cycles else 0.0,
-                    "bound": "compute" if max(busy[2:]) >= max(busy[:2]) else "memory"})
+                    "bound": "host" if busy.get("host") else "compute" if most["compute"] >= most["memory_stall"]
+                    else "memory",
+                    "pcs": [lr.start, lr.end], "dram_bytes": sum(k.dram_read + k.dram_write for k in costs),
+                    "time_split": time_split([unit[pc] for pc in pcs], starts, ends, (start, end))})
     return out
 
 
 def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *, timing_only: bool = False,
-              validate: bool = False, seed: int = 0, dump_after: str | None = None):
+              validate: bool = False, seed: int = 0, dump_after: str | None = None, fallback: bool = True):
     """Compile an ONNX model (path, ModelProto or Graph) for ``arch`` and simulate it.
 
     Without ``inputs``, seeded random ones (standard normal for floats). Returns (compiled model, result, outputs by
-    ONNX name, report dict with ``layers`` and, when ``validate``, ``validation`` per output against onnxruntime).
+    ONNX name, report dict with ``layers``, ``host_ops`` and, when ``validate``, ``validation`` per output against
+    onnxruntime). fallback: run the nodes the NPU cannot on the host CPU (else UnsupportedOpError lists them).
     """
-    graph = load_model(model)
-    compiled = compile_model(graph, arch, dump_after=dump_after)
+    graph = load_model(model, fallback)
+    compiled = compile_model(graph, arch, dump_after=dump_after, fallback=fallback)
     rng = np.random.default_rng(seed)
     if inputs is None:
         inputs = {n: rng.standard_normal(graph.tensor(n).shape).astype(graph.tensor(n).dtype) for n in graph.inputs}
@@ -183,10 +220,12 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
     if missing:
         raise SimulationError(f"inputs lack {', '.join(missing)}; the model's inputs are {', '.join(graph.inputs)}")
     result = simulate(compiled.program, arch, None if timing_only else compiled.dram_inputs(inputs),
-                      timing_only=timing_only)
+                      timing_only=timing_only, host_functions=None if timing_only else host_functions(compiled))
     outputs = {} if timing_only else compiled.read_outputs(result.outputs["ACT"])
     report = result.to_dict()
     report["layers"] = layer_report(result, compiled.layers)
+    report["host_ops"] = [{"name": h.node.name, "op": h.node.op, "fn": h.fn, "reason": h.reason}
+                          for h in compiled.host_ops]
     if validate and not timing_only:
         import onnx
         import onnxruntime as ort

@@ -57,7 +57,8 @@ class Engine:
         self.dispatch_done = False
         self.outstanding = 0
         self.gaps: list[list] = []               # dispatcher blocked intervals [start, end|None, cause, pc]
-        self.last_pc = [max((pc for pc, q in enumerate(self.qid) if q == u), default=-1) for u in range(4)]
+        self.last_pc = [max((pc for pc, q in enumerate(self.qid) if q == u), default=-1)
+                        for u in range(len(UNIT_QUEUES))]
 
     # ------------------------------------------------------------------------------------------------ processes
     def _dispatcher(self):

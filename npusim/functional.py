@@ -51,13 +51,17 @@ vpu.rq (VecRequant)
     rshift_rne((x + bias) * mult, shift), lo, hi), computed exactly (the product can reach 2**63);
     rshift_rne(v, 0) = v, otherwise floor(v / 2**s) rounded half to even. A shift outside [0, 62] raises
     SimulationError before anything is written. y is stored in the integer destination type.
+host.call (HostCall)
+  - Calls the host function named ``fn`` (supplied at launch: ``simulate(..., host_functions={name: f})``) with the
+    DRAM regions as a dict of byte arrays, which it reads and writes in place; SPM and ACC are not visible to it.
+    A name with no function raises SimulationError.
 Sync, Barrier, Halt
   - No effect on memory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -67,6 +71,7 @@ from isa import (
     DmaFill,
     DType,
     Halt,
+    HostCall,
     Instr,
     MatMul,
     SimulationError,
@@ -178,6 +183,18 @@ EXECUTE: dict[type, Callable[[Instr, DeviceMemory], None]] = {
 }
 
 
-def execute(instr: Instr, mem: DeviceMemory) -> None:
-    """Apply one instruction's effect to ``mem`` (see the module docstring for the exact rules)."""
+HostFunction = Callable[[dict[str, np.ndarray]], None]
+"""What a ``host.call`` runs: it gets the DRAM regions (name -> uint8 array) and updates them in place."""
+
+
+def execute(instr: Instr, mem: DeviceMemory, host: Mapping[str, HostFunction] | None = None) -> None:
+    """Apply one instruction's effect to ``mem`` (see the module docstring for the exact rules); ``host`` maps
+    host function names to the callables ``host.call`` runs."""
+    if type(instr) is HostCall:
+        fn = (host or {}).get(instr.fn)
+        if fn is None:
+            raise SimulationError(f"no host function {instr.fn!r} was supplied (simulate(..., host_functions=...)); "
+                                  f"run timing-only to skip values")
+        fn(mem.dram)
+        return
     EXECUTE[type(instr)](instr, mem)

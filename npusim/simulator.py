@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
@@ -14,6 +14,7 @@ from isa import (
     DmaCopy,
     DmaFill,
     DType,
+    HostCall,
     MatMul,
     Program,
     Queue,
@@ -55,26 +56,28 @@ def load_inputs(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] |
 
 def simulate(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | None = None, *,
              timing_only: bool = False, serial: bool = False, ideal_memory: bool = False,
-             max_cycles: int | None = None) -> SimResult:
+             max_cycles: int | None = None, host_functions: Mapping[str, Callable] | None = None) -> SimResult:
     """Verify and run ``program`` on ``arch``; DRAM regions are initialised from ``inputs`` (region name -> array).
 
     serial: run one instruction at a time in program order (the golden functional result; cycles are the sum of
     each instruction's cost in isolation). timing_only: skip the kernels (no values, same cycles). ideal_memory:
     data movement is free (DMA instructions take 0 cycles and no DRAM time; they still move the values), so the
-    compute units' cycles are what remains.
+    compute units' cycles are what remains. host_functions: what each ``host.call fn=NAME`` computes (name ->
+    callable over the DRAM regions); needed for values, not for timing.
     Raises VerifyError, SimulationError or DeadlockError (all NpuSimError) with a message saying what and where.
     """
     t0 = time.perf_counter()
     gc_was_enabled = gc.isenabled()
     gc.disable()  # the run allocates many short-lived acyclic objects; collecting them mid-run only costs time
     try:
-        return _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycles, t0)
+        return _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycles, host_functions or {},
+                         t0)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycles, t0) -> SimResult:
+def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycles, host, t0) -> SimResult:
     report = verify(program)
     check_fits(program, arch)
     mem = None if timing_only else load_inputs(program, arch, inputs)
@@ -82,9 +85,14 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
     if mem is not None:
         from .functional import execute as apply
 
+        missing = sorted({i.fn for i in program.instrs if isinstance(i, HostCall)} - set(host))
+        if missing:
+            raise SimulationError(f"the program calls host functions {', '.join(missing)} but no callables were "
+                                  f"supplied for them (host_functions=...); run timing-only to skip values")
+
         def execute(pc, ins):
             try:
-                apply(ins, mem)
+                apply(ins, mem, host)
             except SimulationError as e:
                 raise SimulationError(f"{where(pc, ins)}: {e}") from None
 

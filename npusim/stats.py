@@ -12,7 +12,8 @@ from isa import Program, Queue
 from isa.arch import Arch
 from isa.cost import Cost
 
-UNIT_NAMES = {Queue.DMA_LD: "dma_load", Queue.DMA_ST: "dma_store", Queue.MXU: "matrix", Queue.VPU: "vector"}
+UNIT_NAMES = {Queue.DMA_LD: "dma_load", Queue.DMA_ST: "dma_store", Queue.MXU: "matrix", Queue.VPU: "vector",
+              Queue.HOST: "host"}
 STALL_CAUSES = ("semaphore", "queue_full", "barrier", "dma_channel", "sram_port", "dram_bandwidth", "dram_latency",
                 "bank_conflict")
 
@@ -97,11 +98,12 @@ class SimResult:
         return self.cycles / (self.arch.clock.ghz * 1e3)
 
     def to_dict(self, instructions: bool = True) -> dict[str, Any]:
+        queue_of = {name: q.text for q, name in UNIT_NAMES.items()}   # as in instructions[].unit
         out: dict[str, Any] = {
             "cycles": self.cycles,
             "time_us": self.microseconds,
             "mode": self.mode,
-            "units": {u.name: u.to_dict(self.cycles) for u in self.units},
+            "units": {u.name: u.to_dict(self.cycles) | {"queue": queue_of[u.name]} for u in self.units},
             "matrix_utilization": self.matrix_utilization,
             "macs": self.macs,
             "dram": {"bytes_read": self.dram_bytes_read, "bytes_written": self.dram_bytes_written,

@@ -199,11 +199,11 @@ def test_nonzero_weight_zero_point_is_refused():
     consts = {"xs": np.float32(1), "xz": np.int8(0), "w": np.ones((2, 2, 1, 1), np.int8), "ws": np.float32(1),
               "wz": np.int8(1), "ys": np.float32(1), "yz": np.int8(0)}
     with pytest.raises(UnsupportedOpError, match=r"QLinearConv\): only symmetric weights \(weight zero point 0\)"):
-        run_model(one_node("QLinearConv", x, np.int8, consts, list(consts)), EDGE, {"x": x})
+        run_model(one_node("QLinearConv", x, np.int8, consts, list(consts)), EDGE, {"x": x}, fallback=False)
 
 
 def test_per_axis_activation_quantization_is_refused():
     x = np.zeros((1, 2, 4, 4), np.float32)
     model = one_node("QuantizeLinear", x, np.int8, {"s": np.float32([1, 2]), "z": np.int8([0, 0])}, ["s", "z"])
     with pytest.raises(UnsupportedOpError, match=r"QuantizeLinear\): the scale must be one value \(per tensor\)"):
-        run_model(model, EDGE, {"x": x})
+        run_model(model, EDGE, {"x": x}, fallback=False)

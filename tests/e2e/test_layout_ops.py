@@ -208,7 +208,8 @@ def test_pad_refuses_other_modes():
     x = b.input("x", (1, 2, 5, 5))
     b.output(b.pad(x, 1, mode="reflect"))
     with pytest.raises(UnsupportedOpError, match=r"node 'pad_0' \(Pad\): only mode='constant' is supported"):
-        compile_model(b.build(), ARCH)
+        compile_model(b.build(), ARCH, fallback=False)
+    assert [h.node.op for h in compile_model(b.build(), ARCH).host_ops] == ["Pad"]   # the host CPU runs it
 
 
 # ------------------------------------------------------------------------------------------------ patchify

@@ -9,7 +9,7 @@ from npusim.stats import STALL_CAUSES
 def test_resnet18_stall_causes_add_up():
     _, result, _, report = run_model(MODELS["resnet18"](), load_arch("dc128"), timing_only=True)
     units = report["units"]
-    assert set(units) == {"dma_load", "dma_store", "matrix", "vector"}
+    assert set(units) == {"dma_load", "dma_store", "matrix", "vector", "host"}
     for u in units.values():
         assert set(u["stall_cycles"]) == set(STALL_CAUSES)
         assert u["busy_cycles"] + u["idle_cycles"] + sum(u["stall_cycles"].values()) == report["cycles"]

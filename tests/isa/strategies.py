@@ -20,6 +20,7 @@ from isa import (
     DmaFill,
     DType,
     Halt,
+    HostCall,
     Instr,
     MatMul,
     Pad,
@@ -197,10 +198,17 @@ def syncs(draw, sems: Sequence[SemDecl] = ()) -> Sync:
     return Sync(on=draw(st.sampled_from(UNIT_QUEUES)), **draw(sem_ops(sems)))
 
 
+@st.composite
+def host_calls(draw, sems: Sequence[SemDecl] = ()) -> HostCall:
+    n = st.one_of(st.integers(0, 4096), st.integers(0, 2**63 - 1))
+    return HostCall(fn=draw(names), rd=draw(n), wr=draw(n), ops=draw(n), **draw(sem_ops(sems)))
+
+
 def instructions(regions: Sequence[Region] = (), sems: Sequence[SemDecl] = ()) -> st.SearchStrategy[Instr]:
     """Any instruction kind, naming only the given regions and semaphores."""
     return st.one_of(dma_copies(regions, sems), dma_fills(regions, sems), matmuls(sems), vec_binaries(sems),
-                     vec_unaries(sems), vec_converts(sems), vec_requants(sems), syncs(sems), st.just(Barrier()),
+                     vec_unaries(sems), vec_converts(sems), vec_requants(sems), host_calls(sems), syncs(sems),
+                     st.just(Barrier()),
                      st.just(Halt()))
 
 

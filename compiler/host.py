@@ -1,0 +1,95 @@
+"""Host fallback: a node the NPU cannot run becomes one ``host.call`` segment.
+
+Its inputs are in DRAM already (every activation is), in whatever layout they have (the host transposes as it
+reads); its constant inputs go to region ``W``; its outputs are channels-last when a 4-D input was, else row-major.
+:class:`HostOp` records where everything is, so whoever launches the program (the driver) can supply the function
+the call runs. The call's cost inputs are the bytes it reads and writes and an estimate of its scalar operations
+(:func:`host_ops`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from isa import Halt, HostCall, Program, ProgramConfig
+
+from .ir import Graph, Node
+
+
+@dataclass(frozen=True)
+class HostTensor:
+    """A tensor the host reads or writes: DRAM ``region`` (ACT or W), byte ``offset``, logical ``shape`` stored in
+    ``layout`` (``rm`` row-major, or ``nhwc`` channels-last for a 4-D NCHW tensor)."""
+
+    name: str
+    region: str
+    offset: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    layout: str = "rm"
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+    def read(self, dram: dict[str, np.ndarray]) -> np.ndarray:
+        """The logical (NCHW / row-major) value."""
+        raw = dram[self.region][self.offset: self.offset + self.nbytes].view(self.dtype)
+        if self.layout == "nhwc":
+            n, c, h, w = self.shape
+            return np.ascontiguousarray(raw.reshape(n, h, w, c).transpose(0, 3, 1, 2))
+        return raw.reshape(self.shape).copy()
+
+    def write(self, dram: dict[str, np.ndarray], value: np.ndarray) -> None:
+        """Store a logical value in this tensor's layout."""
+        value = np.asarray(value, self.dtype).reshape(self.shape)
+        if self.layout == "nhwc":
+            value = value.transpose(0, 2, 3, 1)
+        data = np.ascontiguousarray(value).view(np.uint8).ravel()
+        dram[self.region][self.offset: self.offset + data.size] = data
+
+
+@dataclass(frozen=True)
+class HostOp:
+    """One node run on the host: the ``host.call`` name, the node, where its inputs and outputs live, and why."""
+
+    fn: str
+    node: Node
+    inputs: tuple[HostTensor, ...]
+    outputs: tuple[HostTensor, ...]
+    reason: str
+
+    def subgraph(self, graph: Graph) -> Graph:
+        """The node alone as a graph (its inputs as graph inputs), for running it with an ONNX runtime."""
+        names = (*(t.name for t in self.inputs), *(t.name for t in self.outputs))
+        return Graph(f"host_{self.fn}", tuple(t.name for t in self.inputs), tuple(t.name for t in self.outputs),
+                     (self.node,), {n: graph.tensor(n) for n in names})
+
+
+def host_fn_name(index: int, node: Node) -> str:
+    """A unique ``host.call`` name for the ``index``-th host node: ``h<index>_<node name, sanitized>``."""
+    return f"h{index}_" + re.sub(r"[^A-Za-z0-9_]", "_", node.name)[:24]
+
+
+def host_ops(node: Node, graph: Graph) -> int:
+    """Scalar operations of a node, for the host cost model: 2 per multiply-accumulate for Conv, Gemm and MatMul,
+    otherwise one per element read or written."""
+    shape = lambda name: graph.tensor(name).shape
+    out = math.prod(shape(node.outputs[0]))
+    if node.op == "Conv":
+        w = shape(node.inputs[1])
+        return 2 * out * math.prod(w[1:])
+    if node.op in ("Gemm", "MatMul"):
+        a = shape(node.inputs[0])
+        k = a[0] if node.op == "Gemm" and node.attrs.get("transA", 0) else a[-1]
+        return 2 * out * k
+    return sum(math.prod(shape(t)) for t in (*node.present_inputs, *node.outputs) if t)
+
+
+def host_program(fn: str, rd: int, wr: int, ops: int, config: ProgramConfig) -> Program:
+    """The one-instruction segment of a host node."""
+    return Program(config, (), (), (HostCall(fn=fn, rd=rd, wr=wr, ops=ops), Halt()))
