@@ -485,6 +485,45 @@ class GraphBuilder:
         return self._emit(n, "DequantizeLinear", ins, sx, np.float32,
                           {"axis": self._qaxis(n, "DequantizeLinear", axis, sx, ins[1])})
 
+    def qlinear_conv(self, x: str, x_scale: Operand, x_zero_point: Operand, w: Operand, w_scale: Operand,
+                     w_zero_point: Operand, y_scale: Operand, y_zero_point: Operand, b: Operand | None = None,
+                     strides: int | Sequence[int] | None = None, pads: int | Sequence[int] | None = None,
+                     dilations: int | Sequence[int] | None = None, group: int = 1, name: str | None = None) -> str:
+        """QLinearConv: convolution of quantized x and w (per-tensor or per-output-channel w_scale), int32 bias
+        ``b`` in scale ``x_scale * w_scale``, requantized to ``(y_scale, y_zero_point)``, in y_zero_point's dtype."""
+        n = self._node_name("QLinearConv", name)
+        sx, dt = self.shape(x), self.dtype(x)
+        iw = self._operand(w, n, "w", None)
+        ins = [x, self._operand(x_scale, n, "x_scale", np.float32), self._operand(x_zero_point, n, "x_zero_point", dt),
+               iw, self._operand(w_scale, n, "w_scale", np.float32),
+               self._operand(w_zero_point, n, "w_zero_point", self.dtype(iw)),
+               self._operand(y_scale, n, "y_scale", np.float32), self._operand(y_zero_point, n, "y_zero_point", None)]
+        if b is not None:
+            ins.append(self._operand(b, n, "b", np.int32))
+        sw, k = self.shape(iw), len(sx) - 2
+        if k < 1 or len(sw) != len(sx) or group < 1 or sx[1] != sw[1] * group or sw[0] % group:
+            raise ShapeError(n, "QLinearConv", f"x {sx} and w {sw} (group={group}) do not form a convolution")
+        attrs = {"kernel_shape": tuple(sw[2:]), "strides": _tuple(strides, k, 1, "strides", n, "QLinearConv"),
+                 "pads": _pads(pads, k, n, "QLinearConv"),
+                 "dilations": _tuple(dilations, k, 1, "dilations", n, "QLinearConv"), "group": int(group)}
+        out = self._spatial(n, "QLinearConv", sx, attrs, False)
+        return self._emit(n, "QLinearConv", ins, (sx[0], sw[0]) + out, self.dtype(ins[7]), attrs)
+
+    def qlinear_matmul(self, a: str, a_scale: Operand, a_zero_point: Operand, b: Operand, b_scale: Operand,
+                       b_zero_point: Operand, y_scale: Operand, y_zero_point: Operand, name: str | None = None) -> str:
+        """QLinearMatMul of quantized 2-D ``a @ b``, requantized to ``(y_scale, y_zero_point)``."""
+        n = self._node_name("QLinearMatMul", name)
+        ib = self._operand(b, n, "b", None)
+        sa, sb = self.shape(a), self.shape(ib)
+        if len(sa) != 2 or len(sb) != 2 or sa[1] != sb[0]:
+            raise ShapeError(n, "QLinearMatMul", f"A and B must be 2-D with equal inner dims, not {sa} and {sb}")
+        ins = [a, self._operand(a_scale, n, "a_scale", np.float32),
+               self._operand(a_zero_point, n, "a_zero_point", self.dtype(a)), ib,
+               self._operand(b_scale, n, "b_scale", np.float32),
+               self._operand(b_zero_point, n, "b_zero_point", self.dtype(ib)),
+               self._operand(y_scale, n, "y_scale", np.float32), self._operand(y_zero_point, n, "y_zero_point", None)]
+        return self._emit(n, "QLinearMatMul", ins, (sa[0], sb[1]), self.dtype(ins[7]))
+
     def _qaxis(self, n: str, op: str, axis: int, sx: tuple[int, ...], scale: str) -> int:
         """The quantisation axis, checked against a per-channel scale (per-tensor scales ignore it)."""
         ss = self.shape(scale)

@@ -12,7 +12,7 @@ tiles are rings of 2, so loads, matrix work and stores overlap.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -21,6 +21,7 @@ from isa import (
     Act,
     BinOp,
     DmaCopy,
+    DmaFill,
     DType,
     Halt,
     MatMul,
@@ -33,6 +34,7 @@ from isa import (
     SemOp,
     Space,
     VecBinary,
+    VecConvert,
     VecUnary,
     View,
 )
@@ -165,7 +167,7 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
     """
     epilogue = epilogue or Epilogue()
     r, c, es = arch.matrix.rows, arch.matrix.cols, dtype.size
-    spm = arch.spm.size - (cs.K * 4 if epilogue.bias else 0)
+    spm = arch.spm.size - _epilogue_bytes(cs, epilogue, es)
     tallest = choose_conv_tiling(cs, dtype, r, c, spm, arch.acc.size, arch.matrix.max_rows)
     heights = {tallest.toh} | {-(-cs.OH // n) for n in range(1, 9)}
     best = None
@@ -184,30 +186,49 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
 @dataclass(frozen=True)
 class Epilogue:
     """What the vector unit does to each finished accumulator tile before it is stored (fusion): add the per-channel
-    bias (region Bias, accumulator type, K elements), then ``relu`` or ``clamp`` to [lo, hi]."""
+    bias (region Bias, accumulator type, K elements), then ``relu`` or ``clamp`` to [lo, hi].
+
+    ``out`` set (an integer type) requantizes too, as onnxruntime's QLinearConv does: the i32 tile (plus bias) is
+    converted to f32, multiplied by the per-channel f32 scale (region Scale, K elements), [activation,] then rounded
+    half to even, offset by ``zp`` and saturated into ``out``; the tile is stored in ``out``."""
 
     bias: bool = False
     act: str | None = None
     lo: float = 0.0
     hi: float = 0.0
+    out: DType | None = None
+    zp: int = 0
 
     @property
     def active(self) -> bool:
-        return self.bias or self.act is not None
+        return self.bias or self.act is not None or self.out is not None
+
+    @property
+    def spm_bytes(self) -> int:
+        """SPM bytes per output channel the epilogue's constants take (bias, scale)."""
+        return 4 * self.bias + 4 * (self.out is not None)
+
+
+def _epilogue_bytes(cs: ConvShape, epilogue: Epilogue, es: int) -> int:
+    """SPM bytes the epilogue's per-channel constants take after the slots (+ word alignment)."""
+    return cs.K * epilogue.spm_bytes + (3 if epilogue.spm_bytes and es % 4 else 0)
 
 
 def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int,
-           tiling: ConvTiling | None = None, max_rows: int = 256, epilogue: Epilogue = Epilogue()) -> Program:
+           tiling: ConvTiling | None = None, max_rows: int = 256, epilogue: Epilogue = Epilogue(),
+           pad_value: int | float = 0) -> Program:
     """The program for one convolution; regions X (NHWC input), Wt (:func:`pack_weights`), Y (NHWC output), and Bias
-    when the epilogue adds one."""
+    and Scale when the epilogue uses them. The halo padding reads ``pad_value`` (a quantized input's zero point)."""
     es, at = dtype.size, ACC_TYPE[dtype]
-    bias_bytes = cs.K * 4 if epilogue.bias else 0
+    yt = epilogue.out or at
+    bias_bytes = _epilogue_bytes(cs, epilogue, es)
     t = tiling or choose_conv_tiling(cs, dtype, rows, cols, spm - bias_bytes, acc, max_rows)
     in_slot, w_slot, acc_slot = _slots(cs, t, es, rows, cols)
     if 2 * (in_slot + w_slot) + bias_bytes > spm or 2 * acc_slot > acc:
         raise TilingError(f"tiling {t} needs {2 * (in_slot + w_slot) + bias_bytes} B of SPM and {2 * acc_slot} B "
                           f"of ACC")
-    bias_base = 2 * (in_slot + w_slot)
+    bias_base = -(-2 * (in_slot + w_slot) // 4) * 4    # the i32/f32 constants after the slots, word-aligned
+    scale_base = bias_base + cs.K * 4 * epilogue.bias
     ready = "acc_full"          # what the store waits for: the matrix unit, or the epilogue after it
     nbs, cbs = -(-cs.Kg // cols), -(-cs.Cg // rows)
     tcb = min(t.tcb, cbs)
@@ -216,6 +237,9 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
     if epilogue.bias:
         prog.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, bias_base, at, (4,)),
                             src=View(Space.DRAM, 0, at, (4,), "Bias"), signals=(SemOp("bias_ready"),)))
+    if epilogue.out is not None:
+        prog.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, scale_base, DType.F32, (4,)),
+                            src=View(Space.DRAM, 0, DType.F32, (4,), "Scale"), signals=(SemOp("bias_ready"),)))
     for b in range(cs.N):
         for oh0 in range(0, cs.OH, t.toh):
             toh = min(t.toh, cs.OH - oh0)
@@ -244,9 +268,12 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                                                     + g * cs.Cg + c0) * es, dtype,
                                        (skip * cs.W * cs.C * es, skip * cs.C * es, es),
                                        "X")
-                            load_x = DmaCopy(queue=Queue.DMA_LD, shape=(th, tw, tc), pad=pads,
-                                             dst=View(Space.SPM, i_base, dtype, (row, pix, es)), src=src,
-                                             waits=(SemOp("in_empty"),))
+                            dst = View(Space.SPM, i_base, dtype, (row, pix, es))
+                            load_x = DmaCopy(queue=Queue.DMA_LD, shape=(th, tw, tc), pad=pads, fill=pad_value,
+                                             dst=dst, src=src, waits=(SemOp("in_empty"),)) \
+                                if top + bottom < th and left + right < tw else \
+                                DmaFill(queue=Queue.DMA_LD, shape=(th, tw, tc), dst=dst, value=pad_value,
+                                        waits=(SemOp("in_empty"),))    # a window that lies wholly in the padding
                             load_w = DmaCopy(queue=Queue.DMA_LD, shape=(cs.R * cs.S, ncb, rows * cols),
                                              dst=View(Space.SPM, w_base, dtype, (tcb * tile, tile, es)),
                                              src=View(Space.DRAM, (g * nbs + nb) * chunk + cb_first * tile, dtype,
@@ -269,35 +296,56 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                             prog += [load_x, load_w, *mms]
                             ring += 1
                         tile_view = View(Space.ACC, acc_base, at, (t.tow * cols * 4, cols * 4, 4))
+                        out_view = tile_view
                         if epilogue.active:
-                            prog += _epilogue(epilogue, (toh, tow, n), tile_view, View(
-                                Space.SPM, bias_base + (g * cs.Kg + nb * cols) * 4, at, (0, 0, 4)), first=accs == 0)
+                            ch = (g * cs.Kg + nb * cols) * 4
+                            prog += _epilogue(epilogue, (toh, tow, n), tile_view,
+                                              View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
+                                              View(Space.SPM, scale_base + ch, DType.F32, (0, 0, 4)), first=accs == 0)
                             ready = "out_full"
-                        y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb * cols) * 4
+                            if epilogue.out is not None:   # the requantized tile, packed at the tile's base
+                                eo = yt.size
+                                out_view = View(Space.ACC, acc_base, yt, (tow * n * eo, n * eo, eo))
+                        eo = yt.size
+                        y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb * cols) * eo
                         prog.append(DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, n),
-                                            dst=View(Space.DRAM, y_off, at, (cs.OW * cs.K * 4, cs.K * 4, 4), "Y"),
-                                            src=tile_view, waits=(SemOp(ready),), signals=(SemOp("acc_empty"),)))
+                                            dst=View(Space.DRAM, y_off, yt, (cs.OW * cs.K * eo, cs.K * eo, eo), "Y"),
+                                            src=out_view, waits=(SemOp(ready),), signals=(SemOp("acc_empty"),)))
                         accs += 1
     prog.append(Halt())
     sems = (SemDecl("in_full", 0), SemDecl("in_empty", 2), SemDecl("acc_full", 0), SemDecl("acc_empty", 2))
     sems += (SemDecl("out_full", 0),) if epilogue.active else ()
-    sems += (SemDecl("bias_ready", 0),) if epilogue.bias else ()
+    sems += (SemDecl("bias_ready", 0),) if epilogue.bias or epilogue.out else ()
     regions = (Region("X", 0, cs.N * cs.H * cs.W * cs.C * es), Region("Wt", 1, cs.groups * nbs * chunk),
-               Region("Y", 2, cs.N * cs.OH * cs.OW * cs.K * 4))
+               Region("Y", 2, cs.N * cs.OH * cs.OW * cs.K * yt.size))
     regions += (Region("Bias", 3, cs.K * 4),) if epilogue.bias else ()
+    regions += (Region("Scale", 3 + epilogue.bias, cs.K * 4),) if epilogue.out is not None else ()
     return Program(config=ProgramConfig(rows=rows, cols=cols, spm=spm, acc=acc), regions=regions, sems=sems,
                    instrs=tuple(prog))
 
 
-def _epilogue(ep: Epilogue, shape: tuple[int, ...], tile: View, bias: View, first: bool) -> list:
+def _epilogue(ep: Epilogue, shape: tuple[int, ...], tile: View, bias: View, scale: View, first: bool) -> list:
     """Vector instructions applying ``ep`` in place to one accumulator tile, between the matrix unit and the store."""
     ops = []
     if ep.bias:
         ops.append(VecBinary(op=BinOp.ADD, shape=shape, dst=tile, src0=tile, src1=bias))
+    val = tile
+    if ep.out is not None:   # i32 -> f32 in place, times the per-channel scale
+        val = View(tile.space, tile.base, DType.F32, tile.strides)
+        ops += [VecConvert(shape=shape, dst=val, src=tile),
+                VecBinary(op=BinOp.MUL, shape=shape, dst=val, src0=val, src1=scale)]
     if ep.act is not None:
-        ops.append(VecUnary(fn=Act.RELU if ep.act == "relu" else Act.CLAMP, shape=shape, dst=tile, src=tile,
+        ops.append(VecUnary(fn=Act.RELU if ep.act == "relu" else Act.CLAMP, shape=shape, dst=val, src=val,
                             lo=ep.lo if ep.act == "clamp" else 0, hi=ep.hi if ep.act == "clamp" else 0))
-    ops[0] = with_sync(ops[0], waits=("acc_full",) + (("bias_ready",) if first and ep.bias else ()))
+    if ep.out is not None:   # round half to even, add the zero point, saturate; packed at the tile's base
+        eo = ep.out.size
+        ops.append(VecConvert(shape=shape, dst=View(tile.space, tile.base, ep.out,
+                                                    (shape[1] * shape[2] * eo, shape[2] * eo, eo)),
+                              src=val, zp_out=ep.zp))
+    consts = int(ep.bias) + int(ep.out is not None)
+    ops[0] = with_sync(ops[0], waits=("acc_full",))
+    if first and consts:
+        ops[0] = replace(ops[0], waits=ops[0].waits + (SemOp("bias_ready", consts),))
     ops[-1] = with_sync(ops[-1], signals=("out_full",))
     return ops
 

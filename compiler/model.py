@@ -17,7 +17,7 @@ import numpy as np
 from isa import Act, BinOp, DType, Program, ProgramConfig, Reduce
 from isa.arch import Arch
 
-from . import vector
+from . import quant, vector
 from .conv import ConvShape, Epilogue, conv2d, pack_weights, search_conv_tiling
 from .depthwise import depthwise2d, pack_depthwise
 from .errors import FALLBACK_HINT, CompileError, UnsupportedDTypeError, UnsupportedOpError
@@ -34,12 +34,14 @@ from .steps import activation_step, bias_step
 
 F32 = DType.F32
 ALIGN = 64
+INT8 = (np.dtype(np.int8), np.dtype(np.uint8))
 UNARY = {"Relu": Act.RELU, "Sigmoid": Act.SIGMOID, "Tanh": Act.TANH, "Erf": Act.ERF, "Gelu": Act.GELU,
          "Identity": Act.MOV}
 BINARY = {"Add": BinOp.ADD, "Sub": BinOp.SUB, "Mul": BinOp.MUL, "Div": BinOp.DIV}
-NHWC_OPS = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool"}
+NHWC_OPS = {"Conv", "QLinearConv", "MaxPool", "AveragePool", "GlobalAveragePool"}
 ALIASES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}
 CONST_OPERANDS = ALIASES | {"Slice", "Pad"}  # ops whose int64 constant operands (shapes, starts, pads) are fine
+INT8_OK = ALIASES | {"MaxPool"}  # ops that also move int8/uint8 tensors (the quant ops check their own types)
 PASSES: dict[str, Callable[[Graph], Graph]] = {"fold_constants": fold_constants, "fold_batchnorm": fold_batchnorm,
                                                 "fuse_activation": fuse_activation}
 
@@ -117,9 +119,10 @@ def unsupported_nodes(graph: Graph) -> list[tuple[Node, str]]:
             out.append((n, n.unsupported))
         elif n.op not in LOWER:
             out.append((n, "not lowered to the NPU yet"))
-        elif any(graph.tensor(t).dtype != np.float32 for t in n.present_inputs + n.outputs
-                 if not graph.is_const(t) or n.op not in CONST_OPERANDS):
-            out.append((n, "only float32 tensors are lowered yet"))
+        elif n.op not in quant.QUANT_OPS and any(
+                graph.tensor(t).dtype != np.float32 and not (n.op in INT8_OK and graph.tensor(t).dtype in INT8)
+                for t in n.present_inputs + n.outputs if not graph.is_const(t) or n.op not in CONST_OPERANDS):
+            out.append((n, "only float32 tensors (and int8 through the quantized ops) are lowered"))
     return out
 
 
@@ -142,7 +145,8 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
         users = graph.consumers(name)
         t = graph.tensor(name)
         layout = "nhwc" if t.rank == 4 and any(u.op in NHWC_OPS for u in users) else "rm"
-        low.bind[name] = low.alloc(t.shape, layout)
+        low.bind[name] = low.alloc(t.shape, layout, quant.dtype_of(t.dtype))
+    inputs = {n: low.bind[n] for n in graph.inputs}   # where the caller writes them (before any layout change)
     for node in graph.nodes:
         if node in bad:
             _host(low, node, bad[node])
@@ -160,7 +164,7 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
     program, layers = link(low.segments, ProgramConfig(arch.matrix.rows, arch.matrix.cols, arch.spm.size,
                                                        arch.acc.size), {"W": weights.size, "ACT": max(low.act, ALIGN)})
     return CompiledModel(program, tuple(layers), weights, max(low.act, ALIGN),
-                         {n: low.bind[n] for n in graph.inputs}, outputs, graph, tuple(low.host))
+                         inputs, outputs, graph, tuple(low.host))
 
 
 def _up(x: int) -> int:
@@ -211,9 +215,9 @@ class _Lowering:
         return self._convert(name, b, layout)
 
     def _convert(self, name: str, b: Binding, layout: str) -> Binding:
-        out = self.alloc(b.shape, layout)
+        out = self.alloc(b.shape, layout, b.dtype)
         perm = (0, 2, 3, 1) if layout == "nhwc" else (0, 3, 1, 2)
-        prog = vector.permute(b.phys, perm, F32, self.spm)
+        prog = vector.permute(b.phys, perm, b.dtype, self.spm)
         self.segments.append(Segment(f"{name}.to_{layout}", "Transpose", prog,
                                      {"X": ("ACT", b.offset), "Y": ("ACT", out.offset)}))
         self.bind[name] = out
@@ -393,11 +397,13 @@ def _pool(low: _Lowering, n: Node) -> None:
         k, s, p, include = ks[0], ss[0], ps[0], bool(a.get("count_include_pad", 0))
     kind = "max" if n.op == "MaxPool" else "avg"
     OH, OW = (H + 2 * p - k) // s + 1, (W + 2 * p - k) // s + 1
-    y = low.alloc((N, C, OH, OW), "nhwc")
+    y = low.alloc((N, C, OH, OW), "nhwc", x.dtype)
     bind = {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)}
     if kind == "avg" and not include:
         bind["RC"] = ("W", low.const(vector.avgpool_reciprocals(H, W, k, s, p)))
-    low.emit(n, vector.pool2d(kind, N, H, W, C, k, s, p, F32, low.spm, include), bind)
+    # a pool of dequantized int8 divides by the count as onnxruntime does, so the requantized result is exact
+    dq = getattr(low.graph.producer(n.inputs[0]), "op", None) == "DequantizeLinear"
+    low.emit(n, vector.pool2d(kind, N, H, W, C, k, s, p, x.dtype, low.spm, include, divide=dq), bind)
     low.bind[n.outputs[0]] = y
 
 
@@ -405,7 +411,7 @@ def _alias(low: _Lowering, n: Node) -> None:
     x = low.bind[n.inputs[0]]
     if x.layout == "nhwc" and math.prod(x.shape[2:]) != 1:
         x = low.want(n.inputs[0], "rm")
-    low.bind[n.outputs[0]] = Binding(x.offset, low.graph.tensor(n.outputs[0]).shape, F32, "rm")
+    low.bind[n.outputs[0]] = Binding(x.offset, low.graph.tensor(n.outputs[0]).shape, x.dtype, "rm")
 
 
 def _rows(low: _Lowering, n: Node) -> None:
@@ -444,4 +450,5 @@ LOWER: dict[str, Callable[[_Lowering, Node], None]] = {
     "GlobalAveragePool": _pool, "Softmax": _rows, "LayerNormalization": _rows, "ReduceMean": _rows,
     "ReduceSum": _rows, "Transpose": _transpose, "Clip": _unary, "Concat": lower_concat, "Slice": lower_slice,
     "Pad": lower_pad,
-    **dict.fromkeys(BINARY, _elementwise), **dict.fromkeys(UNARY, _unary), **dict.fromkeys(ALIASES, _alias)}
+    **dict.fromkeys(BINARY, _elementwise), **dict.fromkeys(UNARY, _unary), **dict.fromkeys(ALIASES, _alias),
+    **quant.LOWER}

@@ -89,6 +89,8 @@ def _stream(pipe: RingPipeline, out_shape, ins: list[_Operand], out: _Operand, d
         raise CompileError(f"shape {out_shape} does not collapse to 5 dimensions")
     sizes = [d.size for d in dtypes] + [out_dtype.size]
     limit = max(1, (spm // 2) // sum(sizes))   # two ring slots of every buffer
+    if len(set(sizes)) > 1 and limit >= 4:      # mixed element sizes: keep every slot word-aligned
+        limit -= limit % 4
     slot_bytes = [limit * s for s in sizes]
     for start, tshape in _tiles(shape, limit):
         base, offs, views = 0, [], []
@@ -241,9 +243,10 @@ def reduce_rows(kind: Reduce, rows: int, length: int, dtype: DType, spm: int, me
 
 
 def pool2d(kind: str, N: int, H: int, W: int, C: int, k: int, stride: int, pad: int, dtype: DType, spm: int,
-           count_include_pad: bool = False):
+           count_include_pad: bool = False, divide: bool = False):
     """MaxPool / AveragePool (square window) on NHWC; regions X, Y (+ RC, the per-position 1/count map for average
-    pooling without counting the padding). Tiles cover ``toh`` output rows of ``tc`` channels."""
+    pooling without counting the padding). Tiles cover ``toh`` output rows of ``tc`` channels. ``divide``: a
+    count-including average divides the sum by ``k*k`` (onnxruntime's rounding) instead of multiplying by 1/(k*k)."""
     es = dtype.size
     OH, OW = (H + 2 * pad - k) // stride + 1, (W + 2 * pad - k) // stride + 1
     Wp = W + 2 * pad
@@ -286,7 +289,8 @@ def pool2d(kind: str, N: int, H: int, W: int, C: int, k: int, stride: int, pad: 
                     compute = [VecUnary(fn=Act.MOV, reduce=Reduce.SUM, zero=True, shape=(t, OW, c, k, k),
                                         dst=s.with_strides((OW * c * 4, c * 4, 4, 0, 0)), src=window)]
                     if count_include_pad:
-                        compute.append(VecBinary(op=BinOp.MUL, shape=(t, OW, c), dst=y, src0=s, imm=1.0 / (k * k)))
+                        compute.append(VecBinary(op=BinOp.DIV, shape=(t, OW, c), dst=y, src0=s, imm=k * k) if divide
+                                       else VecBinary(op=BinOp.MUL, shape=(t, OW, c), dst=y, src0=s, imm=1.0 / (k * k)))
                     else:
                         rc = View(Space.SPM, base + in_slot + sum_slot + out_slot, F32, (OW * 4, 4, 0))
                         loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(t, OW), dst=rc.with_strides((OW * 4, 4)),
@@ -321,3 +325,48 @@ def permute(in_shape: tuple[int, ...], perm: tuple[int, ...], dtype: DType, spm:
             dtype, spm, lambda dst, srcs, s: [VecUnary(fn=Act.MOV, shape=s, dst=dst, src=srcs[0])])
     n = math.prod(in_shape) * dtype.size
     return pipe.program(vector_config(spm), (Region("X", 0, n), Region("Y", 1, n)))
+
+
+def quantize(shape: tuple[int, ...], out: DType, scale: float, zp: int, spm: int):
+    """QuantizeLinear ``Y = saturate(round_half_even(X / scale) + zp)``, f32 X to integer ``out``; regions X, Y.
+
+    A true f32 division (onnxruntime divides; a multiply by 1/scale rounds differently), done in place in the input
+    tile, then vpu.cvt rounds, adds the zero point and saturates."""
+    pipe = RingPipeline()
+
+    def compute(dst, srcs, s):
+        return [VecBinary(op=BinOp.DIV, shape=s, dst=srcs[0], src0=srcs[0], imm=scale),
+                VecConvert(shape=s, dst=dst, src=srcs[0], zp_out=zp)]
+
+    _stream(pipe, tuple(shape), [_Operand("X", row_major(shape))], _Operand("Y", row_major(shape)), [F32], out, spm,
+            compute)
+    n = math.prod(shape)
+    return pipe.program(vector_config(spm), (Region("X", 0, n * 4), Region("Y", 1, n * out.size)))
+
+
+def dequantize(shape: tuple[int, ...], src: DType, scale: float, zp: int, spm: int):
+    """DequantizeLinear ``Y = f32(X - zp) * scale`` (one vpu.cvt; the difference is exact in f32); regions X, Y."""
+    pipe = RingPipeline()
+    _stream(pipe, tuple(shape), [_Operand("X", row_major(shape))], _Operand("Y", row_major(shape)), [src], F32, spm,
+            lambda dst, srcs, s: [VecConvert(shape=s, dst=dst, src=srcs[0], scale=scale, zp_in=zp)])
+    n = math.prod(shape)
+    return pipe.program(vector_config(spm), (Region("X", 0, n * src.size), Region("Y", 1, n * 4)))
+
+
+def requantize(M: int, N: int, out: DType, zp: int, spm: int):
+    """``Y = saturate(round_half_even(f32(C + Bias) * Scale) + zp)`` over ``[M][N]``: i32 C, per-column i32 Bias and
+    f32 Scale (N elements each), integer ``out`` Y; regions C, Bias, Scale, Y (onnxruntime's requantization)."""
+    pipe = RingPipeline()
+
+    def compute(dst, srcs, s):
+        c, bias, scale = srcs
+        f = View(c.space, c.base, F32, c.strides)
+        return [VecBinary(op=BinOp.ADD, shape=s, dst=c, src0=c, src1=bias), VecConvert(shape=s, dst=f, src=c),
+                VecBinary(op=BinOp.MUL, shape=s, dst=f, src0=f, src1=scale),
+                VecConvert(shape=s, dst=dst, src=f, zp_out=zp)]
+
+    col = (0, 1)
+    _stream(pipe, (M, N), [_Operand("C", (N, 1)), _Operand("Bias", col), _Operand("Scale", col)], _Operand("Y", (N, 1)),
+            [DType.I32, DType.I32, F32], out, spm, compute)
+    return pipe.program(vector_config(spm), (Region("C", 0, M * N * 4), Region("Bias", 1, N * 4),
+                                             Region("Scale", 2, N * 4), Region("Y", 3, M * N * out.size)))

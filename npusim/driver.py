@@ -235,16 +235,33 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
 
         proto = to_onnx(graph) if isinstance(model, Graph) else model if isinstance(model, onnx.ModelProto) \
             else onnx.load(model)
-        sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+        sess = ort.InferenceSession(proto.SerializeToString(), _ort_options(graph), providers=["CPUExecutionProvider"])
         refs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, dict(inputs))))
-        report["validation"] = {name: _compare(outputs[name], refs[name]) for name in outputs}
+        quantized = any(n.op in QUANT_OPS for n in graph.nodes)
+        report["validation"] = {name: _compare(outputs[name], refs[name], quantized) for name in outputs}
     return compiled, result, outputs, report
 
 
-def _compare(got: np.ndarray, want: np.ndarray) -> dict:
-    """max |err| and the relative error max|err| / max|want|; fp32 models must agree within 1e-3 relative."""
+QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul"})
+
+
+def _ort_options(graph: Graph):
+    """Session options for the reference run. A quantized model runs with graph optimizations off, so onnxruntime
+    executes exactly the ops in the graph: otherwise it rewrites DequantizeLinear -> Add -> QuantizeLinear into its
+    contrib QLinearAdd (and similar), which rounds differently, and int8 outputs could not be compared exactly."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    if any(n.op in QUANT_OPS for n in graph.nodes):
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return opts
+
+
+def _compare(got: np.ndarray, want: np.ndarray, quantized: bool = False) -> dict:
+    """max |err| and the relative error max|err| / max|want|; fp32 models must agree within 1e-3 relative, integer
+    outputs and every output of a quantized model (int8, or float from DequantizeLinear of identical int8) exactly."""
     err = float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max(initial=0))
     rel = err / max(float(np.abs(want).max(initial=0)), 1e-30)
-    exact = not np.issubdtype(want.dtype, np.floating)
+    exact = quantized or not np.issubdtype(want.dtype, np.floating)
     return {"max_abs_error": err, "max_rel_error": rel, "ok": err == 0 if exact else rel <= 1e-3,
             "rule": "exact" if exact else "max|err| / max|reference| <= 1e-3"}

@@ -1,4 +1,4 @@
-"""Convolutional networks of the zoo: ResNet-18/50 (torchvision topology), MobileNetV2, and a QDQ int8 ResNet-18."""
+"""Convolutional networks of the zoo: ResNet-18/50 (torchvision topology), MobileNetV2, and a QLinear int8 ResNet-18."""
 
 from __future__ import annotations
 
@@ -17,28 +17,37 @@ class _ResNetWriter:
 
     - ``bn``: conv, BatchNormalization, Relu nodes (the float model);
     - ``folded``: BN folded into conv weights and biases; records each activation to quantise in ``points``;
-    - ``qdq``: the folded model with int8 weights (per-channel scales), int32 biases and QuantizeLinear ->
-      DequantizeLinear pairs on activations, scaled by ``maxabs`` (one value per point, from a ``folded`` run).
+    - ``qlinear``: the folded model in QLinear form: QLinearConv (int8 per-channel weights, int32 biases), int8
+      MaxPool, residual adds as DequantizeLinear -> Add -> Relu -> QuantizeLinear, DequantizeLinear ->
+      GlobalAveragePool -> QuantizeLinear, QLinearMatMul -> DequantizeLinear -> Add(bias) classifier. Activation
+      scales come from ``maxabs`` (one value per point, from a ``folded`` run), rounded up to a power of two, so
+      float sums of dequantized values are exact in any order (onnxruntime's pooling sums in its own order);
+      outputs of a Relu use zero point -128 (the int8 range is [0, max]), others 0.
     """
 
     def __init__(self, b: GraphBuilder, seed: int, mode: str, maxabs: list[float] | None = None):
         self.b, self.init, self.mode = b, Init(seed), mode
         self.maxabs = iter(maxabs or ())
         self.points: list[str] = []
-        self.scale: dict[str, float] = {}
+        self.q: dict[str, tuple[np.float32, np.int8]] = {}
 
-    def act(self, t: str, like: str | None = None) -> str:
-        """A quantisation point: record it (folded) or insert QuantizeLinear/DequantizeLinear (qdq), with the
-        calibrated scale, or the scale of tensor ``like`` (for an op like MaxPool that keeps its input's scale)."""
-        if self.mode == "folded" and like is None:
+    def _params(self, relu: bool) -> tuple[np.float32, np.int8]:
+        """The next calibrated point's (scale, zero point)."""
+        top = max(next(self.maxabs), 1e-6) / (255 if relu else 127)
+        return np.float32(2.0 ** np.ceil(np.log2(top))), np.int8(-128 if relu else 0)
+
+    def act(self, t: str, relu: bool = False) -> str:
+        """A quantisation point: record it (folded) or QuantizeLinear it with the calibrated parameters (qlinear)."""
+        if self.mode == "folded":
             self.points.append(t)
-        elif self.mode == "qdq":
-            s = np.float32(self.scale[like] if like else max(next(self.maxabs), 1e-6) / 127)
-            zero = np.int8(0)
-            q = self.b.quantize(t, s, zero, name=f"{t}.q")
-            t = self.b.dequantize(q, s, zero, name=f"{t}.dq")
-            self.scale[t] = float(s)
+        elif self.mode == "qlinear":
+            s, z = self._params(relu)
+            t = self.b.quantize(t, s, z, name=f"{t}.q")
+            self.q[t] = (s, z)
         return t
+
+    def dq(self, t: str) -> str:
+        return self.b.dequantize(t, *self.q[t], name=f"{t}.dq") if self.mode == "qlinear" else t
 
     def conv(self, x: str, cin: int, cout: int, k: int, stride: int, relu: bool, name: str, gamma: float = 1.0,
              group: int = 1) -> str:
@@ -48,42 +57,50 @@ class _ResNetWriter:
             y = p.emit(b, x, name, stride, pad, group)
             return b.relu(y, name=f"{name}.relu") if relu else y
         w, bias = p.folded()
-        if self.mode == "qdq":
-            sw = np.maximum(np.abs(w).reshape(cout, -1).max(1), 1e-8) / 127
+        if self.mode == "qlinear":
+            sw = (np.maximum(np.abs(w).reshape(cout, -1).max(1), 1e-8) / 127).astype(np.float32)
             wq = np.clip(np.rint(w / sw[:, None, None, None]), -127, 127).astype(np.int8)
-            sb = (self.scale[x] * sw).astype(np.float32)
-            bq = np.rint(bias / sb).astype(np.int32)
-            w = b.dequantize(b.const(f"{name}.weight_q", wq), sw.astype(np.float32), np.zeros(cout, np.int8), axis=0,
-                             name=f"{name}.weight")
-            bias = b.dequantize(b.const(f"{name}.bias_q", bq), sb, np.zeros(cout, np.int32), axis=0,
-                                name=f"{name}.bias")
+            xs, xz = self.q[x]
+            bq = np.rint(bias / (xs * sw)).astype(np.int32)
+            ys, yz = self._params(relu)
+            y = b.qlinear_conv(x, xs, xz, b.const(f"{name}.weight_q", wq), sw, np.zeros(cout, np.int8), ys, yz,
+                               b.const(f"{name}.bias_q", bq), strides=stride, pads=pad, group=group, name=name)
+            self.q[y] = (ys, yz)
+            return y
         y = b.conv(x, w, bias, strides=stride, pads=pad, group=group, name=name)
-        return self.act(b.relu(y, name=f"{name}.relu") if relu else y)
+        return self.act(b.relu(y, name=f"{name}.relu") if relu else y, relu)
+
+    def maxpool(self, x: str) -> str:
+        y = self.b.maxpool(x, 3, 2, 1, name="maxpool")
+        if x in self.q:
+            self.q[y] = self.q[x]
+        return y
 
     def add_relu(self, a: str, c: str, name: str) -> str:
-        y = self.b.relu(self.b.add(a, c, name=name), name=f"{name}.relu")
-        return y if self.mode == "bn" else self.act(y)
+        y = self.b.relu(self.b.add(self.dq(a), self.dq(c), name=name), name=f"{name}.relu")
+        return y if self.mode == "bn" else self.act(y, relu=True)
 
     def fc(self, x: str, cin: int, cout: int, name: str) -> str:
         b = self.b
         w, bias = self.init.he((cout, cin), gain=1.0), self.init.normal((cout,), 0.01)
-        if self.mode == "qdq":
-            sw = np.float32(np.abs(w).max() / 127)
-            sb = np.float32(self.scale[x] * sw)
-            wd = b.dequantize(b.const(f"{name}.weight_q", np.clip(np.rint(w / sw), -127, 127).astype(np.int8)), sw,
-                              np.int8(0), name=f"{name}.weight")
-            bd = b.dequantize(b.const(f"{name}.bias_q", np.rint(bias / sb).astype(np.int32)), sb, np.int32(0),
-                              name=f"{name}.bias")
-            return b.gemm(x, wd, bd, trans_b=True, name=name)
-        return b.gemm(x, b.const(f"{name}.weight", w), b.const(f"{name}.bias", bias), trans_b=True, name=name)
+        if self.mode == "bn":
+            return b.gemm(x, b.const(f"{name}.weight", w), b.const(f"{name}.bias", bias), trans_b=True, name=name)
+        if self.mode == "folded":
+            return b.add(self.act(b.matmul(x, b.const(f"{name}.weight", np.ascontiguousarray(w.T)), name=name)),
+                         b.const(f"{name}.bias", bias), name=f"{name}.add")
+        sw = np.float32(np.abs(w).max() / 127)
+        wq = np.clip(np.rint(w.T / sw), -127, 127).astype(np.int8)
+        ys, yz = self._params(False)
+        y = b.qlinear_matmul(x, *self.q[x], b.const(f"{name}.weight_q", wq), sw, np.int8(0), ys, yz, name=name)
+        self.q[y] = (ys, yz)
+        return b.add(self.dq(y), b.const(f"{name}.bias", bias), name=f"{name}.add")
 
     def resnet(self, depth: int, classes: int = 1000) -> str:
         b = self.b
         kind, layers = RESNET_LAYERS[depth]
         exp = 4 if kind == "bottleneck" else 1
         x = self.act(b.input("x", (1, 3, 224, 224), np.float32))
-        h = self.conv(x, 3, 64, 7, 2, True, "conv1")
-        h = self.act(b.maxpool(h, 3, 2, 1, name="maxpool"), like=h)
+        h = self.maxpool(self.conv(x, 3, 64, 7, 2, True, "conv1"))
         cin = 64
         for li, (width, blocks) in enumerate(zip((64, 128, 256, 512), layers), 1):
             for bi in range(blocks):
@@ -99,9 +116,10 @@ class _ResNetWriter:
                 if stride != 1 or cin != width * exp:
                     short = self.conv(h, cin, width * exp, 1, stride, False, f"{p}.downsample")
                 h, cin = self.add_relu(t, short, f"{p}.add"), width * exp
-        pooled = self.act(b.global_avgpool(h, name="avgpool"))
+        pooled = self.act(b.global_avgpool(self.dq(h), name="avgpool"), relu=True)
         flat = b.flatten(pooled, 1, name="flatten")
-        self.scale[flat] = self.scale.get(pooled, 0.0)
+        if pooled in self.q:
+            self.q[flat] = self.q[pooled]
         y = self.fc(flat, cin, classes, "fc")
         b.output(y)
         return y
@@ -123,8 +141,10 @@ def resnet50(seed: int = 0):
 
 
 def resnet18_int8(seed: int = 0):
-    """ResNet-18 in QDQ int8 form: BN folded, int8 weights (per-channel conv, per-tensor fc), int32 biases, int8
-    activations calibrated on one seeded input; the same float weights as ``resnet18(seed)``."""
+    """ResNet-18 in QLinear int8 form: QLinearConv (per-channel int8 weights, int32 biases), QLinearMatMul, int8
+    activations calibrated on a seeded input.
+
+    BN is folded; activation scales are powers of two; the float weights are those of ``resnet18(seed)``."""
     import onnxruntime as ort
 
     cal = GraphBuilder("resnet18_calibration")
@@ -135,7 +155,7 @@ def resnet18_int8(seed: int = 0):
     x = np.random.default_rng(seed).standard_normal((1, 3, 224, 224), np.float32)
     outs = sess.run(w.points, {"x": x})
     b = GraphBuilder("resnet18_int8")
-    q = _ResNetWriter(b, seed, "qdq", [float(np.abs(o).max()) for o in outs])
+    q = _ResNetWriter(b, seed, "qlinear", [float(np.abs(o).max()) for o in outs])
     q.resnet(18)
     assert next(q.maxabs, None) is None, "every calibrated scale is used once"
     return to_onnx(b.build())

@@ -63,16 +63,16 @@ def test_zoo_is_seeded():
 
 
 @pytest.mark.slow
-def test_resnet18_int8_is_qdq_and_tracks_the_float_model():
+def test_resnet18_int8_is_qlinear_and_tracks_the_float_model():
     g = import_onnx(built("resnet18_int8"))
-    convs = [n for n in g.nodes if n.op == "Conv"]
-    assert len(convs) == 20
+    convs = [n for n in g.nodes if n.op == "QLinearConv"]
+    assert len(convs) == 20 and not [n for n in g.nodes if n.op == "Conv"]
     for conv in convs:
-        x, w, bias = (g.producer(i) for i in conv.inputs)
-        assert x.op == w.op == bias.op == "DequantizeLinear"
-        assert g.tensor(w.inputs[0]).dtype == np.int8 and g.tensor(w.inputs[1]).shape == (g.tensor(conv.inputs[1])
-                                                                                            .shape[0],)
-        assert g.tensor(bias.inputs[0]).dtype == np.int32 and g.tensor(x.inputs[0]).dtype == np.int8
+        x, w, w_scale, bias = (g.tensor(conv.inputs[i]) for i in (0, 3, 4, 8))
+        assert x.dtype == w.dtype == np.int8 and bias.dtype == np.int32 and w_scale.shape == (w.shape[0],)
+        for scale in (conv.inputs[1], conv.inputs[6]):   # power-of-two activation scales
+            assert np.log2(float(g.tensor(scale).data)).is_integer()
+    assert [n.op for n in g.nodes].count("QLinearMatMul") == 1
     x = feed(built("resnet18"))
     (ref,), (q,) = ort_run(built("resnet18"), x), ort_run(built("resnet18_int8"), x)
     assert np.corrcoef(ref.ravel(), q.ravel())[0, 1] > 0.99

@@ -1,4 +1,7 @@
-"""Zoo models compile, run and agree with onnxruntime (fp32: max|err| / max|ref| <= 1e-3) on every preset."""
+"""Zoo models compile, run and agree with onnxruntime (fp32: max|err| / max|ref| <= 1e-3, int8: exactly) on every
+preset."""
+
+import functools
 
 import pytest
 
@@ -8,19 +11,21 @@ from npusim.driver import run_model
 
 PRESETS = ["edge16", "mid32", "dc128"]
 FLOAT_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "bert_layer", "vit_block"]
+INT8_MODELS = ["resnet18_int8"]
 
 
-@pytest.fixture(scope="module")
-def models():
-    return {name: MODELS[name]() for name in FLOAT_MODELS}
+@functools.cache
+def built(name: str):
+    return MODELS[name]()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", PRESETS)
-@pytest.mark.parametrize("name", FLOAT_MODELS)
-def test_zoo_model_validates(models, name, preset):
-    _, result, outputs, report = run_model(models[name], load_arch(preset), validate=True)
+@pytest.mark.parametrize("name", FLOAT_MODELS + INT8_MODELS)
+def test_zoo_model_validates(name, preset):
+    _, result, outputs, report = run_model(built(name), load_arch(preset), validate=True)
     assert report["validation"], "no outputs compared"
     for output, check in report["validation"].items():
         assert check["ok"], (output, check)
+        assert (check["rule"] == "exact") == (name in INT8_MODELS)
     assert result.cycles == max(lr["end"] for lr in report["layers"])
