@@ -91,7 +91,8 @@ def table(points: list[dict], keys: Sequence[str] = ("cycles", "time_us", "matri
     rows = [[" ".join(p["overrides"])] + (["error: " + p["error"]] if p.get("error") else
                                           [_fmt(p.get(k)) for k in keys]) for p in points]
     head = ["overrides", *keys]
-    width = [max(len(r[i]) for r in [head, *rows] if i < len(r)) for i in range(len(head))]
+    sized = [head] + [r for r, p in zip(rows, points) if not p.get("error")]   # an error runs past the columns
+    width = [max(len(r[i]) for r in (sized if i else [head, *rows])) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, width)).rstrip() for r in [head, *rows])
 
 
