@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -87,6 +87,9 @@ class CompiledModel:
     outputs: dict[str, Binding]
     graph: Graph
     host_ops: tuple[HostOp, ...] = ()
+    tensors: dict[str, Binding] = field(default_factory=dict)
+    """Every activation the program writes to region ACT (inputs, intermediates, outputs) by ONNX name, in its
+    final layout; fused or folded tensors (a Relu's input after fusion, BN outputs) are absent."""
 
     def dram_inputs(self, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The DRAM regions' initial contents for graph inputs ``values`` (by ONNX input name)."""
@@ -99,12 +102,23 @@ class CompiledModel:
     def read_outputs(self, act: np.ndarray) -> dict[str, np.ndarray]:
         return {name: b.from_memory(act) for name, b in self.outputs.items()}
 
+    def read_tensors(self, act: np.ndarray) -> dict[str, np.ndarray]:
+        """Every tensor of :attr:`tensors` from the final ACT region (each has its own offset, none is reused)."""
+        return {name: b.from_memory(act) for name, b in self.tensors.items()}
 
-def run_passes(graph: Graph, dump_after: str | None = None, dump: Callable[[str], None] = print) -> Graph:
-    """Apply the graph passes in order; print the IR after ``dump_after`` (a pass name)."""
+
+def run_passes(graph: Graph, dump_after: str | None = None, dump: Callable[[str], None] = print,
+               skip: tuple[str, ...] = ()) -> Graph:
+    """Apply the graph passes in order, but those named in ``skip``; print the IR after ``dump_after`` (a pass
+    name)."""
     if dump_after is not None and dump_after not in PASSES:
         raise CompileError(f"--dump-after must be one of {', '.join(PASSES)}, not {dump_after!r}")
+    unknown = [s for s in skip if s not in PASSES]
+    if unknown:
+        raise CompileError(f"cannot skip unknown pass(es) {', '.join(unknown)}; passes: {', '.join(PASSES)}")
     for name, fn in PASSES.items():
+        if name in skip:
+            continue
         graph = fn(graph)
         if name == dump_after:
             dump(graph.dump())
@@ -126,13 +140,20 @@ def unsupported_nodes(graph: Graph) -> list[tuple[Node, str]]:
     return out
 
 
-def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallback: bool = True) -> CompiledModel:
+def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallback: bool = True, *,
+                  fuse: bool = True, buffers: int = 2) -> CompiledModel:
     """Compile ``graph`` for ``arch``.
 
     fallback: nodes the NPU cannot run (unknown ops, unsupported attributes or dtypes) run on the host CPU as
     ``host.call`` segments (listed in ``CompiledModel.host_ops``). Without it, UnsupportedOpError lists them.
+    fuse: run the ``fuse_activation`` pass (off: every Relu/Clip is its own vector-unit layer).
+    buffers: ring depth of every layer's load -> compute -> store pipeline (2: double buffering; 1: a step's loads
+    wait until the previous step's compute freed its buffer, so loads, compute and stores of a layer do not
+    overlap; tiles are unchanged, so this isolates what the overlap saves).
     """
-    graph = run_passes(graph, dump_after)
+    if buffers not in (1, 2):
+        raise CompileError(f"buffers must be 1 (single) or 2 (double buffering), not {buffers}")
+    graph = run_passes(graph, dump_after, skip=() if fuse else ("fuse_activation",))
     bad = dict(unsupported_nodes(graph))
     if bad and not fallback:
         (n, why), rest = next(iter(bad.items())), list(bad)[1:]
@@ -161,10 +182,18 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
             _host(low, node, e.reason)
     outputs = {name: low.want(name, "nhwc" if low.bind[name].layout == "nhwc" else "rm") for name in graph.outputs}
     weights = np.concatenate(low.weights) if low.weights else np.zeros(ALIGN, np.uint8)
-    program, layers = link(low.segments, ProgramConfig(arch.matrix.rows, arch.matrix.cols, arch.spm.size,
+    segments = low.segments if buffers == 2 else [_ring_depth(s, buffers) for s in low.segments]
+    program, layers = link(segments, ProgramConfig(arch.matrix.rows, arch.matrix.cols, arch.spm.size,
                                                        arch.acc.size), {"W": weights.size, "ACT": max(low.act, ALIGN)})
     return CompiledModel(program, tuple(layers), weights, max(low.act, ALIGN),
-                         inputs, outputs, graph, tuple(low.host))
+                         inputs, outputs, graph, tuple(low.host),
+                         {**low.bind, **outputs})
+
+
+def _ring_depth(seg: Segment, depth: int) -> Segment:
+    """``seg`` with its ring semaphores (``*_empty``, initially the number of free buffers) starting at ``depth``."""
+    sems = tuple(replace(s, init=min(s.init, depth)) if s.name.endswith("_empty") else s for s in seg.program.sems)
+    return replace(seg, program=replace(seg.program, sems=sems))
 
 
 def _up(x: int) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -205,15 +205,18 @@ def layer_report(result: SimResult, layers) -> list[dict]:
 
 
 def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *, timing_only: bool = False,
-              validate: bool = False, seed: int = 0, dump_after: str | None = None, fallback: bool = True):
+              validate: bool = False, seed: int = 0, dump_after: str | None = None, fallback: bool = True,
+              fuse: bool = True, buffers: int = 2, serial: bool = False):
     """Compile an ONNX model (path, ModelProto or Graph) for ``arch`` and simulate it.
 
     Without ``inputs``, seeded random ones (standard normal for floats). Returns (compiled model, result, outputs by
     ONNX name, report dict with ``layers``, ``host_ops`` and, when ``validate``, ``validation`` per output against
     onnxruntime). fallback: run the nodes the NPU cannot on the host CPU (else UnsupportedOpError lists them).
+    fuse, buffers: compiler options (:func:`compiler.model.compile_model`); serial: simulate every instruction
+    after the previous one retired (no overlap between units at all).
     """
     graph = load_model(model, fallback)
-    compiled = compile_model(graph, arch, dump_after=dump_after, fallback=fallback)
+    compiled = compile_model(graph, arch, dump_after=dump_after, fallback=fallback, fuse=fuse, buffers=buffers)
     rng = np.random.default_rng(seed)
     if inputs is None:
         inputs = {n: rng.standard_normal(graph.tensor(n).shape).astype(graph.tensor(n).dtype) for n in graph.inputs}
@@ -221,7 +224,8 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
     if missing:
         raise SimulationError(f"inputs lack {', '.join(missing)}; the model's inputs are {', '.join(graph.inputs)}")
     result = simulate(compiled.program, arch, None if timing_only else compiled.dram_inputs(inputs),
-                      timing_only=timing_only, host_functions=None if timing_only else host_functions(compiled))
+                      timing_only=timing_only, host_functions=None if timing_only else host_functions(compiled),
+                      serial=serial)
     outputs = {} if timing_only else compiled.read_outputs(result.outputs["ACT"])
     report = result.to_dict()
     report["layers"] = layer_report(result, compiled.layers)
@@ -265,3 +269,32 @@ def _compare(got: np.ndarray, want: np.ndarray, quantized: bool = False) -> dict
     exact = quantized or not np.issubdtype(want.dtype, np.floating)
     return {"max_abs_error": err, "max_rel_error": rel, "ok": err == 0 if exact else rel <= 1e-3,
             "rule": "exact" if exact else "max|err| / max|reference| <= 1e-3"}
+
+
+def check_layers(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *, seed: int = 0,
+                 **options) -> list[dict]:
+    """Run ``model`` through npusim (values) and compare every intermediate tensor the compiled program keeps in
+    DRAM with onnxruntime's value of the same ONNX tensor (the model with those tensors added as graph outputs).
+
+    Tensors the compiler fused or folded away (a Relu's input after fusion, a Conv's output before its folded
+    BatchNormalization) exist only on one side and are skipped. Returns one dict per compared tensor, in graph order:
+    ``tensor, node, op, shape, max_abs_error, max_rel_error`` (max |err| / max |reference|) and ``ok`` (the same rule
+    as :func:`run_model`'s output validation). ``options`` go to :func:`run_model`.
+    """
+    import onnxruntime as ort
+
+    from compiler.builder import to_onnx
+
+    graph = load_model(model, options.get("fallback", True))
+    compiled, result, _, _ = run_model(graph, arch, inputs, seed=seed, **options)
+    produced = {t: n for n in graph.nodes for t in n.outputs if t}
+    names = [t for t in produced if t in compiled.tensors]
+    if inputs is None:
+        rng = np.random.default_rng(seed)   # the same draws as run_model's
+        inputs = {n: rng.standard_normal(graph.tensor(n).shape).astype(graph.tensor(n).dtype) for n in graph.inputs}
+    proto = to_onnx(replace(graph, outputs=tuple(dict.fromkeys(graph.outputs + tuple(names)))))
+    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    refs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, dict(inputs))))
+    got = compiled.read_tensors(result.outputs["ACT"])
+    return [{"tensor": t, "node": produced[t].name, "op": produced[t].op, "shape": tuple(refs[t].shape),
+             **_compare(got[t], refs[t])} for t in names]

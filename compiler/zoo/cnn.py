@@ -95,14 +95,15 @@ class _ResNetWriter:
         self.q[y] = (ys, yz)
         return b.add(self.dq(y), b.const(f"{name}.bias", bias), name=f"{name}.add")
 
-    def resnet(self, depth: int, classes: int = 1000) -> str:
+    def resnet(self, depth: int, classes: int = 1000, image: int = 224, width: int = 64) -> str:
+        """The network on a ``1x3ximageximage`` input, stage widths ``width * (1, 2, 4, 8)`` channels."""
         b = self.b
         kind, layers = RESNET_LAYERS[depth]
         exp = 4 if kind == "bottleneck" else 1
-        x = self.act(b.input("x", (1, 3, 224, 224), np.float32))
-        h = self.maxpool(self.conv(x, 3, 64, 7, 2, True, "conv1"))
-        cin = 64
-        for li, (width, blocks) in enumerate(zip((64, 128, 256, 512), layers), 1):
+        x = self.act(b.input("x", (1, 3, image, image), np.float32))
+        h = self.maxpool(self.conv(x, 3, width, 7, 2, True, "conv1"))
+        cin, widths = width, (width, 2 * width, 4 * width, 8 * width)
+        for li, (width, blocks) in enumerate(zip(widths, layers), 1):
             for bi in range(blocks):
                 stride, p = (2 if li > 1 and bi == 0 else 1), f"layer{li}.{bi}"
                 if kind == "basic":
@@ -125,18 +126,24 @@ class _ResNetWriter:
         return y
 
 
-def resnet18(seed: int = 0):
-    """ResNet-18 (torchvision), 1x3x224x224 -> 1x1000, conv + BatchNormalization + Relu, 11.7M weights."""
+def resnet18(seed: int = 0, image: int = 224, width: int = 64, classes: int = 1000):
+    """ResNet-18 (torchvision), 1x3x224x224 -> 1x1000, conv + BatchNormalization + Relu, 11.7M weights.
+
+    image, width, classes: a smaller variant (input ``image`` pixels square, first stage ``width`` channels).
+    """
     b = GraphBuilder("resnet18")
-    _ResNetWriter(b, seed, "bn").resnet(18)
+    _ResNetWriter(b, seed, "bn").resnet(18, classes, image, width)
     return to_onnx(b.build())
 
 
-def resnet50(seed: int = 0):
+def resnet50(seed: int = 0, image: int = 224, width: int = 64, classes: int = 1000):
     """ResNet-50 (torchvision v1.5, stride in the 3x3), 1x3x224x224 -> 1x1000, BatchNormalization nodes, 25.6M
-    weights."""
+    weights.
+
+    image, width, classes: a smaller variant (input ``image`` pixels square, first stage ``width`` channels).
+    """
     b = GraphBuilder("resnet50")
-    _ResNetWriter(b, seed, "bn").resnet(50)
+    _ResNetWriter(b, seed, "bn").resnet(50, classes, image, width)
     return to_onnx(b.build())
 
 

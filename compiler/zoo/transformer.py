@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from ..builder import GraphBuilder, to_onnx
+from ..errors import CompileError
 from ._common import Init, gelu_erf
 
 
@@ -66,11 +67,16 @@ class _Encoder:
         return b.add(h, self.mlp(self.layernorm(h, f"{p}.norm2"), f"{p}.mlp"), name=f"{p}.mlp.residual")
 
 
-def bert_layer(seed: int = 0, seq: int = 128):
+def bert_layer(seed: int = 0, seq: int = 128, hidden: int = 768, heads: int = 12, ffn: int = 3072):
     """One BERT-base encoder layer: 1x128x768 -> 1x128x768, 12 heads, post-LayerNorm, GELU from Erf, 7.1M
-    weights."""
+    weights.
+
+    seq, hidden, heads, ffn: a smaller variant (tokens, model width, attention heads, MLP width).
+    """
+    if hidden % heads:
+        raise CompileError(f"hidden={hidden} must be a multiple of heads={heads}")
     b = GraphBuilder("bert_layer")
-    enc = _Encoder(b, Init(seed), seq)
+    enc = _Encoder(b, Init(seed), seq, hidden, heads, ffn)
     b.output(enc.post_norm(b.input("x", (1, seq, enc.hidden), np.float32), "layer0"))
     return to_onnx(b.build())
 

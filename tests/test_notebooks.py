@@ -1,0 +1,97 @@
+"""The notebooks under notebooks/ run green at SIZE = "small", and what they show is right."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+FACTS = "__facts__"
+
+
+@pytest.fixture(scope="module")
+def kernel_path(tmp_path_factory):
+    """A ``python3`` kernel spec running this interpreter, first on JUPYTER_PATH, so the notebooks run in the venv
+    the tests run in (not whatever python a user-wide kernel spec names)."""
+    from ipykernel.kernelspec import install
+
+    prefix = tmp_path_factory.mktemp("jupyter")
+    install(prefix=str(prefix), kernel_name="python3")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("JUPYTER_PATH", str(prefix / "share" / "jupyter"))
+    yield
+    mp.undo()
+
+
+def execute(name: str, facts: str) -> tuple[dict, object]:
+    """Run notebook ``name`` with its parameters cell replaced by ``SIZE = "small"`` and a last cell printing the
+    JSON of expression ``facts``; returns the facts and the executed notebook."""
+    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(params) == 1 and "SIZE" in params[0].source, "each notebook has one parameters cell setting SIZE"
+    params[0].source = 'SIZE = "small"'
+    nb.cells.append(nbformat.v4.new_code_cell(f"import json\nprint({FACTS!r}, json.dumps({facts}))"))
+    nbclient.NotebookClient(nb, kernel_name="python3", timeout=300,
+                            resources={"metadata": {"path": str(ROOT)}}).execute()
+    line = next(ln for o in nb.cells[-1].outputs if o.get("name") == "stdout" for ln in o.text.splitlines()
+                if ln.startswith(FACTS))
+    return json.loads(line[len(FACTS):]), nb
+
+
+def images(nb) -> int:
+    return sum("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+
+
+def test_notebooks_are_committed_without_outputs():
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        nbformat.validate(nb)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert all(not c.outputs and c.execution_count is None for c in code), f"{path.name} has outputs"
+
+
+@pytest.mark.slow
+def test_quickstart(kernel_path):
+    facts, nb = execute("01_quickstart", '{"ok": [v["ok"] for v in report["validation"].values()], '
+                        '"layers": len(report["layers"]), "compiled": len(compiled.layers), '
+                        '"cycles": report["cycles"], "last_end": max(lr["end"] for lr in report["layers"])}')
+    assert facts["ok"] == [True]
+    assert facts["layers"] == facts["compiled"] > 10
+    assert facts["last_end"] <= facts["cycles"]
+    assert images(nb) == 2   # the timeline + utilization figure and the per-layer split
+
+
+@pytest.mark.slow
+def test_architecture_exploration(kernel_path):
+    facts, nb = execute("02_architecture_exploration",
+                        '{n: [[p["overrides"], p["macs"], p["cycles"], p["error"], p["matrix_utilization"]] '
+                        'for p in ps] for n, ps in results.items()}')
+    assert set(facts) == {"resnet50", "bert_layer"}
+    for points in facts.values():
+        assert [p[0] for p in points] == [[f"matrix.rows={n}", f"matrix.cols={n}", "spm.size=1048576",
+                                          "dram.bandwidth=16"] for n in (16, 32)]
+        assert [p[1] for p in points] == [256, 1024]
+        assert all(p[3] is None for p in points)
+        work = [util * cycles * macs for _, macs, cycles, _, util in points]   # the model's MACs, on any array
+        assert work[0] == pytest.approx(work[1], rel=1e-9) and work[0] > 0
+    assert images(nb) == 2
+
+
+@pytest.mark.slow
+def test_compiler_validation(kernel_path):
+    facts, nb = execute("03_compiler_validation", '{"n": len(rows), "worst": max(r["max_rel_error"] for r in rows), '
+                        '"ops": sorted({r["op"] for r in rows}), "cycles": cycles}')
+    assert facts["n"] > 10 and facts["worst"] < 1e-3
+    assert {"Conv", "Add", "Gemm"} <= set(facts["ops"]) or {"Relu", "Gemm"} <= set(facts["ops"])
+    c = facts["cycles"]
+    assert c["single buffering"] > c["baseline"], "double buffering overlaps loads with compute"
+    assert c["no fusion"] > c["baseline"], "an unfused Relu is an extra pass over DRAM"
+    assert c["serial"] >= c["single buffering"]
+    assert images(nb) == 1
