@@ -41,8 +41,9 @@ from isa import (
 from isa.arch import Arch
 from isa.cost import program_estimate
 
-from .errors import CompileError, TilingError
+from .errors import CompileError, TilingError, UnsupportedOpError
 from .gemm import ACC_TYPE, _groups
+from .ir import Node
 from .pipeline import with_sync
 
 
@@ -113,6 +114,18 @@ class ConvTiling:
     toh: int
     tow: int
     tcb: int = 1 << 16
+
+
+def conv_shape(n: Node, x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> ConvShape:
+    """The ConvShape of Conv-like node ``n`` (canonical attrs) on an NCHW input and OIHW weights; UnsupportedOpError
+    for unequal strides or dilations and asymmetric pads."""
+    a = n.attrs
+    (sh, sw), (dh, dw), pads = a["strides"], a["dilations"], a["pads"]
+    if sh != sw or dh != dw or len(set(pads)) != 1:
+        raise UnsupportedOpError(n.name, n.op, f"only equal strides/dilations and symmetric pads, not "
+                                 f"strides={a['strides']} dilations={a['dilations']} pads={pads}")
+    N, C, H, W = x_shape
+    return ConvShape(N, C, H, W, w_shape[0], w_shape[2], w_shape[3], sh, pads[0], dh, a["group"])
 
 
 def _skip(cs: ConvShape) -> int:

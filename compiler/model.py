@@ -18,7 +18,7 @@ from isa import Act, BinOp, DType, Program, ProgramConfig, Reduce
 from isa.arch import Arch
 
 from . import quant, vector
-from .conv import ConvShape, Epilogue, conv2d, pack_weights, search_conv_tiling
+from .conv import Epilogue, conv2d, conv_shape, pack_weights, search_conv_tiling
 from .depthwise import depthwise2d, pack_depthwise
 from .errors import FALLBACK_HINT, CompileError, UnsupportedDTypeError, UnsupportedOpError
 from .gemm import pack_b, search_tiling, tiled_gemm
@@ -292,17 +292,13 @@ def _conv(low: _Lowering, n: Node) -> None:
     a = n.attrs
     x = low.want(n.inputs[0], "nhwc")
     w = low.data(n.inputs[1]).astype(np.float32)
-    (sh, sw), (dh, dw), pads = a["strides"], a["dilations"], a["pads"]
-    if sh != sw or dh != dw or len(set(pads)) != 1:
-        raise UnsupportedOpError(n.name, n.op, f"only equal strides/dilations and symmetric pads, not "
-                                 f"strides={a['strides']} dilations={a['dilations']} pads={pads}")
-    N, C, H, W = x.shape
-    cs = ConvShape(N, C, H, W, w.shape[0], w.shape[2], w.shape[3], sh, pads[0], dh, a["group"])
+    cs = conv_shape(n, x.shape, w.shape)
+    N = cs.N
     arch, r, c = low.arch, low.arch.matrix.rows, low.arch.matrix.cols
     y = low.alloc((N, cs.K, cs.OH, cs.OW), "nhwc")
     act = a.get("activation")
     has_bias = len(n.present_inputs) > 2
-    if cs.groups == C and cs.K % C == 0:   # depthwise: the vector unit, not 1/rows of the array per group
+    if cs.groups == cs.C and cs.K % cs.C == 0:   # depthwise: the vector unit, not 1/rows of the array per group
         prog = depthwise2d(cs, F32, arch.spm.size, arch.vector.lanes)
         bind = {"X": ("ACT", x.offset), "Wd": ("W", low.const(pack_depthwise(w, cs))), "Y": ("ACT", y.offset)}
         low.emit(n, prog, bind, cs.macs)

@@ -22,7 +22,7 @@ import numpy as np
 from isa import DType
 
 from . import vector
-from .conv import ConvShape, Epilogue, conv2d, pack_weights, search_conv_tiling
+from .conv import Epilogue, conv2d, conv_shape, pack_weights, search_conv_tiling
 from .errors import CompileError, UnsupportedDTypeError, UnsupportedOpError
 from .gemm import pack_b, search_tiling, tiled_gemm
 from .ir import Node
@@ -122,7 +122,6 @@ def _matrix_type(low, n: Node, x: DType, w: DType) -> None:
 
 def lower_qlinear_conv(low, n: Node) -> None:
     """QLinearConv: the int8 convolution with bias and requantization fused into its accumulator epilogue."""
-    a = n.attrs
     xd = _int_type(low, n, n.inputs[0], "the input")
     x = low.want(n.inputs[0], "nhwc")
     w = _const(low, n, 3, "the weight")
@@ -132,12 +131,8 @@ def lower_qlinear_conv(low, n: Node) -> None:
     _zero_weights_zp(low, n, 5)
     y_scale, y_zp = _scalar(low, n, 6, "the output scale"), int(_scalar(low, n, 7, "the output zero point")[0])
     yd = _int_type(low, n, n.outputs[0], "the output")
-    (sh, sw), (dh, dw), pads = a["strides"], a["dilations"], a["pads"]
-    if sh != sw or dh != dw or len(set(pads)) != 1:
-        raise UnsupportedOpError(n.name, n.op, f"only equal strides/dilations and symmetric pads, not "
-                                 f"strides={a['strides']} dilations={a['dilations']} pads={pads}")
-    N, C, H, W = x.shape
-    cs = ConvShape(N, C, H, W, w.shape[0], w.shape[2], w.shape[3], sh, pads[0], dh, a["group"])
+    cs = conv_shape(n, x.shape, w.shape)
+    N = cs.N
     bias = _const(low, n, 8, "the bias")
     bias = np.zeros(cs.K, np.int64) if bias is None else bias.astype(np.int64)
     bias = _i32(bias - x_zp * w.reshape(cs.K, -1).astype(np.int64).sum(1), n)
