@@ -19,6 +19,7 @@ import dataclasses
 import difflib
 import operator
 from collections.abc import Callable, Iterator, Mapping
+from functools import lru_cache, partial
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -124,10 +125,14 @@ def _fmt_num(v: Number) -> str:
     return repr(float(v)) if isinstance(v, float) else str(v)
 
 
+_SPACE_TEXT = MappingProxyType({sp: sp.text for sp in Space})
+
+
+@lru_cache(maxsize=4096)   # programs reuse a few SRAM views many times
 def format_view(v: View) -> str:
     """``space:0xBASE<dtype>{strides}``, or ``dram:REGION+0xOFFSET<dtype>{strides}``."""
     where = f"{v.region}+{v.base:#x}" if v.space is Space.DRAM else f"{v.base:#x}"
-    return f"{v.space.text}:{where}<{v.dtype.text}>{{{','.join(map(str, v.strides))}}}"
+    return f"{_SPACE_TEXT[v.space]}:{where}<{v.dtype.text}>{{{','.join(map(str, v.strides))}}}"
 
 
 _FORMAT: Mapping[str, Callable[[str, Any], str]] = MappingProxyType({
@@ -141,16 +146,24 @@ _FORMAT: Mapping[str, Callable[[str, Any], str]] = MappingProxyType({
 })
 
 
+def _print_plan(cls: type) -> tuple[tuple[str, bool, Callable[[Any], bool] | None, Callable[[Any], str]], ...]:
+    """Per field of ``cls``: (attribute, hidden when empty, shown-condition or None, formatter of the value)."""
+    return tuple((attr, kind in ("pad", "sems"), _SHOWN.get((cls, key)), partial(_FORMAT[kind], key))
+                 for key, attr, kind in _FIELDS[cls] + _SYNC_FIELDS)
+
+
+_PRINT_PLANS = MappingProxyType({cls: _print_plan(cls) for cls in _FIELDS})
+
+
 def format_instr(i: Instr) -> str:
     """The canonical one-line assembly of an instruction."""
     cls = type(i)
     parts = [_MNEMONIC_OF[cls, tuple(getattr(i, a) for a in _MNEMONIC_ATTRS[cls])]]
-    for key, attr, kind in _FIELDS[cls] + _SYNC_FIELDS:
+    for attr, hide_empty, shown, fmt in _PRINT_PLANS[cls]:
         v = getattr(i, attr)
-        shown = _SHOWN.get((cls, key))
-        if v is None or kind in ("pad", "sems") and not v or shown is not None and not shown(i):
+        if v is None or hide_empty and not v or shown is not None and not shown(i):
             continue
-        parts.append(_FORMAT[kind](key, v))
+        parts.append(fmt(v))
     return " ".join(parts)
 
 

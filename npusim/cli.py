@@ -54,6 +54,52 @@ def summary(result) -> str:
     return "\n".join(lines)
 
 
+class ProgressBar:
+    """A tqdm bar on stderr: instructions retired of total, simulated cycles as postfix. Use as ``progress=``."""
+
+    def __init__(self, desc: str):
+        self.desc, self.bar = desc, None
+
+    def __call__(self, retired: int, total: int, cycle: int) -> None:
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc=self.desc, unit="instr", file=sys.stderr, leave=False,
+                            dynamic_ncols=True)
+        self.bar.n = retired
+        self.bar.set_postfix_str(f"{cycle:,} cycles", refresh=False)
+        self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _progress(args, desc: str = "simulating") -> ProgressBar | None:
+    """A progress bar when stderr is a terminal and --quiet is not given, else None."""
+    return None if args.quiet or not sys.stderr.isatty() else ProgressBar(desc)
+
+
+def _run_with_progress(args, run):
+    """``run(progress)`` with the bar of :func:`_progress` closed afterwards."""
+    bar = _progress(args)
+    try:
+        return run(bar)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def _write_trace(args, result, layers=None) -> None:
+    if not args.trace:
+        return
+    from .trace import write_trace
+
+    info = write_trace(result, args.trace, layers)
+    if args.json != "-":
+        print(f"trace: {info.events:,} events, {info.bytes / 1e6:.1f} MB -> {args.trace}")
+
+
 def cmd_simulate(args) -> int:
     from isa.files import read_program
 
@@ -61,14 +107,16 @@ def cmd_simulate(args) -> int:
 
     arch = _arch(args)
     program = read_program(args.program)
-    result = simulate(program, arch, _load_inputs(args.inputs), timing_only=args.timing_only, serial=args.serial,
-                      max_cycles=args.max_cycles)
+    result = _run_with_progress(args, lambda bar: simulate(
+        program, arch, _load_inputs(args.inputs), timing_only=args.timing_only, serial=args.serial,
+        max_cycles=args.max_cycles, progress=bar))
     if args.save_outputs:
         np.savez(args.save_outputs, **result.outputs)
     if args.json:
         _write_json(result.to_json(), args.json)
     if args.json != "-":
         print(summary(result))
+    _write_trace(args, result)
     return 0
 
 
@@ -77,8 +125,9 @@ def cmd_gemm(args) -> int:
 
     from .driver import run_gemm
 
-    result, check = run_gemm(args.M, args.N, args.K, DType.from_text(args.dtype), _arch(args),
-                             timing_only=args.timing_only, ideal_memory=args.ideal_memory, seed=args.seed)
+    result, check = _run_with_progress(args, lambda bar: run_gemm(
+        args.M, args.N, args.K, DType.from_text(args.dtype), _arch(args), timing_only=args.timing_only,
+        ideal_memory=args.ideal_memory, seed=args.seed, progress=bar))
     return _layer_report(f"GEMM {args.M}x{args.N}x{args.K} {args.dtype}", result, check, args)
 
 
@@ -90,8 +139,9 @@ def cmd_conv(args) -> int:
 
     cs = ConvShape(args.N, args.C, args.H, args.W, args.K, args.R, args.S, args.stride, args.pad, args.dilation,
                    args.groups)
-    result, check = run_conv(cs, DType.from_text(args.dtype), _arch(args), timing_only=args.timing_only,
-                             ideal_memory=args.ideal_memory, seed=args.seed)
+    result, check = _run_with_progress(args, lambda bar: run_conv(
+        cs, DType.from_text(args.dtype), _arch(args), timing_only=args.timing_only, ideal_memory=args.ideal_memory,
+        seed=args.seed, progress=bar))
     title = (f"conv N={cs.N} C={cs.C} H={cs.H} W={cs.W} K={cs.K} {cs.R}x{cs.S} stride {cs.stride} pad {cs.pad} "
              f"dilation {cs.dilation} groups {cs.groups} {args.dtype} -> {cs.OH}x{cs.OW}")
     return _layer_report(title, result, check, args)
@@ -172,9 +222,9 @@ def cmd_run(args) -> int:
 
     arch = _arch(args)
     inputs = _load_inputs(args.inputs) or None
-    compiled, result, outputs, report = run_model(args.model, arch, inputs, timing_only=args.timing_only,
-                                                  validate=args.validate, seed=args.seed, dump_after=args.dump_after,
-                                                  fallback=not args.no_fallback)
+    compiled, result, outputs, report = _run_with_progress(args, lambda bar: run_model(
+        args.model, arch, inputs, timing_only=args.timing_only, validate=args.validate, seed=args.seed,
+        dump_after=args.dump_after, fallback=not args.no_fallback, progress=bar))
     if args.save_outputs and outputs:
         np.savez(args.save_outputs, **outputs)
     if args.json:
@@ -192,6 +242,7 @@ def cmd_run(args) -> int:
         for name, v in report.get("validation", {}).items():
             print(f"validation {name} against onnxruntime ({v['rule']}): max |err| {v['max_abs_error']:.3g}, "
                   f"rel {v['max_rel_error']:.3g}: {'ok' if v['ok'] else 'FAILED'}")
+    _write_trace(args, result, compiled.layers)
     return 0 if ok else 3
 
 
@@ -293,6 +344,11 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--arch", default="edge16", help="preset name or TOML file (default edge16)")
         sp.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="override one Arch field")
 
+    def trace_args(sp, trace=True):
+        if trace:
+            sp.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace (docs/trace.md)")
+        sp.add_argument("--quiet", action="store_true", help="no progress bar (shown only on a terminal)")
+
     s = sub.add_parser("simulate", help="run an assembly (.s) or binary (.npub) program")
     s.add_argument("program")
     arch_args(s)
@@ -302,6 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--timing-only", action="store_true", help="skip the value kernels (same cycles)")
     s.add_argument("--serial", action="store_true", help="one instruction at a time in program order")
     s.add_argument("--max-cycles", type=int, help="stop with an error after this many cycles")
+    trace_args(s)
     s.set_defaults(func=cmd_simulate)
 
     def layer_args(sp, dims):
@@ -314,6 +371,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
         sp.add_argument("--ideal-memory", action="store_true",
                         help="data movement is free (DMA takes no time); gemm also fits one tile in SRAM")
+        trace_args(sp, trace=False)
 
     g = sub.add_parser("gemm", help="compile and simulate one GEMM C[M,N] = A[M,K] @ B[K,N], checked against numpy")
     layer_args(g, ("M", "N", "K"))
@@ -356,6 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
     ru.add_argument("--no-fallback", action="store_true", help="fail on ops the NPU cannot run instead of "
                     "running them on the host CPU")
     ru.add_argument("--timeline", metavar="OUT.png", help="draw the Gantt timeline of the run (as `npusim plot`)")
+    trace_args(ru)
     ru.set_defaults(func=cmd_run)
 
     pl = sub.add_parser("plot", help="draw a plot of a `run --json` report: timeline, util, layers or roofline")

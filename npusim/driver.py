@@ -63,7 +63,7 @@ def ideal_memory_arch(M: int, N: int, K: int, dtype: DType, arch: Arch) -> Arch:
 
 
 def run_gemm(M: int, N: int, K: int, dtype: DType, arch: Arch, *, timing_only: bool = False,
-             ideal_memory: bool = False, seed: int = 0) -> tuple[SimResult, Validation | None]:
+             ideal_memory: bool = False, seed: int = 0, progress=None) -> tuple[SimResult, Validation | None]:
     """Compile ``C = A @ B`` for ``arch``, simulate it on seeded random inputs and check C against numpy.
 
     ideal_memory: the whole GEMM is one tile in SRAMs sized to hold it, and data movement is free (see
@@ -80,7 +80,7 @@ def run_gemm(M: int, N: int, K: int, dtype: DType, arch: Arch, *, timing_only: b
     inputs = None if timing_only else gemm_inputs(M, N, K, dtype, seed)
     dram = None if inputs is None else dict(inputs, B=pack_b(inputs["B"], K, N, dtype, r, c, tiling, df, bw)) \
         if packed else inputs
-    result = simulate(program, arch, dram, timing_only=timing_only, ideal_memory=ideal_memory)
+    result = simulate(program, arch, dram, timing_only=timing_only, ideal_memory=ideal_memory, progress=progress)
     if timing_only:
         return result, None
     got = region_array(result, "C", DType.F32 if dtype.is_float else DType.I32, (M, N))
@@ -103,14 +103,14 @@ def _validate(got: np.ndarray, want: np.ndarray, bound: np.ndarray | None) -> Va
 
 
 def run_conv(cs: ConvShape, dtype: DType, arch: Arch, *, timing_only: bool = False, ideal_memory: bool = False,
-             seed: int = 0) -> tuple[SimResult, Validation | None]:
+             seed: int = 0, progress=None) -> tuple[SimResult, Validation | None]:
     """Compile one convolution for ``arch``, simulate it on seeded random inputs and check Y against numpy."""
     r, c = arch.matrix.rows, arch.matrix.cols
     program = conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, tiling=search_conv_tiling(cs, dtype, arch),
                      max_rows=arch.matrix.max_rows)
     inputs, x, w = conv_inputs(cs, dtype, r, c, seed)
     result = simulate(program, arch, None if timing_only else inputs, timing_only=timing_only,
-                      ideal_memory=ideal_memory)
+                      ideal_memory=ideal_memory, progress=progress)
     if timing_only:
         return result, None
     got = region_array(result, "Y", ACC_TYPE[dtype], (cs.N, cs.OH, cs.OW, cs.K)).transpose(0, 3, 1, 2)
@@ -206,14 +206,15 @@ def layer_report(result: SimResult, layers) -> list[dict]:
 
 def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *, timing_only: bool = False,
               validate: bool = False, seed: int = 0, dump_after: str | None = None, fallback: bool = True,
-              fuse: bool = True, buffers: int = 2, serial: bool = False):
+              fuse: bool = True, buffers: int = 2, serial: bool = False, progress=None):
     """Compile an ONNX model (path, ModelProto or Graph) for ``arch`` and simulate it.
 
     Without ``inputs``, seeded random ones (standard normal for floats). Returns (compiled model, result, outputs by
     ONNX name, report dict with ``layers``, ``host_ops`` and, when ``validate``, ``validation`` per output against
     onnxruntime). fallback: run the nodes the NPU cannot on the host CPU (else UnsupportedOpError lists them).
     fuse, buffers: compiler options (:func:`compiler.model.compile_model`); serial: simulate every instruction
-    after the previous one retired (no overlap between units at all).
+    after the previous one retired (no overlap between units at all). ``progress`` is passed to
+    :func:`npusim.simulate` (``progress(retired, total, cycle)``).
     """
     graph = load_model(model, fallback)
     compiled = compile_model(graph, arch, dump_after=dump_after, fallback=fallback, fuse=fuse, buffers=buffers)
@@ -225,7 +226,7 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
         raise SimulationError(f"inputs lack {', '.join(missing)}; the model's inputs are {', '.join(graph.inputs)}")
     result = simulate(compiled.program, arch, None if timing_only else compiled.dram_inputs(inputs),
                       timing_only=timing_only, host_functions=None if timing_only else host_functions(compiled),
-                      serial=serial)
+                      serial=serial, progress=progress)
     outputs = {} if timing_only else compiled.read_outputs(result.outputs["ACT"])
     report = result.to_dict()
     report["layers"] = layer_report(result, compiled.layers)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
+from itertools import accumulate
 
 import numpy as np
 import simpy
@@ -26,9 +27,14 @@ CTRL = -1
 
 
 class Engine:
-    """One simulation of one program on one Arch. ``execute`` (or None for timing only) applies values at retire."""
+    """One simulation of one program on one Arch. ``execute`` (or None for timing only) applies values at retire.
 
-    def __init__(self, program: Program, arch: Arch, execute: Callable | None, costs: list[Cost] | None = None):
+    ``progress(retired, total, cycle)``, when given, is called about every ``total / 200`` retired instructions and
+    once at the end (``retired == total``); ``cycle`` is the current simulated cycle.
+    """
+
+    def __init__(self, program: Program, arch: Arch, execute: Callable | None, costs: list[Cost] | None = None,
+                 progress: Callable[[int, int, int], None] | None = None):
         self.program, self.arch, self.execute = program, arch, execute
         self.env = simpy.Environment()
         n = len(program.instrs)
@@ -48,6 +54,9 @@ class Engine:
         self.queues = [deque() for _ in UNIT_QUEUES]
         self.stats = [UnitStats(UNIT_NAMES[q]) for q in UNIT_QUEUES]
         self.dispatch, self.issue, self.start, self.end = ([-1] * n for _ in range(4))
+        self.popped = [-1] * n                   # when the unit took pc from its queue (its semaphore wait begins)
+        self.port = [-1] * n                     # index of the first port (DMA: the channel) the instruction held
+        self.resource_stalls: list[tuple[int, int, int, str]] = []  # (pc, from, to, cause) between issue and start
         self.work: list[simpy.Event | None] = [None] * len(UNIT_QUEUES)
         self.blocked = [-1] * len(UNIT_QUEUES)   # pc a unit's head waits on semaphores with, or -1
         self.space: simpy.Event | None = None     # the dispatcher waits for room in a full queue
@@ -59,6 +68,7 @@ class Engine:
         self.gaps: list[list] = []               # dispatcher blocked intervals [start, end|None, cause, pc]
         self.last_pc = [max((pc for pc, q in enumerate(self.qid) if q == u), default=-1)
                         for u in range(len(UNIT_QUEUES))]
+        self.progress = progress
 
     # ------------------------------------------------------------------------------------------------ processes
     def _dispatcher(self):
@@ -101,6 +111,7 @@ class Engine:
         env, queue, st, sems, bus = self.env, self.queues[u], self.stats[u], self.sems, self.bus
         stall = st.stall
         costs, needs, gives, pools, instrs = self.costs, self.needs, self.gives, self.pools, self.program.instrs
+        popped, port, resource_stalls = self.popped, self.port, self.resource_stalls
         while True:
             if not queue:
                 if self.dispatch_done:
@@ -116,7 +127,7 @@ class Engine:
             if self.space_queue == u:
                 self.space.succeed()
                 self.space_queue = -1
-            t1 = env.now
+            t1 = popped[pc] = env.now
             need = needs[pc]
             if need and not sems.try_acquire(need):
                 ev = env.event()
@@ -134,6 +145,7 @@ class Engine:
                     cause = max(held, key=PortPool.next_free).name
                     yield env.timeout(ready - now)
                     stall[cause] += env.now - now
+                    resource_stalls.append((pc, now, env.now, cause))
                     now = env.now
                     ready = max([min(p.free_at) for p in held])
                 taken = [(p, p.try_acquire(now)) for p in held]
@@ -149,6 +161,7 @@ class Engine:
             if held:
                 for p, i in taken:
                     p.free_at[i] = end
+                port[pc] = taken[0][1]
             self.start[pc] = now
             st.busy += cost.cycles - cost.conflict - cost.dram_latency
             stall["bank_conflict"] += cost.conflict
@@ -182,18 +195,42 @@ class Engine:
         env.process(self._dispatcher())
         for u in range(len(UNIT_QUEUES)):
             env.process(self._unit(u))
+        if self.progress is not None:
+            env.process(self._reporter())
         env.run(until=max_cycles)
         if not self.dispatch_done or self.outstanding:
             if max_cycles is not None and env.peek() != float("inf"):
                 raise SimulationError(f"the cycle cap of {max_cycles} was reached with {self.outstanding} "
                                       f"instructions in flight")
             raise DeadlockError(self._deadlock_message())
-        self.dispatch, self.issue, self.start, self.end = (
-            np.array(a, np.int64) for a in (self.dispatch, self.issue, self.start, self.end))
+        self.dispatch, self.issue, self.start, self.end, self.popped, port = (
+            np.array(a, np.int64) for a in (self.dispatch, self.issue, self.start, self.end, self.popped, self.port))
+        qid = np.array(self.qid)
+        self.channel = np.where((qid == int(Queue.DMA_LD)) | (qid == int(Queue.DMA_ST)), port, -1)
         total = int(self.end.max(initial=0))
         for st in self.stats:
             st.idle = total - st.busy - sum(st.stall.values())
         return total
+
+    def _reporter(self):
+        """Call ``progress`` every slice of simulated time, sized to retire about total / 200 instructions, so the
+        per-instruction path pays nothing for it. Stops when nothing else is scheduled (done or deadlocked)."""
+        env, n = self.env, len(self.qid)
+        before = [0, *accumulate(q != CTRL for q in self.qid)]  # unit instructions before each pc
+        total = before[n]
+        step, span, retired = max(1, total // 200), 1024, 0
+        while True:
+            yield env.timeout(span)
+            pc = self.dispatch_pc
+            dispatched = before[pc] + (pc < n and self.dispatch[pc] >= 0)
+            done = dispatched - self.outstanding - retired
+            retired += done
+            span = min(span * 4, max(1024, span * step // max(done, 1)))
+            if retired == total or env.peek() == float("inf"):
+                self.progress(retired, total, max(self.end, default=0))
+                return
+            if done:
+                self.progress(retired, total, env.now)
 
     def _deadlock_message(self) -> str:
         instrs, parts, waits_for = self.program.instrs, [], {}

@@ -56,14 +56,16 @@ def load_inputs(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] |
 
 def simulate(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | None = None, *,
              timing_only: bool = False, serial: bool = False, ideal_memory: bool = False,
-             max_cycles: int | None = None, host_functions: Mapping[str, Callable] | None = None) -> SimResult:
+             max_cycles: int | None = None, host_functions: Mapping[str, Callable] | None = None,
+             progress: Callable[[int, int, int], None] | None = None) -> SimResult:
     """Verify and run ``program`` on ``arch``; DRAM regions are initialised from ``inputs`` (region name -> array).
 
     serial: run one instruction at a time in program order (the golden functional result; cycles are the sum of
     each instruction's cost in isolation). timing_only: skip the kernels (no values, same cycles). ideal_memory:
     data movement is free (DMA instructions take 0 cycles and no DRAM time; they still move the values), so the
     compute units' cycles are what remains. host_functions: what each ``host.call fn=NAME`` computes (name ->
-    callable over the DRAM regions); needed for values, not for timing.
+    callable over the DRAM regions); needed for values, not for timing. progress: ``progress(retired, total,
+    cycle)`` is called about every total / 200 retired instructions and at the end (concurrent runs only).
     Raises VerifyError, SimulationError or DeadlockError (all NpuSimError) with a message saying what and where.
     """
     t0 = time.perf_counter()
@@ -71,13 +73,13 @@ def simulate(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | No
     gc.disable()  # the run allocates many short-lived acyclic objects; collecting them mid-run only costs time
     try:
         return _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycles, host_functions or {},
-                         t0)
+                         progress, t0)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycles, host, t0) -> SimResult:
+def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycles, host, progress, t0) -> SimResult:
     report = verify(program)
     check_fits(program, arch)
     mem = None if timing_only else load_inputs(program, arch, inputs)
@@ -101,11 +103,15 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
     if serial:
         cycles, units, times = _run_serial(program, costs, execute)
         warnings = list(report.warnings)
+        dma = np.array([i.queue in (Queue.DMA_LD, Queue.DMA_ST) for i in program.instrs], bool)
+        trace = {"popped": times[2].copy(), "channel": np.where(dma, 0, -1)}   # one instruction at a time
     else:
-        engine = Engine(program, arch, execute, costs)
+        engine = Engine(program, arch, execute, costs, progress)
         cycles = engine.run(max_cycles)
         units, times = engine.stats, (engine.dispatch, engine.issue, engine.start, engine.end)
         warnings = list(report.warnings)
+        trace = {"popped": engine.popped, "channel": engine.channel, "resource_stalls": engine.resource_stalls,
+                 "dispatcher_gaps": engine.gaps}
     outputs = {name: buf.copy() for name, buf in mem.dram.items()} if mem is not None else {}
     mode = ("serial" if serial else "concurrent") + (", ideal memory" if ideal_memory else "")
     return SimResult(
@@ -113,7 +119,8 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
         dispatch=times[0], issue=times[1], start=times[2], end=times[3],
         dram_bytes_read=sum(c.dram_read for c in costs), dram_bytes_written=sum(c.dram_write for c in costs),
         spm_bytes=sum(c.spm_bytes for c in costs), acc_bytes=sum(c.acc_bytes for c in costs),
-        macs=sum(c.macs for c in costs), warnings=warnings, wall_seconds=time.perf_counter() - t0, outputs=outputs)
+        macs=sum(c.macs for c in costs), warnings=warnings, wall_seconds=time.perf_counter() - t0, outputs=outputs,
+        costs=costs, **trace)
 
 
 def _run_serial(program: Program, costs, execute):
