@@ -19,7 +19,7 @@ import dataclasses
 import difflib
 import operator
 from collections.abc import Callable, Iterator, Mapping
-from functools import lru_cache, partial
+from functools import partial
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -128,7 +128,6 @@ def _fmt_num(v: Number) -> str:
 _SPACE_TEXT = MappingProxyType({sp: sp.text for sp in Space})
 
 
-@lru_cache(maxsize=4096)   # programs reuse a few SRAM views many times
 def format_view(v: View) -> str:
     """``space:0xBASE<dtype>{strides}``, or ``dram:REGION+0xOFFSET<dtype>{strides}``."""
     where = f"{v.region}+{v.base:#x}" if v.space is Space.DRAM else f"{v.base:#x}"

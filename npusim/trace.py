@@ -13,19 +13,30 @@ trace takes less time than the simulation it shows.
 from __future__ import annotations
 
 import bisect
+import gc
 import json
+import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from isa import UNIT_QUEUES, DmaCopy, DmaFill, Queue, SimulationError, Space
+from isa import UNIT_QUEUES, DmaCopy, Queue, SimulationError, Space
+from isa.asm import format_instr
+from isa.cost import Cost
 
 PID = 1
+_NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f\x7f-\uffff]')   # JSON string characters that are not copied as they are
 CHANNEL_TID = 100        # DMA channel k is thread CHANNEL_TID + k; unit k (in UNIT_QUEUES order) is thread k + 1
-SPAN = '{"ph":"X","pid":1,"tid":%d,"ts":%.6f,"dur":%.6f,"name":"%s","cat":"%s","args":%s}'
+SPAN = '{"ph":"X","pid":1,"tid":%d,"ts":%.6f,"dur":%.6f,'
+INSTR = SPAN + ('"name":"%s","cat":"instr","args":{"pc":%d,"asm":%s,"layer":%s,"dram_bytes":%d,"sram_bytes":%d,'
+                '"macs":%d}}')
+STALL = SPAN + '"name":"stall: CAUSE","cat":"stall","args":{"cause":"CAUSE","pc":%d}}'
+CHANNEL = SPAN + '"name":"%s","cat":"dma","args":{"pc":%d}}'
 COUNTER = '{"ph":"C","pid":1,"ts":%.6f,"name":"%s","args":{"%s":%s}}'
 FLOW = ('{"ph":"s","pid":1,"tid":%d,"ts":%.6f,"id":%d,"name":"semaphore","cat":"sync"},\n'
         '{"ph":"f","bp":"e","pid":1,"tid":%d,"ts":%.6f,"id":%d,"name":"semaphore","cat":"sync"}')
@@ -44,37 +55,53 @@ def chrome_trace(result, layers: Sequence | None = None) -> dict[str, Any]:
 
     ``layers`` (``compiler.link.LayerRange`` list) names each instruction's layer in its span's args.
     """
-    return json.loads(trace_json(result, layers)[0])
+    return json.loads("".join(_pieces(result, layers)[0]))
 
 
 def write_trace(result, path: str | Path, layers: Sequence | None = None) -> TraceInfo:
     """Write the trace of ``result`` to ``path`` (Chrome trace JSON)."""
-    text, events = trace_json(result, layers)
-    data = text.encode()
-    Path(path).write_bytes(data)
-    return TraceInfo(events, len(data))
+    pieces, events = _pieces(result, layers)
+    size = 0
+    with open(path, "wb") as f:
+        for piece in pieces:
+            data = piece.encode()
+            size += len(data)
+            f.write(data)
+    return TraceInfo(events, size)
 
 
-def trace_json(result, layers: Sequence | None = None) -> tuple[str, int]:
-    """(JSON text, number of events) of the trace of ``result``."""
+def _pieces(result, layers) -> tuple[list[str], int]:
+    """The JSON text in pieces (concatenated, they are the trace) and the number of events."""
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # millions of short-lived strings and tuples, no cycles: collecting them only costs time
+    try:
+        return _build(result, layers)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _build(result, layers) -> tuple[list[str], int]:
     if result.popped is None or not result.costs:
         raise SimulationError("this result has no per-instruction trace data (run it with npusim.simulate)")
     us = 1.0 / (result.arch.clock.ghz * 1e3)   # microseconds per cycle
     t = _Timeline(result)
-    parts = [_metadata(result, t)]
+    parts = [_metadata(result)]
     parts += _unit_spans(t, layers, us)
     parts += _channel_spans(t, us)
     parts += _dram_counter(t, us)
     parts += _spm_counter(t, us)
     parts += _semaphore_counters(t, us)
     parts += _flows(t, us)
-    events = sum(p.count("\n") + 1 for p in parts if p)
-    body = ",\n".join(p for p in parts if p)
+    parts = [p for p in parts if p[1]]
     other = {"arch": result.arch.to_dict(), "us_per_cycle": us, "clock_ghz": result.arch.clock.ghz,
              "cycles": result.cycles, "mode": result.mode, "units": [u.name for u in result.units],
              "generator": "npusim.trace"}
-    text = ('{"displayTimeUnit":"ns","otherData":' + json.dumps(other) + ',"traceEvents":[\n' + body + "\n]}")
-    return text, events
+    pieces = ['{"displayTimeUnit":"ns","otherData":' + json.dumps(other) + ',"traceEvents":[\n']
+    for k, (text, _) in enumerate(parts):
+        pieces += [",\n", text] if k else [text]
+    pieces.append("\n]}\n")
+    return pieces, sum(n for _, n in parts)
 
 
 # ------------------------------------------------------------------------------------------------ columns
@@ -88,43 +115,42 @@ class _Timeline:
         unit_of = np.full(16, -1, np.int64)
         for k, q in enumerate(UNIT_QUEUES):
             unit_of[int(q)] = k
-        self.unit = unit_of[np.fromiter((int(i.queue) for i in instrs), np.int64, n)]
-        c = np.array(result.costs, np.int64).reshape(n, -1).T   # Cost fields, one row each
+        self.unit = unit_of[np.fromiter((i.queue for i in instrs), np.int64, n)]
+        width = len(Cost._fields)
+        c = np.fromiter(chain.from_iterable(result.costs), np.int64, n * width).reshape(n, width).T  # Cost fields
         self.cycles, self.conflict, self.setup, self.window = c[0], c[1], c[2], c[3]
         self.dram_bytes, self.sram_bytes, self.macs, self.latency = c[4] + c[5], c[6] + c[7], c[8], c[9]
         self.popped, self.issue, self.start, self.end = result.popped, result.issue, result.start, result.end
         self.wait = np.where(self.unit >= 0, self.end - self.start - self.cycles, 0)   # DRAM bus wait
         self.busy = self.cycles - self.conflict - self.latency
         self.busy_from = self.start + self.wait
+        self.ops = semaphore_ops(result)
 
 
 class _Spans:
-    """Columns of X events: thread, start cycle, duration (cycles), name, category, args JSON text."""
+    """X events of several kinds, formatted as they come, written in time order per thread."""
 
-    def __init__(self):
-        self.cols: list[tuple] = []
+    def __init__(self, us: float):
+        self.us, self.tids, self.starts, self.events = us, [], [], []
 
-    def add(self, tid, ts, dur, name, cat, args) -> None:
-        self.cols.append((np.asarray(tid), np.asarray(ts), np.asarray(dur), name, cat, args))
+    def add(self, template: str, tid, ts, dur, *cols) -> None:
+        """One event per row: ``template % (thread, ts, dur, *row of cols)``; ts and dur in cycles become us."""
+        tid, ts, dur = np.asarray(tid), np.asarray(ts), np.asarray(dur)
+        self.tids.append(tid)
+        self.starts.append(ts)
+        self.events += map(template.__mod__, zip(tid.tolist(), (ts * self.us).tolist(), (dur * self.us).tolist(),
+                                                 *cols))
 
-    def text(self, us: float) -> list[str]:
-        """The spans as JSON lines, in time order per thread (threads in order)."""
-        if not self.cols:
+    def text(self) -> list[tuple[str, int]]:
+        if not self.events:
             return []
-        tid, ts, dur = (np.concatenate([c[k] for c in self.cols]) for k in range(3))
-        names, cats, args = [], [], []
-        for t, _, _, name, cat, arg in self.cols:
-            names += name if isinstance(name, list) else [name] * t.size
-            cats += [cat] * t.size
-            args += arg
-        order = np.lexsort((ts, tid)).tolist()
-        rows = zip(tid[order].tolist(), (ts[order] * us).tolist(), (dur[order] * us).tolist(),
-                   [names[i] for i in order], [cats[i] for i in order], [args[i] for i in order])
-        return [",\n".join(map(SPAN.__mod__, rows))]
+        order = np.lexsort((np.concatenate(self.starts), np.concatenate(self.tids))).tolist()
+        events = self.events
+        return [(",\n".join([events[i] for i in order]), len(order))]
 
 
 # ------------------------------------------------------------------------------------------------ events
-def _metadata(result, t: _Timeline) -> str:
+def _metadata(result) -> tuple[str, int]:
     ev = [{"ph": "M", "pid": PID, "name": "process_name", "args": {"name": f"npu ({result.arch.name})"}}]
     for k, u in enumerate(result.units):
         ev.append({"ph": "M", "pid": PID, "tid": k + 1, "name": "thread_name", "args": {"name": u.name}})
@@ -133,16 +159,16 @@ def _metadata(result, t: _Timeline) -> str:
         tid = CHANNEL_TID + c
         ev.append({"ph": "M", "pid": PID, "tid": tid, "name": "thread_name", "args": {"name": f"dma channel {c}"}})
         ev.append({"ph": "M", "pid": PID, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}})
-    return ",\n".join(json.dumps(e, separators=(",", ":")) for e in ev)
+    return ",\n".join(json.dumps(e, separators=(",", ":")) for e in ev), len(ev)
 
 
-def _unit_spans(t: _Timeline, layers, us: float) -> list[str]:
+def _unit_spans(t: _Timeline, layers, us: float) -> list[tuple[str, int]]:
     """Per unit track: starvation stalls, semaphore, resource, DRAM-bus, busy, bank-conflict and latency spans.
 
     Within one instruction's execution ``[start, end)`` the order drawn is: DRAM bus wait, busy (setup and body),
     bank-conflict cycles, DRAM latency; only the totals are exact, not where conflict cycles fall inside the body.
     """
-    result, spans = t.result, _Spans()
+    result, spans = t.result, _Spans(us)
     pcs = np.flatnonzero(t.unit >= 0)
     tid = t.unit[pcs] + 1
 
@@ -154,16 +180,15 @@ def _unit_spans(t: _Timeline, layers, us: float) -> list[str]:
         layer_of[lr.start:lr.end] = k
         names.append(json.dumps(lr.name))
     layer = layer_of[pcs] + 1
-    text = [str(instrs[pc]) for pc in pcs.tolist()]
-    args = list(map('{"pc":%d,"asm":%s,"layer":%s,"dram_bytes":%d,"sram_bytes":%d,"macs":%d}'.__mod__,
-                    zip(pcs.tolist(), map(json.dumps, text), [names[k] for k in layer.tolist()],
-                        t.dram_bytes[pcs].tolist(), t.sram_bytes[pcs].tolist(), t.macs[pcs].tolist())))
-    spans.add(tid, t.busy_from[pcs], t.busy[pcs], [s.split(" ", 1)[0] for s in text], "instr", args)
+    text = [format_instr(instrs[pc]) for pc in pcs.tolist()]
+    quoted = map(json.dumps, text) if _NEEDS_ESCAPE.search("".join(text)) else ['"' + x + '"' for x in text]
+    spans.add(INSTR, tid, t.busy_from[pcs], t.busy[pcs], [s.split(" ", 1)[0] for s in text], pcs.tolist(), quoted,
+              [names[k] for k in layer.tolist()], t.dram_bytes[pcs].tolist(), t.sram_bytes[pcs].tolist(),
+              t.macs[pcs].tolist())
 
     def stall(tids, ts, dur, cause, at):
         keep = dur > 0
-        spans.add(tids[keep], ts[keep], dur[keep], f"stall: {cause}", "stall",
-                  [f'{{"cause":"{cause}","pc":{pc}}}' for pc in at[keep].tolist()])
+        spans.add(STALL.replace("CAUSE", cause), tids[keep], ts[keep], dur[keep], at[keep].tolist())
 
     stall(tid, t.popped[pcs], t.issue[pcs] - t.popped[pcs], "semaphore", pcs)
     if result.resource_stalls:
@@ -177,7 +202,7 @@ def _unit_spans(t: _Timeline, layers, us: float) -> list[str]:
     stall(tid, t.busy_from[pcs] + t.busy[pcs], t.conflict[pcs], "bank_conflict", pcs)
     stall(tid, t.end[pcs] - t.latency[pcs], t.latency[pcs], "dram_latency", pcs)
     _starvation_stalls(t, pcs, stall)
-    return spans.text(us)
+    return spans.text()
 
 
 def _starvation_stalls(t: _Timeline, pcs: np.ndarray, stall) -> None:
@@ -212,30 +237,31 @@ def _starvation_stalls(t: _Timeline, pcs: np.ndarray, stall) -> None:
             stall(tids[m], x0[m], x1[m] - x0[m], c, spc[which][m])
 
 
-def _channel_spans(t: _Timeline, us: float) -> list[str]:
+def _channel_spans(t: _Timeline, us: float) -> list[tuple[str, int]]:
     """Each DMA instruction on the channel it held, from start to retire."""
     pcs = np.flatnonzero(t.result.channel >= 0)
     if not pcs.size:
         return []
-    spans = _Spans()
+    spans = _Spans(us)
     queue = [t.result.program.instrs[pc].queue.text for pc in pcs.tolist()]
-    spans.add(CHANNEL_TID + t.result.channel[pcs], t.start[pcs], t.end[pcs] - t.start[pcs], queue, "dma",
-              [f'{{"pc":{pc}}}' for pc in pcs.tolist()])
-    return spans.text(us)
+    spans.add(CHANNEL, CHANNEL_TID + t.result.channel[pcs], t.start[pcs], t.end[pcs] - t.start[pcs], queue,
+              pcs.tolist())
+    return spans.text()
 
 
-def _counter(name: str, series: str, ts: np.ndarray, values: np.ndarray, us: float, fmt: str = "%d") -> str:
+def _counter(name: str, series: str, ts: np.ndarray, values: np.ndarray, us: float,
+             fmt: str = "%d") -> tuple[str, int]:
     """One counter track; of several values at one cycle the last is kept."""
     if not ts.size:
-        return ""
+        return "", 0
     last = np.append(ts[1:] != ts[:-1], True)
     ts, values = ts[last], values[last]
     k = ts.size
     template = COUNTER.replace('%s}}', fmt + '}}')
-    return ",\n".join(map(template.__mod__, zip((ts * us).tolist(), [name] * k, [series] * k, values.tolist())))
+    return ",\n".join(map(template.__mod__, zip((ts * us).tolist(), [name] * k, [series] * k, values.tolist()))), k
 
 
-def _dram_counter(t: _Timeline, us: float) -> list[str]:
+def _dram_counter(t: _Timeline, us: float) -> list[tuple[str, int]]:
     """DRAM bandwidth in GB/s: each DMA's bytes spread evenly over its DRAM bus window, which starts ``setup`` cycles
     after its start plus its bus wait (windows never overlap: the bus grants them back to back)."""
     pcs = np.flatnonzero(t.window > 0)
@@ -257,48 +283,55 @@ def spm_live_intervals(result) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     Accesses are taken in time order (reads at their start before writes at the same cycle); a write over any byte
     of a live buffer ends the whole buffer.
     """
-    instrs, start, end = result.program.instrs, result.start, result.end
-    ev = []   # (start, kind 0 read / 1 write, pc, lo, hi)
+    instrs, start, end = result.program.instrs, result.start.tolist(), result.end.tolist()
+    spm, ld = Space.SPM, Queue.DMA_LD
+    ev = []   # (start, 0 read / 1 write, pc, lo, hi)
     for pc, ins in enumerate(instrs):
-        if ins.queue is Queue.CTRL:
-            continue
-        s = int(start[pc])
         for role, view, extra in ins.views():
-            if view.space is not Space.SPM:
-                continue
-            shape = ins.src_shape if role == "src" and type(ins) is DmaCopy else ins.shape
-            lo, hi = view.span(shape, extra)
-            ev.append((s, 0 if role != "dst" else 1, pc, lo, hi))
+            if view.space is spm:
+                shape = ins.src_shape if role == "src" and type(ins) is DmaCopy else ins.shape
+                ev.append((start[pc], role == "dst", pc, *view.span(shape, extra)))
     ev.sort()
-    los: list[int] = []          # live buffers, disjoint, sorted by lo
-    live: list[list[int]] = []   # [lo, hi, from, last read, bytes]
-    out = []
-    for s, kind, pc, lo, hi in ev:
-        i = max(bisect.bisect_right(los, lo) - 1, 0)
+    los: list[int] = []   # live buffers: disjoint, sorted by lo; parallel lists
+    his: list[int] = []
+    born: list[int] = []
+    read: list[int] = []
+    size: list[int] = []
+    out_from, out_to, out_bytes = [], [], []
+    for s, write, pc, lo, hi in ev:
+        i = bisect.bisect_right(los, lo) - 1
+        if not write and i >= 0 and his[i] >= hi:            # the common case: one buffer holds the whole read
+            if read[i] < end[pc]:
+                read[i] = end[pc]
+            continue
+        i = max(i, 0)
         j = i
-        while j < len(live) and live[j][0] < hi:
+        while j < len(los) and los[j] < hi:
             j += 1
-        hit = [k for k in range(i, j) if live[k][1] > lo]
-        if kind == 0:
-            e = int(end[pc])
+        hit = [k for k in range(i, j) if his[k] > lo]
+        if not write:
             for k in hit:
-                live[k][3] = max(live[k][3], e)
+                read[k] = max(read[k], end[pc])
             continue
         for k in reversed(hit):
-            b = live.pop(k)
+            out_from.append(born.pop(k))
+            out_to.append(read.pop(k))
+            out_bytes.append(size.pop(k))
             los.pop(k)
-            out.append((b[2], b[3], b[4]))
-        if instrs[pc].queue is Queue.DMA_LD and isinstance(instrs[pc], DmaCopy | DmaFill):
+            his.pop(k)
+        ins = instrs[pc]
+        if ins.queue is ld:
             k = bisect.bisect_left(los, lo)
             los.insert(k, lo)
-            ins = instrs[pc]
-            live.insert(k, [lo, hi, s, int(end[pc]), int(np.prod(ins.shape)) * ins.dst.dtype.size])
-    out += [(b[2], b[3], b[4]) for b in live]
-    a = np.array(out, np.int64).reshape(-1, 3)
-    return a[:, 0], a[:, 1], a[:, 2]
+            his.insert(k, hi)
+            born.insert(k, s)
+            read.insert(k, end[pc])
+            size.insert(k, math.prod(ins.shape) * ins.dst.dtype.size)
+    return (np.array(out_from + born, np.int64), np.array(out_to + read, np.int64),
+            np.array(out_bytes + size, np.int64))
 
 
-def _spm_counter(t: _Timeline, us: float) -> list[str]:
+def _spm_counter(t: _Timeline, us: float) -> list[tuple[str, int]]:
     f, to, nbytes = spm_live_intervals(t.result)
     if not f.size:
         return []
@@ -309,21 +342,29 @@ def _spm_counter(t: _Timeline, us: float) -> list[str]:
     return [_counter("SPM occupancy", "bytes", ts, level, us)]
 
 
-def semaphore_series(result) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per semaphore: (cycles, count after every change there): signals land at retire, waits take at issue."""
-    instrs, idx = result.program.instrs, result.program.sem_index
-    ts: list[list[int]] = [[0] for _ in result.program.sems]
-    dv: list[list[int]] = [[s.init] for s in result.program.sems]
-    for pc, ins in enumerate(instrs):
-        for op in ins.signals:
-            ts[idx[op.name]].append(int(result.end[pc]))
-            dv[idx[op.name]].append(op.count)
-        for op in ins.waits:
-            ts[idx[op.name]].append(int(result.issue[pc]))
-            dv[idx[op.name]].append(-op.count)
+def semaphore_ops(result) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per semaphore: (signals, waits), each rows of (cycle, pc, count) sorted: signals at retire, waits at issue."""
+    prog, end, issue = result.program, result.end.tolist(), result.issue.tolist()
+    sig: dict[str, list[tuple[int, int, int]]] = {s.name: [] for s in prog.sems}
+    wai: dict[str, list[tuple[int, int, int]]] = {s.name: [] for s in prog.sems}
+    for pc, ins in enumerate(prog.instrs):
+        if ins.signals:
+            for op in ins.signals:
+                sig[op.name].append((end[pc], pc, op.count))
+        if ins.waits:
+            for op in ins.waits:
+                wai[op.name].append((issue[pc], pc, op.count))
+    rows = lambda x: np.array(sorted(x), np.int64).reshape(-1, 3)  # noqa: E731
+    return {s.name: (rows(sig[s.name]), rows(wai[s.name])) for s in prog.sems}
+
+
+def semaphore_series(result, ops=None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per semaphore: (cycles, count after every change there), from cycle 0 (the initial count)."""
     out = {}
-    for s, x, d in zip(result.program.sems, ts, dv):
-        x, d = np.array(x, np.int64), np.array(d, np.int64)
+    for s in result.program.sems:
+        sg, wt = (ops or semaphore_ops(result))[s.name]
+        x = np.concatenate(([0], sg[:, 0], wt[:, 0]))
+        d = np.concatenate(([s.init], sg[:, 2], -wt[:, 2]))
         order = np.argsort(x, kind="stable")
         x, level = x[order], np.cumsum(d[order])
         last = np.append(x[1:] != x[:-1], True)
@@ -331,11 +372,11 @@ def semaphore_series(result) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def _semaphore_counters(t: _Timeline, us: float) -> list[str]:
-    return [_counter(f"sem {name}", "count", x, v, us) for name, (x, v) in semaphore_series(t.result).items()]
+def _semaphore_counters(t: _Timeline, us: float) -> list[tuple[str, int]]:
+    return [_counter(f"sem {name}", "count", x, v, us) for name, (x, v) in semaphore_series(t.result, t.ops).items()]
 
 
-def semaphore_flows(result) -> list[tuple[int, int, str]]:
+def semaphore_flows(result, ops=None) -> list[tuple[int, int, str]]:
     """(signalling pc, waiting pc, semaphore) pairs: which signal released each wait that blocked on it.
 
     Per semaphore, tokens are first in, first out: signals in retire order (then pc) append ``count`` tokens, waits
@@ -343,19 +384,11 @@ def semaphore_flows(result) -> list[tuple[int, int, str]]:
     if the waiting instruction blocked (issue > pop) and that signal retired at its issue cycle (else the wait was
     already satisfied, or another semaphore held the instruction back).
     """
-    instrs, prog = result.program.instrs, result.program
-    sig: dict[str, list[tuple[int, int, int]]] = {s.name: [] for s in prog.sems}
-    wai: dict[str, list[tuple[int, int, int]]] = {s.name: [] for s in prog.sems}
-    for pc, ins in enumerate(instrs):
-        for op in ins.signals:
-            sig[op.name].append((int(result.end[pc]), pc, op.count))
-        for op in ins.waits:
-            wai[op.name].append((int(result.issue[pc]), pc, op.count))
     out = []
-    for s in prog.sems:
-        if not sig[s.name] or not wai[s.name]:
+    for s in result.program.sems:
+        sg, wt = (ops or semaphore_ops(result))[s.name]
+        if not len(sg) or not len(wt):
             continue
-        sg, wt = np.array(sorted(sig[s.name]), np.int64), np.array(sorted(wai[s.name]), np.int64)
         supplied = s.init + np.cumsum(sg[:, 2])
         last = np.cumsum(wt[:, 2])
         k = np.searchsorted(supplied, last, "left")
@@ -365,9 +398,9 @@ def semaphore_flows(result) -> list[tuple[int, int, str]]:
     return out
 
 
-def _flows(t: _Timeline, us: float) -> list[str]:
+def _flows(t: _Timeline, us: float) -> list[tuple[str, int]]:
     """Flow arrows bound to the middle of the signalling and the released instruction's busy spans."""
-    pairs = semaphore_flows(t.result)
+    pairs = semaphore_flows(t.result, t.ops)
     if not pairs:
         return []
     a = np.array([p[0] for p in pairs], np.int64)
@@ -376,4 +409,4 @@ def _flows(t: _Timeline, us: float) -> list[str]:
     ids = np.arange(1, a.size + 1)
     rows = zip((t.unit[a] + 1).tolist(), (mid[a] * us).tolist(), ids.tolist(),
                (t.unit[b] + 1).tolist(), (mid[b] * us).tolist(), ids.tolist())
-    return [",\n".join(map(FLOW.__mod__, rows))]
+    return [(",\n".join(map(FLOW.__mod__, rows)), 2 * a.size)]

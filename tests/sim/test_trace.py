@@ -241,3 +241,15 @@ def test_write_trace_and_cli(tmp_path, gemm):
                           str(out), "--quiet"], cwd=ROOT, capture_output=True, text=True, check=True)
     assert "trace:" in run.stdout and run.stderr == ""
     check_format(json.loads(out.read_text()))
+
+
+def test_cli_progress_bar_counts_instructions(capsys):
+    from npusim.cli import ProgressBar
+
+    bar = ProgressBar("simulating")
+    bar(5, 20, 1000)
+    bar(20, 20, 4321)
+    assert (bar.bar.n, bar.bar.total) == (20, 20)
+    bar.close()
+    err = capsys.readouterr().err
+    assert "simulating" in err and "4,321 cycles" in err
