@@ -54,8 +54,6 @@ class Engine:
         self.queues = [deque() for _ in UNIT_QUEUES]
         self.stats = [UnitStats(UNIT_NAMES[q]) for q in UNIT_QUEUES]
         self.dispatch, self.issue, self.start, self.end = ([-1] * n for _ in range(4))
-        self.popped = [-1] * n                   # when the unit took pc from its queue (its semaphore wait begins)
-        self.port = [-1] * n                     # index of the first port (DMA: the channel) the instruction held
         self.resource_stalls: list[tuple[int, int, int, str]] = []  # (pc, from, to, cause) between issue and start
         self.work: list[simpy.Event | None] = [None] * len(UNIT_QUEUES)
         self.blocked = [-1] * len(UNIT_QUEUES)   # pc a unit's head waits on semaphores with, or -1
@@ -111,7 +109,7 @@ class Engine:
         env, queue, st, sems, bus = self.env, self.queues[u], self.stats[u], self.sems, self.bus
         stall = st.stall
         costs, needs, gives, pools, instrs = self.costs, self.needs, self.gives, self.pools, self.program.instrs
-        popped, port, resource_stalls = self.popped, self.port, self.resource_stalls
+        resource_stalls = self.resource_stalls
         while True:
             if not queue:
                 if self.dispatch_done:
@@ -127,7 +125,7 @@ class Engine:
             if self.space_queue == u:
                 self.space.succeed()
                 self.space_queue = -1
-            t1 = popped[pc] = env.now
+            t1 = env.now
             need = needs[pc]
             if need and not sems.try_acquire(need):
                 ev = env.event()
@@ -161,7 +159,6 @@ class Engine:
             if held:
                 for p, i in taken:
                     p.free_at[i] = end
-                port[pc] = taken[0][1]
             self.start[pc] = now
             st.busy += cost.cycles - cost.conflict - cost.dram_latency
             stall["bank_conflict"] += cost.conflict
@@ -203,10 +200,8 @@ class Engine:
                 raise SimulationError(f"the cycle cap of {max_cycles} was reached with {self.outstanding} "
                                       f"instructions in flight")
             raise DeadlockError(self._deadlock_message())
-        self.dispatch, self.issue, self.start, self.end, self.popped, port = (
-            np.array(a, np.int64) for a in (self.dispatch, self.issue, self.start, self.end, self.popped, self.port))
-        qid = np.array(self.qid)
-        self.channel = np.where((qid == int(Queue.DMA_LD)) | (qid == int(Queue.DMA_ST)), port, -1)
+        self.dispatch, self.issue, self.start, self.end = (
+            np.array(a, np.int64) for a in (self.dispatch, self.issue, self.start, self.end))
         total = int(self.end.max(initial=0))
         for st in self.stats:
             st.idle = total - st.busy - sum(st.stall.values())

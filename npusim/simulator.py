@@ -103,15 +103,13 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
     if serial:
         cycles, units, times = _run_serial(program, costs, execute)
         warnings = list(report.warnings)
-        dma = np.array([i.queue in (Queue.DMA_LD, Queue.DMA_ST) for i in program.instrs], bool)
-        trace = {"popped": times[2].copy(), "channel": np.where(dma, 0, -1)}   # one instruction at a time
+        trace = {}
     else:
         engine = Engine(program, arch, execute, costs, progress)
         cycles = engine.run(max_cycles)
         units, times = engine.stats, (engine.dispatch, engine.issue, engine.start, engine.end)
         warnings = list(report.warnings)
-        trace = {"popped": engine.popped, "channel": engine.channel, "resource_stalls": engine.resource_stalls,
-                 "dispatcher_gaps": engine.gaps}
+        trace = {"resource_stalls": engine.resource_stalls, "dispatcher_gaps": engine.gaps}
     outputs = {name: buf.copy() for name, buf in mem.dram.items()} if mem is not None else {}
     mode = ("serial" if serial else "concurrent") + (", ideal memory" if ideal_memory else "")
     return SimResult(

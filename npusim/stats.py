@@ -53,11 +53,10 @@ class SimResult:
 
     ``dispatch``, ``issue``, ``start``, ``end`` are per-pc arrays: when the instruction entered its queue, when it
     acquired its semaphores, when it acquired its resources and began, and when it retired (-1 for control).
-    What traces need to redraw every cycle: ``popped`` (per pc: when its unit took it from the queue, so its
-    semaphore stall is ``issue - popped``), ``channel`` (per pc: the DMA channel it held, -1 if not DMA), ``costs``
-    (per pc: the static :class:`isa.cost.Cost`), ``resource_stalls`` (``(pc, from, to, cause)`` waits for a DMA
-    channel or SRAM port between issue and start) and ``dispatcher_gaps`` (``(from, to, cause, pc)``: the
-    dispatcher was blocked before pc by a full queue or a barrier).
+    What traces need to redraw every cycle: ``costs`` (per pc: the static :class:`isa.cost.Cost`),
+    ``resource_stalls`` (``(pc, from, to, cause)`` waits for a DMA channel or SRAM port between issue and start) and
+    ``dispatcher_gaps`` (``(from, to, cause, pc)``: the dispatcher was blocked before pc by a full queue or a
+    barrier); ``popped`` derives when each unit took each instruction from its queue.
     """
 
     program: Program
@@ -77,11 +76,23 @@ class SimResult:
     warnings: list[str]
     wall_seconds: float = 0.0
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
-    popped: np.ndarray | None = None
-    channel: np.ndarray | None = None
     costs: list[Cost] = field(default_factory=list)
     resource_stalls: list[tuple[int, int, int, str]] = field(default_factory=list)
     dispatcher_gaps: list[tuple[int, int, str, int]] = field(default_factory=list)
+
+    @property
+    def popped(self) -> np.ndarray:
+        """Per pc: the cycle its unit took it from the queue, where its semaphore wait begins (-1 for control).
+
+        A unit pops its next instruction when it has retired the one before and the instruction is in its queue:
+        ``max(dispatch, previous retire on the unit)``.
+        """
+        queue = np.fromiter((i.queue for i in self.program.instrs), np.int64, len(self.program.instrs))
+        out = np.full(queue.size, -1, np.int64)
+        for q in np.unique(queue[queue != Queue.CTRL]).tolist():
+            pcs = np.flatnonzero(queue == q)
+            out[pcs] = np.maximum(self.dispatch[pcs], np.concatenate(([0], self.end[pcs][:-1])))
+        return out
 
     @property
     def unit(self) -> dict[str, UnitStats]:

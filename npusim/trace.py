@@ -82,7 +82,7 @@ def _pieces(result, layers) -> tuple[list[str], int]:
 
 
 def _build(result, layers) -> tuple[list[str], int]:
-    if result.popped is None or not result.costs:
+    if not result.costs:
         raise SimulationError("this result has no per-instruction trace data (run it with npusim.simulate)")
     us = 1.0 / (result.arch.clock.ghz * 1e3)   # microseconds per cycle
     t = _Timeline(result)
@@ -121,6 +121,7 @@ class _Timeline:
         self.cycles, self.conflict, self.setup, self.window = c[0], c[1], c[2], c[3]
         self.dram_bytes, self.sram_bytes, self.macs, self.latency = c[4] + c[5], c[6] + c[7], c[8], c[9]
         self.popped, self.issue, self.start, self.end = result.popped, result.issue, result.start, result.end
+        self.channel = dma_channels(result)
         self.wait = np.where(self.unit >= 0, self.end - self.start - self.cycles, 0)   # DRAM bus wait
         self.busy = self.cycles - self.conflict - self.latency
         self.busy_from = self.start + self.wait
@@ -239,14 +240,36 @@ def _starvation_stalls(t: _Timeline, pcs: np.ndarray, stall) -> None:
 
 def _channel_spans(t: _Timeline, us: float) -> list[tuple[str, int]]:
     """Each DMA instruction on the channel it held, from start to retire."""
-    pcs = np.flatnonzero(t.result.channel >= 0)
+    pcs = np.flatnonzero(t.channel >= 0)
     if not pcs.size:
         return []
     spans = _Spans(us)
     queue = [t.result.program.instrs[pc].queue.text for pc in pcs.tolist()]
-    spans.add(CHANNEL, CHANNEL_TID + t.result.channel[pcs], t.start[pcs], t.end[pcs] - t.start[pcs], queue,
+    spans.add(CHANNEL, CHANNEL_TID + t.channel[pcs], t.start[pcs], t.end[pcs] - t.start[pcs], queue,
               pcs.tolist())
     return spans.text()
+
+
+def dma_channels(result) -> np.ndarray:
+    """Per pc: the DMA channel the instruction held from start to retire (-1 if it is not a DMA instruction).
+
+    Replays the engine's rule (the lowest-numbered free channel) in start order, then pc: a valid assignment, since
+    the engine never had more DMA instructions in flight than ``dma.channels``.
+    """
+    instrs, channels = result.program.instrs, result.arch.dma.channels
+    dma = np.fromiter((i.queue in (Queue.DMA_LD, Queue.DMA_ST) for i in instrs), bool, len(instrs))
+    pcs = np.flatnonzero(dma)
+    out = [-1] * len(instrs)
+    free = [0] * channels
+    start, end = result.start.tolist(), result.end.tolist()
+    for pc in pcs[np.lexsort((pcs, result.start[pcs]))].tolist():
+        s = start[pc]
+        i = next((i for i in range(channels) if free[i] <= s), -1)
+        if i < 0:
+            raise SimulationError(f"pc {pc}: more than {channels} DMA instructions in flight at cycle {s}")
+        free[i] = end[pc]
+        out[pc] = i
+    return np.array(out, np.int64)
 
 
 def _counter(name: str, series: str, ts: np.ndarray, values: np.ndarray, us: float,
@@ -360,9 +383,9 @@ def semaphore_ops(result) -> dict[str, tuple[np.ndarray, np.ndarray]]:
 
 def semaphore_series(result, ops=None) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Per semaphore: (cycles, count after every change there), from cycle 0 (the initial count)."""
-    out = {}
+    out, ops = {}, ops or semaphore_ops(result)
     for s in result.program.sems:
-        sg, wt = (ops or semaphore_ops(result))[s.name]
+        sg, wt = ops[s.name]
         x = np.concatenate(([0], sg[:, 0], wt[:, 0]))
         d = np.concatenate(([s.init], sg[:, 2], -wt[:, 2]))
         order = np.argsort(x, kind="stable")
@@ -384,16 +407,16 @@ def semaphore_flows(result, ops=None) -> list[tuple[int, int, str]]:
     if the waiting instruction blocked (issue > pop) and that signal retired at its issue cycle (else the wait was
     already satisfied, or another semaphore held the instruction back).
     """
-    out = []
+    out, popped, ops = [], result.popped, ops or semaphore_ops(result)
     for s in result.program.sems:
-        sg, wt = (ops or semaphore_ops(result))[s.name]
+        sg, wt = ops[s.name]
         if not len(sg) or not len(wt):
             continue
         supplied = s.init + np.cumsum(sg[:, 2])
         last = np.cumsum(wt[:, 2])
         k = np.searchsorted(supplied, last, "left")
         ok = (last > s.init) & (k < len(sg))
-        ok[ok] &= (sg[k[ok], 0] == wt[ok, 0]) & (wt[ok, 0] > result.popped[wt[ok, 1]])
+        ok[ok] &= (sg[k[ok], 0] == wt[ok, 0]) & (wt[ok, 0] > popped[wt[ok, 1]])
         out += [(a, b, s.name) for a, b in zip(sg[k[ok], 1].tolist(), wt[ok, 1].tolist())]
     return out
 
