@@ -154,8 +154,7 @@ def choose_conv_tiling(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: i
     tow = min(cs.OW, max_rows)
     for tcb in range(-(-cs.Cg // rows), 0, -1):
         for toh in range(cs.OH, 0, -1):
-            i, w, a = _slots(cs, ConvTiling(toh, tow, tcb), dtype.size, rows, cols)
-            if 2 * (i + w) <= spm and 2 * a <= acc:
+            if _fits(cs, ConvTiling(toh, tow, tcb), dtype.size, rows, cols, spm, acc):
                 return ConvTiling(toh, tow, tcb)
     raise TilingError(f"no tiling of {cs} fits {spm} B of SPM and {acc} B of ACC (one output row of one channel "
                       f"block needs more)")
@@ -163,11 +162,14 @@ def choose_conv_tiling(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: i
 
 def _fit_tcb(cs: ConvShape, toh: int, tow: int, es: int, rows: int, cols: int, spm: int, acc: int) -> int:
     """The most input-channel blocks per step with which a ``toh x tow`` tile fits (double-buffered), or 0."""
-    for tcb in range(-(-cs.Cg // rows), 0, -1):
-        i, w, a = _slots(cs, ConvTiling(toh, tow, tcb), es, rows, cols)
-        if 2 * (i + w) <= spm and 2 * a <= acc:
-            return tcb
-    return 0
+    return next((tcb for tcb in range(-(-cs.Cg // rows), 0, -1)
+                 if _fits(cs, ConvTiling(toh, tow, tcb), es, rows, cols, spm, acc)), 0)
+
+
+def _fits(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> bool:
+    """Whether two input/weight slots fit ``spm`` bytes and two accumulator tiles fit ``acc`` bytes."""
+    i, w, a = _slots(cs, t, es, rows, cols)
+    return 2 * (i + w) <= spm and 2 * a <= acc
 
 
 @lru_cache(maxsize=512)

@@ -20,10 +20,10 @@ from compiler.gemm import (
     tiled_gemm,
 )
 from compiler.ir import Graph
+from compiler.link import LayerRange
 from compiler.model import CompiledModel, compile_model
 from isa import DType, SimulationError
 from isa.arch import Arch
-from isa.cost import instr_cost
 from isa.dtypes import to_compute
 
 from .intervals import time_split, unit_role
@@ -193,8 +193,7 @@ def layer_report(result: SimResult, layers) -> list[dict]:
         most = {role: max([b for u, b in busy.items() if unit_role(u) == role], default=0)
                 for role in ("compute", "memory_stall")}
         cycles = end - start
-        costs = [instr_cost(result.program.instrs[pc], result.arch) for pc in pcs
-                 if unit_role(unit[pc]) == "memory_stall"]
+        costs = [result.costs[pc] for pc in pcs if unit_role(unit[pc]) == "memory_stall"]
         out.append({"name": lr.name, "op": lr.op, "start": start, "end": end, "cycles": cycles, "macs": lr.macs,
                     "matrix_utilization": lr.macs / (cycles * r * c) if cycles else 0.0,
                     "bound": "host" if busy.get("host") else "compute" if most["compute"] >= most["memory_stall"]
@@ -202,6 +201,18 @@ def layer_report(result: SimResult, layers) -> list[dict]:
                     "pcs": [lr.start, lr.end], "dram_bytes": sum(k.dram_read + k.dram_write for k in costs),
                     "time_split": time_split([unit[pc] for pc in pcs], starts, ends, (start, end))})
     return out
+
+
+def single_layer_report(result: SimResult, name: str, op: str) -> list[dict]:
+    """:func:`layer_report` of a single-op program: one layer spanning every instruction."""
+    return layer_report(result, [LayerRange(name, op, 0, len(result.program.instrs), result.macs)])
+
+
+def zoo_model(name: str):
+    """The ONNX model of zoo entry ``name`` (seeded, default sizes)."""
+    from compiler.zoo import MODELS
+
+    return MODELS[name]()
 
 
 def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *, timing_only: bool = False,

@@ -8,7 +8,7 @@ Each golden ``<workload>-<preset>`` is a directory of three files:
 - ``summary.md``: a short table for humans (total cycles, per-unit utilization, top layers).
 
 :func:`check_golden` recompiles and resimulates one golden and lists readable differences from its files;
-:func:`update_golden` rewrites them. Like the driver, this module joins the compiler and the simulator.
+:func:`update_golden` rewrites them. It reaches the compiler only through :mod:`npusim.driver`.
 """
 
 from __future__ import annotations
@@ -22,13 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compiler.conv import ConvShape
-from compiler.link import LayerRange
 from isa import DType, NpuSimError
 from isa.arch import Arch, load_arch
 from isa.asm import format_program
 
-from .driver import layer_report, run_conv, run_gemm, run_model
+from .driver import ConvShape, run_conv, run_gemm, run_model, single_layer_report, zoo_model
 from .simulator import SimResult
 
 PRESETS = ("edge16", "mid32")
@@ -48,23 +46,20 @@ class Workload:
 
 
 def _whole_program(result: SimResult, name: str, op: str) -> tuple[SimResult, list[dict]]:
-    """A single-op program is one layer spanning every instruction."""
-    return result, layer_report(result, [LayerRange(name, op, 0, len(result.program.instrs), result.macs)])
+    return result, single_layer_report(result, name, op)
 
 
 def _gemm(M: int, N: int, K: int, dtype: DType) -> Callable[[Arch], tuple[SimResult, list[dict]]]:
     return lambda arch: _whole_program(run_gemm(M, N, K, dtype, arch, timing_only=True)[0], "gemm", "Gemm")
 
 
-def _conv(cs: ConvShape, dtype: DType) -> Callable[[Arch], tuple[SimResult, list[dict]]]:
-    return lambda arch: _whole_program(run_conv(cs, dtype, arch, timing_only=True)[0], "conv", "Conv")
+def _conv(cs: tuple[int, ...], dtype: DType) -> Callable[[Arch], tuple[SimResult, list[dict]]]:
+    return lambda arch: _whole_program(run_conv(ConvShape(*cs), dtype, arch, timing_only=True)[0], "conv", "Conv")
 
 
 def _zoo(name: str) -> Callable[[Arch], tuple[SimResult, list[dict]]]:
     def run(arch: Arch) -> tuple[SimResult, list[dict]]:
-        from compiler.zoo import MODELS
-
-        _, result, _, report = run_model(MODELS[name](), arch, timing_only=True)
+        _, result, _, report = run_model(zoo_model(name), arch, timing_only=True)
         return result, report["layers"]
     return run
 
@@ -73,7 +68,7 @@ WORKLOADS = {w.name: w for w in (
     Workload("gemm512", "tiled GEMM C[512,512] = A[512,512] @ B[512,512], int8, B pre-packed",
              _gemm(512, 512, 512, DType.I8)),
     Workload("conv3x3", "ResNet-like convolution 1x64x56x56 -> 64 channels, 3x3, stride 1, pad 1, int8",
-             _conv(ConvShape(1, 64, 56, 56, 64, 3, 3, stride=1, pad=1), DType.I8)),
+             _conv((1, 64, 56, 56, 64, 3, 3, 1, 1), DType.I8)),
     Workload("resnet18", "ResNet-18 from compiler.zoo (fp32, seed 0), 1x3x224x224 -> 1x1000", _zoo("resnet18")),
     Workload("bert_layer", "transformer encoder layer from compiler.zoo (BERT-base, fp32, seed 0), 1x128x768",
              _zoo("bert_layer")),
