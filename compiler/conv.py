@@ -33,6 +33,7 @@ from isa import (
     SemDecl,
     SemOp,
     Space,
+    Sync,
     VecBinary,
     VecConvert,
     VecUnary,
@@ -108,12 +109,81 @@ def pack_weights(w: np.ndarray, shape: ConvShape, rows: int, cols: int) -> np.nd
 
 @dataclass(frozen=True)
 class ConvTiling:
-    """Output tile: toh rows x tow columns (tow <= matrix.max_rows); tcb input-channel blocks (of ``rows``
-    channels) per step, so the reduction over channels is split across steps when the weights do not fit."""
+    """Output tile: toh rows x tow columns (tow <= matrix.max_rows) of tnb output-channel blocks (of ``cols``
+    channels) at once in the accumulators; tcb input-channel blocks (of ``rows`` channels) per step, so the reduction
+    over channels is split across steps when the weights do not fit."""
 
     toh: int
     tow: int
     tcb: int = 1 << 16
+    tnb: int = 1
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a tiling implies on one convolution (bytes, blocks): the SRAM it takes and how often things load.
+
+    x_once: every input-channel block fits one step, so a window is loaded once per (tile, group) and reused by
+    every output-channel block. resident: all weight chunks fit the SPM next to the two input slots, so each is loaded
+    once for the whole convolution instead of once per output tile."""
+
+    th: int
+    tw: int
+    tcb: int
+    tnb: int
+    cbs: int
+    nbs: int
+    x_slot: int
+    w_chunk: int
+    chunks: int
+    resident: bool
+    acc_tile: int
+
+    @property
+    def x_once(self) -> bool:
+        return self.tcb >= self.cbs
+
+    @property
+    def spm(self) -> int:
+        """SPM bytes of the input slots and the weight buffers."""
+        return 2 * self.x_slot + (self.chunks if self.resident else 2) * self.w_chunk
+
+
+def _plan(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> _Plan:
+    th, tw = _window(cs, t.toh, t.tow)
+    cbs, nbs = -(-cs.Cg // rows), -(-cs.Kg // cols)
+    tcb, tnb = min(t.tcb, cbs), min(t.tnb, nbs)
+    x_slot = th * tw * min(cs.Cg, tcb * rows) * es
+    w_chunk = tnb * cs.R * cs.S * tcb * rows * cols * es
+    chunks = cs.groups * -(-nbs // tnb) * -(-cbs // tcb)
+    resident = 2 * x_slot + chunks * w_chunk <= spm
+    return _Plan(th, tw, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, resident, t.toh * t.tow * tnb * cols * 4)
+
+
+def _fits(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> bool:
+    """Whether two input slots and two weight chunks (or all of them) fit ``spm`` bytes and two accumulator tiles
+    fit ``acc`` bytes."""
+    p = _plan(cs, t, es, rows, cols, spm)
+    return p.spm <= spm and 2 * p.acc_tile <= acc
+
+
+def choose_conv_tiling(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int,
+                       max_rows: int = 256) -> ConvTiling:
+    """The tallest output tile (full width up to max_rows, one output-channel block) that fits, with as many
+    input-channel blocks per step as fit (all of them when possible: no split reduction)."""
+    tow = min(cs.OW, max_rows)
+    for tcb in range(-(-cs.Cg // rows), 0, -1):
+        for toh in range(cs.OH, 0, -1):
+            if _fits(cs, ConvTiling(toh, tow, tcb), dtype.size, rows, cols, spm, acc):
+                return ConvTiling(toh, tow, tcb)
+    raise TilingError(f"no tiling of {cs} fits {spm} B of SPM and {acc} B of ACC (one output row of one channel "
+                      f"block needs more)")
+
+
+def _fit_tcb(cs: ConvShape, toh: int, tow: int, tnb: int, es: int, rows: int, cols: int, spm: int, acc: int) -> int:
+    """The most input-channel blocks per step with which a ``toh x tow x tnb`` tile fits, or 0."""
+    return next((tcb for tcb in range(-(-cs.Cg // rows), 0, -1)
+                 if _fits(cs, ConvTiling(toh, tow, tcb, tnb), es, rows, cols, spm, acc)), 0)
 
 
 def conv_shape(n: Node, x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> ConvShape:
@@ -140,61 +210,33 @@ def _window(cs: ConvShape, toh: int, tow: int) -> tuple[int, int]:
     return (toh - 1) * cs.stride + (cs.R - 1) * cs.dilation + 1, (tow - 1) * cs.stride + (cs.S - 1) * cs.dilation + 1
 
 
-def _slots(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int) -> tuple[int, int, int]:
-    th, tw = _window(cs, t.toh, t.tow)
-    tcb = min(t.tcb, -(-cs.Cg // rows))
-    tc = min(cs.Cg, tcb * rows)
-    return th * tw * tc * es, cs.R * cs.S * tcb * rows * cols * es, t.toh * t.tow * cols * 4
-
-
-def choose_conv_tiling(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int,
-                       max_rows: int = 256) -> ConvTiling:
-    """The tallest output tile (full width up to max_rows) whose two input/weight slots and two ACC tiles fit,
-    with as many input-channel blocks per step as fit (all of them when possible: no split reduction)."""
-    tow = min(cs.OW, max_rows)
-    for tcb in range(-(-cs.Cg // rows), 0, -1):
-        for toh in range(cs.OH, 0, -1):
-            if _fits(cs, ConvTiling(toh, tow, tcb), dtype.size, rows, cols, spm, acc):
-                return ConvTiling(toh, tow, tcb)
-    raise TilingError(f"no tiling of {cs} fits {spm} B of SPM and {acc} B of ACC (one output row of one channel "
-                      f"block needs more)")
-
-
-def _fit_tcb(cs: ConvShape, toh: int, tow: int, es: int, rows: int, cols: int, spm: int, acc: int) -> int:
-    """The most input-channel blocks per step with which a ``toh x tow`` tile fits (double-buffered), or 0."""
-    return next((tcb for tcb in range(-(-cs.Cg // rows), 0, -1)
-                 if _fits(cs, ConvTiling(toh, tow, tcb), es, rows, cols, spm, acc)), 0)
-
-
-def _fits(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> bool:
-    """Whether two input/weight slots fit ``spm`` bytes and two accumulator tiles fit ``acc`` bytes."""
-    i, w, a = _slots(cs, t, es, rows, cols)
-    return 2 * (i + w) <= spm and 2 * a <= acc
-
-
 @lru_cache(maxsize=512)
 def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilogue | None = None) -> ConvTiling:
     """The tiling with the fewest predicted cycles on ``arch``, from the simulator's own formulas.
 
-    Candidates: output heights that split OH evenly into 1 to 8 tiles, and the tallest tile that fits, each with the
-    most input-channel blocks per step that fit; every candidate's whole program is priced with
-    :func:`isa.cost.program_estimate`. Ties go to the taller tile (fewer instructions).
+    Candidates: output heights that split OH evenly into 1 to 8 tiles, and the tallest tile that fits, times 1, 2, 4,
+    ... or all output-channel blocks per accumulator tile, each with the most input-channel blocks per step that fit;
+    every candidate's whole program is priced with :func:`isa.cost.program_estimate`. Ties go to the larger tile
+    (fewer instructions).
     """
     epilogue = epilogue or Epilogue()
     r, c, es = arch.matrix.rows, arch.matrix.cols, dtype.size
     spm = arch.spm.size - _epilogue_bytes(cs, epilogue, es)
     tallest = choose_conv_tiling(cs, dtype, r, c, spm, arch.acc.size, arch.matrix.max_rows)
     heights = {tallest.toh} | {-(-cs.OH // n) for n in range(1, 9)}
+    nbs = -(-cs.Kg // c)
+    widths = sorted({nbs} | {1 << i for i in range(nbs.bit_length()) if 1 << i < nbs}, reverse=True)
     best = None
     for toh in sorted(heights, reverse=True):
-        tcb = _fit_tcb(cs, toh, tallest.tow, es, r, c, spm, arch.acc.size)
-        if not tcb:
-            continue
-        t = ConvTiling(toh, tallest.tow, tcb)
-        est = program_estimate(conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, t, arch.matrix.max_rows,
-                                      epilogue), arch)
-        if best is None or est < best[0]:
-            best = (est, t)
+        for tnb in widths:
+            tcb = _fit_tcb(cs, toh, tallest.tow, tnb, es, r, c, spm, arch.acc.size)
+            if not tcb:
+                continue
+            t = ConvTiling(toh, tallest.tow, tcb, tnb)
+            est = program_estimate(conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, t, arch.matrix.max_rows,
+                                          epilogue), arch)
+            if best is None or est < best[0]:
+                best = (est, t)
     return best[1]
 
 
@@ -233,110 +275,149 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
            tiling: ConvTiling | None = None, max_rows: int = 256, epilogue: Epilogue = Epilogue(),
            pad_value: int | float = 0) -> Program:
     """The program for one convolution; regions X (NHWC input), Wt (:func:`pack_weights`), Y (NHWC output), and Bias
-    and Scale when the epilogue uses them. The halo padding reads ``pad_value`` (a quantized input's zero point)."""
+    and Scale when the epilogue uses them. The halo padding reads ``pad_value`` (a quantized input's zero point).
+
+    Per output tile (toh x tow pixels, tnb channel blocks): the input window is loaded once when all its channels fit
+    one step (else with each step's weights), the weights once per convolution when they all fit the SPM (else per
+    step, ring of 2), one ``mxu.mm`` per run of equal blocks loops ``[nb, kh, kw, cb, oh]`` so that each weight
+    tile stays in the array while all ``toh x tow`` pixels stream, and one ``dma.st`` writes the tile's pixels with
+    all their tnb * cols channels (accumulator rows of ``tnb * cols`` elements, so DRAM runs are that long)."""
     es, at = dtype.size, ACC_TYPE[dtype]
-    yt = epilogue.out or at
+    yt, eo = epilogue.out or at, (epilogue.out or at).size
     bias_bytes = _epilogue_bytes(cs, epilogue, es)
     t = tiling or choose_conv_tiling(cs, dtype, rows, cols, spm - bias_bytes, acc, max_rows)
-    in_slot, w_slot, acc_slot = _slots(cs, t, es, rows, cols)
-    if 2 * (in_slot + w_slot) + bias_bytes > spm or 2 * acc_slot > acc:
-        raise TilingError(f"tiling {t} needs {2 * (in_slot + w_slot) + bias_bytes} B of SPM and {2 * acc_slot} B "
-                          f"of ACC")
-    bias_base = -(-2 * (in_slot + w_slot) // 4) * 4    # the i32/f32 constants after the slots, word-aligned
+    p = _plan(cs, t, es, rows, cols, spm - bias_bytes)
+    if p.spm + bias_bytes > spm or 2 * p.acc_tile > acc:
+        raise TilingError(f"tiling {t} needs {p.spm + bias_bytes} B of SPM and {2 * p.acc_tile} B of ACC")
+    w_base0 = 2 * p.x_slot
+    bias_base = -(-p.spm // 4) * 4    # the i32/f32 constants after the slots, word-aligned
     scale_base = bias_base + cs.K * 4 * epilogue.bias
-    ready = "acc_full"          # what the store waits for: the matrix unit, or the epilogue after it
-    nbs, cbs = -(-cs.Kg // cols), -(-cs.Cg // rows)
-    tcb = min(t.tcb, cbs)
-    tile, chunk = rows * cols * es, cs.R * cs.S * cbs * rows * cols * es   # packed bytes of one (g, nb)
-    prog, ring, accs = [], 0, 0
+    ready = "out_full" if epilogue.active else "acc_full"   # what the store waits for
+    tile, chunk = rows * cols * es, cs.R * cs.S * p.cbs * rows * cols * es   # packed bytes of one (g, nb)
+    nb_stride = cs.R * cs.S * p.tcb * tile                                     # SPM bytes of one nb in a chunk
+    row_bytes = p.tnb * cols * 4                                               # one accumulator row (pixel)
+    skip = _skip(cs)              # subsampled load: the SPM tile is dense, the conv then has stride 1
+    step = cs.stride // skip
+    c_steps = list(range(0, p.cbs, p.tcb))
+    nb_groups = list(range(0, p.nbs, p.tnb))
+    prog, xs, ws, accs = [], 0, 0, 0
     if epilogue.bias:
         prog.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, bias_base, at, (4,)),
                             src=View(Space.DRAM, 0, at, (4,), "Bias"), signals=(SemOp("bias_ready"),)))
     if epilogue.out is not None:
         prog.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, scale_base, DType.F32, (4,)),
                             src=View(Space.DRAM, 0, DType.F32, (4,), "Scale"), signals=(SemOp("bias_ready"),)))
+    first_tile = True
     for b in range(cs.N):
         for oh0 in range(0, cs.OH, t.toh):
             toh = min(t.toh, cs.OH - oh0)
             for ow0 in range(0, cs.OW, t.tow):
                 tow = min(t.tow, cs.OW - ow0)
                 th, tw = _window(cs, toh, tow)
-                skip = _skip(cs)              # subsampled load: the SPM tile is dense, the conv then has stride 1
-                step = cs.stride // skip
                 ih0, iw0 = oh0 * cs.stride - cs.pad, ow0 * cs.stride - cs.pad
                 top, left = max(0, -ih0), max(0, -iw0)
                 bottom, right = max(0, ih0 + (th - 1) * skip + 1 - cs.H), max(0, iw0 + (tw - 1) * skip + 1 - cs.W)
                 pads = tuple(Pad(d, lo, hi) for d, lo, hi in ((0, top, bottom), (1, left, right)) if lo or hi)
+                in_padding = top + bottom >= th or left + right >= tw
+
+                x_src = ((b * cs.H + max(ih0, 0)) * cs.W + max(iw0, 0)) * cs.C * es
                 for g in range(cs.groups):
-                    for nb in range(nbs):
-                        n = min(cols, cs.Kg - nb * cols)
-                        acc_base = (accs % 2) * acc_slot
-                        c_steps = list(range(0, cbs, tcb))
+                    for gi, nb0 in enumerate(nb_groups):
+                        nbn = min(p.tnb, p.nbs - nb0)
+                        ng = min(nbn * cols, cs.Kg - nb0 * cols)          # output channels of this tile
+                        acc_base = (accs % 2) * p.acc_tile
                         for si, cb_first in enumerate(c_steps):
-                            ncb = min(tcb, cbs - cb_first)
+                            ncb = min(p.tcb, p.cbs - cb_first)
                             c0, tc = cb_first * rows, min(cs.Cg - cb_first * rows, ncb * rows)
-                            slot = ring % 2
-                            i_base, w_base = slot * in_slot, 2 * in_slot + slot * w_slot
+                            x_new = not p.x_once or gi == 0
+                            x_last = not p.x_once or gi == len(nb_groups) - 1
+                            x_base = (xs % 2) * p.x_slot if x_new else ((xs - 1) % 2) * p.x_slot
                             pix = tc * es
                             row = tw * pix
-                            src = View(Space.DRAM, (((b * cs.H + max(ih0, 0)) * cs.W + max(iw0, 0)) * cs.C
-                                                    + g * cs.Cg + c0) * es, dtype,
-                                       (skip * cs.W * cs.C * es, skip * cs.C * es, es),
-                                       "X")
-                            dst = View(Space.SPM, i_base, dtype, (row, pix, es))
-                            load_x = DmaCopy(queue=Queue.DMA_LD, shape=(th, tw, tc), pad=pads, fill=pad_value,
-                                             dst=dst, src=src, waits=(SemOp("in_empty"),)) \
-                                if top + bottom < th and left + right < tw else \
-                                DmaFill(queue=Queue.DMA_LD, shape=(th, tw, tc), dst=dst, value=pad_value,
-                                        waits=(SemOp("in_empty"),))    # a window that lies wholly in the padding
-                            load_w = DmaCopy(queue=Queue.DMA_LD, shape=(cs.R * cs.S, ncb, rows * cols),
-                                             dst=View(Space.SPM, w_base, dtype, (tcb * tile, tile, es)),
-                                             src=View(Space.DRAM, (g * nbs + nb) * chunk + cb_first * tile, dtype,
-                                                      (cbs * tile, tile, es), "Wt"),
-                                             signals=(SemOp("in_full"),))
+                            if x_new:
+                                dst = View(Space.SPM, x_base, dtype, (row, pix, es))
+                                sync = dict(waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),))
+                                prog.append(DmaFill(queue=Queue.DMA_LD, shape=(th, tw, tc), dst=dst, value=pad_value,
+                                                    **sync) if in_padding else  # wholly in the padding
+                                            DmaCopy(queue=Queue.DMA_LD, shape=(th, tw, tc), pad=pads, fill=pad_value,
+                                                    dst=dst, src=View(Space.DRAM, x_src + (g * cs.Cg + c0) * es,
+                                                                      dtype, (skip * cs.W * cs.C * es,
+                                                                              skip * cs.C * es, es), "X"), **sync))
+                                xs += 1
+                            cid = (g * len(nb_groups) + gi) * len(c_steps) + si
+                            w_base = w_base0 + (cid if p.resident else ws % 2) * p.w_chunk
+                            w_new = first_tile or not p.resident
+                            if w_new:
+                                prog.append(DmaCopy(
+                                    queue=Queue.DMA_LD, shape=(nbn, cs.R * cs.S, ncb, rows * cols),
+                                    dst=View(Space.SPM, w_base, dtype, (nb_stride, p.tcb * tile, tile, es)),
+                                    src=View(Space.DRAM, (g * p.nbs + nb0) * chunk + cb_first * tile, dtype,
+                                             (chunk, p.cbs * tile, tile, es), "Wt"),
+                                    waits=() if p.resident else (SemOp("w_empty"),), signals=(SemOp("w_full"),)))
+                                ws += 1
                             first, last = si == 0, si == len(c_steps) - 1
-                            mms = [MatMul(shape=(toh, cs.R, cs.S, cbc), m=tow, k=k, n=n, zero=first and cb0 == 0,
-                                          acc=View(Space.ACC, acc_base, at, (t.tow * cols * 4, 0, 0, 0)),
-                                          acc_row=cols * 4,
-                                          a=View(Space.SPM, i_base + cb0 * rows * es, dtype,
-                                                 (step * row, cs.dilation * row, cs.dilation * pix, rows * es)),
-                                          a_row=step * pix,
-                                          b=View(Space.SPM, w_base + cb0 * tile, dtype,
-                                                 (0, cs.S * tcb * tile, tcb * tile, tile)))
-                                   for cb0, cbc, k in _groups(tc, rows)]
-                            mms[0] = with_sync(mms[0], waits=("in_full",) + (("acc_empty",) if first
-                                                                                 else ()))
-                            mms[-1] = with_sync(mms[-1], signals=("in_empty",) + (("acc_full",) if last
-                                                                                      else ()))
-                            prog += [load_x, load_w, *mms]
-                            ring += 1
-                        tile_view = View(Space.ACC, acc_base, at, (t.tow * cols * 4, cols * 4, 4))
+                            mms = [_conv_mm(dims, m=tow, k=k, n=n, zero=first and cb0 == 0,
+                                            acc=View(Space.ACC, acc_base + nbi * cols * 4, at, ()),
+                                            acc_row=row_bytes,
+                                            a=View(Space.SPM, x_base + cb0 * rows * es, dtype, ()), a_row=step * pix,
+                                            b=View(Space.SPM, w_base + nbi * nb_stride + cb0 * tile, dtype, ()))
+                                   for nbi, nbc, n in _groups(ng, cols) for cb0, cbc, k in _groups(tc, rows)
+                                   for dims in [((nbc, cols * 4, 0, nb_stride),
+                                                 (cs.R, 0, cs.dilation * row, cs.S * p.tcb * tile),
+                                                 (cs.S, 0, cs.dilation * pix, p.tcb * tile),
+                                                 (cbc, 0, rows * es, tile),
+                                                 (toh, t.tow * row_bytes, step * row, 0))]]
+                            mms = [mm for group in mms for mm in group]
+                            waits = ("x_full",) * x_new + ("w_full",) * w_new + ("acc_empty",) * first
+                            signals = ("x_empty",) * x_last + ("w_empty",) * (not p.resident) + ("acc_full",) * last
+                            if len(mms) == 1 and len(waits) + len(signals) > 4:   # more than one instruction holds
+                                mms.insert(0, Sync(on=Queue.MXU, waits=tuple(SemOp(w) for w in waits)))
+                                waits = ()
+                            mms[0] = with_sync(mms[0], waits=waits)
+                            mms[-1] = with_sync(mms[-1], signals=signals)
+                            prog += mms
+                        tile_view = View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4))
                         out_view = tile_view
                         if epilogue.active:
-                            ch = (g * cs.Kg + nb * cols) * 4
-                            prog += _epilogue(epilogue, (toh, tow, n), tile_view,
+                            ch = (g * cs.Kg + nb0 * cols) * 4
+                            prog += _epilogue(epilogue, (toh, tow, ng), tile_view,
                                               View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
                                               View(Space.SPM, scale_base + ch, DType.F32, (0, 0, 4)), first=accs == 0)
-                            ready = "out_full"
                             if epilogue.out is not None:   # the requantized tile, packed at the tile's base
-                                eo = yt.size
-                                out_view = View(Space.ACC, acc_base, yt, (tow * n * eo, n * eo, eo))
-                        eo = yt.size
-                        y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb * cols) * eo
-                        prog.append(DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, n),
+                                out_view = View(Space.ACC, acc_base, yt, (tow * ng * eo, ng * eo, eo))
+                        y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo
+                        prog.append(DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, ng),
                                             dst=View(Space.DRAM, y_off, yt, (cs.OW * cs.K * eo, cs.K * eo, eo), "Y"),
                                             src=out_view, waits=(SemOp(ready),), signals=(SemOp("acc_empty"),)))
                         accs += 1
+                first_tile = False
     prog.append(Halt())
-    sems = (SemDecl("in_full", 0), SemDecl("in_empty", 2), SemDecl("acc_full", 0), SemDecl("acc_empty", 2))
+    sems = (SemDecl("x_full", 0), SemDecl("x_empty", 2), SemDecl("w_full", 0), SemDecl("acc_full", 0),
+            SemDecl("acc_empty", 2))
+    sems += () if p.resident else (SemDecl("w_empty", 2),)
     sems += (SemDecl("out_full", 0),) if epilogue.active else ()
     sems += (SemDecl("bias_ready", 0),) if epilogue.bias or epilogue.out else ()
-    regions = (Region("X", 0, cs.N * cs.H * cs.W * cs.C * es), Region("Wt", 1, cs.groups * nbs * chunk),
+    regions = (Region("X", 0, cs.N * cs.H * cs.W * cs.C * es), Region("Wt", 1, cs.groups * p.nbs * chunk),
                Region("Y", 2, cs.N * cs.OH * cs.OW * cs.K * yt.size))
     regions += (Region("Bias", 3, cs.K * 4),) if epilogue.bias else ()
     regions += (Region("Scale", 3 + epilogue.bias, cs.K * 4),) if epilogue.out is not None else ()
     return Program(config=ProgramConfig(rows=rows, cols=cols, spm=spm, acc=acc), regions=regions, sems=sems,
                    instrs=tuple(prog))
+
+
+def _conv_mm(dims: tuple[tuple[int, int, int, int], ...], acc: View, a: View, b: View, **kw) -> list[MatMul]:
+    """``mxu.mm`` instructions looping over ``dims`` (extent, acc, a and b byte strides) from the given bases: unit
+    dimensions dropped, then split on the outermost while more than a matmul's 4 remain."""
+    dims = tuple(d for d in dims if d[0] > 1) or (dims[-1],)
+    if len(dims) > 4:
+        (e, sc, sa, sb), rest = dims[0], dims[1:]
+        return [mm for i in range(e) for mm in _conv_mm(rest, replace(acc, base=acc.base + i * sc),
+                                                         replace(a, base=a.base + i * sa),
+                                                         replace(b, base=b.base + i * sb), **kw)]
+    shape = tuple(d[0] for d in dims)
+    return [MatMul(shape=shape, acc=replace(acc, strides=tuple(d[1] for d in dims)),
+                   a=replace(a, strides=tuple(d[2] for d in dims)), b=replace(b, strides=tuple(d[3] for d in dims)),
+                   **kw)]
 
 
 def _epilogue(ep: Epilogue, shape: tuple[int, ...], tile: View, bias: View, scale: View, first: bool) -> list:

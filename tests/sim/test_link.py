@@ -30,7 +30,7 @@ def test_conv_bias_relu_chain_matches_numpy():
                         {"W": wb.nbytes, "ACT": x.nbytes + 3 * ny})
     assert [(lr.name, lr.start < lr.end) for lr in layers] == [("conv", True), ("bias", True), ("relu", True)]
     assert layers[0].end == layers[1].start and layers[-1].end == len(prog.instrs) - 1
-    assert {s.name for s in prog.sems} >= {"in_full_ld_mxu", "in_full_ld_vpu", "seg_dep"}
+    assert {s.name for s in prog.sems} >= {"x_full_ld_mxu", "w_full_ld_mxu", "in_full_ld_vpu", "seg_dep"}
     act = np.zeros(x.nbytes + 3 * ny, np.uint8)
     act[: x.nbytes] = x.transpose(0, 2, 3, 1).ravel().view(np.uint8)
     res = simulate(prog, arch, {"W": wb, "ACT": act})
