@@ -199,6 +199,10 @@ class Arch:
     host: Host = field(default_factory=Host)
 
     def __post_init__(self) -> None:
+        if self.dma.burst_bytes < self.dram.bandwidth:
+            raise ArchError(f"dma.burst_bytes ({self.dma.burst_bytes}) must be >= dram.bandwidth "
+                            f"({self.dram.bandwidth:g} B/cycle): a burst holds the bus for at least one cycle, so "
+                            f"smaller bursts could never reach the bandwidth; raise dma.burst_bytes with it")
         if self.dram.model == "rowbuffer" and self.dram.page_bytes < self.dma.burst_bytes:
             raise ArchError(f"dram.page_bytes ({self.dram.page_bytes}) must be >= dma.burst_bytes "
                             f"({self.dma.burst_bytes}) so that no burst spans two rows")
