@@ -12,6 +12,7 @@ tiles are rings of 2, so loads, matrix work and stores overlap.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -214,8 +215,9 @@ def _window(cs: ConvShape, toh: int, tow: int) -> tuple[int, int]:
 def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilogue | None = None) -> ConvTiling:
     """The tiling with the fewest predicted cycles on ``arch``, from the simulator's own formulas.
 
-    Candidates: output heights that split OH evenly into 1 to 8 tiles, and the tallest tile that fits, times 1, 2, 4,
-    ... or all output-channel blocks per accumulator tile, each with the most input-channel blocks per step that fit;
+    Candidates: output heights that split OH evenly into 1 to 8 tiles, 1, 2 and 4 rows, and the tallest tile that
+    fits; the widest tile and its halves and quarters; 1, 2, 4, ... or all output-channel blocks per accumulator tile;
+    each with the most input-channel blocks per step that fit;
     every candidate's whole program is priced with :func:`isa.cost.program_estimate`. Ties go to the larger tile
     (fewer instructions).
     """
@@ -223,21 +225,56 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
     r, c, es = arch.matrix.rows, arch.matrix.cols, dtype.size
     spm = arch.spm.size - _epilogue_bytes(cs, epilogue, es)
     tallest = choose_conv_tiling(cs, dtype, r, c, spm, arch.acc.size, arch.matrix.max_rows)
-    heights = {tallest.toh} | {-(-cs.OH // n) for n in range(1, 9)}
+    heights = {tallest.toh} | {-(-cs.OH // n) for n in range(1, 9)} | {h for h in (1, 2, 4) if h < cs.OH}
+    widths = {-(-tallest.tow // n) for n in (1, 2, 4)}
     nbs = -(-cs.Kg // c)
-    widths = sorted({nbs} | {1 << i for i in range(nbs.bit_length()) if 1 << i < nbs}, reverse=True)
+    blocks = {nbs} | {1 << i for i in range(nbs.bit_length()) if 1 << i < nbs}
+    fitting = []
+    for toh, tow, tnb in sorted(itertools.product(heights, widths, blocks), reverse=True):
+        tcb = _fit_tcb(cs, toh, tow, tnb, es, r, c, spm, arch.acc.size)
+        if tcb:
+            t = ConvTiling(toh, tow, tcb, tnb)
+            fitting.append((_rough_cycles(cs, t, _plan(cs, t, es, r, c, spm), es, arch), t))
+    fitting.sort(key=lambda e: e[0])
     best = None
-    for toh in sorted(heights, reverse=True):
-        for tnb in widths:
-            tcb = _fit_tcb(cs, toh, tallest.tow, tnb, es, r, c, spm, arch.acc.size)
-            if not tcb:
-                continue
-            t = ConvTiling(toh, tallest.tow, tcb, tnb)
-            est = program_estimate(conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, t, arch.matrix.max_rows,
-                                          epilogue), arch)
-            if best is None or est < best[0]:
-                best = (est, t)
+    for _, t in fitting[:SEARCH_PRICED]:
+        est = program_estimate(conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, t, arch.matrix.max_rows,
+                                      epilogue), arch)
+        if best is None or est < best[0]:
+            best = (est, t)
     return best[1]
+
+
+SEARCH_PRICED = 8   # candidates, best by :func:`_rough_cycles`, whose whole program the search prices
+
+
+def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, es: int, arch: Arch) -> float:
+    """A quick lower-bound-like estimate (cycles) that ranks tilings before the exact pricing: the busiest of the
+    matrix unit (folds of ``toh * tow`` streamed pixels), the load and store queues (bytes over the bandwidth plus
+    each DMA's setup and latency) and the DRAM bus."""
+    r, c = arch.matrix.rows, arch.matrix.cols
+    tiles = cs.N * -(-cs.OH // t.toh) * -(-cs.OW // t.tow) * cs.groups
+    nbg, csteps = -(-p.nbs // p.tnb), -(-p.cbs // p.tcb)
+    s = t.toh * t.tow
+    mm = tiles * nbg * csteps * (p.tnb * cs.R * cs.S * p.tcb * max(s, r) + 2 * r + c)
+    x_loads = tiles * (1 if p.x_once else nbg * csteps)
+    w_loads = p.chunks if p.resident else tiles * nbg * csteps
+    x_bytes = x_loads * p.x_slot
+    w_bytes = w_loads * p.w_chunk
+    y_bytes = cs.N * cs.OH * cs.OW * cs.K * 4
+    per_dma = arch.dma.setup_latency + arch.dram.latency
+    bw, page, miss = arch.dram.bandwidth, arch.dram.page_bytes, arch.dram.row_miss_latency
+
+    def misses(nbytes: float, run: int, full: int) -> float:
+        """Row misses moving ``nbytes`` in contiguous runs of ``run`` bytes, ``full`` being a whole NHWC pixel."""
+        return nbytes / page if run >= full else nbytes / run * -(-run // page)
+
+    tc, ng = min(cs.Cg, p.tcb * arch.matrix.rows), min(cs.Kg, p.tnb * c)
+    x_miss = misses(x_bytes, p.tw * tc * es if tc == cs.C else tc * es, p.tw * cs.C * es)
+    y_miss = misses(y_bytes, t.tow * ng * 4 if ng == cs.K else ng * 4, t.tow * cs.K * 4)
+    ld = (x_bytes + w_bytes) / bw + (x_loads + w_loads) * per_dma + (x_miss + w_bytes / page) * miss
+    st = y_bytes / bw + tiles * nbg * per_dma + y_miss * miss
+    return max(mm, ld, st, (x_bytes + w_bytes + y_bytes) / bw)
 
 
 @dataclass(frozen=True)
