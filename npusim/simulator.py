@@ -64,8 +64,10 @@ def simulate(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | No
     each instruction's cost in isolation). timing_only: skip the kernels (no values, same cycles). ideal_memory:
     data movement is free (DMA instructions take 0 cycles and no DRAM time; they still move the values), so the
     compute units' cycles are what remains. host_functions: what each ``host.call fn=NAME`` computes (name ->
-    callable over the DRAM regions); needed for values, not for timing. progress: ``progress(retired, total,
-    cycle)`` is called about every total / 200 retired instructions and at the end (concurrent runs only).
+    callable over the DRAM regions); needed for values, not for timing. max_cycles: a SimulationError if the
+    run needs more cycles (exactly max_cycles is fine); a deadlock is a DeadlockError with or without it.
+    progress: ``progress(retired, total, cycle)`` is called about every total / 200 retired instructions and at
+    the end (concurrent runs only).
     Raises VerifyError, SimulationError or DeadlockError (all NpuSimError) with a message saying what and where.
     """
     t0 = time.perf_counter()
