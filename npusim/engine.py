@@ -170,7 +170,10 @@ class Engine:
                 self.execute(pc, instrs[pc])
             self.end[pc] = end
             if gives[pc]:
-                sems.signal(gives[pc])
+                try:
+                    sems.signal(gives[pc])
+                except SimulationError as e:
+                    raise SimulationError(f"{where(pc, instrs[pc])} at cycle {end}: {e}") from None
             self.outstanding -= 1
             if not self.outstanding and self.drain is not None and not self.drain.triggered:
                 self.drain.succeed()
@@ -190,9 +193,7 @@ class Engine:
     def run(self, max_cycles: int | None = None) -> int:
         """Run to completion; return total cycles. Raises DeadlockError if instructions are pending but neither the
         dispatcher nor any unit can ever move again, SimulationError if the run needs more than ``max_cycles``."""
-        if max_cycles is not None and (type(max_cycles) is bool or not isinstance(max_cycles, Integral)
-                                       or max_cycles < 0):
-            raise SimulationError(f"max_cycles must be an integer >= 0 or None, not {max_cycles!r}")
+        check_max_cycles(max_cycles)
         env = self.env
         procs = [env.process(self._dispatcher())] + [env.process(self._unit(u)) for u in range(len(UNIT_QUEUES))]
         if self.progress is not None:
@@ -261,6 +262,12 @@ class Engine:
         if cycle:
             parts.append("wait-for cycle: " + " -> ".join(cycle))
         return f"deadlock at cycle {self._last_event()}: " + "; ".join(parts)
+
+
+def check_max_cycles(max_cycles) -> None:
+    """Raise SimulationError unless ``max_cycles`` is None or an integer >= 0 (cycles)."""
+    if max_cycles is not None and (type(max_cycles) is bool or not isinstance(max_cycles, Integral) or max_cycles < 0):
+        raise SimulationError(f"max_cycles must be an integer >= 0 or None, not {max_cycles!r}")
 
 
 def _stuck(procs: list[simpy.Process]) -> bool:

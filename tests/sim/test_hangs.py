@@ -1,5 +1,6 @@
-"""A stuck program is a DeadlockError naming the blocked units, whatever else is scheduled (cycle cap, progress
-reporter); a program still running at the cap is a SimulationError; a program that fits the cap runs unchanged."""
+"""Run-time edges: a stuck program is a DeadlockError naming the blocked units, whatever else is scheduled (cycle
+cap, progress reporter); a program still running at the cap is a SimulationError (concurrent or serial); a program
+that fits the cap runs unchanged; a semaphore overflowing at run time says where."""
 
 import re
 import subprocess
@@ -28,6 +29,7 @@ from isa import (
 )
 from isa.arch import load_arch
 from isa.cost import instr_cost
+from isa.verify import where
 from npusim import simulate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,10 +124,34 @@ def test_the_cap_is_inclusive_and_leaves_cycles_unchanged(with_progress):
                         str(err.value))
 
 
-@pytest.mark.parametrize("bad", [-1, 2.5, True, "100"])
-def test_bad_max_cycles(bad):
+def test_serial_run_stops_at_the_cap():
+    p = gemm_program()
+    full = simulate(p, EDGE, timing_only=True, serial=True)
+    assert simulate(p, EDGE, timing_only=True, serial=True, max_cycles=full.cycles).cycles == full.cycles
+    first = instr_cost(p.instrs[0], EDGE).cycles  # serial: pc 0 runs alone from cycle 0
     with pytest.raises(SimulationError) as err:
-        simulate(CROSS, EDGE, timing_only=True, max_cycles=bad)
+        simulate(p, EDGE, timing_only=True, serial=True, max_cycles=first - 1)
+    assert str(err.value) == (f"the cycle cap of {first - 1} was reached in the serial run at {where(0, p.instrs[0])} "
+                              f"(it ends at cycle {first}); raise max_cycles (--max-cycles) or drop it")
+
+
+def test_semaphore_overflow_at_run_time_says_where():
+    # program order never holds more than 100 tokens (the static scan passes, the serial run too), but the zero-cost
+    # mxu syncs all retire at cycle 0 before vpu takes any: the third signal (pc 4) reaches 300
+    instrs = [Sync(on=Queue.MXU, signals=(SemOp("s", 100),)), Sync(on=Queue.VPU, waits=(SemOp("s", 100),))] * 3
+    p = Program(CFG, (), (SemDecl("s", 0),), (*instrs, Halt()))
+    assert simulate(p, EDGE, timing_only=True, serial=True).cycles == 0
+    with pytest.raises(SimulationError) as err:
+        simulate(p, EDGE, timing_only=True)
+    assert str(err.value) == ("pc 4 `mxu.sync signal(s*100)` at cycle 0: semaphore s reaches 300 > 255: its producer "
+                              "ran ahead of its consumer; bound it with an 'empty' semaphore the consumer signals")
+
+
+@pytest.mark.parametrize("serial", [False, True], ids=["concurrent", "serial"])
+@pytest.mark.parametrize("bad", [-1, 2.5, True, "100"])
+def test_bad_max_cycles(bad, serial):
+    with pytest.raises(SimulationError) as err:
+        simulate(CROSS, EDGE, timing_only=True, serial=serial, max_cycles=bad)
     assert str(err.value) == f"max_cycles must be an integer >= 0 or None, not {bad!r}"
 
 
