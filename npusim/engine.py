@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable
 from itertools import accumulate
+from numbers import Integral
 
 import numpy as np
 import simpy
@@ -169,7 +170,10 @@ class Engine:
                 self.execute(pc, instrs[pc])
             self.end[pc] = end
             if gives[pc]:
-                sems.signal(gives[pc])
+                try:
+                    sems.signal(gives[pc])
+                except SimulationError as e:
+                    raise SimulationError(f"{where(pc, instrs[pc])} at cycle {end}: {e}") from None
             self.outstanding -= 1
             if not self.outstanding and self.drain is not None and not self.drain.triggered:
                 self.drain.succeed()
@@ -187,19 +191,20 @@ class Engine:
 
     # ------------------------------------------------------------------------------------------------ running
     def run(self, max_cycles: int | None = None) -> int:
-        """Run to completion; return total cycles. Raises DeadlockError if instructions can never retire."""
+        """Run to completion; return total cycles. Raises DeadlockError if instructions are pending but neither the
+        dispatcher nor any unit can ever move again, SimulationError if the run needs more than ``max_cycles``."""
+        check_max_cycles(max_cycles)
         env = self.env
-        env.process(self._dispatcher())
-        for u in range(len(UNIT_QUEUES)):
-            env.process(self._unit(u))
+        procs = [env.process(self._dispatcher())] + [env.process(self._unit(u)) for u in range(len(UNIT_QUEUES))]
         if self.progress is not None:
-            env.process(self._reporter())
-        env.run(until=max_cycles)
+            env.process(self._reporter(procs))
+        env.run(until=None if max_cycles is None else int(max_cycles) + 1)  # what happens at max_cycles still runs
         if not self.dispatch_done or self.outstanding:
-            if max_cycles is not None and env.peek() != float("inf"):
-                raise SimulationError(f"the cycle cap of {max_cycles} was reached with {self.outstanding} "
-                                      f"instructions in flight")
-            raise DeadlockError(self._deadlock_message())
+            if _stuck(procs):
+                raise DeadlockError(self._deadlock_message())
+            raise SimulationError(f"the cycle cap of {max_cycles} was reached with {self.outstanding} instructions "
+                                  f"in flight (the dispatcher is at pc {self.dispatch_pc} of {len(self.qid)}); "
+                                  f"raise max_cycles (--max-cycles) or drop it")
         self.dispatch, self.issue, self.start, self.end = (
             np.array(a, np.int64) for a in (self.dispatch, self.issue, self.start, self.end))
         total = int(self.end.max(initial=0))
@@ -207,9 +212,14 @@ class Engine:
             st.idle = total - st.busy - sum(st.stall.values())
         return total
 
-    def _reporter(self):
+    def _last_event(self) -> int:
+        """Cycle of the last thing that happened: every process resumes at a dispatch, issue, start or retire."""
+        return max(max(a, default=0) for a in (self.dispatch, self.issue, self.start, self.end))
+
+    def _reporter(self, procs: list[simpy.Process]):
         """Call ``progress`` every slice of simulated time, sized to retire about total / 200 instructions, so the
-        per-instruction path pays nothing for it. Stops when nothing else is scheduled (done or deadlocked)."""
+        per-instruction path pays nothing for it. Stops when the model is done or stuck (whatever else, like the
+        cycle cap, is still scheduled); slices grow while nothing retires, so a long wait costs few events."""
         env, n = self.env, len(self.qid)
         before = [0, *accumulate(q != CTRL for q in self.qid)]  # unit instructions before each pc
         total = before[n]
@@ -220,9 +230,9 @@ class Engine:
             dispatched = before[pc] + (pc < n and self.dispatch[pc] >= 0)
             done = dispatched - self.outstanding - retired
             retired += done
-            span = min(span * 4, max(1024, span * step // max(done, 1)))
-            if retired == total or env.peek() == float("inf"):
-                self.progress(retired, total, max(self.end, default=0))
+            span = min(span * 4, max(1024, span * step // done)) if done else span * 4
+            if retired == total or _stuck(procs):
+                self.progress(retired, total, self._last_event())
                 return
             if done:
                 self.progress(retired, total, env.now)
@@ -251,7 +261,19 @@ class Engine:
         cycle = _find_cycle(waits_for)
         if cycle:
             parts.append("wait-for cycle: " + " -> ".join(cycle))
-        return f"deadlock at cycle {self.env.now}: " + "; ".join(parts)
+        return f"deadlock at cycle {self._last_event()}: " + "; ".join(parts)
+
+
+def check_max_cycles(max_cycles) -> None:
+    """Raise SimulationError unless ``max_cycles`` is None or an integer >= 0 (cycles)."""
+    if max_cycles is not None and (type(max_cycles) is bool or not isinstance(max_cycles, Integral) or max_cycles < 0):
+        raise SimulationError(f"max_cycles must be an integer >= 0 or None, not {max_cycles!r}")
+
+
+def _stuck(procs: list[simpy.Process]) -> bool:
+    """No process can resume: each has ended or waits on an event nobody has triggered (a semaphore, an empty queue,
+    room in a full queue, a drain). Only a running process triggers events, so this state lasts forever."""
+    return all(not p.is_alive or not p.target.triggered for p in procs)
 
 
 def _find_cycle(graph: dict[str, list[str]]) -> list[str]:

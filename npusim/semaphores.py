@@ -34,7 +34,8 @@ class SemaphoreFile:
         for i, n in gives:
             count[i] += n
             if count[i] > SEM_MAX:
-                raise SimulationError(f"semaphore {self.names[i]} exceeds {SEM_MAX}")
+                raise SimulationError(f"semaphore {self.names[i]} reaches {count[i]} > {SEM_MAX}: its producer ran "
+                                      f"ahead of its consumer; bound it with an 'empty' semaphore the consumer signals")
         for unit, (needs, wake) in list(self.waiters.items()):
             if self.try_acquire(needs):
                 del self.waiters[unit]

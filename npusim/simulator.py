@@ -25,7 +25,7 @@ from isa.arch import Arch
 from isa.cost import FREE, instr_cost
 from isa.verify import verify, where
 
-from .engine import Engine
+from .engine import Engine, check_max_cycles
 from .memory import DeviceMemory
 from .stats import UNIT_NAMES, SimResult, UnitStats
 
@@ -64,8 +64,10 @@ def simulate(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | No
     each instruction's cost in isolation). timing_only: skip the kernels (no values, same cycles). ideal_memory:
     data movement is free (DMA instructions take 0 cycles and no DRAM time; they still move the values), so the
     compute units' cycles are what remains. host_functions: what each ``host.call fn=NAME`` computes (name ->
-    callable over the DRAM regions); needed for values, not for timing. progress: ``progress(retired, total,
-    cycle)`` is called about every total / 200 retired instructions and at the end (concurrent runs only).
+    callable over the DRAM regions); needed for values, not for timing. max_cycles: a SimulationError if the
+    run needs more cycles (exactly max_cycles is fine); a deadlock is a DeadlockError with or without it.
+    progress: ``progress(retired, total, cycle)`` is called about every total / 200 retired instructions and at
+    the end (concurrent runs only).
     Raises VerifyError, SimulationError or DeadlockError (all NpuSimError) with a message saying what and where.
     """
     t0 = time.perf_counter()
@@ -80,6 +82,7 @@ def simulate(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | No
 
 
 def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycles, host, progress, t0) -> SimResult:
+    check_max_cycles(max_cycles)
     report = verify(program)
     check_fits(program, arch)
     mem = None if timing_only else load_inputs(program, arch, inputs)
@@ -101,7 +104,7 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
     costs = [FREE if ideal_memory and isinstance(i, DmaCopy | DmaFill) else instr_cost(i, arch)
              for i in program.instrs]
     if serial:
-        cycles, units, times = _run_serial(program, costs, execute)
+        cycles, units, times = _run_serial(program, costs, execute, max_cycles)
         warnings = list(report.warnings)
         trace = {}
     else:
@@ -121,8 +124,9 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
         costs=costs, **trace)
 
 
-def _run_serial(program: Program, costs, execute):
-    """One instruction at a time: each starts when the previous retires; semaphores must allow program order."""
+def _run_serial(program: Program, costs, execute, max_cycles: int | None = None):
+    """One instruction at a time: each starts when the previous retires; semaphores must allow program order.
+    Stops with SimulationError at the first instruction that ends after ``max_cycles``."""
     n = len(program.instrs)
     times = tuple(np.full(n, -1, np.int64) for _ in range(4))
     units = [UnitStats(UNIT_NAMES[q]) for q in UNIT_QUEUES]
@@ -140,6 +144,9 @@ def _run_serial(program: Program, costs, execute):
         for arr in times:
             arr[pc] = t
         t += c.cycles
+        if max_cycles is not None and t > max_cycles:
+            raise SimulationError(f"the cycle cap of {max_cycles} was reached in the serial run at {where(pc, ins)} "
+                                  f"(it ends at cycle {t}); raise max_cycles (--max-cycles) or drop it")
         times[3][pc] = t
         units[int(ins.queue)].add_static(c)
         if execute is not None:

@@ -145,5 +145,6 @@ def test_cycle_cap_stops_a_long_run():
     from isa import SimulationError
 
     p = tiled_gemm(64, 64, 64, DType.I8, 16, 16, 262144, 65536)
-    with pytest.raises(SimulationError, match=r"^the cycle cap of 100 was reached with \d+ instructions in flight$"):
+    with pytest.raises(SimulationError, match=r"^the cycle cap of 100 was reached with \d+ instructions in flight "
+                                             r"\(the dispatcher is at pc \d+ of \d+\); raise max_cycles"):
         simulate(p, EDGE, timing_only=True, max_cycles=100)
