@@ -140,16 +140,22 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, arch: Arch, b_packed: bo
             b_cost = [cost(_contiguous(Space.SPM, 2 * a + j // cols * blk, "B", j // cols * blk,
                                        b if m.dataflow == "is" else -(-w // cols) * blk, dtype) if b_packed
                            else lay.b_loads(2 * a + j // cols * blk, 0, j, tk, w, dtype)) for j, w in pieces]
-            mm = sum(cost(lay.matmuls(j // cols * t.tm * cols * 4, 0, 2 * a + j // cols * blk, tm, tk, w, dtype,
-                                      True))[0] for j, w in pieces)
+            mms = [cost(lay.matmuls(j // cols * t.tm * cols * 4, 0, 2 * a + j // cols * blk, tm, tk, w, dtype,
+                                    True))[0] for j, w in pieces]
+            mm = cost(lay.matmuls(0, 0, 2 * a, tm, tk, tn, dtype, True))[0]
             st_cyc, st_bus = cost(lay.stores(0, 0, 0, tm, tn))
-            last_store = cost(lay.stores(0, 0, pieces[-1][0], tm, pieces[-1][1]))[0]
+            piece_stores = [cost(lay.stores(0, 0, j, tm, w))[0] for j, w in pieces]
+            # the first step waits for its A tile and first B piece, then for any piece that loads slower than the
+            # matrix works through the one before; the last tile's pieces store behind the tile stored before it
+            prologue = a_cyc + b_cost[0][0] + max(0, sum(c for c, _ in b_cost[1:]) - sum(mms[:-1]))
+            epilogue = max(piece_stores[-1], (st_cyc if tiles > 1 else 0) + sum(piece_stores) - sum(mms))
             for order in ORDERS:
                 a_loads = n_m if n_k == 1 and (order == "mn" or n_m == 1) else steps
                 b_loads = n_n if n_k == 1 and (order == "nm" or n_n == 1) else steps
                 bus = a_loads * a_bus + b_loads * sum(w for _, w in b_cost) + tiles * st_bus
                 queues = max(a_loads * a_cyc + b_loads * sum(c for c, _ in b_cost), tiles * st_cyc)
-                est = max(steps * mm, bus, queues) + a_cyc + b_cost[0][0] + last_store
+                busy = steps * mm + (min(b_loads + 1, steps) * (sum(mms) - mm) if split > 1 else 0)
+                est = max(busy, bus, queues) + prologue + epilogue
                 if best is None or (est, steps, split) < best[0]:
                     best = ((est, steps, split), replace(t, order=order, split=split))
     if best is None:
@@ -352,16 +358,19 @@ _LAYOUTS = {"ws": _WsLayout, "os": _OsLayout, "is": _IsLayout}
 
 
 def _contiguous(space: Space, base: int, region: str, offset: int, nbytes: int, dtype: DType) -> list[DmaCopy]:
-    """dma.ld copies of ``nbytes`` contiguous bytes from DRAM ``region`` + offset to ``space`` at ``base`` (2-D
-    copies of at most 65535 x 65535 elements, plus a 1-D remainder)."""
+    """dma.ld copies of ``nbytes`` contiguous bytes from DRAM ``region`` + offset to ``space`` at ``base``: one copy of
+    rows of a power-of-two length when that covers them exactly, else 2-D copies of at most 65535 x 65535 elements
+    plus a 1-D remainder (each extra copy costs a DMA setup and a DRAM latency)."""
     es, n = dtype.size, nbytes // dtype.size
-    full, rest = divmod(n, 0xFFFF)
+    row = min(n & -n, 0x8000)
+    full, rest = (n // row, 0) if n and n // row <= 0xFFFF else divmod(n, 0xFFFF)
+    row = row if not rest else 0xFFFF
     out = []
     if full:
-        out.append(DmaCopy(queue=Queue.DMA_LD, shape=(full, 0xFFFF), dst=View(space, base, dtype, (0xFFFF * es, es)),
-                           src=View(Space.DRAM, offset, dtype, (0xFFFF * es, es), region)))
+        out.append(DmaCopy(queue=Queue.DMA_LD, shape=(full, row), dst=View(space, base, dtype, (row * es, es)),
+                           src=View(Space.DRAM, offset, dtype, (row * es, es), region)))
     if rest:
-        done = full * 0xFFFF * es
+        done = full * row * es
         out.append(DmaCopy(queue=Queue.DMA_LD, shape=(rest,), dst=View(space, base + done, dtype, (es,)),
                            src=View(Space.DRAM, offset + done, dtype, (es,), region)))
     return out
