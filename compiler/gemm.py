@@ -1,9 +1,14 @@
 """A hand-scheduled, double-buffered tiled GEMM: ``C[M,N] = A[M,K] @ B[K,N]``, the first lowering of the compiler.
 
 DRAM: A and B row-major in their operand dtype, C row-major in the accumulator type (i32 for i8/u8, f32 for floats).
-Two SPM slots each for an A tile ``[tm][tk]`` and a B tile, two ACC tiles; four semaphores make DMA, the matrix unit
-and the store overlap by construction: ``ab_full``/``ab_empty`` (dma.ld <-> mxu, ring of 2) and
-``acc_full``/``acc_empty`` (mxu <-> dma.st, ring of 2). Ragged edges get their own instructions, so any M, N, K works.
+Two SPM slots each for an A tile ``[tm][tk]`` and a B tile, two ACC tiles; six semaphores make DMA, the matrix unit
+and the store overlap by construction: ``a_full``/``a_empty`` and ``b_full``/``b_empty`` (dma.ld <-> mxu, rings of
+2) and ``acc_full``/``acc_empty`` (mxu <-> dma.st, ring of 2). A tile is loaded only when the step needs another one:
+with a single k tile, an A tile stays for all its n tiles (loop order ``mn``) or a B tile for all its m tiles
+(``nm``). A new B tile may come in ``split`` pieces, each followed by its own matrix work, and the last output tile
+leaves in the same pieces, so the pipeline fills and drains in small steps. The store writes each C row of a tile as
+one contiguous DRAM run (``tn * 4`` bytes), not one run per array-column block. Ragged edges get their own
+instructions, so any M, N, K works.
 
 The matrix instructions are shaped for the array's dataflow so that each fold streams as long as the hardware can:
 
@@ -186,12 +191,12 @@ def _pieces(tn: int, t: GemmTiling, cols: int, split: int) -> list[tuple[int, in
 
 
 def _synced(instrs: list, waits: tuple[str, ...], signals: tuple[str, ...]) -> list:
-    """``instrs`` waiting before the first and signalling after the last; signals that would not fit the last
-    instruction's sync slots go to a ``.sync`` right after it in the same queue."""
+    """``instrs`` waiting before the first and signalling after the last; signals that do not fit the last
+    instruction's sync slots go to a ``.sync`` right after it in the same queue (it runs as that one retires)."""
     out = [with_sync(instrs[0], waits=waits)] + instrs[1:]
-    if len(out[-1].waits) + len(out[-1].signals) + len(signals) <= MAX_SYNC_SLOTS:
-        return out[:-1] + [with_sync(out[-1], signals=signals)]
-    return out + [with_sync(Sync(on=out[-1].queue), signals=signals)]
+    fit = MAX_SYNC_SLOTS - len(out[-1].waits) - len(out[-1].signals)
+    out[-1] = with_sync(out[-1], signals=signals[:fit])
+    return out + ([with_sync(Sync(on=out[-1].queue), signals=signals[fit:])] if signals[fit:] else [])
 
 
 def tiled_gemm(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, spm: int, acc: int,
