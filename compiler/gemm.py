@@ -115,7 +115,7 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, arch: Arch, b_packed: bo
     ties go to fewer steps.
     """
     m, rows, cols, es, at = arch.matrix, arch.matrix.rows, arch.matrix.cols, dtype.size, ACC_TYPE[dtype]
-    tms = sorted({min(M, v) for v in (m.max_rows, 512, 384, 256, 192, 128, 96, 64, 48, 32, 16, rows)} - {0})
+    tms = sorted({min(M, v) for v in (m.max_rows, 384, 256, 192, 128, 96, 64, 48, 32, 16, rows) if v <= m.max_rows})
     tns = sorted({min(_up(N, cols), cols * k) for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)})
     tks = sorted({min(_up(K, rows), rows * k) for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)})
 
@@ -125,7 +125,7 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, arch: Arch, b_packed: bo
         return sum(c.cycles for c in cs), sum(c.dram_window for c in cs)
 
     best = None
-    for t in (GemmTiling(tm, tn, tk) for tm in tms for tn in tns for tk in tks):
+    for t in (GemmTiling(tm, tn, tk) for tm in tms[::-1] for tn in tns[::-1] for tk in tks[::-1]):  # large first
         a, b, c = slot_bytes(t, dtype, rows, cols, m.dataflow, arch.spm.bank_width)
         if 2 * (a + b) > arch.spm.size or 2 * c > arch.acc.size:
             continue
@@ -137,19 +137,24 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, arch: Arch, b_packed: bo
                                      src=View(Space.DRAM, 0, dtype, (K * es, es), "A"))])
         n_m, n_n, n_k = -(-M // t.tm), -(-N // t.tn), -(-K // t.tk)
         tiles, steps = n_m * n_n, n_m * n_n * n_k
+        blk = b // nb_max
+        mm = cost(lay.matmuls(0, 0, 2 * a, tm, tk, tn, dtype, True))[0]
+        if best is not None and steps * mm + a_cyc > best[0][0]:   # a lower bound of every estimate below
+            continue
+        st_cyc, st_bus = cost(lay.stores(0, 0, 0, tm, tn))
+        piece: dict[int, tuple] = {}   # columns -> (B load cycles, bus), matmul cycles, store cycles of one piece
         for split in (1, 2, 4, 8) if m.dataflow != "is" else (1,):
             if split > nb_max:
                 break
             pieces = _pieces(tn, t, cols, split)
-            blk = b // nb_max
-            b_cost = [cost(_contiguous(Space.SPM, 2 * a + j // cols * blk, "B", j // cols * blk,
-                                       b if m.dataflow == "is" else -(-w // cols) * blk, dtype) if b_packed
-                           else lay.b_loads(2 * a + j // cols * blk, 0, j, tk, w, dtype)) for j, w in pieces]
-            mms = [cost(lay.matmuls(j // cols * t.tm * cols * 4, 0, 2 * a + j // cols * blk, tm, tk, w, dtype,
-                                    True))[0] for j, w in pieces]
-            mm = cost(lay.matmuls(0, 0, 2 * a, tm, tk, tn, dtype, True))[0]
-            st_cyc, st_bus = cost(lay.stores(0, 0, 0, tm, tn))
-            piece_stores = [cost(lay.stores(0, 0, j, tm, w))[0] for j, w in pieces]
+            for j, w in pieces:
+                if w not in piece:
+                    piece[w] = (cost(_contiguous(Space.SPM, 2 * a + j // cols * blk, "B", j // cols * blk,
+                                                 b if m.dataflow == "is" else -(-w // cols) * blk, dtype)
+                                     if b_packed else lay.b_loads(2 * a + j // cols * blk, 0, j, tk, w, dtype)),
+                                cost(lay.matmuls(0, 0, 2 * a, tm, tk, w, dtype, True))[0],
+                                cost(lay.stores(0, 0, j, tm, w))[0])
+            b_cost, mms, piece_stores = zip(*(piece[w] for _, w in pieces))
             # the first step waits for its A tile and first B piece, then for any piece that loads slower than the
             # matrix works through the one before; the last tile's pieces store behind the tile stored before it
             prologue = a_cyc + b_cost[0][0] + max(0, sum(c for c, _ in b_cost[1:]) - sum(mms[:-1]))
