@@ -1,9 +1,14 @@
 """A hand-scheduled, double-buffered tiled GEMM: ``C[M,N] = A[M,K] @ B[K,N]``, the first lowering of the compiler.
 
 DRAM: A and B row-major in their operand dtype, C row-major in the accumulator type (i32 for i8/u8, f32 for floats).
-Two SPM slots each for an A tile ``[tm][tk]`` and a B tile, two ACC tiles; four semaphores make DMA, the matrix unit
-and the store overlap by construction: ``ab_full``/``ab_empty`` (dma.ld <-> mxu, ring of 2) and
-``acc_full``/``acc_empty`` (mxu <-> dma.st, ring of 2). Ragged edges get their own instructions, so any M, N, K works.
+Two SPM slots each for an A tile ``[tm][tk]`` and a B tile, two ACC tiles; six semaphores make DMA, the matrix unit
+and the store overlap by construction: ``a_full``/``a_empty`` and ``b_full``/``b_empty`` (dma.ld <-> mxu, rings of
+2) and ``acc_full``/``acc_empty`` (mxu <-> dma.st, ring of 2). A tile is loaded only when the step needs another one:
+with a single k tile, an A tile stays for all its n tiles (loop order ``mn``) or a B tile for all its m tiles
+(``nm``). A new B tile may come in ``split`` pieces, each followed by its own matrix work, and the last output tile
+leaves in the same pieces, so the pipeline fills and drains in small steps. The store writes each C row of a tile as
+one contiguous DRAM run (``tn * 4`` bytes), not one run per array-column block. Ragged edges get their own
+instructions, so any M, N, K works.
 
 The matrix instructions are shaped for the array's dataflow so that each fold streams as long as the hardware can:
 
@@ -21,10 +26,11 @@ from functools import lru_cache
 
 import numpy as np
 
-from isa import DmaCopy, DType, Halt, MatMul, Program, ProgramConfig, Queue, Region, SemDecl, Space, View
+from isa import DmaCopy, DType, Halt, MatMul, Program, ProgramConfig, Queue, Region, SemDecl, Space, Sync, View
 from isa.arch import Arch
 from isa.cost import instr_cost
 from isa.dtypes import INT_RANGE, f32_to_bf16, to_compute
+from isa.instructions import MAX_SYNC_SLOTS
 
 from .errors import CompileError, TilingError
 from .pipeline import with_sync
@@ -32,15 +38,24 @@ from .pipeline import with_sync
 ACC_TYPE = {DType.I8: DType.I32, DType.U8: DType.I32, DType.F16: DType.F32, DType.BF16: DType.F32,
             DType.F32: DType.F32}
 DATAFLOWS = ("ws", "os", "is")
+ORDERS = ("mn", "nm")
 
 
 @dataclass(frozen=True)
 class GemmTiling:
-    """Tile sizes in elements: tm rows of A per tile, tn output columns, tk reduction depth."""
+    """Tile sizes in elements: tm rows of A per tile, tn output columns, tk reduction depth.
+
+    order: ``"mn"`` walks n tiles inside m tiles (with a single k tile, an A tile stays loaded across its n tiles),
+    ``"nm"`` the other way round (a B tile stays across its m tiles). split: steps that load a new B tile load it in
+    ``split`` pieces of whole array-column blocks, and their matrix work follows piece by piece, so it starts after
+    the first piece; the last output tile is stored in the same pieces, so little is left to store at the end
+    (ws and os; ``is`` keeps 1)."""
 
     tm: int
     tn: int
     tk: int
+    order: str = "mn"
+    split: int = 1
 
 
 def _up(x: int, q: int) -> int:
@@ -88,37 +103,71 @@ def choose_tiling(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, sp
 
 @lru_cache(maxsize=256)
 def search_tiling(M: int, N: int, K: int, dtype: DType, arch: Arch, b_packed: bool = False) -> GemmTiling:
-    """The tiling with the fewest predicted cycles on ``arch``, from the simulator's own formulas.
+    """The tiling (tile sizes, loop order, B split) with the fewest predicted cycles on ``arch``, from the simulator's
+    own formulas.
 
-    Each candidate that fits (two A/B slots in the SPM, two accumulator tiles in the ACC) is priced by its first step's
-    real instructions with :func:`isa.cost.instr_cost`: the matrix unit's cycles per step, and the DRAM bus time of
-    the step's A and B loads and of a tile's store (bursts, row misses and all). The prediction is the busier of the
-    two over all steps plus the first step's loads and the last store; ties go to fewer steps.
+    Each candidate that fits (two A/B slots in the SPM, two accumulator tiles in the ACC) is priced by its first
+    step's real instructions with :func:`isa.cost.instr_cost`: the matrix unit's cycles per step, the DRAM bus time
+    of each A load, B load and tile store (bursts, row misses and all) times how many of them the loop order needs
+    (an A tile is loaded once per m tile when there is one k tile and n is the inner loop, a B tile once per n tile
+    in the other order), and each DMA queue's own time. The prediction is the busiest of the matrix unit, the bus
+    and the two DMA queues, plus the first A load and B piece (nothing to multiply before them) and the last store;
+    ties go to fewer steps.
     """
-    m, rows, cols, es = arch.matrix, arch.matrix.rows, arch.matrix.cols, dtype.size
-    tms = sorted({min(M, v) for v in (m.max_rows, 256, 192, 128, 96, 64, 48, 32, 16, rows)} - {0})
+    m, rows, cols, es, at = arch.matrix, arch.matrix.rows, arch.matrix.cols, dtype.size, ACC_TYPE[dtype]
+    tms = sorted({min(M, v) for v in (m.max_rows, 384, 256, 192, 128, 96, 64, 48, 32, 16, rows) if v <= m.max_rows})
     tns = sorted({min(_up(N, cols), cols * k) for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)})
     tks = sorted({min(_up(K, rows), rows * k) for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)})
+
+    def cost(instrs: list) -> tuple[int, int]:
+        """(cycles, DRAM bus window) of instructions run one after the other."""
+        cs = [instr_cost(i, arch) for i in instrs]
+        return sum(c.cycles for c in cs), sum(c.dram_window for c in cs)
+
     best = None
-    for t in (GemmTiling(tm, tn, tk) for tm in tms for tn in tns for tk in tks):
+    for t in (GemmTiling(tm, tn, tk) for tm in tms[::-1] for tn in tns[::-1] for tk in tks[::-1]):  # large first
         a, b, c = slot_bytes(t, dtype, rows, cols, m.dataflow, arch.spm.bank_width)
         if 2 * (a + b) > arch.spm.size or 2 * c > arch.acc.size:
             continue
         tm, tn, tk = min(t.tm, M), min(t.tn, N), min(t.tk, K)
-        lay = _LAYOUTS[m.dataflow](es, ACC_TYPE[dtype], rows, cols, N, t, -(-t.tk // rows), -(-t.tn // cols),
+        nb_max = -(-t.tn // cols)
+        lay = _LAYOUTS[m.dataflow](es, at, rows, cols, N, t, -(-t.tk // rows), nb_max,
                                    is_pitch(rows, es, arch.spm.bank_width))
-        loads = [DmaCopy(queue=Queue.DMA_LD, shape=(tm, tk), dst=View(Space.SPM, 0, dtype, (tk * es, es)),
-                         src=View(Space.DRAM, 0, dtype, (K * es, es), "A"))]
-        loads += _contiguous(Space.SPM, 2 * a, "B", 0, b, dtype) if b_packed else lay.b_loads(2 * a, 0, 0, tk, tn,
-                                                                                              dtype)
-        mm = sum(instr_cost(i, arch).cycles for i in lay.matmuls(0, 0, 2 * a, tm, tk, tn, dtype, True))
-        load = sum(instr_cost(i, arch).dram_window for i in loads)
-        store = sum(instr_cost(i, arch).dram_window for i in lay.stores(0, 0, 0, tm, tn))
-        tiles = -(-M // t.tm) * -(-N // t.tn)
-        steps = tiles * -(-K // t.tk)
-        est = max(steps * mm, steps * load + tiles * store) + sum(instr_cost(i, arch).cycles for i in loads) + store
-        if best is None or (est, steps) < best[0]:
-            best = ((est, steps), t)
+        a_cyc, a_bus = cost([DmaCopy(queue=Queue.DMA_LD, shape=(tm, tk), dst=View(Space.SPM, 0, dtype, (tk * es, es)),
+                                     src=View(Space.DRAM, 0, dtype, (K * es, es), "A"))])
+        n_m, n_n, n_k = -(-M // t.tm), -(-N // t.tn), -(-K // t.tk)
+        tiles, steps = n_m * n_n, n_m * n_n * n_k
+        blk = b // nb_max
+        mm = cost(lay.matmuls(0, 0, 2 * a, tm, tk, tn, dtype, True))[0]
+        if best is not None and steps * mm + a_cyc > best[0][0]:   # a lower bound of every estimate below
+            continue
+        st_cyc, st_bus = cost(lay.stores(0, 0, 0, tm, tn))
+        piece: dict[int, tuple] = {}   # columns -> (B load cycles, bus), matmul cycles, store cycles of one piece
+        for split in (1, 2, 4, 8) if m.dataflow != "is" else (1,):
+            if split > nb_max:
+                break
+            pieces = _pieces(tn, t, cols, split)
+            for j, w in pieces:
+                if w not in piece:
+                    piece[w] = (cost(_contiguous(Space.SPM, 2 * a + j // cols * blk, "B", j // cols * blk,
+                                                 b if m.dataflow == "is" else -(-w // cols) * blk, dtype)
+                                     if b_packed else lay.b_loads(2 * a + j // cols * blk, 0, j, tk, w, dtype)),
+                                cost(lay.matmuls(0, 0, 2 * a, tm, tk, w, dtype, True))[0],
+                                cost(lay.stores(0, 0, j, tm, w))[0])
+            b_cost, mms, piece_stores = zip(*(piece[w] for _, w in pieces))
+            # the first step waits for its A tile and first B piece, then for any piece that loads slower than the
+            # matrix works through the one before; the last tile's pieces store behind the tile stored before it
+            prologue = a_cyc + b_cost[0][0] + max(0, sum(c for c, _ in b_cost[1:]) - sum(mms[:-1]))
+            epilogue = max(piece_stores[-1], (st_cyc if tiles > 1 else 0) + sum(piece_stores) - sum(mms))
+            for order in ORDERS:
+                a_loads = n_m if n_k == 1 and (order == "mn" or n_m == 1) else steps
+                b_loads = n_n if n_k == 1 and (order == "nm" or n_n == 1) else steps
+                bus = a_loads * a_bus + b_loads * sum(w for _, w in b_cost) + tiles * st_bus
+                queues = max(a_loads * a_cyc + b_loads * sum(c for c, _ in b_cost), tiles * st_cyc)
+                busy = steps * mm + (min(b_loads + 1, steps) * (sum(mms) - mm) if split > 1 else 0)
+                est = max(busy, bus, queues) + prologue + epilogue
+                if best is None or (est, steps, split) < best[0]:
+                    best = ((est, steps, split), replace(t, order=order, split=split))
     if best is None:
         raise TilingError(f"no GEMM tiling of {M}x{N}x{K} {dtype.text} fits {arch.spm.size} B of SPM and "
                           f"{arch.acc.size} B of ACC")
@@ -129,6 +178,30 @@ def _groups(total: int, block: int) -> list[tuple[int, int, int]]:
     """(first block index, count, size) runs of equal-sized blocks covering ``total``: full blocks, then the rest."""
     full, rest = divmod(total, block)
     return ([(0, full, block)] if full else []) + ([(full, 1, rest)] if rest else [])
+
+
+def _steps(M: int, N: int, K: int, t: GemmTiling) -> list[tuple[int, int, int]]:
+    """(m0, n0, k0) of every step in issue order: k innermost, then n or m as ``t.order`` says."""
+    ms, ns, ks = range(0, M, t.tm), range(0, N, t.tn), range(0, K, t.tk)
+    if t.order == "nm":
+        return [(m0, n0, k0) for n0 in ns for m0 in ms for k0 in ks]
+    return [(m0, n0, k0) for m0 in ms for n0 in ns for k0 in ks]
+
+
+def _pieces(tn: int, t: GemmTiling, cols: int, split: int) -> list[tuple[int, int]]:
+    """(first column, columns) of the ``split`` pieces of a tile of ``tn`` columns: whole array-column blocks."""
+    blocks = -(-t.tn // cols)
+    per = -(-blocks // split) * cols if split > 1 else _up(tn, cols)
+    return [(j, min(per, tn - j)) for j in range(0, tn, max(per, cols))]
+
+
+def _synced(instrs: list, waits: tuple[str, ...], signals: tuple[str, ...]) -> list:
+    """``instrs`` waiting before the first and signalling after the last; signals that do not fit the last
+    instruction's sync slots go to a ``.sync`` right after it in the same queue (it runs as that one retires)."""
+    out = [with_sync(instrs[0], waits=waits)] + instrs[1:]
+    fit = MAX_SYNC_SLOTS - len(out[-1].waits) - len(out[-1].signals)
+    out[-1] = with_sync(out[-1], signals=signals[:fit])
+    return out + ([with_sync(Sync(on=out[-1].queue), signals=signals[fit:])] if signals[fit:] else [])
 
 
 def tiled_gemm(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, spm: int, acc: int,
@@ -142,50 +215,68 @@ def tiled_gemm(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, spm: 
     if dataflow not in DATAFLOWS:
         raise CompileError(f"dataflow must be one of {DATAFLOWS}, not {dataflow!r}")
     t = tiling or choose_tiling(M, N, K, dtype, rows, cols, spm, acc, max_rows, dataflow, bank_width)
+    if t.order not in ORDERS or t.split < 1:
+        raise TilingError(f"tiling {t}: order must be one of {ORDERS} and split >= 1")
     es, at = dtype.size, ACC_TYPE[dtype]
     a_slot, b_slot, acc_slot = slot_bytes(t, dtype, rows, cols, dataflow, bank_width)
     if 2 * (a_slot + b_slot) > spm or 2 * acc_slot > acc:
         raise TilingError(f"tiling {t} needs {2 * (a_slot + b_slot)} B of SPM and {2 * acc_slot} B of ACC")
     kb_max, nb_max = -(-t.tk // rows), -(-t.tn // cols)
     lay = _LAYOUTS[dataflow](es, at, rows, cols, N, t, kb_max, nb_max, is_pitch(rows, es, bank_width))
+    split = 1 if dataflow == "is" else min(t.split, nb_max)
+    block_b, block_acc = b_slot // nb_max, t.tm * cols * 4   # bytes of one column block of a B slot, an ACC tile
 
+    steps = _steps(M, N, K, t)
     prog: list = []
-    ab = accs = 0  # ring slot counters
-    for m0 in range(0, M, t.tm):
-        tm = min(t.tm, M - m0)
-        for n0 in range(0, N, t.tn):
-            tn = min(t.tn, N - n0)
-            k_tiles = list(range(0, K, t.tk))
-            acc_base = (accs % 2) * acc_slot
-            for ki, k0 in enumerate(k_tiles):
-                tk = min(t.tk, K - k0)
-                a_base, b_base = (ab % 2) * a_slot, 2 * a_slot + (ab % 2) * b_slot
-                loads = [DmaCopy(queue=Queue.DMA_LD, shape=(tm, tk), dst=View(Space.SPM, a_base, dtype, (tk * es, es)),
-                                 src=View(Space.DRAM, (m0 * K + k0) * es, dtype, (K * es, es), "A"))]
+    a_n = b_n = tiles = 0  # A slots, B slots and ACC tiles used so far (rings of 2)
+    for s, (m0, n0, k0) in enumerate(steps):
+        tm, tn, tk = min(t.tm, M - m0), min(t.tn, N - n0), min(t.tk, K - k0)
+        prev, nxt = steps[s - 1] if s else None, steps[s + 1] if s + 1 < len(steps) else None
+        new_a, last_a = prev is None or prev[::2] != (m0, k0), nxt is None or nxt[::2] != (m0, k0)
+        new_b, last_b = prev is None or prev[1:] != (n0, k0), nxt is None or nxt[1:] != (n0, k0)
+        first_k, last_k = k0 == 0, k0 + t.tk >= K
+        a_n, b_n = a_n + new_a, b_n + new_b
+        a_base, b_base = ((a_n - 1) % 2) * a_slot, 2 * a_slot + ((b_n - 1) % 2) * b_slot
+        acc_base = (tiles % 2) * acc_slot
+        final = nxt is None
+        pieces = _pieces(tn, t, cols, split if new_b or final else 1)
+        if new_a:
+            prog.append(with_sync(DmaCopy(queue=Queue.DMA_LD, shape=(tm, tk),
+                                          dst=View(Space.SPM, a_base, dtype, (tk * es, es)),
+                                          src=View(Space.DRAM, (m0 * K + k0) * es, dtype, (K * es, es), "A")),
+                                  waits=("a_empty",), signals=("a_full",)))
+        for p, (j, w) in enumerate(pieces):
+            blk = j // cols
+            if new_b:
                 if b_packed:
-                    index = (n0 // t.tn) * len(k_tiles) + ki
-                    loads += _contiguous(Space.SPM, b_base, "B", index * b_slot, b_slot, dtype)
+                    index = (n0 // t.tn) * -(-K // t.tk) + k0 // t.tk
+                    loads = _contiguous(Space.SPM, b_base + blk * block_b, "B", index * b_slot + blk * block_b,
+                                        b_slot if dataflow == "is" else -(-w // cols) * block_b, dtype)
                 else:
-                    loads += lay.b_loads(b_base, k0, n0, tk, tn, dtype)
-                loads[0] = with_sync(loads[0], waits=("ab_empty",))
-                loads[-1] = with_sync(loads[-1], signals=("ab_full",))
-                mms = lay.matmuls(acc_base, a_base, b_base, tm, tk, tn, dtype, first=ki == 0)
-                mms[0] = with_sync(mms[0], waits=("ab_full",) + (("acc_empty",) if ki == 0 else ()))
-                mms[-1] = with_sync(mms[-1], signals=("ab_empty",) + (
-                    ("acc_full",) if ki == len(k_tiles) - 1 else ()))
-                prog += loads + mms
-                ab += 1
-            stores = lay.stores(acc_base, m0, n0, tm, tn)
-            stores[0] = with_sync(stores[0], waits=("acc_full",))
-            stores[-1] = with_sync(stores[-1], signals=("acc_empty",))
-            prog += stores
-            accs += 1
+                    loads = lay.b_loads(b_base + blk * block_b, k0, n0 + j, tk, w, dtype)
+                loads[0] = with_sync(loads[0], waits=("b_empty",) if p == 0 else ())
+                loads[-1] = with_sync(loads[-1], signals=("b_full",))
+                prog += loads
+            mms = lay.matmuls(acc_base + blk * block_acc, a_base, b_base + blk * block_b, tm, tk, w, dtype, first_k)
+            first, last = p == 0, p == len(pieces) - 1
+            prog += _synced(mms, (("a_full",) if new_a and first else ()) + (("b_full",) if new_b else ())
+                            + (("acc_empty",) if first_k and first else ()),
+                            (("a_empty",) if last_a and last else ()) + (("b_empty",) if last_b and last else ())
+                            + (("acc_full",) if last_k and (last or final) else ()))
+        if last_k:
+            for j, w in pieces if final else [(0, tn)]:
+                stores = lay.stores(acc_base + j // cols * block_acc, m0, n0 + j, tm, w)
+                stores[0] = with_sync(stores[0], waits=("acc_full",))
+                prog += stores
+            prog[-1] = with_sync(prog[-1], signals=("acc_empty",))
+            tiles += 1
     prog.append(Halt())
     return Program(
         config=ProgramConfig(rows=rows, cols=cols, spm=spm, acc=acc),
         regions=(Region("A", 0, M * K * es), Region("B", 1, -(-N // t.tn) * -(-K // t.tk) * b_slot if b_packed
                                                     else K * N * es), Region("C", 2, M * N * 4)),
-        sems=(SemDecl("ab_full", 0), SemDecl("ab_empty", 2), SemDecl("acc_full", 0), SemDecl("acc_empty", 2)),
+        sems=(SemDecl("a_full", 0), SemDecl("a_empty", 2), SemDecl("b_full", 0), SemDecl("b_empty", 2),
+              SemDecl("acc_full", 0), SemDecl("acc_empty", 2)),
         instrs=tuple(prog))
 
 
@@ -204,11 +295,12 @@ class _Layout:
     pitch: int  # is only: bytes between B columns
 
     def stores(self, acc_base: int, m0: int, n0: int, tm: int, tn: int) -> list[DmaCopy]:
-        """ACC ``[nb][tm][cols]`` to C (ws and os)."""
-        c, t = self.cols, self.t
-        return [DmaCopy(queue=Queue.DMA_ST, shape=(nbc, tm, n),
-                        dst=View(Space.DRAM, (m0 * self.N + n0 + nb0 * c) * 4, self.at, (c * 4, self.N * 4, 4), "C"),
-                        src=View(Space.ACC, acc_base + nb0 * t.tm * c * 4, self.at, (t.tm * c * 4, c * 4, 4)))
+        """ACC ``[nb][tm][cols]`` to C (ws and os), row by row: each C row of the tile is one contiguous DRAM run of
+        ``tn * 4`` bytes (a ragged last column block is a second copy)."""
+        c, t, N = self.cols, self.t, self.N
+        return [DmaCopy(queue=Queue.DMA_ST, shape=(tm, nbc, n),
+                        dst=View(Space.DRAM, (m0 * N + n0 + nb0 * c) * 4, self.at, (N * 4, c * 4, 4), "C"),
+                        src=View(Space.ACC, acc_base + nb0 * t.tm * c * 4, self.at, (c * 4, t.tm * c * 4, 4)))
                 for nb0, nbc, n in _groups(tn, c)]
 
 
@@ -276,16 +368,19 @@ _LAYOUTS = {"ws": _WsLayout, "os": _OsLayout, "is": _IsLayout}
 
 
 def _contiguous(space: Space, base: int, region: str, offset: int, nbytes: int, dtype: DType) -> list[DmaCopy]:
-    """dma.ld copies of ``nbytes`` contiguous bytes from DRAM ``region`` + offset to ``space`` at ``base`` (2-D
-    copies of at most 65535 x 65535 elements, plus a 1-D remainder)."""
+    """dma.ld copies of ``nbytes`` contiguous bytes from DRAM ``region`` + offset to ``space`` at ``base``: one copy of
+    rows of a power-of-two length when that covers them exactly, else 2-D copies of at most 65535 x 65535 elements
+    plus a 1-D remainder (each extra copy costs a DMA setup and a DRAM latency)."""
     es, n = dtype.size, nbytes // dtype.size
-    full, rest = divmod(n, 0xFFFF)
+    row = min(n & -n, 0x8000)
+    full, rest = (n // row, 0) if n and n // row <= 0xFFFF else divmod(n, 0xFFFF)
+    row = row if not rest else 0xFFFF
     out = []
     if full:
-        out.append(DmaCopy(queue=Queue.DMA_LD, shape=(full, 0xFFFF), dst=View(space, base, dtype, (0xFFFF * es, es)),
-                           src=View(Space.DRAM, offset, dtype, (0xFFFF * es, es), region)))
+        out.append(DmaCopy(queue=Queue.DMA_LD, shape=(full, row), dst=View(space, base, dtype, (row * es, es)),
+                           src=View(Space.DRAM, offset, dtype, (row * es, es), region)))
     if rest:
-        done = full * 0xFFFF * es
+        done = full * row * es
         out.append(DmaCopy(queue=Queue.DMA_LD, shape=(rest,), dst=View(space, base + done, dtype, (es,)),
                            src=View(Space.DRAM, offset + done, dtype, (es,), region)))
     return out

@@ -57,7 +57,7 @@ def test_timing_only_gives_the_same_cycles(capsys):
 
 def test_human_summary(capsys):
     code, out, _ = run(capsys, "simulate", str(EXAMPLES / "gemm_int8.s"), "--arch", "edge16", "--timing-only")
-    assert code == 0 and out.startswith("91 instructions on edge16: ") and "dma_load" in out
+    assert code == 0 and out.startswith("109 instructions on edge16: ") and "dma_load" in out
 
 
 def test_deadlock_example_runs_without_inputs_and_fails_cleanly():

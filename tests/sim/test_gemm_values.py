@@ -98,3 +98,22 @@ def test_prepacking_b_speeds_up_the_edge_gemm():
     packed = simulate(tiled_gemm(256, 256, 256, DType.I8, 16, 16, arch.spm.size, arch.acc.size, t, b_packed=True),
                       arch, timing_only=True)
     assert packed.cycles < 0.8 * plain.cycles
+
+
+@pytest.mark.parametrize("dataflow", ["ws", "os", "is"])
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("tiling", [GemmTiling(32, 48, 80, "nm", 2), GemmTiling(48, 64, 96, "mn", 3),
+                                   GemmTiling(80, 32, 96, "nm", 1), GemmTiling(32, 112, 48, "mn", 7)])
+def test_loop_orders_and_split_b_loads_match_numpy(dataflow, packed, tiling):
+    # ragged in every dimension; tk >= K keeps A (mn) or B (nm) loaded across steps, split loads B and stores the
+    # last tile in pieces: every variant must give numpy's C, concurrent and serial alike
+    from compiler.gemm import pack_b
+
+    arch = load_arch("edge16", [f"matrix.dataflow={dataflow}"])
+    M, N, K = 100, 150, 90
+    prog = tiled_gemm(M, N, K, DType.I8, 16, 16, arch.spm.size, arch.acc.size, tiling, 256, dataflow,
+                      arch.spm.bank_width, b_packed=packed)
+    inputs = gemm_inputs(M, N, K, DType.I8, 3)
+    dram = dict(inputs, B=pack_b(inputs["B"], K, N, DType.I8, 16, 16, tiling, dataflow)) if packed else inputs
+    for serial in (False, True):
+        check(inputs, region_array(simulate(prog, arch, dram, serial=serial), "C", DType.I32, (M, N)), DType.I8, K)
