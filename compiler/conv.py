@@ -1,13 +1,18 @@
-"""Direct 2-D convolution (no im2col) as a double-buffered ISA program: ``Y = conv(X, W)``, any stride, padding,
-dilation and groups.
+"""Direct 2-D convolution (no im2col in DRAM) as a double-buffered ISA program: ``Y = conv(X, W)``, any stride,
+padding, dilation and groups.
 
 DRAM: X as NHWC in the operand dtype; W pre-blocked offline into array tiles ``[g][nb][kh][kw][cb][k][n]`` (k input
-channels x n output channels, each tile in a full ``rows x cols`` slot); Y as NHWC in the accumulator type.
-One step computes ``toh x tow`` output pixels of one group's ``n <= cols`` output channels: ``dma.ld`` brings the
-input window (the halo padding is inserted by the DMA) and that chunk's weights, one ``mxu.mm`` per run of equal
-input-channel blocks loops ``[oh, kh, kw, cb]`` (the last three reduce into the same accumulator rows) streaming
-``tow`` output pixels, and ``dma.st`` writes the accumulators back. The input and weight slots and the accumulator
-tiles are rings of 2, so loads, matrix work and stores overlap.
+channels x n output channels, each tile in a full ``rows x cols`` slot); Y as NHWC in the accumulator type (or the
+epilogue's requantized type).
+
+One output tile is ``toh x tow`` pixels of ``tnb`` output-channel blocks (:class:`ConvTiling`). ``dma.ld`` brings the
+tile's input window (the halo padding is inserted by the DMA), once for all the tile's channel blocks when every input
+channel fits one step, and the weights, once per convolution when all of them fit the SPM. Each ``mxu.mm`` loops
+``[nb, kh, kw, cb, oh]`` with ``oh`` innermost, so a weight tile stays in the array while all the tile's pixels stream,
+and one ``dma.st`` writes the tile's pixels with all their channels. Input slots, weight chunks and accumulator tiles
+are rings of 2, so loads, matrix work, the vector epilogue (bias, activation, requantization) and stores overlap.
+With ``im2col`` the DMA also gathers each pixel's ``R x S x C`` patch in SPM, so a few-channel input (a stem's RGB)
+fills the array's rows. :func:`search_conv_tiling` picks the tiling by the simulator's own cost formulas.
 """
 
 from __future__ import annotations
@@ -93,9 +98,15 @@ class ConvShape:
         return self.N * self.OH * self.OW * self.K * self.Cg * self.R * self.S
 
 
-def pack_weights(w: np.ndarray, shape: ConvShape, rows: int, cols: int) -> np.ndarray:
-    """OIHW weights ``(K, C/g, R, S)`` blocked into array tiles ``[g][nb][kh][kw][cb][k][n]`` (zero-filled slots)."""
+def pack_weights(w: np.ndarray, shape: ConvShape, rows: int, cols: int, im2col: bool = False) -> np.ndarray:
+    """OIHW weights ``(K, C/g, R, S)`` blocked into array tiles ``[g][nb][kh][kw][cb][k][n]`` (zero-filled slots).
+
+    im2col (:attr:`ConvTiling.im2col`): the weights of the equivalent 1x1 convolution over ``R * S * C`` channels in
+    patch order (kh, kw, c)."""
     cs = shape
+    if im2col:
+        K, C, R, S = w.shape
+        return pack_weights(w.transpose(0, 2, 3, 1).reshape(K, R * S * C, 1, 1), _im2col_shape(cs), rows, cols)
     nb, cb = -(-cs.Kg // cols), -(-cs.Cg // rows)
     out = np.zeros((cs.groups, nb, cs.R, cs.S, cb, rows * cols), dtype=w.dtype)
     for g in range(cs.groups):
@@ -118,6 +129,20 @@ class ConvTiling:
     tow: int
     tcb: int = 1 << 16
     tnb: int = 1
+    im2col: bool = False
+    """The DMA gathers each tile's ``R x S x C`` patches in SPM (from its loaded window) and the array reduces them as
+    one ``R * S * C``-channel 1x1 convolution: full array rows when C is much smaller than ``rows`` (a stem's RGB
+    input). One group, no dilation; weights packed by ``pack_weights(..., im2col=True)``."""
+
+
+def _im2col_shape(cs: ConvShape) -> ConvShape:
+    """The 1x1 convolution over ``R * S * C`` patch channels that an im2col tiling computes (output-sized input)."""
+    return ConvShape(cs.N, cs.R * cs.S * cs.C, cs.OH, cs.OW, cs.K, 1, 1)
+
+
+def im2col_allowed(cs: ConvShape) -> bool:
+    """Whether :attr:`ConvTiling.im2col` can lower ``cs``: one group, no dilation, a kernel larger than 1x1."""
+    return cs.groups == 1 and cs.dilation == 1 and cs.R * cs.S > 1
 
 
 @dataclass(frozen=True)
@@ -139,33 +164,42 @@ class _Plan:
     chunks: int
     resident: bool
     acc_tile: int
+    p_slot: int = 0     # im2col: one tile's patches (the matrix operand); the window then has a single slot
 
     @property
     def x_once(self) -> bool:
         return self.tcb >= self.cbs
 
     @property
+    def x_bytes(self) -> int:
+        """SPM bytes of the input window slot(s) and patch slots."""
+        return self.x_slot + 2 * self.p_slot if self.p_slot else 2 * self.x_slot
+
+    @property
     def spm(self) -> int:
         """SPM bytes of the input slots and the weight buffers."""
-        return 2 * self.x_slot + (self.chunks if self.resident else 2) * self.w_chunk
+        return self.x_bytes + (self.chunks if self.resident else 2) * self.w_chunk
 
 
 def _plan(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> _Plan:
     th, tw = _window(cs, t.toh, t.tow)
-    cbs, nbs = -(-cs.Cg // rows), -(-cs.Kg // cols)
+    kc, taps = (cs.R * cs.S * cs.Cg, 1) if t.im2col else (cs.Cg, cs.R * cs.S)  # reduced channels per tap
+    cbs, nbs = -(-kc // rows), -(-cs.Kg // cols)
     tcb, tnb = min(t.tcb, cbs), min(t.tnb, nbs)
-    x_slot = th * tw * min(cs.Cg, tcb * rows) * es
-    w_chunk = tnb * cs.R * cs.S * tcb * rows * cols * es
+    x_slot = th * tw * (cs.Cg if t.im2col else min(cs.Cg, tcb * rows)) * es
+    p_slot = t.toh * t.tow * kc * es if t.im2col else 0
+    w_chunk = tnb * taps * tcb * rows * cols * es
     chunks = cs.groups * -(-nbs // tnb) * -(-cbs // tcb)
-    resident = 2 * x_slot + chunks * w_chunk <= spm
-    return _Plan(th, tw, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, resident, t.toh * t.tow * tnb * cols * 4)
+    x_bytes = x_slot + 2 * p_slot if t.im2col else 2 * x_slot
+    resident = x_bytes + chunks * w_chunk <= spm
+    return _Plan(th, tw, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, resident, t.toh * t.tow * tnb * cols * 4, p_slot)
 
 
 def _fits(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> bool:
     """Whether two input slots and two weight chunks (or all of them) fit ``spm`` bytes and two accumulator tiles
     fit ``acc`` bytes."""
     p = _plan(cs, t, es, rows, cols, spm)
-    return p.spm <= spm and 2 * p.acc_tile <= acc
+    return p.spm <= spm and 2 * p.acc_tile <= acc and (not t.im2col or p.x_once)
 
 
 def choose_conv_tiling(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int,
@@ -181,10 +215,12 @@ def choose_conv_tiling(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: i
                       f"block needs more)")
 
 
-def _fit_tcb(cs: ConvShape, toh: int, tow: int, tnb: int, es: int, rows: int, cols: int, spm: int, acc: int) -> int:
+def _fit_tcb(cs: ConvShape, toh: int, tow: int, tnb: int, es: int, rows: int, cols: int, spm: int, acc: int,
+             im2col: bool = False) -> int:
     """The most input-channel blocks per step with which a ``toh x tow x tnb`` tile fits, or 0."""
-    return next((tcb for tcb in range(-(-cs.Cg // rows), 0, -1)
-                 if _fits(cs, ConvTiling(toh, tow, tcb, tnb), es, rows, cols, spm, acc)), 0)
+    kc = cs.R * cs.S * cs.Cg if im2col else cs.Cg
+    return next((tcb for tcb in range(-(-kc // rows), 0, -1)
+                 if _fits(cs, ConvTiling(toh, tow, tcb, tnb, im2col), es, rows, cols, spm, acc)), 0)
 
 
 def conv_shape(n: Node, x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> ConvShape:
@@ -229,11 +265,12 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
     widths = {-(-tallest.tow // n) for n in (1, 2, 4)}
     nbs = -(-cs.Kg // c)
     blocks = {nbs} | {1 << i for i in range(nbs.bit_length()) if 1 << i < nbs}
+    modes = (False, True) if im2col_allowed(cs) else (False,)
     fitting = []
-    for toh, tow, tnb in sorted(itertools.product(heights, widths, blocks), reverse=True):
-        tcb = _fit_tcb(cs, toh, tow, tnb, es, r, c, spm, arch.acc.size)
+    for toh, tow, tnb, im2col in sorted(itertools.product(heights, widths, blocks, modes), reverse=True):
+        tcb = _fit_tcb(cs, toh, tow, tnb, es, r, c, spm, arch.acc.size, im2col)
         if tcb:
-            t = ConvTiling(toh, tow, tcb, tnb)
+            t = ConvTiling(toh, tow, tcb, tnb, im2col)
             fitting.append((_rough_cycles(cs, t, _plan(cs, t, es, r, c, spm), es, arch), t))
     fitting.sort(key=lambda e: e[0])
     best = None
@@ -245,7 +282,7 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
     return best[1]
 
 
-SEARCH_PRICED = 8   # candidates, best by :func:`_rough_cycles`, whose whole program the search prices
+SEARCH_PRICED = 16   # candidates, best by :func:`_rough_cycles`, whose whole program the search prices
 
 
 def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, es: int, arch: Arch) -> float:
@@ -256,7 +293,8 @@ def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, es: int, arch: Arch) -
     tiles = cs.N * -(-cs.OH // t.toh) * -(-cs.OW // t.tow) * cs.groups
     nbg, csteps = -(-p.nbs // p.tnb), -(-p.cbs // p.tcb)
     s = t.toh * t.tow
-    mm = tiles * nbg * csteps * (p.tnb * cs.R * cs.S * p.tcb * max(s, r) + 2 * r + c)
+    taps = 1 if t.im2col else cs.R * cs.S
+    mm = tiles * nbg * csteps * (p.tnb * taps * p.tcb * max(s, r) + 2 * r + c)
     x_loads = tiles * (1 if p.x_once else nbg * csteps)
     w_loads = p.chunks if p.resident else tiles * nbg * csteps
     x_bytes = x_loads * p.x_slot
@@ -269,10 +307,11 @@ def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, es: int, arch: Arch) -
         """Row misses moving ``nbytes`` in contiguous runs of ``run`` bytes, ``full`` being a whole NHWC pixel."""
         return nbytes / page if run >= full else nbytes / run * -(-run // page)
 
-    tc, ng = min(cs.Cg, p.tcb * arch.matrix.rows), min(cs.Kg, p.tnb * c)
+    tc, ng = cs.Cg if t.im2col else min(cs.Cg, p.tcb * arch.matrix.rows), min(cs.Kg, p.tnb * c)
     x_miss = misses(x_bytes, p.tw * tc * es if tc == cs.C else tc * es, p.tw * cs.C * es)
     y_miss = misses(y_bytes, t.tow * ng * 4 if ng == cs.K else ng * 4, t.tow * cs.K * 4)
-    ld = (x_bytes + w_bytes) / bw + (x_loads + w_loads) * per_dma + (x_miss + w_bytes / page) * miss
+    gather = tiles * (p.p_slot / (arch.spm.banks * arch.spm.bank_width) + arch.dma.setup_latency)
+    ld = (x_bytes + w_bytes) / bw + (x_loads + w_loads) * per_dma + (x_miss + w_bytes / page) * miss + gather
     st = y_bytes / bw + tiles * nbg * per_dma + y_miss * miss
     return max(mm, ld, st, (x_bytes + w_bytes + y_bytes) / bw)
 
@@ -326,15 +365,17 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
     p = _plan(cs, t, es, rows, cols, spm - bias_bytes)
     if p.spm + bias_bytes > spm or 2 * p.acc_tile > acc:
         raise TilingError(f"tiling {t} needs {p.spm + bias_bytes} B of SPM and {2 * p.acc_tile} B of ACC")
-    w_base0 = 2 * p.x_slot
+    w_base0 = p.x_bytes
     bias_base = -(-p.spm // 4) * 4    # the i32/f32 constants after the slots, word-aligned
     scale_base = bias_base + cs.K * 4 * epilogue.bias
     ready = "out_full" if epilogue.active else "acc_full"   # what the store waits for
-    tile, chunk = rows * cols * es, cs.R * cs.S * p.cbs * rows * cols * es   # packed bytes of one (g, nb)
-    nb_stride = cs.R * cs.S * p.tcb * tile                                     # SPM bytes of one nb in a chunk
+    kr, ks = (1, 1) if t.im2col else (cs.R, cs.S)                        # filter taps the matrix unit loops over
+    kc = cs.R * cs.S * cs.Cg if t.im2col else cs.Cg                      # channels it reduces per tap
+    tile, chunk = rows * cols * es, kr * ks * p.cbs * rows * cols * es   # packed bytes of one (g, nb)
+    nb_stride = kr * ks * p.tcb * tile                                     # SPM bytes of one nb in a chunk
     row_bytes = p.tnb * cols * 4                                               # one accumulator row (pixel)
     skip = _skip(cs)              # subsampled load: the SPM tile is dense, the conv then has stride 1
-    step = cs.stride // skip
+    step = 1 if t.im2col else cs.stride // skip   # im2col: the patches are dense
     c_steps = list(range(0, p.cbs, p.tcb))
     nb_groups = list(range(0, p.nbs, p.tnb))
     prog, xs, ws, accs = [], 0, 0, 0
@@ -365,28 +406,41 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                         acc_base = (accs % 2) * p.acc_tile
                         for si, cb_first in enumerate(c_steps):
                             ncb = min(p.tcb, p.cbs - cb_first)
-                            c0, tc = cb_first * rows, min(cs.Cg - cb_first * rows, ncb * rows)
+                            c0, tc = cb_first * rows, min(kc - cb_first * rows, ncb * rows)
                             x_new = not p.x_once or gi == 0
                             x_last = not p.x_once or gi == len(nb_groups) - 1
-                            x_base = (xs % 2) * p.x_slot if x_new else ((xs - 1) % 2) * p.x_slot
-                            pix = tc * es
+                            slot = xs % 2 if x_new else (xs - 1) % 2
+                            x_base = 0 if t.im2col else slot * p.x_slot
+                            pix = (cs.Cg if t.im2col else tc) * es
                             row = tw * pix
                             if x_new:
                                 dst = View(Space.SPM, x_base, dtype, (row, pix, es))
-                                sync = dict(waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),))
+                                sync = {} if t.im2col else dict(waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),))
+                                tc = cs.Cg if t.im2col else tc
                                 prog.append(DmaFill(queue=Queue.DMA_LD, shape=(th, tw, tc), dst=dst, value=pad_value,
                                                     **sync) if in_padding else  # wholly in the padding
                                             DmaCopy(queue=Queue.DMA_LD, shape=(th, tw, tc), pad=pads, fill=pad_value,
                                                     dst=dst, src=View(Space.DRAM, x_src + (g * cs.Cg + c0) * es,
                                                                       dtype, (skip * cs.W * cs.C * es,
                                                                               skip * cs.C * es, es), "X"), **sync))
+                                tc = kc if t.im2col else tc
+                                if t.im2col:   # gather the (kh, kw, c) patch of every pixel behind each other
+                                    prog.append(DmaCopy(
+                                        queue=Queue.DMA_LD, shape=(toh, tow, cs.R, cs.S * cs.C),
+                                        dst=View(Space.SPM, p.x_slot + slot * p.p_slot, dtype,
+                                                 (tow * kc * es, kc * es, cs.S * cs.C * es, es)),
+                                        src=View(Space.SPM, 0, dtype, (cs.stride * row, cs.stride * pix, row, es)),
+                                        waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),)))
                                 xs += 1
+                            if t.im2col:   # the matrix unit reads the patches: a 1x1 convolution over kc channels
+                                x_base, pix = p.x_slot + slot * p.p_slot, kc * es
+                                row = tow * pix
                             cid = (g * len(nb_groups) + gi) * len(c_steps) + si
                             w_base = w_base0 + (cid if p.resident else ws % 2) * p.w_chunk
                             w_new = first_tile or not p.resident
                             if w_new:
                                 prog.append(DmaCopy(
-                                    queue=Queue.DMA_LD, shape=(nbn, cs.R * cs.S, ncb, rows * cols),
+                                    queue=Queue.DMA_LD, shape=(nbn, kr * ks, ncb, rows * cols),
                                     dst=View(Space.SPM, w_base, dtype, (nb_stride, p.tcb * tile, tile, es)),
                                     src=View(Space.DRAM, (g * p.nbs + nb0) * chunk + cb_first * tile, dtype,
                                              (chunk, p.cbs * tile, tile, es), "Wt"),
@@ -400,8 +454,8 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                                             b=View(Space.SPM, w_base + nbi * nb_stride + cb0 * tile, dtype, ()))
                                    for nbi, nbc, n in _groups(ng, cols) for cb0, cbc, k in _groups(tc, rows)
                                    for dims in [((nbc, cols * 4, 0, nb_stride),
-                                                 (cs.R, 0, cs.dilation * row, cs.S * p.tcb * tile),
-                                                 (cs.S, 0, cs.dilation * pix, p.tcb * tile),
+                                                 (kr, 0, cs.dilation * row, ks * p.tcb * tile),
+                                                 (ks, 0, cs.dilation * pix, p.tcb * tile),
                                                  (cbc, 0, rows * es, tile),
                                                  (toh, t.tow * row_bytes, step * row, 0))]]
                             mms = [mm for group in mms for mm in group]
@@ -483,8 +537,8 @@ def _epilogue(ep: Epilogue, shape: tuple[int, ...], tile: View, bias: View, scal
     return ops
 
 
-def conv_inputs(cs: ConvShape, dtype: DType, rows: int, cols: int, seed: int = 0) -> tuple[dict, np.ndarray,
-                                                                                           np.ndarray]:
+def conv_inputs(cs: ConvShape, dtype: DType, rows: int, cols: int, seed: int = 0,
+                im2col: bool = False) -> tuple[dict, np.ndarray, np.ndarray]:
     """Seeded random NCHW input and OIHW weights in ``dtype``'s storage; the DRAM inputs (X as NHWC, packed Wt)."""
     from .gemm import gemm_inputs
 
@@ -492,7 +546,7 @@ def conv_inputs(cs: ConvShape, dtype: DType, rows: int, cols: int, seed: int = 0
     x = gemm_inputs(cs.N * cs.C * cs.H, 1, cs.W, dtype, int(rng.integers(2**31)))["A"].reshape(cs.N, cs.C, cs.H, cs.W)
     w = gemm_inputs(cs.K * cs.Cg * cs.R, 1, cs.S, dtype, int(rng.integers(2**31)))["A"].reshape(cs.K, cs.Cg, cs.R,
                                                                                                    cs.S)
-    return {"X": np.ascontiguousarray(x.transpose(0, 2, 3, 1)), "Wt": pack_weights(w, cs, rows, cols)}, x, w
+    return {"X": np.ascontiguousarray(x.transpose(0, 2, 3, 1)), "Wt": pack_weights(w, cs, rows, cols, im2col)}, x, w
 
 
 def conv_reference(x: np.ndarray, w: np.ndarray, cs: ConvShape) -> np.ndarray:

@@ -309,9 +309,10 @@ def _conv(low: _Lowering, n: Node) -> None:
     else:   # bias and activation fused: applied to each accumulator tile before the store
         ep = Epilogue(bias=has_bias, act=act[0] if act else None, lo=act[1] if act and len(act) > 1 else 0.0,
                       hi=act[2] if act and len(act) > 1 else 0.0)
-        prog = conv2d(cs, F32, r, c, arch.spm.size, arch.acc.size, search_conv_tiling(cs, F32, arch, ep),
-                      arch.matrix.max_rows, ep)
-        bind = {"X": ("ACT", x.offset), "Wt": ("W", low.const(pack_weights(w, cs, r, c))), "Y": ("ACT", y.offset)}
+        tiling = search_conv_tiling(cs, F32, arch, ep)
+        prog = conv2d(cs, F32, r, c, arch.spm.size, arch.acc.size, tiling, arch.matrix.max_rows, ep)
+        bind = {"X": ("ACT", x.offset), "Wt": ("W", low.const(pack_weights(w, cs, r, c, tiling.im2col))),
+                "Y": ("ACT", y.offset)}
         if has_bias:
             bind["Bias"] = ("W", low.const(low.data(n.inputs[2]).astype(np.float32)))
         low.emit(n, prog, bind, cs.macs)

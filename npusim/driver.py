@@ -106,9 +106,9 @@ def run_conv(cs: ConvShape, dtype: DType, arch: Arch, *, timing_only: bool = Fal
              seed: int = 0, progress=None) -> tuple[SimResult, Validation | None]:
     """Compile one convolution for ``arch``, simulate it on seeded random inputs and check Y against numpy."""
     r, c = arch.matrix.rows, arch.matrix.cols
-    program = conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, tiling=search_conv_tiling(cs, dtype, arch),
-                     max_rows=arch.matrix.max_rows)
-    inputs, x, w = conv_inputs(cs, dtype, r, c, seed)
+    tiling = search_conv_tiling(cs, dtype, arch)
+    program = conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, tiling=tiling, max_rows=arch.matrix.max_rows)
+    inputs, x, w = conv_inputs(cs, dtype, r, c, seed, tiling.im2col)
     result = simulate(program, arch, None if timing_only else inputs, timing_only=timing_only,
                       ideal_memory=ideal_memory, progress=progress)
     if timing_only:

@@ -1,10 +1,12 @@
 """Direct convolution lowered to the ISA equals numpy for any kernel, stride, padding, dilation, groups and batch."""
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from compiler.conv import ConvShape, ConvTiling, conv2d
+from compiler.conv import ConvShape, ConvTiling, conv2d, conv_inputs, conv_reference, search_conv_tiling
 from isa import DType
 from isa.arch import load_arch
 from npusim import simulate
@@ -81,3 +83,70 @@ def test_strided_1x1_conv_loads_only_the_pixels_it_uses(stride, dtype):
     x_bytes = sum(math.prod(i.src_shape) * dtype.size for i in res.program.instrs
                   if getattr(i, "src", None) is not None and i.src.region == "X")
     assert x_bytes == cs.OH * cs.OW * cs.C * dtype.size
+
+
+def _dram_read(program, region: str, es: int) -> int:
+    """Bytes a program's DMAs read from DRAM region ``region``."""
+    import math
+
+    return sum(math.prod(i.src_shape) * es for i in program.instrs
+               if getattr(i, "src", None) is not None and i.src.region == region)
+
+
+@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+def test_input_window_and_weights_are_loaded_once(preset):
+    # 4 output-channel blocks per tile, several row tiles: the window is read once for all blocks (no halo: 1x1),
+    # and the weights, which all fit the SPM, once for the whole convolution
+    arch = load_arch(preset)
+    r, c = arch.matrix.rows, arch.matrix.cols
+    cs = ConvShape(1, 2 * r, 12, 10, 4 * c, 1, 1)
+    t = ConvTiling(toh=3, tow=10, tcb=2, tnb=4)
+    p = conv2d(cs, DType.I8, r, c, arch.spm.size, arch.acc.size, t)
+    assert _dram_read(p, "X", 1) == cs.H * cs.W * cs.C
+    assert _dram_read(p, "Wt", 1) == 4 * 2 * r * c
+    stores = [i for i in p.instrs if getattr(i, "dst", None) is not None and i.dst.region == "Y"]
+    assert [s.shape for s in stores] == [(3, 10, 4 * c)] * 4     # whole pixels: one contiguous run per tile
+    res = simulate(p, arch, conv_inputs(cs, DType.I8, r, c, 3)[0])
+    x, w = conv_inputs(cs, DType.I8, r, c, 3)[1:]
+    from npusim.simulator import region_array
+
+    y = region_array(res, "Y", DType.I32, (1, cs.OH, cs.OW, cs.K)).transpose(0, 3, 1, 2)
+    assert (y == conv_reference(x, w, cs)).all()
+
+
+@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("cs,dtype", [(ConvShape(1, 3, 20, 21, 24, 7, 7, 2, 3), DType.F32),
+                                      (ConvShape(2, 5, 9, 9, 40, 3, 3, 1, 1), DType.I8)])
+def test_im2col_tiling_matches_numpy(preset, cs, dtype):
+    import numpy as np
+
+    from npusim.simulator import region_array
+
+    arch = load_arch(preset)
+    r, c = arch.matrix.rows, arch.matrix.cols
+    p = conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, ConvTiling(4, 6, 1 << 16, 2, im2col=True))
+    gathers = [i for i in p.instrs if getattr(i, "src", None) is not None and i.src.space.name == "SPM"]
+    assert gathers and all(g.shape[2:] == (cs.R, cs.S * cs.C) for g in gathers)
+    inputs, x, w = conv_inputs(cs, dtype, r, c, 1, im2col=True)
+    y = region_array(simulate(p, arch, inputs), "Y", DType.F32 if dtype.is_float else DType.I32,
+                     (cs.N, cs.OH, cs.OW, cs.K)).transpose(0, 3, 1, 2)
+    ref = conv_reference(x, w, cs)
+    if dtype.is_float:
+        np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+    else:
+        assert (y == ref).all()
+
+
+def test_search_gathers_patches_for_an_rgb_stem():
+    # ResNet's 7x7/2 stem on 3 channels: direct lowering uses 3 of 16 array rows; the search picks im2col (147
+    # patch channels fill 10 blocks of 16) and it runs more than 3x faster
+    arch = load_arch("edge16")
+    cs = ConvShape(1, 3, 224, 224, 64, 7, 7, 2, 3)
+    t = search_conv_tiling(cs, DType.F32, arch)
+    assert t.im2col
+    direct = replace(search_conv_tiling(ConvShape(1, 3, 224, 224, 64, 7, 7, 2, 3, dilation=1), DType.F32, arch),
+                     im2col=False, tcb=1)
+    fast = simulate(conv2d(cs, DType.F32, 16, 16, arch.spm.size, arch.acc.size, t), arch, timing_only=True).cycles
+    slow = simulate(conv2d(cs, DType.F32, 16, 16, arch.spm.size, arch.acc.size, direct), arch,
+                    timing_only=True).cycles
+    assert 3 * fast < slow
