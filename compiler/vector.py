@@ -74,6 +74,9 @@ def _tiles(shape: tuple[int, ...], limit: int):
             yield (*outer, c0) + (0,) * (len(shape) - d - 1), (1,) * d + (c,) + tuple(shape[d + 1:])
 
 
+MIN_TILES = 8   # a stream that fits the SPM whole still runs in 8 tiles, so loads, compute and stores overlap
+
+
 @dataclass(frozen=True)
 class _Operand:
     region: str
@@ -89,6 +92,7 @@ def _stream(pipe: RingPipeline, out_shape, ins: list[_Operand], out: _Operand, d
         raise CompileError(f"shape {out_shape} does not collapse to 5 dimensions")
     sizes = [d.size for d in dtypes] + [out_dtype.size]
     limit = max(1, (spm // 2) // sum(sizes))   # two ring slots of every buffer
+    limit = min(limit, max(-(-math.prod(shape) // MIN_TILES), 4096))
     if len(set(sizes)) > 1 and limit >= 4:      # mixed element sizes: keep every slot word-aligned
         limit -= limit % 4
     slot_bytes = [limit * s for s in sizes]
@@ -280,14 +284,15 @@ def pool2d(kind: str, N: int, H: int, W: int, C: int, k: int, stride: int, pad: 
                                  src=View(Space.DRAM, (((b * H + max(ih0, 0)) * W) * C + c0) * es, dtype,
                                           (W * C * es, C * es, es), "X"))]
                 y = View(Space.SPM, base + in_slot + sum_slot, dtype, (OW * c * es, c * es, es))
-                window = View(Space.SPM, base, dtype, (stride * row, stride * pix, es, row, pix))
+                # channels innermost: each beat of lanes reads consecutive words of one window position
+                window = View(Space.SPM, base, dtype, (stride * row, stride * pix, row, pix, es))
                 if kind == "max":
-                    compute = [VecUnary(fn=Act.MOV, reduce=Reduce.MAX, zero=True, shape=(t, OW, c, k, k),
-                                        dst=y.with_strides((OW * c * es, c * es, es, 0, 0)), src=window)]
+                    compute = [VecUnary(fn=Act.MOV, reduce=Reduce.MAX, zero=True, shape=(t, OW, k, k, c),
+                                        dst=y.with_strides((OW * c * es, c * es, 0, 0, es)), src=window)]
                 else:
                     s = View(Space.SPM, base + in_slot, F32, (OW * c * 4, c * 4, 4))
-                    compute = [VecUnary(fn=Act.MOV, reduce=Reduce.SUM, zero=True, shape=(t, OW, c, k, k),
-                                        dst=s.with_strides((OW * c * 4, c * 4, 4, 0, 0)), src=window)]
+                    compute = [VecUnary(fn=Act.MOV, reduce=Reduce.SUM, zero=True, shape=(t, OW, k, k, c),
+                                        dst=s.with_strides((OW * c * 4, c * 4, 0, 0, 4)), src=window)]
                     if count_include_pad:
                         compute.append(VecBinary(op=BinOp.DIV, shape=(t, OW, c), dst=y, src0=s, imm=k * k) if divide
                                        else VecBinary(op=BinOp.MUL, shape=(t, OW, c), dst=y, src0=s, imm=1.0 / (k * k)))
