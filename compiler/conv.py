@@ -129,6 +129,9 @@ class ConvTiling:
     tow: int
     tcb: int = 1 << 16
     tnb: int = 1
+    x_all: bool = False
+    """The input window holds all of a group's channels and is loaded once per tile even when the reduction is split
+    over steps of tcb blocks (implied when tcb covers every block)."""
     im2col: bool = False
     """The DMA gathers each tile's ``R x S x C`` patches in SPM (from its loaded window) and the array reduces them as
     one ``R * S * C``-channel 1x1 convolution: full array rows when C is much smaller than ``rows`` (a stem's RGB
@@ -149,9 +152,10 @@ def im2col_allowed(cs: ConvShape) -> bool:
 class _Plan:
     """What a tiling implies on one convolution (bytes, blocks): the SRAM it takes and how often things load.
 
-    x_once: every input-channel block fits one step, so a window is loaded once per (tile, group) and reused by
-    every output-channel block. resident: all weight chunks fit the SPM next to the two input slots, so each is loaded
-    once for the whole convolution instead of once per output tile."""
+    x_all: the window holds every input channel, so it is loaded once per (tile, group) and reused by every step and
+    output-channel block (one slot when the convolution has a single window, else two). resident: all weight chunks
+    fit the SPM next to the input slots, so each is loaded once for the whole convolution instead of once per output
+    tile."""
 
     th: int
     tw: int
@@ -164,16 +168,14 @@ class _Plan:
     chunks: int
     resident: bool
     acc_tile: int
-    p_slot: int = 0     # im2col: one tile's patches (the matrix operand); the window then has a single slot
-
-    @property
-    def x_once(self) -> bool:
-        return self.tcb >= self.cbs
+    x_all: bool
+    x_slots: int        # 1 or 2 input windows
+    p_slot: int = 0     # im2col: one tile's patches (the matrix operand, 2 slots); the window then has a single slot
 
     @property
     def x_bytes(self) -> int:
         """SPM bytes of the input window slot(s) and patch slots."""
-        return self.x_slot + 2 * self.p_slot if self.p_slot else 2 * self.x_slot
+        return self.x_slots * self.x_slot + 2 * self.p_slot
 
     @property
     def spm(self) -> int:
@@ -186,20 +188,23 @@ def _plan(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int)
     kc, taps = (cs.R * cs.S * cs.Cg, 1) if t.im2col else (cs.Cg, cs.R * cs.S)  # reduced channels per tap
     cbs, nbs = -(-kc // rows), -(-cs.Kg // cols)
     tcb, tnb = min(t.tcb, cbs), min(t.tnb, nbs)
-    x_slot = th * tw * (cs.Cg if t.im2col else min(cs.Cg, tcb * rows)) * es
+    x_all = t.x_all or t.im2col or tcb >= cbs
+    x_slot = th * tw * (cs.Cg if x_all else tcb * rows) * es
+    windows = cs.N * cs.groups * -(-cs.OH // t.toh) * -(-cs.OW // t.tow)
+    x_slots = 1 if t.im2col or (x_all and windows == 1) else 2
     p_slot = t.toh * t.tow * kc * es if t.im2col else 0
     w_chunk = tnb * taps * tcb * rows * cols * es
     chunks = cs.groups * -(-nbs // tnb) * -(-cbs // tcb)
-    x_bytes = x_slot + 2 * p_slot if t.im2col else 2 * x_slot
-    resident = x_bytes + chunks * w_chunk <= spm
-    return _Plan(th, tw, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, resident, t.toh * t.tow * tnb * cols * 4, p_slot)
+    resident = x_slots * x_slot + 2 * p_slot + chunks * w_chunk <= spm
+    return _Plan(th, tw, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, resident, t.toh * t.tow * tnb * cols * 4, x_all,
+                 x_slots, p_slot)
 
 
 def _fits(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> bool:
     """Whether two input slots and two weight chunks (or all of them) fit ``spm`` bytes and two accumulator tiles
     fit ``acc`` bytes."""
     p = _plan(cs, t, es, rows, cols, spm)
-    return p.spm <= spm and 2 * p.acc_tile <= acc and (not t.im2col or p.x_once)
+    return p.spm <= spm and 2 * p.acc_tile <= acc and (not t.im2col or p.tcb >= p.cbs)
 
 
 def choose_conv_tiling(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int,
@@ -216,11 +221,11 @@ def choose_conv_tiling(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: i
 
 
 def _fit_tcb(cs: ConvShape, toh: int, tow: int, tnb: int, es: int, rows: int, cols: int, spm: int, acc: int,
-             im2col: bool = False) -> int:
+             im2col: bool = False, x_all: bool = False) -> int:
     """The most input-channel blocks per step with which a ``toh x tow x tnb`` tile fits, or 0."""
     kc = cs.R * cs.S * cs.Cg if im2col else cs.Cg
     return next((tcb for tcb in range(-(-kc // rows), 0, -1)
-                 if _fits(cs, ConvTiling(toh, tow, tcb, tnb, im2col), es, rows, cols, spm, acc)), 0)
+                 if _fits(cs, ConvTiling(toh, tow, tcb, tnb, x_all, im2col), es, rows, cols, spm, acc)), 0)
 
 
 def conv_shape(n: Node, x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> ConvShape:
@@ -253,7 +258,8 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
 
     Candidates: output heights that split OH evenly into 1 to 8 tiles, 1, 2 and 4 rows, and the tallest tile that
     fits; the widest tile and its halves and quarters; 1, 2, 4, ... or all output-channel blocks per accumulator tile;
-    each with the most input-channel blocks per step that fit;
+    direct or im2col; the window with only each step's channels or all of them; each with the most input-channel
+    blocks per step that fit;
     every candidate's whole program is priced with :func:`isa.cost.program_estimate`. Ties go to the larger tile
     (fewer instructions).
     """
@@ -268,10 +274,11 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
     modes = (False, True) if im2col_allowed(cs) else (False,)
     fitting = []
     for toh, tow, tnb, im2col in sorted(itertools.product(heights, widths, blocks, modes), reverse=True):
-        tcb = _fit_tcb(cs, toh, tow, tnb, es, r, c, spm, arch.acc.size, im2col)
-        if tcb:
-            t = ConvTiling(toh, tow, tcb, tnb, im2col)
-            fitting.append((_rough_cycles(cs, t, _plan(cs, t, es, r, c, spm), es, arch), t))
+        for x_all in (False, True) if not im2col else (False,):
+            tcb = _fit_tcb(cs, toh, tow, tnb, es, r, c, spm, arch.acc.size, im2col, x_all)
+            if tcb:
+                t = ConvTiling(toh, tow, tcb, tnb, x_all, im2col)
+                fitting.append((_rough_cycles(cs, t, _plan(cs, t, es, r, c, spm), es, arch), t))
     fitting.sort(key=lambda e: e[0])
     best = None
     for _, t in fitting[:SEARCH_PRICED]:
@@ -295,7 +302,7 @@ def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, es: int, arch: Arch) -
     s = t.toh * t.tow
     taps = 1 if t.im2col else cs.R * cs.S
     mm = tiles * nbg * csteps * (p.tnb * taps * p.tcb * max(s, r) + 2 * r + c)
-    x_loads = tiles * (1 if p.x_once else nbg * csteps)
+    x_loads = tiles * (1 if p.x_all else nbg * csteps)
     w_loads = p.chunks if p.resident else tiles * nbg * csteps
     x_bytes = x_loads * p.x_slot
     w_bytes = w_loads * p.w_chunk
@@ -407,23 +414,22 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                         for si, cb_first in enumerate(c_steps):
                             ncb = min(p.tcb, p.cbs - cb_first)
                             c0, tc = cb_first * rows, min(kc - cb_first * rows, ncb * rows)
-                            x_new = not p.x_once or gi == 0
-                            x_last = not p.x_once or gi == len(nb_groups) - 1
+                            x_new = not p.x_all or (gi == 0 and si == 0)
+                            x_last = not p.x_all or (gi == len(nb_groups) - 1 and si == len(c_steps) - 1)
                             slot = xs % 2 if x_new else (xs - 1) % 2
-                            x_base = 0 if t.im2col else slot * p.x_slot
-                            pix = (cs.Cg if t.im2col else tc) * es
+                            x_base = 0 if t.im2col else slot % p.x_slots * p.x_slot
+                            xc, xc0 = (cs.Cg, 0) if p.x_all else (tc, c0)     # the window's channels
+                            pix = xc * es
                             row = tw * pix
                             if x_new:
                                 dst = View(Space.SPM, x_base, dtype, (row, pix, es))
                                 sync = {} if t.im2col else dict(waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),))
-                                tc = cs.Cg if t.im2col else tc
-                                prog.append(DmaFill(queue=Queue.DMA_LD, shape=(th, tw, tc), dst=dst, value=pad_value,
+                                prog.append(DmaFill(queue=Queue.DMA_LD, shape=(th, tw, xc), dst=dst, value=pad_value,
                                                     **sync) if in_padding else  # wholly in the padding
-                                            DmaCopy(queue=Queue.DMA_LD, shape=(th, tw, tc), pad=pads, fill=pad_value,
-                                                    dst=dst, src=View(Space.DRAM, x_src + (g * cs.Cg + c0) * es,
+                                            DmaCopy(queue=Queue.DMA_LD, shape=(th, tw, xc), pad=pads, fill=pad_value,
+                                                    dst=dst, src=View(Space.DRAM, x_src + (g * cs.Cg + xc0) * es,
                                                                       dtype, (skip * cs.W * cs.C * es,
                                                                               skip * cs.C * es, es), "X"), **sync))
-                                tc = kc if t.im2col else tc
                                 if t.im2col:   # gather the (kh, kw, c) patch of every pixel behind each other
                                     prog.append(DmaCopy(
                                         queue=Queue.DMA_LD, shape=(toh, tow, cs.R, cs.S * cs.C),
@@ -450,7 +456,8 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                             mms = [_conv_mm(dims, m=tow, k=k, n=n, zero=first and cb0 == 0,
                                             acc=View(Space.ACC, acc_base + nbi * cols * 4, at, ()),
                                             acc_row=row_bytes,
-                                            a=View(Space.SPM, x_base + cb0 * rows * es, dtype, ()), a_row=step * pix,
+                                            a=View(Space.SPM, x_base + (c0 - xc0 + cb0 * rows) * es, dtype, ()),
+                                            a_row=step * pix,
                                             b=View(Space.SPM, w_base + nbi * nb_stride + cb0 * tile, dtype, ()))
                                    for nbi, nbc, n in _groups(ng, cols) for cb0, cbc, k in _groups(tc, rows)
                                    for dims in [((nbc, cols * 4, 0, nb_stride),
