@@ -46,7 +46,7 @@ from isa import (
     View,
 )
 from isa.arch import Arch
-from isa.cost import program_estimate
+from isa.cost import instr_cost, program_estimate
 
 from .errors import CompileError, TilingError, UnsupportedOpError
 from .gemm import ACC_TYPE, _groups
@@ -132,6 +132,9 @@ class ConvTiling:
     x_all: bool = False
     """The input window holds all of a group's channels and is loaded once per tile even when the reduction is split
     over steps of tcb blocks (implied when tcb covers every block)."""
+    acc_bufs: int = 2
+    """Accumulator tiles in the ring: 2 overlaps a tile's store with the next tile's matrix work, 1 lets a tile be
+    twice as large (fewer re-reads of inputs and weights) at the price of that overlap."""
     im2col: bool = False
     """The DMA gathers each tile's ``R x S x C`` patches in SPM (from its loaded window) and the array reduces them as
     one ``R * S * C``-channel 1x1 convolution: full array rows when C is much smaller than ``rows`` (a stem's RGB
@@ -204,7 +207,7 @@ def _fits(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int,
     """Whether two input slots and two weight chunks (or all of them) fit ``spm`` bytes and two accumulator tiles
     fit ``acc`` bytes."""
     p = _plan(cs, t, es, rows, cols, spm)
-    return p.spm <= spm and 2 * p.acc_tile <= acc and (not t.im2col or p.tcb >= p.cbs)
+    return p.spm <= spm and t.acc_bufs * p.acc_tile <= acc and (not t.im2col or p.tcb >= p.cbs)
 
 
 def choose_conv_tiling(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int,
@@ -221,11 +224,11 @@ def choose_conv_tiling(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: i
 
 
 def _fit_tcb(cs: ConvShape, toh: int, tow: int, tnb: int, es: int, rows: int, cols: int, spm: int, acc: int,
-             im2col: bool = False, x_all: bool = False) -> int:
+             im2col: bool = False, x_all: bool = False, acc_bufs: int = 2) -> int:
     """The most input-channel blocks per step with which a ``toh x tow x tnb`` tile fits, or 0."""
     kc = cs.R * cs.S * cs.Cg if im2col else cs.Cg
     return next((tcb for tcb in range(-(-kc // rows), 0, -1)
-                 if _fits(cs, ConvTiling(toh, tow, tcb, tnb, x_all, im2col), es, rows, cols, spm, acc)), 0)
+                 if _fits(cs, ConvTiling(toh, tow, tcb, tnb, x_all, acc_bufs, im2col), es, rows, cols, spm, acc)), 0)
 
 
 def conv_shape(n: Node, x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> ConvShape:
@@ -258,8 +261,8 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
 
     Candidates: output heights that split OH evenly into 1 to 8 tiles, 1, 2 and 4 rows, and the tallest tile that
     fits; the widest tile and its halves and quarters; 1, 2, 4, ... or all output-channel blocks per accumulator tile;
-    direct or im2col; the window with only each step's channels or all of them; each with the most input-channel
-    blocks per step that fit;
+    direct or im2col; the window with only each step's channels or all of them; one or two accumulator tiles; each
+    with the most input-channel blocks per step that fit;
     every candidate's whole program is priced with :func:`isa.cost.program_estimate`. Ties go to the larger tile
     (fewer instructions).
     """
@@ -274,22 +277,25 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
     modes = (False, True) if im2col_allowed(cs) else (False,)
     fitting = []
     for toh, tow, tnb, im2col in sorted(itertools.product(heights, widths, blocks, modes), reverse=True):
-        for x_all in (False, True) if not im2col else (False,):
-            tcb = _fit_tcb(cs, toh, tow, tnb, es, r, c, spm, arch.acc.size, im2col, x_all)
+        for x_all, bufs in itertools.product((False, True) if not im2col else (False,), (2, 1)):
+            tcb = _fit_tcb(cs, toh, tow, tnb, es, r, c, spm, arch.acc.size, im2col, x_all, bufs)
             if tcb:
-                t = ConvTiling(toh, tow, tcb, tnb, x_all, im2col)
+                t = ConvTiling(toh, tow, tcb, tnb, x_all, bufs, im2col)
                 fitting.append((_rough_cycles(cs, t, _plan(cs, t, es, r, c, spm), es, arch), t))
     fitting.sort(key=lambda e: e[0])
     best = None
-    for _, t in fitting[:SEARCH_PRICED]:
-        est = program_estimate(conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, t, arch.matrix.max_rows,
-                                      epilogue), arch)
+    priced = [t for bufs in (2, 1) for t in [t for _, t in fitting if t.acc_bufs == bufs][:SEARCH_PRICED]]
+    for t in priced:
+        prog = conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, t, arch.matrix.max_rows, epilogue)
+        est = program_estimate(prog, arch)
+        if t.acc_bufs == 1:   # one accumulator tile: matrix work, epilogue and store take turns
+            est = max(est, sum(instr_cost(i, arch).cycles for i in prog.instrs if i.queue is not Queue.DMA_LD))
         if best is None or est < best[0]:
             best = (est, t)
     return best[1]
 
 
-SEARCH_PRICED = 16   # candidates, best by :func:`_rough_cycles`, whose whole program the search prices
+SEARCH_PRICED = 10   # candidates per accumulator ring depth, best by :func:`_rough_cycles`, priced exactly
 
 
 def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, es: int, arch: Arch) -> float:
@@ -320,6 +326,8 @@ def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, es: int, arch: Arch) -
     gather = tiles * (p.p_slot / (arch.spm.banks * arch.spm.bank_width) + arch.dma.setup_latency)
     ld = (x_bytes + w_bytes) / bw + (x_loads + w_loads) * per_dma + (x_miss + w_bytes / page) * miss + gather
     st = y_bytes / bw + tiles * nbg * per_dma + y_miss * miss
+    if t.acc_bufs == 1:   # each tile's matrix work waits for the previous tile's store
+        mm += st
     return max(mm, ld, st, (x_bytes + w_bytes + y_bytes) / bw)
 
 
@@ -370,8 +378,10 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
     bias_bytes = _epilogue_bytes(cs, epilogue, es)
     t = tiling or choose_conv_tiling(cs, dtype, rows, cols, spm - bias_bytes, acc, max_rows)
     p = _plan(cs, t, es, rows, cols, spm - bias_bytes)
-    if p.spm + bias_bytes > spm or 2 * p.acc_tile > acc:
-        raise TilingError(f"tiling {t} needs {p.spm + bias_bytes} B of SPM and {2 * p.acc_tile} B of ACC")
+    if p.spm + bias_bytes > spm or t.acc_bufs * p.acc_tile > acc or t.acc_bufs not in (1, 2):
+        raise TilingError(f"tiling {t} needs {p.spm + bias_bytes} B of SPM and {t.acc_bufs * p.acc_tile} B of ACC "
+                          f"(1 or 2 accumulator tiles)")
+    acc_need = 2 // t.acc_bufs     # acc_empty counts 2 per free tile pair: a single tile takes both
     w_base0 = p.x_bytes
     bias_base = -(-p.spm // 4) * 4    # the i32/f32 constants after the slots, word-aligned
     scale_base = bias_base + cs.K * 4 * epilogue.bias
@@ -410,7 +420,7 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                     for gi, nb0 in enumerate(nb_groups):
                         nbn = min(p.tnb, p.nbs - nb0)
                         ng = min(nbn * cols, cs.Kg - nb0 * cols)          # output channels of this tile
-                        acc_base = (accs % 2) * p.acc_tile
+                        acc_base = (accs % t.acc_bufs) * p.acc_tile
                         for si, cb_first in enumerate(c_steps):
                             ncb = min(p.tcb, p.cbs - cb_first)
                             c0, tc = cb_first * rows, min(kc - cb_first * rows, ncb * rows)
@@ -466,12 +476,13 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                                                  (cbc, 0, rows * es, tile),
                                                  (toh, t.tow * row_bytes, step * row, 0))]]
                             mms = [mm for group in mms for mm in group]
-                            waits = ("x_full",) * x_new + ("w_full",) * w_new + ("acc_empty",) * first
+                            waits = tuple(SemOp(w) for w in ("x_full",) * x_new + ("w_full",) * w_new)
+                            waits += (SemOp("acc_empty", acc_need),) * first
                             signals = ("x_empty",) * x_last + ("w_empty",) * (not p.resident) + ("acc_full",) * last
                             if len(mms) == 1 and len(waits) + len(signals) > 4:   # more than one instruction holds
-                                mms.insert(0, Sync(on=Queue.MXU, waits=tuple(SemOp(w) for w in waits)))
+                                mms.insert(0, Sync(on=Queue.MXU, waits=waits))
                                 waits = ()
-                            mms[0] = with_sync(mms[0], waits=waits)
+                            mms[0] = replace(mms[0], waits=mms[0].waits + waits)
                             mms[-1] = with_sync(mms[-1], signals=signals)
                             prog += mms
                         tile_view = View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4))
@@ -486,7 +497,8 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                         y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo
                         prog.append(DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, ng),
                                             dst=View(Space.DRAM, y_off, yt, (cs.OW * cs.K * eo, cs.K * eo, eo), "Y"),
-                                            src=out_view, waits=(SemOp(ready),), signals=(SemOp("acc_empty"),)))
+                                            src=out_view, waits=(SemOp(ready),),
+                                            signals=(SemOp("acc_empty", acc_need),)))
                         accs += 1
                 first_tile = False
     prog.append(Halt())
