@@ -144,12 +144,13 @@ class Dram(_Section):
     bandwidth: float = spec(16.0, _float(), "data bus throughput", "bytes/cycle")
     latency: int = spec(100, _int(0), "request to data", "cycles")
     model: str = spec("rowbuffer", _choice(DRAM_MODELS), "rowbuffer: banks with open rows, a burst to a closed row "
-                      "pays row_miss_latency; bandwidth: bus bandwidth and latency only")
+                      "waits for row_miss_latency (less what other banks' bursts hide); bandwidth: bus bandwidth and "
+                      "latency only")
     banks: int = spec(16, _int(pow2=True), "banks, each with one open row; bank = page % banks (rowbuffer model)")
     page_bytes: int = spec(2048, _int(pow2=True), "row (page) size; page = region offset // page_bytes; at least "
                            "dma.burst_bytes (rowbuffer model)", "bytes")
-    row_miss_latency: int = spec(30, _int(0), "added to a burst's issue interval when it must open its row "
-                                 "(precharge + activate; rowbuffer model)", "cycles")
+    row_miss_latency: int = spec(30, _int(0), "to open a burst's row (precharge + activate; rowbuffer model); "
+                                 "overlaps earlier bursts to other banks", "cycles")
 
 
 @dataclass(frozen=True)

@@ -161,44 +161,35 @@ def _runs(offset: int, dims: tuple[tuple[int, int], ...], es: int) -> tuple[np.n
     return _addresses(offset, dims[:k]), run
 
 
-def _dram_window(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int, bandwidth: float, latency: int,
-                 outstanding: int) -> tuple[int, int]:
+def _bursts(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int) -> tuple[np.ndarray, np.ndarray]:
+    """(aligned start offset, bytes) of every burst of a view, in issue order: each contiguous run is cut at
+    multiples of ``burst``, so a run starting or ending mid-burst has a partial first or last burst."""
     starts, run = _runs(offset, dims, es)
     off = starts % burst
     nb = -(-(off + run) // burst)
-    first = np.minimum(run, burst - off)
-    last = np.where(nb > 1, off + run - (nb - 1) * burst, first)
-    full = np.maximum(nb - 2, 0)
-
-    def d(b):
-        return np.ceil(b / bandwidth).astype(np.int64)
-
-    def interval(b):
-        db = d(b)
-        return np.maximum(db, -(-(latency + db) // outstanding))
-
-    paced = interval(first) + np.where(nb > 1, interval(last), 0) + full * int(interval(np.array([burst]))[0])
-    window = int(paced.sum() - interval(last[-1:])[0] + d(last[-1:])[0])
-    return window, int(nb.sum())
+    of_run = np.repeat(np.arange(starts.size), nb)
+    first = starts - off                                       # aligned start of each run's first burst
+    addr = first[of_run] + (np.arange(int(nb.sum()), dtype=np.int64) - (np.cumsum(nb) - nb)[of_run]) * burst
+    lo, hi = starts[of_run], starts[of_run] + run
+    return addr, np.minimum(addr + burst, hi) - np.maximum(addr, lo)
 
 
-def _row_misses(offset: int, dims: tuple[tuple[int, int], ...], es: int, page: int, banks: int) -> int:
-    """Row misses of one DMA's bursts, issued in order, every bank's row closed at the start (see dram_window)."""
-    starts, run = _runs(offset, dims, es)
-    p0 = starts // page                       # a run covers the consecutive pages p0..p1
-    span = (starts + run - 1) // page - p0 + 1
-    if int(span.max()) == 1:
-        pages = p0
-    else:                                     # concatenate the ranges p0 .. p0 + span - 1
-        total = int(span.sum())
-        first = np.repeat(np.cumsum(span) - span, span)
-        pages = np.repeat(p0, span) + (np.arange(total, dtype=np.int64) - first)
-    if pages.size > 1:                        # a burst to the page just used is a hit: keep page changes only
-        pages = pages[np.concatenate(([True], pages[1:] != pages[:-1]))]
-    bank = pages % banks
-    order = np.argsort(bank, kind="stable")   # each bank's accesses, in issue order
-    b, p = bank[order], pages[order]
-    return 1 + int(np.count_nonzero((b[1:] != b[:-1]) | (p[1:] != p[:-1])))
+def _row_delay(pages: np.ndarray, issue: np.ndarray, banks: int, row_miss: int, outstanding: int) -> tuple[int, int]:
+    """(row misses, cycles they add to the window) of bursts to ``pages`` issuing at ``issue`` cycles (the schedule
+    without row delays), every bank's row closed at the start; see :func:`dram_window`."""
+    n = pages.size
+    new = np.flatnonzero(np.concatenate(([True], pages[1:] != pages[:-1])))  # first bursts of same-page groups:
+    last = np.append(new[1:], n) - 1                                        # only they can miss
+    bank = pages[new] % banks
+    order = np.argsort(bank, kind="stable")                                 # each bank's groups, in issue order
+    b, p, j = bank[order], pages[new][order], new[order]
+    same = np.concatenate(([False], b[1:] == b[:-1]))
+    miss = ~same | np.concatenate(([True], p[1:] != p[:-1]))
+    prev = np.where(same, np.concatenate(([-1], last[order][:-1])), -1)     # previous burst to the same bank
+    j, prev = j[miss], prev[miss]
+    seen = np.maximum(j - outstanding, prev)           # the burst at whose issue the activation starts (< 0: start)
+    delay = np.where(seen < 0, 0, np.maximum(row_miss - (issue[j] - issue[np.maximum(seen, 0)]), 0))
+    return int(j.size), row_miss + int(delay.sum())    # activations from the start overlap the first burst's
 
 
 class DramWindow(NamedTuple):
@@ -214,14 +205,19 @@ def dram_window(view: View, shape: tuple[int, ...], arch: Arch) -> DramWindow:
     """Cycles the DRAM bus is held, bursts, row hits and row misses to move a DRAM view.
 
     The view splits into contiguous runs; each run into bursts aligned to ``dma.burst_bytes``. A burst of b bytes
-    takes ``d = ceil(b / dram.bandwidth)`` bus cycles, and bursts issue ``max(d, ceil((dram.latency + d) /
+    takes ``d = ceil(b / dram.bandwidth)`` bus cycles, and bursts issue ``I = max(d, ceil((dram.latency + d) /
     dma.outstanding))`` apart (bandwidth or in-flight limit). The window runs from the first burst's issue to the
     last burst's data: the sum of intervals less the last interval plus its data cycles.
 
     ``dram.model = "rowbuffer"``: byte offset o in its region (regions start page-aligned and share no page) is in
     page ``o // dram.page_bytes`` of bank ``page % dram.banks``. Every bank's row is closed when the instruction
-    starts; a burst whose bank's open row is not its page is a miss, opens that row, and delays its own issue and
-    every later burst by ``dram.row_miss_latency``: the window grows by ``misses * row_miss_latency``.
+    starts; a burst whose bank's open row is not its page is a miss and opens that row (``dram.row_miss_latency``
+    cycles). Bank-level parallelism: the controller sees burst j once burst ``j - dma.outstanding`` has issued (at
+    the start if j < outstanding) and activates its row then, but not before the previous burst to the same bank has
+    issued. The first burst waits ``row_miss_latency``; a miss seen at the start activates alongside it and adds
+    nothing; any other miss delays its own issue and every later burst by ``max(0, row_miss_latency - (t[j] -
+    t[s]))``, s the later of those two bursts and t the issue cycles without row delays (``I * min(outstanding,
+    bursts since the bank's previous burst)`` when all bursts are full). The window grows by the sum of the delays.
     """
     d, b = arch.dram, arch.dma.burst_bytes
     if d.model == "rowbuffer":
@@ -236,11 +232,14 @@ def dram_window(view: View, shape: tuple[int, ...], arch: Arch) -> DramWindow:
 def _dram(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int, bandwidth: float, latency: int,
           outstanding: int, page: int, banks: int, row_miss: int) -> DramWindow:
     """:func:`dram_window` on plain values (page = 0: bandwidth model), cached: programs repeat a few patterns."""
-    window, bursts = _dram_window(offset % burst, dims, es, burst, bandwidth, latency, outstanding)
+    addr, nbytes = _bursts(offset, dims, es, burst)
+    d = np.ceil(nbytes / bandwidth).astype(np.int64)
+    issue = np.concatenate(([0], np.cumsum(np.maximum(d, -(-(latency + d) // outstanding))[:-1])))
+    window = int(issue[-1] + d[-1])
     if not page:
-        return DramWindow(window, bursts)
-    misses = _row_misses(offset, dims, es, page, banks)
-    return DramWindow(window + misses * row_miss, bursts, bursts - misses, misses)
+        return DramWindow(window, addr.size)
+    misses, delay = _row_delay(addr // page, issue, banks, row_miss, outstanding)
+    return DramWindow(window + delay, addr.size, addr.size - misses, misses)
 
 
 # ---------------------------------------------------------------------------------------------------- per kind

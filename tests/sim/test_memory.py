@@ -19,19 +19,26 @@ EDGE = load_arch("edge16")
 # ---------------------------------------------------------------------------------------------------- DRAM rows
 # edge16: burst 64 B, 8 B/cycle -> d = 8 cycles per burst; interval I = max(8, ceil((120 + 8) / 16)) = 8;
 # 4096 B = 64 bursts -> bandwidth-only window W0 = 64 * 8 - 8 + 8 = 512. Row buffer: 8 banks of 2048 B pages,
-# miss = 29 cycles, W = W0 + 29 * misses. cycles = setup 16 + max(W, SPM 32 lines = 32) + latency 120.
+# miss L = 29 cycles. Burst j is seen at the start if j < 16 (outstanding), else when burst j - 16 issues; its
+# activation starts then, or when the previous burst to its bank issues if that is later. The first burst adds 29;
+# a miss seen at the start adds nothing (it activates alongside); any other adds max(0, 29 - 8 * (bursts between)).
+# cycles = setup 16 + max(W, SPM 32 lines = 32) + latency 120.
 @pytest.mark.parametrize("index,expected", [
-    # sequential: pages 0 and 1 (banks 0, 1), 32 bursts each: 2 misses, 62 hits; W = 512 + 58 = 570
-    (0, (16 + 570 + 120, 570, 62, 2)),
+    # sequential: pages 0 and 1 (banks 0, 1), 32 bursts each: 2 misses, 62 hits; burst 32 opens page 1 from burst
+    # 16 on: 16 * 8 = 128 >= 29 cycles ahead, hidden. W = 512 + 29 = 541
+    (0, (16 + 541 + 120, 541, 62, 2)),
     # the same in the bandwidth-only model: W = 512, no row accounting
     (1, (16 + 512 + 120, 512, 0, 0)),
-    # stride 2048 = one page per burst: 64 pages, each opened once: 64 misses; W = 512 + 64 * 29 = 2368
-    (2, (16 + 2368 + 120, 2368, 0, 64)),
+    # stride 2048 = one page per burst, burst j in bank j % 8: 64 misses. Bursts 1..7 are the first to their bank
+    # and seen at the start: 0; burst j >= 8 follows burst j - 8 in its bank: 64 cycles ahead, 0. W = 512 + 29
+    (2, (16 + 541 + 120, 541, 0, 64)),
     # two streams 2048 B apart, interleaved burst by burst: pages 0 and 1 live in banks 0 and 1, so each stays
-    # open: 2 misses, as sequential
-    (3, (706, 570, 62, 2)),
-    # two streams 2048 * 8 B apart: pages 0 and 8, both bank 0: every burst closes the other's row: 64 misses
-    (4, (2504, 2368, 0, 64)),
+    # open: 2 misses (bursts 0 and 1; burst 1 is seen at the start), as sequential
+    (3, (16 + 541 + 120, 541, 62, 2)),
+    # two streams 2048 * 8 B apart: pages 0 and 8, both bank 0: every burst closes the other's row: 64 misses;
+    # burst j >= 1 can only activate once burst j - 1 (same bank) issues, 8 cycles ahead: 29 - 8 = 21 each.
+    # W = 512 + 29 + 63 * 21 = 1864
+    (4, (16 + 1864 + 120, 1864, 0, 64)),
 ])
 def test_dram_patterns_cycles_by_hand(index, expected):
     p = dram_patterns(EDGE)[index]
@@ -42,6 +49,41 @@ def test_dram_patterns_cycles_by_hand(index, expected):
     ld = res.unit["dma_load"]
     # busy = setup + W, the latency is a dram_latency stall
     assert (ld.busy, ld.stall["dram_latency"], ld.stall["bank_conflict"]) == (16 + expected[1], 120, 0)
+
+
+CONTIGUOUS = View(Space.DRAM, 0, DType.I8, (1,), "A")  # i8 bytes from the start of region A
+
+
+@pytest.mark.parametrize("preset,nbytes,expected", [
+    # edge16: 64 KiB = 1024 bursts of 64 B, I = 8: W0 = 8192; 32 pages of 32 bursts, one per bank in turn. Page
+    # p >= 1 starts at burst 32p >= 16, seen when burst 32p - 16 issues (its bank's previous burst, 32p - 225 for
+    # p >= 8, is older): 16 * 8 = 128 cycles ahead >= 29. Only the first burst's miss shows: W = 8192 + 29
+    ("edge16", 65536, (8192 + 29, 992, 32)),
+    # mid32: 64 B bursts at 32 B/cycle: d = 2, I = max(2, ceil((100 + 2) / 64)) = 2: W0 = 2048; 8 pages of 8 KiB
+    # (128 bursts), 32 banks: page p >= 1 starts at burst 128p, seen at burst 128p - 64: 128 cycles >= 38 ahead
+    ("mid32", 65536, (2048 + 38, 1016, 8)),
+    # dc128: 512 B bursts at 512 B/cycle: d = 1, I = max(1, ceil(251 / 1024)) = 1: 784 bursts, W0 = 784; 25 pages
+    # of 32 bursts, 16 banks. Pages 1..15 are the first to their bank and seen at the start (burst < 1024): 0;
+    # page p >= 16 follows page p - 16's last burst (32p - 481) in its bank: 481 cycles ahead >= 28. W = 784 + 28
+    ("dc128", 401408, (784 + 28, 759, 25)),
+])
+def test_sequential_stream_hides_its_row_misses(preset, nbytes, expected):
+    w = dram_window(CONTIGUOUS, (nbytes,), load_arch(preset))
+    assert (w.cycles, w.row_hits, w.row_misses) == expected
+
+
+def test_first_burst_pays_the_whole_activation():
+    # one 64 B burst on edge16: nothing to hide it behind: W = d + L = 8 + 29
+    assert dram_window(CONTIGUOUS, (64,), EDGE) == (8 + 29, 1, 0, 1)
+
+
+def test_lookahead_is_bounded_by_outstanding_requests():
+    # edge16's sequential 4 KiB with a 200-cycle activation: burst 32 (page 1) is seen when burst 32 - 16 issues,
+    # 16 * 8 = 128 cycles ahead: it adds 200 - 128 = 72. W = 512 + 200 + 72 = 784. With 8 outstanding I is
+    # max(8, ceil(128 / 8)) = 16: W0 = 63 * 16 + 8 = 1016, lookahead 8 * 16 = 128 again: W = 1016 + 200 + 72
+    arch = EDGE.with_overrides(["dram.row_miss_latency=200"])
+    assert dram_window(CONTIGUOUS, (4096,), arch).cycles == 784
+    assert dram_window(CONTIGUOUS, (4096,), arch.with_overrides(["dma.outstanding=8"])).cycles == 1288
 
 
 # ---------------------------------------------------------------------------------------------------- SPM banks
@@ -80,21 +122,36 @@ def test_xor_swizzled_view_reads_the_swizzled_column(preset, block):
 
 
 # ---------------------------------------------------------------------------------------------------- row model
-def _reference(base, shape, strides, es, burst, page, banks):
-    """Burst by burst: every run's aligned bursts in order, each bank's open row tracked in a dict."""
+def _reference(base, shape, strides, es, arch):
+    """Burst by burst, as docs/timing.md words it: (hits, misses, bandwidth-only window, row delay cycles)."""
+    burst, page, banks = arch.dma.burst_bytes, arch.dram.page_bytes, arch.dram.banks
+    out, miss_latency = arch.dma.outstanding, arch.dram.row_miss_latency
     starts, run_bytes = _runs(base, tuple(zip(shape, strides)), es)
-    open_row, hits, misses = {}, 0, 0
+    bursts = []                                   # (page, bus cycles) of every burst, in issue order
     for s in starts.tolist():
         a = s - s % burst
         while a < s + run_bytes:
-            row = a // page
-            if open_row.get(row % banks) == row:
-                hits += 1
-            else:
-                misses += 1
-                open_row[row % banks] = row
+            bursts.append((a // page, math.ceil((min(a + burst, s + run_bytes) - max(a, s)) / arch.dram.bandwidth)))
             a += burst
-    return hits, misses
+    issue, t = [], 0
+    for _, d in bursts:
+        issue.append(t)
+        t += max(d, math.ceil((arch.dram.latency + d) / out))
+    open_row, last, hits, misses, delay = {}, {}, 0, 0, 0
+    for j, (row, _) in enumerate(bursts):
+        bank = row % banks
+        if open_row.get(bank) == row:
+            hits += 1
+        else:
+            misses += 1
+            open_row[bank] = row
+            if j == 0:
+                delay += miss_latency
+            elif bank in last or j >= out:        # not seen at the start: activates when burst `seen` issues
+                seen = max(j - out, last.get(bank, -1))
+                delay += max(0, miss_latency - (issue[j] - issue[seen]))
+        last[bank] = j
+    return hits, misses, issue[-1] + bursts[-1][1], delay
 
 
 def test_row_model_matches_burst_by_burst_reference():
@@ -102,21 +159,22 @@ def test_row_model_matches_burst_by_burst_reference():
     for _ in range(400):
         burst = rng.choice([32, 64, 128])
         page, banks = burst * rng.choice([1, 2, 8, 32]), rng.choice([1, 2, 4, 8, 16])
-        arch = EDGE.with_overrides([f"dma.burst_bytes={burst}", f"dram.page_bytes={page}", f"dram.banks={banks}"])
+        arch = EDGE.with_overrides([f"dma.burst_bytes={burst}", f"dram.page_bytes={page}", f"dram.banks={banks}",
+                                    f"dma.outstanding={rng.choice([1, 2, 4, 16])}",
+                                    f"dram.row_miss_latency={rng.choice([0, 29, 300])}"])
         es = rng.choice([1, 2, 4])
         nd = rng.randint(1, 4)
         shape = tuple(rng.randint(1, 7) for _ in range(nd))
         picks = [es, -es, 0, burst, page, page * banks, page + burst, es * rng.randint(-3000, 3000)]
         strides = tuple(rng.choice(picks) for _ in range(nd))
         base = es * rng.randint(20000, 60000)
-        w = dram_window(View(Space.DRAM, base, DType.from_text({1: "i8", 2: "f16", 4: "i32"}[es]), strides, "A"),
-                        shape, arch)
-        assert (w.row_hits, w.row_misses) == _reference(base, shape, strides, es, burst, page, banks)
+        view = View(Space.DRAM, base, DType.from_text({1: "i8", 2: "f16", 4: "i32"}[es]), strides, "A")
+        w = dram_window(view, shape, arch)
+        hits, misses, window, delay = _reference(base, shape, strides, es, arch)
+        assert (w.row_hits, w.row_misses, w.cycles) == (hits, misses, window + delay)
         assert w.row_hits + w.row_misses == w.bursts
-        bw = dram_window(View(Space.DRAM, base, DType.from_text({1: "i8", 2: "f16", 4: "i32"}[es]), strides, "A"),
-                         shape, arch.with_overrides(["dram.model=bandwidth"]))
-        assert w.cycles == bw.cycles + w.row_misses * arch.dram.row_miss_latency
-        assert (bw.bursts, bw.row_hits, bw.row_misses) == (w.bursts, 0, 0)
+        bw = dram_window(view, shape, arch.with_overrides(["dram.model=bandwidth"]))
+        assert (bw.cycles, bw.bursts, bw.row_hits, bw.row_misses) == (window, w.bursts, 0, 0)
 
 
 def test_dram_to_dram_copy_pays_both_sides():
