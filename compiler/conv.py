@@ -301,7 +301,7 @@ SEARCH_PRICED = 10   # candidates per accumulator ring depth, best by :func:`_ro
 def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, es: int, arch: Arch) -> float:
     """A quick lower-bound-like estimate (cycles) that ranks tilings before the exact pricing: the busiest of the
     matrix unit (folds of ``toh * tow`` streamed pixels), the load and store queues (bytes over the bandwidth plus
-    each DMA's setup and latency) and the DRAM bus."""
+    each DMA's setup, latency and first row activation) and the DRAM bus."""
     r, c = arch.matrix.rows, arch.matrix.cols
     tiles = cs.N * -(-cs.OH // t.toh) * -(-cs.OW // t.tow) * cs.groups
     nbg, csteps = -(-p.nbs // p.tnb), -(-p.cbs // p.tcb)
@@ -313,19 +313,12 @@ def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, es: int, arch: Arch) -
     x_bytes = x_loads * p.x_slot
     w_bytes = w_loads * p.w_chunk
     y_bytes = cs.N * cs.OH * cs.OW * cs.K * 4
-    per_dma = arch.dma.setup_latency + arch.dram.latency
-    bw, page, miss = arch.dram.bandwidth, arch.dram.page_bytes, arch.dram.row_miss_latency
-
-    def misses(nbytes: float, run: int, full: int) -> float:
-        """Row misses moving ``nbytes`` in contiguous runs of ``run`` bytes, ``full`` being a whole NHWC pixel."""
-        return nbytes / page if run >= full else nbytes / run * -(-run // page)
-
-    tc, ng = cs.Cg if t.im2col else min(cs.Cg, p.tcb * arch.matrix.rows), min(cs.Kg, p.tnb * c)
-    x_miss = misses(x_bytes, p.tw * tc * es if tc == cs.C else tc * es, p.tw * cs.C * es)
-    y_miss = misses(y_bytes, t.tow * ng * 4 if ng == cs.K else ng * 4, t.tow * cs.K * 4)
+    # every DMA pays its setup, its latency and its first row activation; banks hide the later ones
+    per_dma = arch.dma.setup_latency + arch.dram.latency + arch.dram.row_miss_latency
+    bw = arch.dram.bandwidth
     gather = tiles * (p.p_slot / (arch.spm.banks * arch.spm.bank_width) + arch.dma.setup_latency)
-    ld = (x_bytes + w_bytes) / bw + (x_loads + w_loads) * per_dma + (x_miss + w_bytes / page) * miss + gather
-    st = y_bytes / bw + tiles * nbg * per_dma + y_miss * miss
+    ld = (x_bytes + w_bytes) / bw + (x_loads + w_loads) * per_dma + gather
+    st = y_bytes / bw + tiles * nbg * per_dma
     if t.acc_bufs == 1:   # each tile's matrix work waits for the previous tile's store
         mm += st
     return max(mm, ld, st, (x_bytes + w_bytes + y_bytes) / bw)
@@ -381,7 +374,7 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
     if p.spm + bias_bytes > spm or t.acc_bufs * p.acc_tile > acc or t.acc_bufs not in (1, 2):
         raise TilingError(f"tiling {t} needs {p.spm + bias_bytes} B of SPM and {t.acc_bufs * p.acc_tile} B of ACC "
                           f"(1 or 2 accumulator tiles)")
-    acc_need = 2 // t.acc_bufs     # acc_empty counts 2 per free tile pair: a single tile takes both
+    acc_empty = "acc_empty" if t.acc_bufs == 2 else "acc1_empty"   # free accumulator tiles (1 or 2)
     w_base0 = p.x_bytes
     bias_base = -(-p.spm // 4) * 4    # the i32/f32 constants after the slots, word-aligned
     scale_base = bias_base + cs.K * 4 * epilogue.bias
@@ -477,7 +470,7 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                                                  (toh, t.tow * row_bytes, step * row, 0))]]
                             mms = [mm for group in mms for mm in group]
                             waits = tuple(SemOp(w) for w in ("x_full",) * x_new + ("w_full",) * w_new)
-                            waits += (SemOp("acc_empty", acc_need),) * first
+                            waits += (SemOp(acc_empty),) * first
                             signals = ("x_empty",) * x_last + ("w_empty",) * (not p.resident) + ("acc_full",) * last
                             if len(mms) == 1 and len(waits) + len(signals) > 4:   # more than one instruction holds
                                 mms.insert(0, Sync(on=Queue.MXU, waits=waits))
@@ -498,12 +491,12 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                         prog.append(DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, ng),
                                             dst=View(Space.DRAM, y_off, yt, (cs.OW * cs.K * eo, cs.K * eo, eo), "Y"),
                                             src=out_view, waits=(SemOp(ready),),
-                                            signals=(SemOp("acc_empty", acc_need),)))
+                                            signals=(SemOp(acc_empty),)))
                         accs += 1
                 first_tile = False
     prog.append(Halt())
     sems = (SemDecl("x_full", 0), SemDecl("x_empty", 2), SemDecl("w_full", 0), SemDecl("acc_full", 0),
-            SemDecl("acc_empty", 2))
+            SemDecl(acc_empty, t.acc_bufs))
     sems += () if p.resident else (SemDecl("w_empty", 2),)
     sems += (SemDecl("out_full", 0),) if epilogue.active else ()
     sems += (SemDecl("bias_ready", 0),) if epilogue.bias or epilogue.out else ()
