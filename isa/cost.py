@@ -357,21 +357,25 @@ def instr_cost(instr: Instr, arch: Arch) -> Cost:
 
 def program_estimate(program, arch: Arch) -> int:
     """Predicted cycles of a software-pipelined program (compilers rank tilings with it): the busiest unit queue or
-    the DRAM bus (every DMA's window), whichever is longer, plus the first load and the last store, which nothing
-    overlaps. Cycles."""
+    the DRAM bus (every DMA's window), whichever is longer, plus what nothing overlaps: the loads before the first
+    compute instruction (matrix or vector) and the compute and stores after the last matrix instruction (or, with
+    none, the stores after the last vector instruction). Cycles."""
     busy: dict = {}
-    bus = first_load = last_store = 0
-    for instr in program.instrs:
-        c = instr_cost(instr, arch)
-        q = instr.queue
-        busy[q] = busy.get(q, 0) + c.cycles
-        bus += c.dram_window
-        if q is Queue.DMA_LD and not first_load:
-            first_load = c.cycles
-        elif q is Queue.DMA_ST:
-            last_store = c.cycles
+    bus = 0
+    costs = [instr_cost(i, arch).cycles for i in program.instrs]
+    queues = [i.queue for i in program.instrs]
+    for instr, c, q in zip(program.instrs, costs, queues):
+        busy[q] = busy.get(q, 0) + c
+        bus += instr_cost(instr, arch).dram_window
     busy.pop(Queue.CTRL, None)
-    return max(max(busy.values(), default=0), bus) + first_load + last_store
+    compute = [k for k, q in enumerate(queues) if q in (Queue.MXU, Queue.VPU)]
+    if not compute:
+        return max(max(busy.values(), default=0), bus)
+    head = sum(c for c, q in zip(costs[:compute[0]], queues) if q is Queue.DMA_LD)
+    last = max((k for k in compute if queues[k] is Queue.MXU), default=compute[-1])
+    tail = sum(c for k, (c, q) in enumerate(zip(costs, queues)) if k > last and
+               (q is Queue.DMA_ST or (q is Queue.VPU and queues[last] is Queue.MXU)))
+    return max(max(busy.values(), default=0), bus) + head + tail
 
 
 def clear_caches() -> None:
