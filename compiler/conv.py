@@ -331,7 +331,10 @@ class Epilogue:
 
     ``out`` set (an integer type) requantizes too, as onnxruntime's QLinearConv does: the i32 tile (plus bias) is
     converted to f32, multiplied by the per-channel f32 scale (region Scale, K elements), [activation,] then rounded
-    half to even, offset by ``zp`` and saturated into ``out``; the tile is stored in ``out``."""
+    half to even, offset by ``zp`` and saturated into ``out``; the tile is stored in ``out``.
+
+    ``residual``: a tensor shaped like Y (region R, NHWC, accumulator type) is added before the bias and activation;
+    the DMA loads its tile into the accumulators, so the products accumulate on top of it (no vector pass)."""
 
     bias: bool = False
     act: str | None = None
@@ -339,6 +342,7 @@ class Epilogue:
     hi: float = 0.0
     out: DType | None = None
     zp: int = 0
+    residual: bool = False
 
     @property
     def active(self) -> bool:
@@ -456,7 +460,14 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                                     waits=() if p.resident else (SemOp("w_empty"),), signals=(SemOp("w_full"),)))
                                 ws += 1
                             first, last = si == 0, si == len(c_steps) - 1
-                            mms = [_conv_mm(dims, m=tow, k=k, n=n, zero=first and cb0 == 0,
+                            y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo
+                            if first and epilogue.residual:   # the sum starts from the residual's tile
+                                prog.append(DmaCopy(
+                                    queue=Queue.DMA_LD, shape=(toh, tow, ng),
+                                    dst=View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4)),
+                                    src=View(Space.DRAM, y_off, at, (cs.OW * cs.K * 4, cs.K * 4, 4), "R"),
+                                    waits=(SemOp(acc_empty),), signals=(SemOp("res_full"),)))
+                            mms = [_conv_mm(dims, m=tow, k=k, n=n, zero=first and cb0 == 0 and not epilogue.residual,
                                             acc=View(Space.ACC, acc_base + nbi * cols * 4, at, ()),
                                             acc_row=row_bytes,
                                             a=View(Space.SPM, x_base + (c0 - xc0 + cb0 * rows) * es, dtype, ()),
@@ -470,7 +481,7 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                                                  (toh, t.tow * row_bytes, step * row, 0))]]
                             mms = [mm for group in mms for mm in group]
                             waits = tuple(SemOp(w) for w in ("x_full",) * x_new + ("w_full",) * w_new)
-                            waits += (SemOp(acc_empty),) * first
+                            waits += (SemOp("res_full" if epilogue.residual else acc_empty),) * first
                             signals = ("x_empty",) * x_last + ("w_empty",) * (not p.resident) + ("acc_full",) * last
                             if len(mms) == 1 and len(waits) + len(signals) > 4:   # more than one instruction holds
                                 mms.insert(0, Sync(on=Queue.MXU, waits=waits))
@@ -487,7 +498,6 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                                               View(Space.SPM, scale_base + ch, DType.F32, (0, 0, 4)), first=accs == 0)
                             if epilogue.out is not None:   # the requantized tile, packed at the tile's base
                                 out_view = View(Space.ACC, acc_base, yt, (tow * ng * eo, ng * eo, eo))
-                        y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo
                         prog.append(DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, ng),
                                             dst=View(Space.DRAM, y_off, yt, (cs.OW * cs.K * eo, cs.K * eo, eo), "Y"),
                                             src=out_view, waits=(SemOp(ready),),
@@ -500,10 +510,14 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
     sems += () if p.resident else (SemDecl("w_empty", 2),)
     sems += (SemDecl("out_full", 0),) if epilogue.active else ()
     sems += (SemDecl("bias_ready", 0),) if epilogue.bias or epilogue.out else ()
+    sems += (SemDecl("res_full", 0),) if epilogue.residual else ()
     regions = (Region("X", 0, cs.N * cs.H * cs.W * cs.C * es), Region("Wt", 1, cs.groups * p.nbs * chunk),
                Region("Y", 2, cs.N * cs.OH * cs.OW * cs.K * yt.size))
     regions += (Region("Bias", 3, cs.K * 4),) if epilogue.bias else ()
     regions += (Region("Scale", 3 + epilogue.bias, cs.K * 4),) if epilogue.out is not None else ()
+    regions += (Region("R", len(regions), cs.N * cs.OH * cs.OW * cs.K * 4),) if epilogue.residual else ()
+    if epilogue.residual and epilogue.out is not None:
+        raise CompileError("a residual is added in the accumulator type: it cannot be fused with requantization")
     return Program(config=ProgramConfig(rows=rows, cols=cols, spm=spm, acc=acc), regions=regions, sems=sems,
                    instrs=tuple(prog))
 

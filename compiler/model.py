@@ -28,7 +28,7 @@ from .layout_ops import lower_concat, lower_pad, lower_slice
 from .link import LayerRange, Segment, link
 from .passes.fold_batchnorm import fold_batchnorm
 from .passes.fold_constants import fold_constants
-from .passes.fuse import fuse_activation
+from .passes.fuse import fuse_activation, fuse_residual
 from .patchify import is_patchify, lower_patchify
 from .steps import activation_step, bias_step
 
@@ -43,7 +43,7 @@ ALIASES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}
 CONST_OPERANDS = ALIASES | {"Slice", "Pad"}  # ops whose int64 constant operands (shapes, starts, pads) are fine
 INT8_OK = ALIASES | {"MaxPool"}  # ops that also move int8/uint8 tensors (the quant ops check their own types)
 PASSES: dict[str, Callable[[Graph], Graph]] = {"fold_constants": fold_constants, "fold_batchnorm": fold_batchnorm,
-                                                "fuse_activation": fuse_activation}
+                                                "fuse_activation": fuse_activation, "fuse_residual": fuse_residual}
 
 
 @dataclass(frozen=True)
@@ -146,14 +146,14 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
 
     fallback: nodes the NPU cannot run (unknown ops, unsupported attributes or dtypes) run on the host CPU as
     ``host.call`` segments (listed in ``CompiledModel.host_ops``). Without it, UnsupportedOpError lists them.
-    fuse: run the ``fuse_activation`` pass (off: every Relu/Clip is its own vector-unit layer).
+    fuse: run the fusion passes (off: every Relu/Clip and every residual Add is its own vector-unit layer).
     buffers: ring depth of every layer's load -> compute -> store pipeline (2: double buffering; 1: a step's loads
     wait until the previous step's compute freed its buffer, so loads, compute and stores of a layer do not
     overlap; tiles are unchanged, so this isolates what the overlap saves).
     """
     if buffers not in (1, 2):
         raise CompileError(f"buffers must be 1 (single) or 2 (double buffering), not {buffers}")
-    graph = run_passes(graph, dump_after, skip=() if fuse else ("fuse_activation",))
+    graph = run_passes(graph, dump_after, skip=() if fuse else ("fuse_activation", "fuse_residual"))
     bad = dict(unsupported_nodes(graph))
     if bad and not fallback:
         (n, why), rest = next(iter(bad.items())), list(bad)[1:]
@@ -297,7 +297,7 @@ def _conv(low: _Lowering, n: Node) -> None:
     arch, r, c = low.arch, low.arch.matrix.rows, low.arch.matrix.cols
     y = low.alloc((N, cs.K, cs.OH, cs.OW), "nhwc")
     act = a.get("activation")
-    has_bias = len(n.present_inputs) > 2
+    has_bias = len(n.inputs) > 2 and bool(n.inputs[2])
     if cs.groups == cs.C and cs.K % cs.C == 0:   # depthwise: the vector unit, not 1/rows of the array per group
         prog = depthwise2d(cs, F32, arch.spm.size, arch.vector.lanes)
         bind = {"X": ("ACT", x.offset), "Wd": ("W", low.const(pack_depthwise(w, cs))), "Y": ("ACT", y.offset)}
@@ -307,12 +307,15 @@ def _conv(low: _Lowering, n: Node) -> None:
         if act:
             y = activation_step(low, n, y, act)
     else:   # bias and activation fused: applied to each accumulator tile before the store
+        residual = bool(a.get("residual"))   # fuse_residual: the Add's other operand starts the accumulators
         ep = Epilogue(bias=has_bias, act=act[0] if act else None, lo=act[1] if act and len(act) > 1 else 0.0,
-                      hi=act[2] if act and len(act) > 1 else 0.0)
+                      hi=act[2] if act and len(act) > 1 else 0.0, residual=residual)
         tiling = search_conv_tiling(cs, F32, arch, ep)
         prog = conv2d(cs, F32, r, c, arch.spm.size, arch.acc.size, tiling, arch.matrix.max_rows, ep)
         bind = {"X": ("ACT", x.offset), "Wt": ("W", low.const(pack_weights(w, cs, r, c, tiling.im2col))),
                 "Y": ("ACT", y.offset)}
+        if residual:
+            bind["R"] = ("ACT", low.want(n.inputs[3], "nhwc").offset)
         if has_bias:
             bind["Bias"] = ("W", low.const(low.data(n.inputs[2]).astype(np.float32)))
         low.emit(n, prog, bind, cs.macs)

@@ -38,3 +38,48 @@ def fuse_activation(graph: Graph) -> Graph:
     for name in drop:
         tensors.pop(graph.node(name).inputs[0], None)
     return replace(graph, nodes=tuple(nodes[n.name] for n in graph.nodes if n.name not in drop), tensors=tensors)
+
+
+def fuse_residual(graph: Graph) -> Graph:
+    """Fold a residual Add into the Conv that feeds it: ``Add(Conv(x), r)`` (with any activation fused into the Add)
+    becomes one Conv with input 3 = ``r`` and ``attrs["residual"] = True``, placed where the Add was; its lowering
+    loads ``r``'s tile into the accumulators before the first product, so the sum costs no pass of its own.
+
+    Only Convs the NPU lowers directly (one group, equal strides and dilations, symmetric pads, no activation yet),
+    whose output feeds only this Add, with ``r`` of the same shape."""
+    nodes, moved, drop = {n.name: n for n in graph.nodes}, {}, set()
+    for add in graph.nodes:
+        if add.op != "Add" or len(add.present_inputs) != 2:
+            continue
+        for k in (0, 1):
+            conv = graph.producer(add.inputs[k])
+            other = add.inputs[1 - k]
+            if conv is None or not _direct_conv(conv, graph) or conv.name in moved or conv.name in drop \
+                    or len(graph.consumers(add.inputs[k])) != 1 or add.inputs[k] in graph.outputs \
+                    or graph.tensor(other).shape != graph.tensor(add.inputs[k]).shape or graph.is_const(other):
+                continue
+            attrs = {**conv.attrs, "residual": True}
+            if "activation" in add.attrs:
+                attrs["activation"] = add.attrs["activation"]
+            inputs = tuple(conv.inputs) + ("",) * (3 - len(conv.inputs)) + (other,)
+            moved[conv.name] = add.name
+            nodes[add.name] = replace(conv, attrs=attrs, inputs=inputs, outputs=add.outputs)
+            break
+    if not moved:
+        return graph
+    tensors = dict(graph.tensors)
+    for conv in moved:
+        tensors.pop(graph.node(conv).outputs[0], None)
+    kept = [nodes[n.name] for n in graph.nodes if n.name not in moved]
+    return replace(graph, nodes=tuple(kept), tensors=tensors)
+
+
+def _direct_conv(n, graph: Graph) -> bool:
+    """Whether ``n`` is a Conv that :func:`compiler.conv.conv2d` lowers (not depthwise, not patchify)."""
+    from ..patchify import is_patchify
+
+    a = n.attrs
+    return (n.op == "Conv" and "activation" not in a and "residual" not in a and a.get("group", 1) == 1
+            and len(n.present_inputs) >= 2 and graph.is_const(n.inputs[1])
+            and len(set(a.get("strides", (1, 1)))) == 1 and len(set(a.get("dilations", (1, 1)))) == 1
+            and len(set(a.get("pads", (0, 0, 0, 0)))) == 1 and not is_patchify(n, graph))
