@@ -265,6 +265,7 @@ def pool2d(kind: str, N: int, H: int, W: int, C: int, k: int, stride: int, pad: 
     if not tc:
         raise TilingError(f"a {k}x{k} pooling window over {W + 2 * pad} padded columns does not fit the SPM")
     toh = max(t for t in range(1, OH + 1) if 2 * sum(slots(t, tc)) <= spm)
+    toh = min(toh, max(1, -(-N * OH * -(-C // tc) // MIN_TILES)))   # enough tiles to overlap (see MIN_TILES)
     in_slot, sum_slot, out_slot, rc_slot = slots(toh, tc)
     pipe = RingPipeline()
     for b in range(N):
