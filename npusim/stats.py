@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -79,7 +80,7 @@ class SimResult:
     resource_stalls: list[tuple[int, int, int, str]] = field(default_factory=list)
     dispatcher_gaps: list[tuple[int, int, str, int]] = field(default_factory=list)
 
-    @property
+    @cached_property
     def popped(self) -> np.ndarray:
         """Per pc: the cycle its unit took it from the queue, where its semaphore wait begins (-1 for control).
 

@@ -115,13 +115,14 @@ class _Timeline:
         unit_of = np.full(16, -1, np.int64)
         for k, q in enumerate(UNIT_QUEUES):
             unit_of[int(q)] = k
-        self.unit = unit_of[np.fromiter((i.queue for i in instrs), np.int64, n)]
+        self.queue = np.fromiter((i.queue for i in instrs), np.int64, n)
+        self.unit = unit_of[self.queue]
         width = len(Cost._fields)
         c = np.fromiter(chain.from_iterable(result.costs), np.int64, n * width).reshape(n, width).T  # Cost fields
         self.cycles, self.conflict, self.setup, self.window = c[0], c[1], c[2], c[3]
         self.dram_bytes, self.sram_bytes, self.macs, self.latency = c[4] + c[5], c[6] + c[7], c[8], c[9]
         self.popped, self.issue, self.start, self.end = result.popped, result.issue, result.start, result.end
-        self.channel = dma_channels(result)
+        self.channel = dma_channels(result, self.queue)
         self.wait = np.where(self.unit >= 0, self.end - self.start - self.cycles, 0)   # DRAM bus wait
         self.busy = self.cycles - self.conflict - self.latency
         self.busy_from = self.start + self.wait
@@ -250,15 +251,16 @@ def _channel_spans(t: _Timeline, us: float) -> list[tuple[str, int]]:
     return spans.text()
 
 
-def dma_channels(result) -> np.ndarray:
+def dma_channels(result, queue: np.ndarray | None = None) -> np.ndarray:
     """Per pc: the DMA channel the instruction held from start to retire (-1 if it is not a DMA instruction).
 
     Replays the engine's rule (the lowest-numbered free channel) in start order, then pc: a valid assignment, since
-    the engine never had more DMA instructions in flight than ``dma.channels``.
+    the engine never had more DMA instructions in flight than ``dma.channels``. ``queue``: each pc's queue number.
     """
     instrs, channels = result.program.instrs, result.arch.dma.channels
-    dma = np.fromiter((i.queue in (Queue.DMA_LD, Queue.DMA_ST) for i in instrs), bool, len(instrs))
-    pcs = np.flatnonzero(dma)
+    if queue is None:
+        queue = np.fromiter((i.queue for i in instrs), np.int64, len(instrs))
+    pcs = np.flatnonzero((queue == Queue.DMA_LD) | (queue == Queue.DMA_ST))
     out = [-1] * len(instrs)
     free = [0] * channels
     start, end = result.start.tolist(), result.end.tolist()
