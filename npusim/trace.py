@@ -115,14 +115,13 @@ class _Timeline:
         unit_of = np.full(16, -1, np.int64)
         for k, q in enumerate(UNIT_QUEUES):
             unit_of[int(q)] = k
-        self.queue = np.fromiter((i.queue for i in instrs), np.int64, n)
-        self.unit = unit_of[self.queue]
+        self.unit = unit_of[result.queue]
         width = len(Cost._fields)
         c = np.fromiter(chain.from_iterable(result.costs), np.int64, n * width).reshape(n, width).T  # Cost fields
         self.cycles, self.conflict, self.setup, self.window = c[0], c[1], c[2], c[3]
         self.dram_bytes, self.sram_bytes, self.macs, self.latency = c[4] + c[5], c[6] + c[7], c[8], c[9]
         self.popped, self.issue, self.start, self.end = result.popped, result.issue, result.start, result.end
-        self.channel = dma_channels(result, self.queue)
+        self.channel = dma_channels(result)
         self.wait = np.where(self.unit >= 0, self.end - self.start - self.cycles, 0)   # DRAM bus wait
         self.busy = self.cycles - self.conflict - self.latency
         self.busy_from = self.start + self.wait
@@ -251,15 +250,13 @@ def _channel_spans(t: _Timeline, us: float) -> list[tuple[str, int]]:
     return spans.text()
 
 
-def dma_channels(result, queue: np.ndarray | None = None) -> np.ndarray:
+def dma_channels(result) -> np.ndarray:
     """Per pc: the DMA channel the instruction held from start to retire (-1 if it is not a DMA instruction).
 
     Replays the engine's rule (the lowest-numbered free channel) in start order, then pc: a valid assignment, since
-    the engine never had more DMA instructions in flight than ``dma.channels``. ``queue``: each pc's queue number.
+    the engine never had more DMA instructions in flight than ``dma.channels``.
     """
-    instrs, channels = result.program.instrs, result.arch.dma.channels
-    if queue is None:
-        queue = np.fromiter((i.queue for i in instrs), np.int64, len(instrs))
+    instrs, channels, queue = result.program.instrs, result.arch.dma.channels, result.queue
     pcs = np.flatnonzero((queue == Queue.DMA_LD) | (queue == Queue.DMA_ST))
     out = [-1] * len(instrs)
     free = [0] * channels
