@@ -78,7 +78,7 @@ class SimResult:
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     costs: list[Cost] = field(default_factory=list)
     resource_stalls: list[tuple[int, int, int, str]] = field(default_factory=list)
-    dispatcher_gaps: list[tuple[int, int, str, int]] = field(default_factory=list)
+    dispatcher_gaps: list[list] = field(default_factory=list)
 
     @cached_property
     def queue(self) -> np.ndarray:
