@@ -66,9 +66,8 @@ class ProgressBar:
 
             self.bar = tqdm(total=total, desc=self.desc, unit="instr", file=sys.stderr, leave=False,
                             dynamic_ncols=True)
-        self.bar.n = retired
         self.bar.set_postfix_str(f"{cycle:,} cycles", refresh=False)
-        self.bar.refresh()
+        self.bar.update(retired - self.bar.n)   # redraws at most every tqdm.mininterval
 
     def close(self) -> None:
         if self.bar is not None:
@@ -80,9 +79,12 @@ def _progress(args, desc: str = "simulating") -> ProgressBar | None:
     return None if args.quiet or not sys.stderr.isatty() else ProgressBar(desc)
 
 
-def _run_with_progress(args, run):
-    """``run(progress)`` with the bar of :func:`_progress` closed afterwards."""
+def _run_with_progress(args, run, phase: str = ""):
+    """``run(progress)`` with the bar of :func:`_progress` closed afterwards; ``phase`` is shown until it starts."""
     bar = _progress(args)
+    if bar is not None and phase:
+        sys.stderr.write(f"{phase}\r")
+        sys.stderr.flush()
     try:
         return run(bar)
     finally:
@@ -224,7 +226,8 @@ def cmd_run(args) -> int:
     inputs = _load_inputs(args.inputs) or None
     compiled, result, outputs, report = _run_with_progress(args, lambda bar: run_model(
         args.model, arch, inputs, timing_only=args.timing_only, validate=args.validate, seed=args.seed,
-        dump_after=args.dump_after, fallback=not args.no_fallback, progress=bar))
+        dump_after=args.dump_after, fallback=not args.no_fallback, progress=bar),
+        phase=f"compiling {args.model} for {arch.name} ...")
     if args.save_outputs and outputs:
         np.savez(args.save_outputs, **outputs)
     if args.json:

@@ -106,13 +106,13 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
     if serial:
         cycles, units, times = _run_serial(program, costs, execute, max_cycles)
         warnings = list(report.warnings)
-        trace = {}
+        extra = {}
     else:
         engine = Engine(program, arch, execute, costs, progress)
         cycles = engine.run(max_cycles)
         units, times = engine.stats, (engine.dispatch, engine.issue, engine.start, engine.end)
         warnings = list(report.warnings)
-        trace = {"resource_stalls": engine.resource_stalls, "dispatcher_gaps": engine.gaps}
+        extra = {"resource_stalls": engine.resource_stalls, "dispatcher_gaps": engine.gaps}
     outputs = {name: buf.copy() for name, buf in mem.dram.items()} if mem is not None else {}
     mode = ("serial" if serial else "concurrent") + (", ideal memory" if ideal_memory else "")
     return SimResult(
@@ -121,7 +121,7 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
         dram_bytes_read=sum(c.dram_read for c in costs), dram_bytes_written=sum(c.dram_write for c in costs),
         spm_bytes=sum(c.spm_bytes for c in costs), acc_bytes=sum(c.acc_bytes for c in costs),
         macs=sum(c.macs for c in costs), warnings=warnings, wall_seconds=time.perf_counter() - t0, outputs=outputs,
-        costs=costs, **trace)
+        costs=costs, **extra)
 
 
 def _run_serial(program: Program, costs, execute, max_cycles: int | None = None):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -78,16 +79,21 @@ class SimResult:
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     costs: list[Cost] = field(default_factory=list)
     resource_stalls: list[tuple[int, int, int, str]] = field(default_factory=list)
-    dispatcher_gaps: list[tuple[int, int, str, int]] = field(default_factory=list)
+    dispatcher_gaps: list[list] = field(default_factory=list)
 
-    @property
+    @cached_property
+    def queue(self) -> np.ndarray:
+        """Per pc: the number of its queue (``isa.Queue``)."""
+        return np.fromiter((i.queue for i in self.program.instrs), np.int64, len(self.program.instrs))
+
+    @cached_property
     def popped(self) -> np.ndarray:
         """Per pc: the cycle its unit took it from the queue, where its semaphore wait begins (-1 for control).
 
         A unit pops its next instruction when it has retired the one before and the instruction is in its queue:
         ``max(dispatch, previous retire on the unit)``.
         """
-        queue = np.fromiter((i.queue for i in self.program.instrs), np.int64, len(self.program.instrs))
+        queue = self.queue
         out = np.full(queue.size, -1, np.int64)
         for q in np.unique(queue[queue != Queue.CTRL]).tolist():
             pcs = np.flatnonzero(queue == q)

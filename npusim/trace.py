@@ -115,7 +115,7 @@ class _Timeline:
         unit_of = np.full(16, -1, np.int64)
         for k, q in enumerate(UNIT_QUEUES):
             unit_of[int(q)] = k
-        self.unit = unit_of[np.fromiter((i.queue for i in instrs), np.int64, n)]
+        self.unit = unit_of[result.queue]
         width = len(Cost._fields)
         c = np.fromiter(chain.from_iterable(result.costs), np.int64, n * width).reshape(n, width).T  # Cost fields
         self.cycles, self.conflict, self.setup, self.window = c[0], c[1], c[2], c[3]
@@ -256,9 +256,8 @@ def dma_channels(result) -> np.ndarray:
     Replays the engine's rule (the lowest-numbered free channel) in start order, then pc: a valid assignment, since
     the engine never had more DMA instructions in flight than ``dma.channels``.
     """
-    instrs, channels = result.program.instrs, result.arch.dma.channels
-    dma = np.fromiter((i.queue in (Queue.DMA_LD, Queue.DMA_ST) for i in instrs), bool, len(instrs))
-    pcs = np.flatnonzero(dma)
+    instrs, channels, queue = result.program.instrs, result.arch.dma.channels, result.queue
+    pcs = np.flatnonzero((queue == Queue.DMA_LD) | (queue == Queue.DMA_ST))
     out = [-1] * len(instrs)
     free = [0] * channels
     start, end = result.start.tolist(), result.end.tolist()

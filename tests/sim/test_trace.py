@@ -250,7 +250,14 @@ def test_cli_progress_bar_counts_instructions(capsys):
     bar = ProgressBar("simulating")
     bar(5, 20, 1000)
     bar(20, 20, 4321)
-    assert (bar.bar.n, bar.bar.total) == (20, 20)
+    assert (bar.bar.n, bar.bar.total) == (20, 20) and bar.bar.postfix == "4,321 cycles"
     bar.close()
-    err = capsys.readouterr().err
-    assert "simulating" in err and "4,321 cycles" in err
+    assert "simulating:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("mode", ["serial", "ideal_memory"])
+def test_serial_and_ideal_memory_traces_add_up(mode):
+    result = simulate(read_program(GEMM), load_arch("edge16"), timing_only=True, **{mode: True})
+    trace = chrome_trace(result)
+    check_format(trace)
+    check_accounting(result, trace)
