@@ -262,9 +262,9 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
     Candidates: output heights that split OH evenly into 1 to 8 tiles, 1, 2 and 4 rows, and the tallest tile that
     fits; the widest tile and its halves and quarters; 1, 2, 4, ... or all output-channel blocks per accumulator tile;
     direct or im2col; the window with only each step's channels or all of them; one or two accumulator tiles; each
-    with the most input-channel blocks per step that fit;
-    every candidate's whole program is priced with :func:`isa.cost.program_estimate`. Ties go to the larger tile
-    (fewer instructions).
+    with the most input-channel blocks per step that fit. All are ranked by :func:`_rough_cycles`; the best
+    ``SEARCH_PRICED`` of each accumulator depth are built and priced with :func:`isa.cost.program_estimate` (a single
+    accumulator tile serializes matrix work, epilogue and store). Ties go to the earlier (larger) candidate.
     """
     epilogue = epilogue or Epilogue()
     r, c, es = arch.matrix.rows, arch.matrix.cols, dtype.size
