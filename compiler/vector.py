@@ -101,13 +101,18 @@ def _stream(pipe: RingPipeline, out_shape, ins: list[_Operand], out: _Operand, d
         for size in slot_bytes:
             offs.append(base + pipe.slot * size)
             base += 2 * size
-        dense = row_major(tshape)
+        loads = []
         for k, d in enumerate(dtypes + [out_dtype]):
-            views.append(View(Space.SPM, offs[k], d, tuple(s * d.size for s in dense)))
-        loads = [DmaCopy(queue=Queue.DMA_LD, shape=tshape, dst=views[k],
-                         src=View(Space.DRAM, sum(i * s for i, s in zip(start, strides[k])) * dtypes[k].size, dtypes[k],
-                                  tuple(s * dtypes[k].size for s in strides[k]), ins[k].region))
-                 for k in range(len(ins))]
+            # a broadcast input (DRAM stride 0) is loaded once per distinct element and read with stride 0
+            held = tuple(1 if k < len(ins) and st == 0 else e for e, st in zip(tshape, strides[k]))
+            dense = row_major(held)
+            views.append(View(Space.SPM, offs[k], d, tuple(0 if h < e else s * d.size
+                                                           for h, e, s in zip(held, tshape, dense))))
+            if k < len(ins):
+                loads.append(DmaCopy(queue=Queue.DMA_LD, shape=held,
+                                     dst=View(Space.SPM, offs[k], d, tuple(s * d.size for s in dense)),
+                                     src=View(Space.DRAM, sum(i * s for i, s in zip(start, strides[k])) * d.size, d,
+                                              tuple(s * d.size for s in strides[k]), ins[k].region)))
         store = DmaCopy(queue=Queue.DMA_ST, shape=tshape, src=views[-1],
                         dst=View(Space.DRAM, sum(i * s for i, s in zip(start, strides[-1])) * out_dtype.size, out_dtype,
                                  tuple(s * out_dtype.size for s in strides[-1]), out.region))
