@@ -328,13 +328,31 @@ def avgpool_reciprocals(H: int, W: int, k: int, stride: int, pad: int) -> np.nda
 
 
 def permute(in_shape: tuple[int, ...], perm: tuple[int, ...], dtype: DType, spm: int):
-    """``Y = transpose(X, perm)`` (row-major in and out): the DMA reads X with permuted strides; regions X, Y."""
+    """``Y = transpose(X, perm)`` (row-major in and out); regions X, Y. Per tile the DMA reads X's box in X's own order
+    (long DRAM runs), the vector unit moves it into Y's order in SPM, and the DMA writes Y's box."""
     out = tuple(in_shape[p] for p in perm)
-    strides = row_major(tuple(in_shape))
+    xst = row_major(tuple(in_shape))
+    shape, (xs, ys) = collapse(out, tuple(xst[p] for p in perm), row_major(out))
+    if len(shape) > 5:
+        raise CompileError(f"transpose of {in_shape} by {perm} does not collapse to 5 dimensions")
+    es = dtype.size
+    limit = min(max(1, (spm // 2) // (2 * es)), max(-(-math.prod(shape) // MIN_TILES), 4096))
+    order = sorted(range(len(shape)), key=lambda d: -xs[d])   # X's order of the output dimensions
     pipe = RingPipeline()
-    _stream(pipe, out, [_Operand("X", tuple(strides[p] for p in perm))], _Operand("Y", row_major(out)), [dtype],
-            dtype, spm, lambda dst, srcs, s: [VecUnary(fn=Act.MOV, shape=s, dst=dst, src=srcs[0])])
-    n = math.prod(in_shape) * dtype.size
+    for start, tshape in _tiles(shape, limit):
+        x_base, y_base = pipe.slot * limit * es, (2 + pipe.slot) * limit * es
+        held = tuple(tshape[d] for d in order)
+        dense = row_major(held)
+        load = DmaCopy(queue=Queue.DMA_LD, shape=held, dst=View(Space.SPM, x_base, dtype, tuple(s * es for s in dense)),
+                       src=View(Space.DRAM, sum(i * st for i, st in zip(start, xs)) * es, dtype,
+                                tuple(xs[d] * es for d in order), "X"))
+        src = View(Space.SPM, x_base, dtype, tuple(dense[order.index(d)] * es for d in range(len(shape))))
+        y = View(Space.SPM, y_base, dtype, tuple(s * es for s in row_major(tshape)))
+        store = DmaCopy(queue=Queue.DMA_ST, shape=tshape, src=y,
+                        dst=View(Space.DRAM, sum(i * st for i, st in zip(start, ys)) * es, dtype,
+                                 tuple(st * es for st in ys), "Y"))
+        pipe.step([load], [VecUnary(fn=Act.MOV, shape=tshape, dst=y, src=src)], [store])
+    n = math.prod(in_shape) * es
     return pipe.program(vector_config(spm), (Region("X", 0, n), Region("Y", 1, n)))
 
 
