@@ -160,6 +160,7 @@ def _rows_op(rows: int, length: int, dtype: DType, spm: int, regions_extra: tupl
     per = (spm // 2 - extra) // row_bytes
     if per < 1:
         raise TilingError(f"a row of {length} elements does not fit the SPM")
+    per = min(per, max(-(-rows // MIN_TILES), -(-4096 // length)))   # enough tiles to overlap (see MIN_TILES)
     pipe = RingPipeline()
     x_slot, s_slot = per * length * es, per * length * 4
     slot = 2 * x_slot + scratch * s_slot + scalars * per * 4 + extra
