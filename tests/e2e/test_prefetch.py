@@ -1,0 +1,81 @@
+"""Cross-layer weight prefetch: layers alternate SPM halves, and a layer's weight loads overlap the previous layer."""
+
+import numpy as np
+import pytest
+
+from compiler.builder import GraphBuilder
+from compiler.conv import ConvShape, conv_reference
+from compiler.model import PREFETCH_MIN_SPM, compile_model, prefetch_pays
+from isa import DmaCopy, Queue, Space
+from isa.arch import load_arch
+from npusim import simulate
+
+RNG = np.random.default_rng(1)
+C0, C1, C2, HW = 24, 40, 32, 14
+
+
+def two_convs():
+    """conv 3x3 -> relu -> conv 3x3 (+bias): two Conv segments back to back, each with its own weights."""
+    w1 = RNG.standard_normal((C1, C0, 3, 3)).astype(np.float32) * 0.1
+    w2 = RNG.standard_normal((C2, C1, 3, 3)).astype(np.float32) * 0.1
+    b2 = RNG.standard_normal(C2).astype(np.float32)
+    b = GraphBuilder("two_convs")
+    x = b.input("x", (1, C0, HW, HW))
+    y = b.relu(b.conv(x, b.const("w1", w1), pads=1))
+    b.output(b.conv(y, b.const("w2", w2), b.const("b2", b2), pads=1))
+    return b.build(), w1, w2, b2
+
+
+def spm_range(instrs) -> tuple[int, int]:
+    """[lo, hi) of the SPM bytes ``instrs`` touch."""
+    spans = [view.span(ins.src_shape if role == "src" and type(ins) is DmaCopy else ins.shape, extra)
+             for ins in instrs for role, view, extra in ins.views() if view.space is Space.SPM]
+    return min(lo for lo, _ in spans), max(hi for _, hi in spans)
+
+
+def run(prefetch: bool):
+    graph, w1, w2, b2 = two_convs()
+    arch = load_arch("dc128")
+    compiled = compile_model(graph, arch, prefetch=prefetch)
+    x = RNG.standard_normal((1, C0, HW, HW)).astype(np.float32)
+    res = simulate(compiled.program, arch, compiled.dram_inputs({"x": x}))
+    y = next(iter(compiled.read_outputs(res.outputs["ACT"]).values()))
+    cs1, cs2 = ConvShape(1, C0, HW, HW, C1, 3, 3, 1, 1), ConvShape(1, C1, HW, HW, C2, 3, 3, 1, 1)
+    ref = conv_reference(np.maximum(conv_reference(x, w1, cs1), 0), w2, cs2) + b2[None, :, None, None]
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+    return compiled, res, arch
+
+
+def test_prefetch_keeps_values_and_puts_consecutive_layers_in_disjoint_spm_halves():
+    compiled, _, arch = run(prefetch=True)
+    instrs, half = compiled.program.instrs, arch.spm.size // 2
+    ranges = [spm_range(instrs[lr.start:lr.end]) for lr in compiled.layers]
+    assert len(ranges) == 2
+    assert ranges[0][1] <= half <= ranges[1][0] and ranges[1][1] <= arch.spm.size
+
+
+def test_prefetch_loads_next_weights_before_previous_layer_ends():
+    compiled, res, _ = run(prefetch=True)
+    first, second = compiled.layers
+    body = range(second.start, second.end)
+    w_loads = [pc for pc in body if compiled.program.instrs[pc].queue is Queue.DMA_LD
+               and compiled.program.instrs[pc].src.region == "W"]
+    x_load = next(pc for pc in body if compiled.program.instrs[pc].queue is Queue.DMA_LD
+                  and compiled.program.instrs[pc].src.region == "ACT")
+    assert w_loads and w_loads[0] < x_load
+    last_store = max(pc for pc in range(first.start, first.end) if compiled.program.instrs[pc].queue is Queue.DMA_ST)
+    assert res.start[w_loads[0]] < res.end[last_store] <= res.start[x_load]   # weights early, input after the write
+
+
+def test_without_prefetch_each_layer_waits_and_starts_at_spm_zero():
+    compiled, res, _ = run(prefetch=False)
+    first, second = compiled.layers
+    assert [spm_range(compiled.program.instrs[lr.start:lr.end])[0] for lr in compiled.layers] == [0, 0]
+    last_store = max(pc for pc in range(first.start, first.end) if compiled.program.instrs[pc].queue is Queue.DMA_ST)
+    assert min(res.start[second.start:second.end]) >= res.end[last_store]
+
+
+@pytest.mark.parametrize("preset, on", [("edge16", False), ("mid32", False), ("dc128", True)])
+def test_prefetch_is_on_by_default_only_for_large_spm(preset, on):
+    arch = load_arch(preset)
+    assert prefetch_pays(arch) is on is (arch.spm.size >= PREFETCH_MIN_SPM)
