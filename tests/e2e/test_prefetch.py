@@ -79,3 +79,20 @@ def test_without_prefetch_each_layer_waits_and_starts_at_spm_zero():
 def test_prefetch_is_on_by_default_only_for_large_spm(preset, on):
     arch = load_arch(preset)
     assert prefetch_pays(arch) is on is (arch.spm.size >= PREFETCH_MIN_SPM)
+
+
+def test_prefetch_after_a_host_segment_waits_at_the_first_load():
+    """conv -> host LeakyRelu -> conv -> host Floor -> Add -> host MaxPool(ceil): right values, and a layer after a
+    host call (which loads nothing, so it does not order the load queue) keeps its wait on its first load."""
+    from npusim.driver import run_model
+    from tests.e2e.test_host_fallback import _model
+
+    compiled, _, _, report = run_model(_model(maxpool_ceil=True), load_arch("dc128"), validate=True, prefetch=True)
+    assert report["validation"]["p"]["ok"], report["validation"]
+    instrs = compiled.program.instrs
+    after_host = [lr for prev, lr in zip(compiled.layers, compiled.layers[1:])
+                  if instrs[prev.start].queue is Queue.HOST and instrs[lr.start].queue is not Queue.HOST]
+    assert [lr.name for lr in after_host] == ["conv2", "add"]
+    for lr in after_host:
+        first = next(i for i in instrs[lr.start:lr.end] if i.queue is Queue.DMA_LD)
+        assert "seg_dep_host_ld" in [w.name for w in first.waits]
