@@ -11,11 +11,12 @@ own small DRAM regions (X, Wt, Y, ...). :func:`link` concatenates them in order 
   last dma.st, or its host.call), so a layer reads its input only after the previous layer wrote it (semaphore
   ``seg_dep`` for dma.st -> dma.ld, ``seg_dep_<from>_<to>`` for pairs with the host queue; none between two
   host calls, which the host queue already orders),
-- with ``prefetch_spm`` (bytes, half the SPM; the segments were compiled for that much): every odd segment's SPM
-  views move up by it, so consecutive segments use disjoint SPM halves, and a segment's leading loads of constants
-  (region W into SPM) come before its entry wait: they overlap the previous layer's tail. They cannot touch what
-  the segment two before still uses, because they follow the previous segment's entry in the in-order load queue;
-  after a host segment (no loads of its own) the entry wait stays on the first dma.ld,
+- with ``prefetch_spm`` (bytes, half the SPM): segments compiled for at most that much SPM (their config says so)
+  are *half* segments; in a run of consecutive half segments every other one has its SPM operands moved up by
+  ``prefetch_spm``, so neighbours use disjoint SPM, and a half segment after a half segment puts its entry wait on its
+  first load that is not a constant (region W) into SPM: the loads before it overlap the previous layer's tail. They
+  cannot touch what the segment two before still uses, because they follow the previous segment's entry in the
+  in-order load queue; after a host segment (no loads of its own) the wait stays on the first dma.ld,
 - records each segment's program-counter range, which reports use to attribute cycles to layers.
 """
 
@@ -83,11 +84,13 @@ def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int]
          prefetch_spm: int = 0) -> tuple[Program, list[LayerRange]]:
     """One program running ``segments`` in order; ``regions`` maps global region names to their sizes (bytes).
 
-    prefetch_spm: 0, or half the SPM (bytes) when every segment was compiled for half of it (see the module doc)."""
+    prefetch_spm: 0, or half the SPM (bytes): segments compiled for that much may overlap (see the module doc)."""
     instrs: list[Instr] = []
     sems: dict[str, int] = {}
     layers = []
     entries = [next(i.queue for i in s.program.instrs if i.queue in ENTRY) for s in segments]
+    halves = [bool(prefetch_spm) and s.program.config.spm <= prefetch_spm for s in segments]
+    upper = [False] * len(segments)   # in the upper SPM half: every other one of a run of half-SPM segments
     exits = [next(i.queue for i in reversed(s.program.instrs) if i.queue in EXIT) for s in segments]
     for k, seg in enumerate(segments):
         report = verify(seg.program)
@@ -102,11 +105,13 @@ def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int]
         body = [i for i in seg.program.instrs if not isinstance(i, Halt)]
         body = [replace(_relocate(i, seg.bind), waits=tuple(SemOp(rename[o.name], o.count) for o in i.waits),
                         signals=tuple(SemOp(rename[o.name], o.count) for o in i.signals)) for i in body]
-        if prefetch_spm and k % 2:
+        overlap = k and halves[k] and halves[k - 1]
+        if overlap and not upper[k - 1]:
+            upper[k] = True
             body = [_shift_spm(i, prefetch_spm) for i in body]
         if k and exits[k - 1] is not entries[k]:
             first = next(j for j, i in enumerate(body) if i.queue in ENTRY)
-            if prefetch_spm and entries[k - 1] is Queue.DMA_LD:
+            if overlap and entries[k - 1] is Queue.DMA_LD:
                 first = next((j for j, i in enumerate(body) if i.queue in ENTRY and not _is_prefetch(i)), first)
             body[first] = replace(body[first], waits=body[first].waits + (SemOp(_dep_name(exits[k - 1], entries[k])),))
         if k < len(segments) - 1 and exits[k] is not entries[k + 1]:

@@ -5,7 +5,8 @@ import pytest
 
 from compiler.builder import GraphBuilder
 from compiler.conv import ConvShape, conv_reference
-from compiler.model import PREFETCH_MIN_SPM, compile_model, prefetch_pays
+from compiler.errors import CompileError
+from compiler.model import compile_model
 from isa import DmaCopy, Queue, Space
 from isa.arch import load_arch
 from npusim import simulate
@@ -33,9 +34,9 @@ def spm_range(instrs) -> tuple[int, int]:
     return min(lo for lo, _ in spans), max(hi for _, hi in spans)
 
 
-def run(prefetch: bool):
+def run(prefetch: bool, arch=None):
     graph, w1, w2, b2 = two_convs()
-    arch = load_arch("dc128")
+    arch = arch or load_arch("dc128")
     compiled = compile_model(graph, arch, prefetch=prefetch)
     x = RNG.standard_normal((1, C0, HW, HW)).astype(np.float32)
     res = simulate(compiled.program, arch, compiled.dram_inputs({"x": x}))
@@ -75,10 +76,27 @@ def test_without_prefetch_each_layer_waits_and_starts_at_spm_zero():
     assert min(res.start[second.start:second.end]) >= res.end[last_store]
 
 
-@pytest.mark.parametrize("preset, on", [("edge16", False), ("mid32", False), ("dc128", True)])
-def test_prefetch_is_on_by_default_only_for_large_spm(preset, on):
-    arch = load_arch(preset)
-    assert prefetch_pays(arch) is on is (arch.spm.size >= PREFETCH_MIN_SPM)
+def test_prefetch_is_the_default_when_half_the_spm_is_whole_bank_rows():
+    graph, arch = two_convs()[0], load_arch("dc128")
+    assert compile_model(graph, arch).program == compile_model(graph, arch, prefetch=True).program \
+        != compile_model(graph, arch, prefetch=False).program
+    odd = load_arch("dc128", [f"spm.size={1024 * 4097}"])   # 32 banks x 32 B; half of it is 2048.5 bank rows
+    assert compile_model(graph, odd).program == compile_model(graph, odd, prefetch=False).program
+    with pytest.raises(CompileError, match="prefetch=False"):
+        compile_model(graph, odd, prefetch=True)
+
+
+def test_a_layer_better_off_with_the_whole_spm_keeps_it_and_waits_at_its_first_load():
+    """On a 32 KiB SPM the compiler's estimate prefers tilings that take more than half of it: the second convolution
+    keeps the whole SPM, waits for the first layer at its first load, and values stay right."""
+    arch = load_arch("edge16", ["spm.size=32768"])
+    compiled, res, _ = run(prefetch=True, arch=arch)
+    instrs, (first, second) = compiled.program.instrs, compiled.layers
+    assert spm_range(instrs[second.start:second.end])[1] > arch.spm.size // 2
+    load = next(i for i in instrs[second.start:second.end] if i.queue is Queue.DMA_LD)
+    assert "seg_dep" in [w.name for w in load.waits]
+    last_store = max(pc for pc in range(first.start, first.end) if instrs[pc].queue is Queue.DMA_ST)
+    assert min(res.start[second.start:second.end]) >= res.end[last_store]
 
 
 def test_prefetch_after_a_host_segment_waits_at_the_first_load():
