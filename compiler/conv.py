@@ -428,6 +428,7 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                             xc, xc0 = (cs.Cg, 0) if p.x_all else (tc, c0)     # the window's channels
                             pix = xc * es
                             row = tw * pix
+                            x_at = len(prog)   # the first step loads its weights before its input (prefetch)
                             if x_new:
                                 dst = View(Space.SPM, x_base, dtype, (row, pix, es))
                                 sync = {} if t.im2col else dict(waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),))
@@ -452,7 +453,7 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                             w_base = w_base0 + (cid if p.resident else ws % 2) * p.w_chunk
                             w_new = first_tile or not p.resident
                             if w_new:
-                                prog.append(DmaCopy(
+                                prog.insert(x_at if first_tile and cid == 0 else len(prog), DmaCopy(
                                     queue=Queue.DMA_LD, shape=(nbn, kr * ks, ncb, rows * cols),
                                     dst=View(Space.SPM, w_base, dtype, (nb_stride, p.tcb * tile, tile, es)),
                                     src=View(Space.DRAM, (g * p.nbs + nb0) * chunk + cb_first * tile, dtype,

@@ -11,14 +11,20 @@ own small DRAM regions (X, Wt, Y, ...). :func:`link` concatenates them in order 
   last dma.st, or its host.call), so a layer reads its input only after the previous layer wrote it (semaphore
   ``seg_dep`` for dma.st -> dma.ld, ``seg_dep_<from>_<to>`` for pairs with the host queue; none between two
   host calls, which the host queue already orders),
+- with ``prefetch_spm`` (bytes, half the SPM): segments compiled for at most that much SPM (their config says so)
+  are *half* segments; in a run of consecutive half segments every other one has its SPM operands moved up by
+  ``prefetch_spm``, so neighbours use disjoint SPM, and a half segment after a half segment puts its entry wait on its
+  first load that is not a constant (region W) into SPM: the loads before it overlap the previous layer's tail. They
+  cannot touch what the segment two before still uses, because they follow the previous segment's entry in the
+  in-order load queue; after a host segment (no loads of its own) the wait stays on the first dma.ld,
 - records each segment's program-counter range, which reports use to attribute cycles to layers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
-from isa import DmaCopy, DmaFill, Halt, Instr, Program, ProgramConfig, Queue, Region, SemDecl, SemOp, Space
+from isa import DmaCopy, DmaFill, Halt, Instr, Program, ProgramConfig, Queue, Region, SemDecl, SemOp, Space, View
 from isa.verify import verify
 
 from .errors import CompileError
@@ -61,12 +67,30 @@ def _relocate(instr: Instr, bind: dict[str, tuple[str, int]]) -> Instr:
     return replace(instr, **changes)
 
 
-def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int]) -> tuple[Program, list[LayerRange]]:
-    """One program running ``segments`` in order; ``regions`` maps global region names to their sizes (bytes)."""
+def _shift_spm(instr: Instr, offset: int) -> Instr:
+    """``instr`` with every SPM operand ``offset`` bytes higher."""
+    changes = {f.name: replace(v, base=v.base + offset) for f in fields(instr)
+               if isinstance(v := getattr(instr, f.name), View) and v.space is Space.SPM}
+    return replace(instr, **changes) if changes else instr
+
+
+def _is_prefetch(instr: Instr) -> bool:
+    """A load of constants (global region W) into SPM: it does not depend on any earlier layer."""
+    return isinstance(instr, DmaCopy) and instr.queue is Queue.DMA_LD and instr.src.space is Space.DRAM \
+        and instr.src.region == "W" and instr.dst.space is Space.SPM
+
+
+def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int],
+         prefetch_spm: int = 0) -> tuple[Program, list[LayerRange]]:
+    """One program running ``segments`` in order; ``regions`` maps global region names to their sizes (bytes).
+
+    prefetch_spm: 0, or half the SPM (bytes): segments compiled for that much may overlap (see the module doc)."""
     instrs: list[Instr] = []
     sems: dict[str, int] = {}
     layers = []
     entries = [next(i.queue for i in s.program.instrs if i.queue in ENTRY) for s in segments]
+    halves = [bool(prefetch_spm) and s.program.config.spm <= prefetch_spm for s in segments]
+    upper = [False] * len(segments)   # in the upper SPM half: every other one of a run of half-SPM segments
     exits = [next(i.queue for i in reversed(s.program.instrs) if i.queue in EXIT) for s in segments]
     for k, seg in enumerate(segments):
         report = verify(seg.program)
@@ -81,8 +105,14 @@ def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int]
         body = [i for i in seg.program.instrs if not isinstance(i, Halt)]
         body = [replace(_relocate(i, seg.bind), waits=tuple(SemOp(rename[o.name], o.count) for o in i.waits),
                         signals=tuple(SemOp(rename[o.name], o.count) for o in i.signals)) for i in body]
+        overlap = k and halves[k] and halves[k - 1]
+        if overlap and not upper[k - 1]:
+            upper[k] = True
+            body = [_shift_spm(i, prefetch_spm) for i in body]
         if k and exits[k - 1] is not entries[k]:
             first = next(j for j, i in enumerate(body) if i.queue in ENTRY)
+            if overlap and entries[k - 1] is Queue.DMA_LD:
+                first = next((j for j, i in enumerate(body) if i.queue in ENTRY and not _is_prefetch(i)), first)
             body[first] = replace(body[first], waits=body[first].waits + (SemOp(_dep_name(exits[k - 1], entries[k])),))
         if k < len(segments) - 1 and exits[k] is not entries[k + 1]:
             last = max(j for j, i in enumerate(body) if i.queue is exits[k])

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from isa import Act, BinOp, DType, Program, ProgramConfig, Reduce
+from isa import Act, BinOp, DmaCopy, DType, Program, ProgramConfig, Queue, Reduce, Space
 from isa.arch import Arch
+from isa.cost import instr_cost, program_estimate
 
 from . import quant, vector
 from .conv import Epilogue, conv2d, conv_shape, pack_weights, search_conv_tiling
@@ -38,6 +39,7 @@ INT8 = (np.dtype(np.int8), np.dtype(np.uint8))
 UNARY = {"Relu": Act.RELU, "Sigmoid": Act.SIGMOID, "Tanh": Act.TANH, "Erf": Act.ERF, "Gelu": Act.GELU,
          "Identity": Act.MOV}
 BINARY = {"Add": BinOp.ADD, "Sub": BinOp.SUB, "Mul": BinOp.MUL, "Div": BinOp.DIV}
+CONV_OPS = {"Conv", "QLinearConv"}   # re-lowered for half the SPM under prefetch
 NHWC_OPS = {"Conv", "QLinearConv", "MaxPool", "AveragePool", "GlobalAveragePool"}
 ALIASES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}
 CONST_OPERANDS = ALIASES | {"Slice", "Pad"}  # ops whose int64 constant operands (shapes, starts, pads) are fine
@@ -141,7 +143,7 @@ def unsupported_nodes(graph: Graph) -> list[tuple[Node, str]]:
 
 
 def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallback: bool = True, *,
-                  fuse: bool = True, buffers: int = 2) -> CompiledModel:
+                  fuse: bool = True, buffers: int = 2, prefetch: bool | None = None) -> CompiledModel:
     """Compile ``graph`` for ``arch``.
 
     fallback: nodes the NPU cannot run (unknown ops, unsupported attributes or dtypes) run on the host CPU as
@@ -150,6 +152,10 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
     buffers: ring depth of every layer's load -> compute -> store pipeline (2: double buffering; 1: a step's loads
     wait until the previous step's compute freed its buffer, so loads, compute and stores of a layer do not
     overlap; tiles are unchanged, so this isolates what the overlap saves).
+    prefetch: a layer may be compiled for half the SPM (when it fits and the compiler's estimate, counting its leading
+    constant loads as hidden, is no worse); consecutive such layers alternate between the halves and load their
+    leading constants (weights, biases) before waiting for the previous layer (:func:`compiler.link.link`), so those
+    loads overlap that layer's tail. None: on unless half the SPM is not a whole number of bank rows.
     """
     if buffers not in (1, 2):
         raise CompileError(f"buffers must be 1 (single) or 2 (double buffering), not {buffers}")
@@ -161,6 +167,10 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
         raise UnsupportedOpError(n.name, n.op, why + more + FALLBACK_HINT)
     if "f32" not in arch.matrix.dtypes and any(n.op in ("Conv", "Gemm", "MatMul") for n in graph.nodes):
         raise UnsupportedDTypeError(graph.inputs[0], "float32", arch.matrix.dtypes)
+    half = None if prefetch is False else _half_spm(arch)
+    if prefetch and half is None:
+        raise CompileError(f"prefetch needs an SPM of an even number of bank rows ({arch.spm.banks} banks x "
+                           f"{arch.spm.bank_width} B), not {arch.spm.size} B; compile with prefetch=False")
     low = _Lowering(graph, arch)
     for name in graph.inputs:
         users = graph.consumers(name)
@@ -174,7 +184,7 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
             continue
         saved = low.snapshot()
         try:
-            LOWER[node.op](low, node)
+            _lower(low, node, arch, half)
         except UnsupportedOpError as e:   # an attribute or shape this lowering does not handle
             if not fallback:
                 raise UnsupportedOpError(e.node, e.op, e.reason + FALLBACK_HINT) from None
@@ -184,10 +194,64 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
     weights = np.concatenate(low.weights) if low.weights else np.zeros(ALIGN, np.uint8)
     segments = low.segments if buffers == 2 else [_ring_depth(s, buffers) for s in low.segments]
     program, layers = link(segments, ProgramConfig(arch.matrix.rows, arch.matrix.cols, arch.spm.size,
-                                                       arch.acc.size), {"W": weights.size, "ACT": max(low.act, ALIGN)})
+                                                       arch.acc.size), {"W": weights.size, "ACT": max(low.act, ALIGN)},
+                           half.spm.size if half else 0)
     return CompiledModel(program, tuple(layers), weights, max(low.act, ALIGN),
                          inputs, outputs, graph, tuple(low.host),
                          {**low.bind, **outputs})
+
+
+def _lower(low: _Lowering, node: Node, arch: Arch, half: Arch | None) -> None:
+    """Lower ``node`` for the whole SPM of ``arch`` or, when ``half`` is given and its estimate is no worse once the
+    leading constant loads are hidden behind the previous layer, for half of it."""
+    if half is None:
+        return LOWER[node.op](low, node)
+    before = low.snapshot()
+    LOWER[node.op](low, node)
+    if all(_spm_top(s.program) <= half.spm.size for s in low.segments[before[0]:]):   # it fits half as it is
+        low.segments[before[0]:] = [replace(s, program=replace(s.program, config=replace(
+            s.program.config, spm=half.spm.size))) for s in low.segments[before[0]:]]
+        return
+    if node.op not in CONV_OPS:   # GEMMs, vector streams: the estimate favours smaller tiles more than the simulator
+        return
+    full = low.snapshot()
+    full_cycles = sum(program_estimate(s.program, arch) for s in low.segments[before[0]:])
+    low.restore(before)
+    low.arch = half
+    try:
+        LOWER[node.op](low, node)
+    except CompileError:   # it does not fit half the SPM
+        low.restore(full)
+        return
+    finally:
+        low.arch = arch
+    new = low.segments[before[0]:]
+    half_cycles = sum(program_estimate(s.program, half) for s in new) - _leading_constants(new[0], half)
+    if half_cycles > full_cycles:
+        low.restore(full)
+
+
+def _spm_top(program: Program) -> int:
+    """One past the highest SPM byte ``program`` touches."""
+    return max((view.span(i.src_shape if role == "src" and type(i) is DmaCopy else i.shape, extra)[1]
+                for i in program.instrs for role, view, extra in i.views() if view.space is Space.SPM), default=0)
+
+
+def _leading_constants(seg: Segment, arch: Arch) -> int:
+    """Cycles of ``seg``'s loads of constants (region W) into SPM before its first other instruction."""
+    cycles = 0
+    for i in seg.program.instrs:
+        if not (isinstance(i, DmaCopy) and i.queue is Queue.DMA_LD and i.src.space is Space.DRAM
+                and seg.bind[i.src.region][0] == "W" and i.dst.space is Space.SPM):
+            break
+        cycles += instr_cost(i, arch).cycles
+    return cycles
+
+
+def _half_spm(arch: Arch) -> Arch | None:
+    """``arch`` with half its SPM (what a layer gets under prefetch), or None when that is not whole bank rows."""
+    size = arch.spm.size // 2
+    return None if size % (arch.spm.banks * arch.spm.bank_width) else replace(arch, spm=replace(arch.spm, size=size))
 
 
 def _ring_depth(seg: Segment, depth: int) -> Segment:
@@ -210,7 +274,6 @@ class _Lowering:
         self.wbytes = 0
         self.act = 0
         self.bind: dict[str, Binding] = {}
-        self.spm = arch.spm.size
         self.host: list[HostOp] = []
 
     def alloc(self, shape: tuple[int, ...], layout: str, dtype: DType = F32) -> Binding:
@@ -218,13 +281,19 @@ class _Lowering:
         self.act += _up(b.nbytes)
         return b
 
+    @property
+    def spm(self) -> int:
+        """SPM bytes a lowering may use (bytes)."""
+        return self.arch.spm.size
+
     def snapshot(self) -> tuple:
-        """What a failed lowering must not leave behind (its segments and layout changes); memory may leak."""
-        return len(self.segments), dict(self.bind)
+        """The lowering state (segments, layouts, memory plan), to go back to after a failed or discarded try."""
+        return len(self.segments), list(self.segments), dict(self.bind), self.act, self.wbytes, list(self.weights)
 
     def restore(self, saved: tuple) -> None:
-        del self.segments[saved[0]:]
-        self.bind = saved[1]
+        self.segments = list(saved[1])
+        self.bind, self.act, self.wbytes = dict(saved[2]), saved[3], saved[4]
+        self.weights = list(saved[5])
 
     def const(self, data: np.ndarray) -> int:
         raw = np.ascontiguousarray(data).view(np.uint8).ravel()

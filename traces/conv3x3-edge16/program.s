@@ -7,8 +7,8 @@
 .sem w_full 0
 .sem acc_full 0
 .sem acc_empty 2
-dma.ld shape[10,58,64] dst=spm:0x0<i8>{3712,64,1} src=dram:X+0x0<i8>{3584,64,1} pad{0:1/0,1:1/1} fill=0 wait(x_empty) signal(x_full)
 dma.ld shape[1,9,4,256] dst=spm:0x12200<i8>{9216,1024,256,1} src=dram:Wt+0x0<i8>{9216,1024,256,1} signal(w_full)
+dma.ld shape[10,58,64] dst=spm:0x0<i8>{3712,64,1} src=dram:X+0x0<i8>{3584,64,1} pad{0:1/0,1:1/1} fill=0 wait(x_empty) signal(x_full)
 mxu.mm.z shape[3,3,4,8] m=56 k=16 n=16 acc=acc:0x0<i32>{0,0,0,3584} acc.row=64 a=spm:0x0<i8>{3712,64,16,3712} a.row=64 b=spm:0x12200<i8>{3072,1024,256,0} wait(x_full, w_full, acc_empty) signal(acc_full)
 dma.st shape[8,56,16] dst=dram:Y+0x0<i32>{14336,256,4} src=acc:0x0<i32>{3584,64,4} wait(acc_full) signal(acc_empty)
 dma.ld shape[1,9,4,256] dst=spm:0x14600<i8>{9216,1024,256,1} src=dram:Wt+0x2400<i8>{9216,1024,256,1} signal(w_full)
