@@ -84,6 +84,8 @@ def test_prefetch_is_the_default_when_half_the_spm_is_whole_bank_rows():
     assert compile_model(graph, odd).program == compile_model(graph, odd, prefetch=False).program
     with pytest.raises(CompileError, match="prefetch=False"):
         compile_model(graph, odd, prefetch=True)
+    edge = load_arch("edge16")     # 256 KiB: below PREFETCH_MIN_SPM, off unless asked for
+    assert compile_model(graph, edge).program == compile_model(graph, edge, prefetch=False).program
 
 
 def test_a_layer_better_off_with_the_whole_spm_keeps_it_and_waits_at_its_first_load():
