@@ -382,7 +382,12 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
     w_base0 = p.x_bytes
     bias_base = -(-p.spm // 4) * 4    # the i32/f32 constants after the slots, word-aligned
     scale_base = bias_base + cs.K * 4 * epilogue.bias
-    ready = "out_full" if epilogue.active else "acc_full"   # what the store waits for
+    # a bias (without a residual, which takes the accumulators first) starts each accumulator tile: the store queue
+    # copies it from SPM right after the store that frees the tile, so the vector unit only applies the activation
+    bias_init = epilogue.bias and not epilogue.residual
+    vector = replace(epilogue, bias=False) if bias_init else epilogue
+    ready = "out_full" if vector.active else "acc_full"   # what the store waits for
+    last_store_at = None   # where the previous tile's store is in prog (bias_init places the next init before it)
     kr, ks = (1, 1) if t.im2col else (cs.R, cs.S)                        # filter taps the matrix unit loops over
     kc = cs.R * cs.S * cs.Cg if t.im2col else cs.Cg                      # channels it reduces per tap
     tile, chunk = rows * cols * es, kr * ks * p.cbs * rows * cols * es   # packed bytes of one (g, nb)
@@ -395,7 +400,8 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
     prog, xs, ws, accs = [], 0, 0, 0
     if epilogue.bias:
         prog.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, bias_base, at, (4,)),
-                            src=View(Space.DRAM, 0, at, (4,), "Bias"), signals=(SemOp("bias_ready"),)))
+                            src=View(Space.DRAM, 0, at, (4,), "Bias"),
+                            signals=(SemOp("bias_init" if bias_init else "bias_ready"),)))
     if epilogue.out is not None:
         prog.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, scale_base, DType.F32, (4,)),
                             src=View(Space.DRAM, 0, DType.F32, (4,), "Scale"), signals=(SemOp("bias_ready"),)))
@@ -462,13 +468,23 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                                 ws += 1
                             first, last = si == 0, si == len(c_steps) - 1
                             y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo
+                            if first and bias_init:   # after the store that freed this tile (ring of 2: two back)
+                                ch = (g * cs.Kg + nb0 * cols) * 4
+                                init = DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, ng),
+                                               dst=View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4)),
+                                               src=View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
+                                               waits=(SemOp("bias_init"),) * (accs == 0),
+                                               signals=(SemOp("init_full"),))
+                                at_ = len(prog) if last_store_at is None or t.acc_bufs == 1 else last_store_at
+                                prog.insert(at_, init)
                             if first and epilogue.residual:   # the sum starts from the residual's tile
                                 prog.append(DmaCopy(
                                     queue=Queue.DMA_LD, shape=(toh, tow, ng),
                                     dst=View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4)),
                                     src=View(Space.DRAM, y_off, at, (cs.OW * cs.K * 4, cs.K * 4, 4), "R"),
                                     waits=(SemOp(acc_empty),), signals=(SemOp("res_full"),)))
-                            mms = [_conv_mm(dims, m=tow, k=k, n=n, zero=first and cb0 == 0 and not epilogue.residual,
+                            zero = first and not (epilogue.residual or bias_init)   # else init takes the tile
+                            mms = [_conv_mm(dims, m=tow, k=k, n=n, zero=zero and cb0 == 0,
                                             acc=View(Space.ACC, acc_base + nbi * cols * 4, at, ()),
                                             acc_row=row_bytes,
                                             a=View(Space.SPM, x_base + (c0 - xc0 + cb0 * rows) * es, dtype, ()),
@@ -482,7 +498,8 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                                                  (toh, t.tow * row_bytes, step * row, 0))]]
                             mms = [mm for group in mms for mm in group]
                             waits = tuple(SemOp(w) for w in ("x_full",) * x_new + ("w_full",) * w_new)
-                            waits += (SemOp("res_full" if epilogue.residual else acc_empty),) * first
+                            waits += (SemOp("res_full" if epilogue.residual else "init_full" if bias_init
+                                            else acc_empty),) * first
                             signals = ("x_empty",) * x_last + ("w_empty",) * (not p.resident) + ("acc_full",) * last
                             if len(mms) == 1 and len(waits) + len(signals) > 4:   # more than one instruction holds
                                 mms.insert(0, Sync(on=Queue.MXU, waits=waits))
@@ -492,25 +509,26 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                             prog += mms
                         tile_view = View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4))
                         out_view = tile_view
-                        if epilogue.active:
+                        if vector.active:
                             ch = (g * cs.Kg + nb0 * cols) * 4
-                            prog += _epilogue(epilogue, (toh, tow, ng), tile_view,
+                            prog += _epilogue(vector, (toh, tow, ng), tile_view,
                                               View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
                                               View(Space.SPM, scale_base + ch, DType.F32, (0, 0, 4)), first=accs == 0)
                             if epilogue.out is not None:   # the requantized tile, packed at the tile's base
                                 out_view = View(Space.ACC, acc_base, yt, (tow * ng * eo, ng * eo, eo))
+                        last_store_at = len(prog)
                         prog.append(DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, ng),
                                             dst=View(Space.DRAM, y_off, yt, (cs.OW * cs.K * eo, cs.K * eo, eo), "Y"),
                                             src=out_view, waits=(SemOp(ready),),
-                                            signals=(SemOp(acc_empty),)))
+                                            signals=() if bias_init else (SemOp(acc_empty),)))
                         accs += 1
                 first_tile = False
     prog.append(Halt())
-    sems = (SemDecl("x_full", 0), SemDecl("x_empty", 2), SemDecl("w_full", 0), SemDecl("acc_full", 0),
-            SemDecl(acc_empty, t.acc_bufs))
+    sems = (SemDecl("x_full", 0), SemDecl("x_empty", 2), SemDecl("w_full", 0), SemDecl("acc_full", 0))
+    sems += (SemDecl("bias_init", 0), SemDecl("init_full", 0)) if bias_init else (SemDecl(acc_empty, t.acc_bufs),)
     sems += () if p.resident else (SemDecl("w_empty", 2),)
-    sems += (SemDecl("out_full", 0),) if epilogue.active else ()
-    sems += (SemDecl("bias_ready", 0),) if epilogue.bias or epilogue.out else ()
+    sems += (SemDecl("out_full", 0),) if vector.active else ()
+    sems += (SemDecl("bias_ready", 0),) if vector.bias or vector.out else ()
     sems += (SemDecl("res_full", 0),) if epilogue.residual else ()
     regions = (Region("X", 0, cs.N * cs.H * cs.W * cs.C * es), Region("Wt", 1, cs.groups * p.nbs * chunk),
                Region("Y", 2, cs.N * cs.OH * cs.OW * cs.K * yt.size))

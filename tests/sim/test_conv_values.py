@@ -156,10 +156,11 @@ def test_search_gathers_patches_for_an_rgb_stem():
 @given(C=st.integers(1, 40), HW=st.integers(3, 10), K=st.integers(1, 40), R=st.integers(1, 3),
        stride=st.integers(1, 2), pad=st.integers(0, 1), toh=st.integers(1, 6), tow=st.integers(1, 10),
        tcb=st.integers(1, 3), tnb=st.integers(1, 3), x_all=st.booleans(), acc_bufs=st.sampled_from([1, 2]),
-       im2col=st.booleans(), residual=st.booleans(), seed=st.integers(0, 99))
+       im2col=st.booleans(), residual=st.booleans(), bias=st.booleans(), seed=st.integers(0, 99))
 def test_any_tiling_matches_numpy(C, HW, K, R, stride, pad, toh, tow, tcb, tnb, x_all, acc_bufs, im2col, residual,
-                                  seed):
-    # every ConvTiling field and the residual epilogue, in any combination that fits, on a 16x16 array
+                                  bias, seed):
+    # every ConvTiling field, a residual and a bias (which then starts the accumulators, or is added by the vector
+    # unit after a residual), in any combination that fits, on a 16x16 array
     import numpy as np
 
     from compiler.conv import Epilogue, TilingError
@@ -169,7 +170,7 @@ def test_any_tiling_matches_numpy(C, HW, K, R, stride, pad, toh, tow, tcb, tnb, 
     assume(not im2col or R > 1)
     arch = load_arch("edge16")
     t = ConvTiling(min(toh, cs.OH), min(tow, cs.OW), tcb, tnb, x_all, acc_bufs, im2col)
-    ep = Epilogue(residual=residual)
+    ep = Epilogue(bias=bias, residual=residual)
     try:
         p = conv2d(cs, DType.I8, 16, 16, arch.spm.size, arch.acc.size, t, epilogue=ep)
     except TilingError:
@@ -179,6 +180,9 @@ def test_any_tiling_matches_numpy(C, HW, K, R, stride, pad, toh, tow, tcb, tnb, 
     r = rng.integers(-1000, 1000, (1, cs.OH, cs.OW, K)).astype(np.int32)
     if residual:
         inputs["R"] = r
+    bias_k = rng.integers(-5000, 5000, K).astype(np.int32)
+    if bias:
+        inputs["Bias"] = bias_k
     y = region_array(simulate(p, arch, inputs), "Y", DType.I32, (1, cs.OH, cs.OW, K))
-    want = conv_reference(x, w, cs).transpose(0, 2, 3, 1) + (r if residual else 0)
+    want = conv_reference(x, w, cs).transpose(0, 2, 3, 1) + (r if residual else 0) + (bias_k if bias else 0)
     assert (y == want).all()
