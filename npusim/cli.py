@@ -202,7 +202,7 @@ def cmd_compile(args) -> int:
 
     fallback = not args.no_fallback
     compiled = compile_model(load_model(args.model, fallback), _arch(args), dump_after=args.dump_after,
-                             fallback=fallback)
+                             fallback=fallback, prefetch=False if args.no_prefetch else None)
     write_program(compiled.program, args.output)
     host = f", {len(compiled.host_ops)} on the host CPU" if compiled.host_ops else ""
     print(f"{args.model}: {len(compiled.layers)} layers{host}, {len(compiled.program.instrs):,} instructions -> "
@@ -226,7 +226,8 @@ def cmd_run(args) -> int:
     inputs = _load_inputs(args.inputs) or None
     compiled, result, outputs, report = _run_with_progress(args, lambda bar: run_model(
         args.model, arch, inputs, timing_only=args.timing_only, validate=args.validate, seed=args.seed,
-        dump_after=args.dump_after, fallback=not args.no_fallback, progress=bar),
+        dump_after=args.dump_after, fallback=not args.no_fallback, prefetch=False if args.no_prefetch else None,
+        progress=bar),
         phase=f"compiling {args.model} for {arch.name} ...")
     if args.save_outputs and outputs:
         np.savez(args.save_outputs, **outputs)
@@ -347,6 +348,13 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--arch", default="edge16", help="preset name or TOML file (default edge16)")
         sp.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="override one Arch field")
 
+    def compile_args(sp):
+        sp.add_argument("--dump-after", metavar="PASS", help="print the graph IR after this pass")
+        sp.add_argument("--no-fallback", action="store_true", help="fail on ops the NPU cannot run instead of "
+                        "running them on the host CPU")
+        sp.add_argument("--no-prefetch", action="store_true", help="keep every layer in the whole SPM, waiting for "
+                        "the previous one (no cross-layer weight prefetch; see docs/compiler.md)")
+
     def trace_args(sp, trace=True):
         if trace:
             sp.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace (docs/trace.md)")
@@ -399,9 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("model")
     arch_args(co)
     co.add_argument("-o", "--output", required=True)
-    co.add_argument("--dump-after", metavar="PASS", help="print the graph IR after this pass")
-    co.add_argument("--no-fallback", action="store_true", help="fail on ops the NPU cannot run instead of "
-                    "running them on the host CPU")
+    compile_args(co)
     co.set_defaults(func=cmd_compile)
 
     ru = sub.add_parser("run", help="compile and simulate an ONNX model; per-layer table; --validate vs onnxruntime")
@@ -413,9 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     ru.add_argument("--timing-only", action="store_true", help="skip the value kernels (same cycles)")
     ru.add_argument("--json", metavar="OUT|-", help="write the JSON report to a file or stdout")
     ru.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    ru.add_argument("--dump-after", metavar="PASS", help="print the graph IR after this pass")
-    ru.add_argument("--no-fallback", action="store_true", help="fail on ops the NPU cannot run instead of "
-                    "running them on the host CPU")
+    compile_args(ru)
     ru.add_argument("--timeline", metavar="OUT.png", help="draw the Gantt timeline of the run (as `npusim plot`)")
     trace_args(ru)
     ru.set_defaults(func=cmd_run)

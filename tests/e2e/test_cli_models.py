@@ -53,3 +53,18 @@ def test_run_errors(capsys, tmp_path, argv, message):
     onnx.save(to_onnx(tiny_resnet()), model)
     assert main(["run", str(model), "--arch", "dc128", *argv]) == 1
     assert message in capsys.readouterr().err
+
+
+def test_no_prefetch_compiles_what_the_api_compiles_without_prefetch(capsys, tmp_path):
+    from compiler.model import compile_model
+    from isa.arch import load_arch
+
+    model, prog = tmp_path / "tiny.onnx", tmp_path / "tiny.s"
+    onnx.save(to_onnx(tiny_resnet()), model)
+    programs = []
+    for flag, prefetch in (([], None), (["--no-prefetch"], False)):
+        assert main(["compile", str(model), "--arch", "dc128", "-o", str(prog), *flag]) == 0
+        programs.append(read_program(prog))
+        assert programs[-1] == compile_model(tiny_resnet(), load_arch("dc128"), prefetch=prefetch).program
+    assert programs[0] != programs[1]
+    assert main(["run", str(model), "--arch", "dc128", "--timing-only", "--no-prefetch", "--json", "-"]) == 0
