@@ -362,11 +362,12 @@ def program_estimate(program, arch: Arch) -> int:
     none, the stores after the last vector instruction). Cycles."""
     busy: dict = {}
     bus = 0
-    costs = [instr_cost(i, arch).cycles for i in program.instrs]
-    queues = [i.queue for i in program.instrs]
-    for instr, c, q in zip(program.instrs, costs, queues):
-        busy[q] = busy.get(q, 0) + c
-        bus += instr_cost(instr, arch).dram_window
+    costs, queues = [], [i.queue for i in program.instrs]
+    for instr, q in zip(program.instrs, queues):
+        c = instr_cost(instr, arch)
+        costs.append(c.cycles)
+        busy[q] = busy.get(q, 0) + c.cycles
+        bus += c.dram_window
     busy.pop(Queue.CTRL, None)
     compute = [k for k, q in enumerate(queues) if q in (Queue.MXU, Queue.VPU)]
     if not compute:
