@@ -39,7 +39,6 @@ from isa import (
     SemDecl,
     SemOp,
     Space,
-    Sync,
     VecBinary,
     VecConvert,
     VecUnary,
@@ -51,7 +50,7 @@ from isa.cost import instr_cost, program_estimate
 from .errors import CompileError, TilingError, UnsupportedOpError
 from .gemm import ACC_TYPE, _groups
 from .ir import Node
-from .pipeline import with_sync
+from .pipeline import synced, with_sync
 
 
 @dataclass(frozen=True)
@@ -162,6 +161,8 @@ class _Plan:
 
     th: int
     tw: int
+    kc: int             # channels the matrix unit reduces per filter tap (R * S * C with im2col)
+    taps: int           # filter taps it loops over (1 with im2col)
     tcb: int
     tnb: int
     cbs: int
@@ -198,14 +199,14 @@ def _plan(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int)
     p_slot = t.toh * t.tow * kc * es if t.im2col else 0
     w_chunk = tnb * taps * tcb * rows * cols * es
     chunks = cs.groups * -(-nbs // tnb) * -(-cbs // tcb)
-    resident = x_slots * x_slot + 2 * p_slot + chunks * w_chunk <= spm
-    return _Plan(th, tw, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, resident, t.toh * t.tow * tnb * cols * 4, x_all,
-                 x_slots, p_slot)
+    plan = _Plan(th, tw, kc, taps, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, False, t.toh * t.tow * tnb * cols * 4,
+                 x_all, x_slots, p_slot)
+    return replace(plan, resident=plan.x_bytes + chunks * w_chunk <= spm)
 
 
 def _fits(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> bool:
-    """Whether two input slots and two weight chunks (or all of them) fit ``spm`` bytes and two accumulator tiles
-    fit ``acc`` bytes."""
+    """Whether the input slots and the weight buffers (two chunks, or all of them) fit ``spm`` bytes and the
+    accumulator tiles ``acc`` bytes (and an im2col tiling reduces every patch channel in one step)."""
     p = _plan(cs, t, es, rows, cols, spm)
     return p.spm <= spm and t.acc_bufs * p.acc_tile <= acc and (not t.im2col or p.tcb >= p.cbs)
 
@@ -226,7 +227,7 @@ def choose_conv_tiling(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: i
 def _fit_tcb(cs: ConvShape, toh: int, tow: int, tnb: int, es: int, rows: int, cols: int, spm: int, acc: int,
              im2col: bool = False, x_all: bool = False, acc_bufs: int = 2) -> int:
     """The most input-channel blocks per step with which a ``toh x tow x tnb`` tile fits, or 0."""
-    kc = cs.R * cs.S * cs.Cg if im2col else cs.Cg
+    kc = cs.R * cs.S * cs.Cg if im2col else cs.Cg   # (the plan's kc, needed before there is a plan)
     return next((tcb for tcb in range(-(-kc // rows), 0, -1)
                  if _fits(cs, ConvTiling(toh, tow, tcb, tnb, x_all, acc_bufs, im2col), es, rows, cols, spm, acc)), 0)
 
@@ -281,7 +282,7 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
             tcb = _fit_tcb(cs, toh, tow, tnb, es, r, c, spm, arch.acc.size, im2col, x_all, bufs)
             if tcb:
                 t = ConvTiling(toh, tow, tcb, tnb, x_all, bufs, im2col)
-                fitting.append((_rough_cycles(cs, t, _plan(cs, t, es, r, c, spm), es, arch), t))
+                fitting.append((_rough_cycles(cs, t, _plan(cs, t, es, r, c, spm), arch), t))
     fitting.sort(key=lambda e: e[0])
     best = None
     priced = [t for bufs in (2, 1) for t in [t for _, t in fitting if t.acc_bufs == bufs][:SEARCH_PRICED]]
@@ -298,7 +299,7 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
 SEARCH_PRICED = 10   # candidates per accumulator ring depth, best by :func:`_rough_cycles`, priced exactly
 
 
-def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, es: int, arch: Arch) -> float:
+def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch) -> float:
     """A quick lower-bound-like estimate (cycles) that ranks tilings before the exact pricing: the busiest of the
     matrix unit (folds of ``toh * tow`` streamed pixels), the load and store queues (bytes over the bandwidth plus
     each DMA's setup, latency and first row activation) and the DRAM bus."""
@@ -306,8 +307,7 @@ def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, es: int, arch: Arch) -
     tiles = cs.N * -(-cs.OH // t.toh) * -(-cs.OW // t.tow) * cs.groups
     nbg, csteps = -(-p.nbs // p.tnb), -(-p.cbs // p.tcb)
     s = t.toh * t.tow
-    taps = 1 if t.im2col else cs.R * cs.S
-    mm = tiles * nbg * csteps * (p.tnb * taps * p.tcb * max(s, r) + 2 * r + c)
+    mm = tiles * nbg * csteps * (p.tnb * p.taps * p.tcb * max(s, r) + 2 * r + c)
     x_loads = tiles * (1 if p.x_all else nbg * csteps)
     w_loads = p.chunks if p.resident else tiles * nbg * csteps
     x_bytes = x_loads * p.x_slot
@@ -362,14 +362,16 @@ def _epilogue_bytes(cs: ConvShape, epilogue: Epilogue, es: int) -> int:
 def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int,
            tiling: ConvTiling | None = None, max_rows: int = 256, epilogue: Epilogue = Epilogue(),
            pad_value: int | float = 0) -> Program:
-    """The program for one convolution; regions X (NHWC input), Wt (:func:`pack_weights`), Y (NHWC output), and Bias
-    and Scale when the epilogue uses them. The halo padding reads ``pad_value`` (a quantized input's zero point).
+    """The program for one convolution; regions X (NHWC input), Wt (:func:`pack_weights`), Y (NHWC output), and Bias,
+    Scale and R when the epilogue uses them. The halo padding reads ``pad_value`` (a quantized input's zero point).
 
-    Per output tile (toh x tow pixels, tnb channel blocks): the input window is loaded once when all its channels fit
-    one step (else with each step's weights), the weights once per convolution when they all fit the SPM (else per
-    step, ring of 2), one ``mxu.mm`` per run of equal blocks loops ``[nb, kh, kw, cb, oh]`` so that each weight
-    tile stays in the array while all ``toh x tow`` pixels stream, and one ``dma.st`` writes the tile's pixels with
-    all their tnb * cols channels (accumulator rows of ``tnb * cols`` elements, so DRAM runs are that long)."""
+    Per output tile (toh x tow pixels, tnb channel blocks): the input window is loaded once when it holds all its
+    channels (``x_all``, else with each step's weights), the weights once per convolution when they all fit the SPM
+    (else per step, ring of 2); the accumulators start from the residual's tile (region R, by dma.ld), the bias (from
+    SPM, by dma.st after the store that freed the tile) or zero; one ``mxu.mm`` per run of equal blocks loops
+    ``[nb, kh, kw, cb, oh]`` so that each weight tile stays in the array while all ``toh x tow`` pixels stream, and
+    one ``dma.st`` writes the tile's pixels with all their tnb * cols channels (accumulator rows of ``tnb * cols``
+    elements, so DRAM runs are that long)."""
     es, at = dtype.size, ACC_TYPE[dtype]
     yt, eo = epilogue.out or at, (epilogue.out or at).size
     bias_bytes = _epilogue_bytes(cs, epilogue, es)
@@ -389,9 +391,9 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
     ready = "out_full" if vector.active else "acc_full"   # what the store waits for
     last_store_at = None   # where the previous tile's store is in prog (bias_init places the next init before it)
     kr, ks = (1, 1) if t.im2col else (cs.R, cs.S)                        # filter taps the matrix unit loops over
-    kc = cs.R * cs.S * cs.Cg if t.im2col else cs.Cg                      # channels it reduces per tap
-    tile, chunk = rows * cols * es, kr * ks * p.cbs * rows * cols * es   # packed bytes of one (g, nb)
-    nb_stride = kr * ks * p.tcb * tile                                     # SPM bytes of one nb in a chunk
+    kc = p.kc
+    tile, chunk = rows * cols * es, p.taps * p.cbs * rows * cols * es    # packed bytes of one (g, nb)
+    nb_stride = p.taps * p.tcb * tile                                      # SPM bytes of one nb in a chunk
     row_bytes = p.tnb * cols * 4                                               # one accumulator row (pixel)
     skip = _skip(cs)              # subsampled load: the SPM tile is dense, the conv then has stride 1
     step = 1 if t.im2col else cs.stride // skip   # im2col: the patches are dense
@@ -460,7 +462,7 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                             w_new = first_tile or not p.resident
                             if w_new:
                                 prog.insert(x_at if first_tile and cid == 0 else len(prog), DmaCopy(
-                                    queue=Queue.DMA_LD, shape=(nbn, kr * ks, ncb, rows * cols),
+                                    queue=Queue.DMA_LD, shape=(nbn, p.taps, ncb, rows * cols),
                                     dst=View(Space.SPM, w_base, dtype, (nb_stride, p.tcb * tile, tile, es)),
                                     src=View(Space.DRAM, (g * p.nbs + nb0) * chunk + cb_first * tile, dtype,
                                              (chunk, p.cbs * tile, tile, es), "Wt"),
@@ -497,16 +499,10 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                                                  (cbc, 0, rows * es, tile),
                                                  (toh, t.tow * row_bytes, step * row, 0))]]
                             mms = [mm for group in mms for mm in group]
-                            waits = tuple(SemOp(w) for w in ("x_full",) * x_new + ("w_full",) * w_new)
-                            waits += (SemOp("res_full" if epilogue.residual else "init_full" if bias_init
-                                            else acc_empty),) * first
+                            waits = ("x_full",) * x_new + ("w_full",) * w_new + (
+                                "res_full" if epilogue.residual else "init_full" if bias_init else acc_empty,) * first
                             signals = ("x_empty",) * x_last + ("w_empty",) * (not p.resident) + ("acc_full",) * last
-                            if len(mms) == 1 and len(waits) + len(signals) > 4:   # more than one instruction holds
-                                mms.insert(0, Sync(on=Queue.MXU, waits=waits))
-                                waits = ()
-                            mms[0] = replace(mms[0], waits=mms[0].waits + waits)
-                            mms[-1] = with_sync(mms[-1], signals=signals)
-                            prog += mms
+                            prog += synced(mms, waits, signals)
                         tile_view = View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4))
                         out_view = tile_view
                         if vector.active:

@@ -26,14 +26,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from isa import DmaCopy, DType, Halt, MatMul, Program, ProgramConfig, Queue, Region, SemDecl, Space, Sync, View
+from isa import DmaCopy, DType, Halt, MatMul, Program, ProgramConfig, Queue, Region, SemDecl, Space, View
 from isa.arch import Arch
 from isa.cost import instr_cost
 from isa.dtypes import INT_RANGE, f32_to_bf16, to_compute
-from isa.instructions import MAX_SYNC_SLOTS
 
 from .errors import CompileError, TilingError
-from .pipeline import with_sync
+from .pipeline import synced, with_sync
 
 ACC_TYPE = {DType.I8: DType.I32, DType.U8: DType.I32, DType.F16: DType.F32, DType.BF16: DType.F32,
             DType.F32: DType.F32}
@@ -195,15 +194,6 @@ def _pieces(tn: int, t: GemmTiling, cols: int, split: int) -> list[tuple[int, in
     return [(j, min(per, tn - j)) for j in range(0, tn, max(per, cols))]
 
 
-def _synced(instrs: list, waits: tuple[str, ...], signals: tuple[str, ...]) -> list:
-    """``instrs`` waiting before the first and signalling after the last; signals that do not fit the last
-    instruction's sync slots go to a ``.sync`` right after it in the same queue (it runs as that one retires)."""
-    out = [with_sync(instrs[0], waits=waits)] + instrs[1:]
-    fit = MAX_SYNC_SLOTS - len(out[-1].waits) - len(out[-1].signals)
-    out[-1] = with_sync(out[-1], signals=signals[:fit])
-    return out + ([with_sync(Sync(on=out[-1].queue), signals=signals[fit:])] if signals[fit:] else [])
-
-
 def tiled_gemm(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, spm: int, acc: int,
                tiling: GemmTiling | None = None, max_rows: int = 256, dataflow: str = "ws",
                bank_width: int = 16, b_packed: bool = False) -> Program:
@@ -259,7 +249,7 @@ def tiled_gemm(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, spm: 
                 prog += loads
             mms = lay.matmuls(acc_base + blk * block_acc, a_base, b_base + blk * block_b, tm, tk, w, dtype, first_k)
             first, last = p == 0, p == len(pieces) - 1
-            prog += _synced(mms, (("a_full",) if new_a and first else ()) + (("b_full",) if new_b else ())
+            prog += synced(mms, (("a_full",) if new_a and first else ()) + (("b_full",) if new_b else ())
                             + (("acc_empty",) if first_k and first else ()),
                             (("a_empty",) if last_a and last else ()) + (("b_empty",) if last_b and last else ())
                             + (("acc_full",) if last_k and (last or final) else ()))

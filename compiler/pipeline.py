@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from isa import Halt, Instr, Program, ProgramConfig, Region, SemDecl, SemOp
+from isa import Halt, Instr, Program, ProgramConfig, Region, SemDecl, SemOp, Sync
+from isa.instructions import MAX_SYNC_SLOTS
 
 SEMS = (SemDecl("in_full", 0), SemDecl("in_empty", 2), SemDecl("out_full", 0), SemDecl("out_empty", 2))
 
@@ -23,6 +24,15 @@ def with_sync(instr: Instr, waits: tuple[str, ...] = (), signals: tuple[str, ...
     """``instr`` with extra semaphore waits/signals appended."""
     return replace(instr, waits=instr.waits + tuple(SemOp(w) for w in waits),
                    signals=instr.signals + tuple(SemOp(s) for s in signals))
+
+
+def synced(instrs: list, waits: tuple[str, ...], signals: tuple[str, ...]) -> list:
+    """``instrs`` waiting before the first and signalling after the last; signals that do not fit the last
+    instruction's sync slots go to a ``.sync`` right after it in the same queue (it runs as that one retires)."""
+    out = [with_sync(instrs[0], waits=waits)] + instrs[1:]
+    fit = MAX_SYNC_SLOTS - len(out[-1].waits) - len(out[-1].signals)
+    out[-1] = with_sync(out[-1], signals=signals[:fit])
+    return out + ([with_sync(Sync(on=out[-1].queue), signals=signals[fit:])] if signals[fit:] else [])
 
 
 class RingPipeline:
