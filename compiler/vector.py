@@ -77,6 +77,17 @@ def _tiles(shape: tuple[int, ...], limit: int):
 MIN_TILES = 8   # a stream that fits the SPM whole still runs in 8 tiles, so loads, compute and stores overlap
 
 
+def _overlap_cap(total: int, floor: int) -> int:
+    """The most units a tile may hold so that ``total`` units make at least MIN_TILES tiles, but at least ``floor``."""
+    return max(-(-total // MIN_TILES), floor)
+
+
+def _dram_box(start: tuple[int, ...], strides: tuple[int, ...], dtype: DType, region: str) -> View:
+    """The DRAM view of a tile starting at element index ``start`` of ``region`` (strides in elements)."""
+    return View(Space.DRAM, sum(i * st for i, st in zip(start, strides)) * dtype.size, dtype,
+                tuple(st * dtype.size for st in strides), region)
+
+
 @dataclass(frozen=True)
 class _Operand:
     region: str
@@ -92,7 +103,7 @@ def _stream(pipe: RingPipeline, out_shape, ins: list[_Operand], out: _Operand, d
         raise CompileError(f"shape {out_shape} does not collapse to 5 dimensions")
     sizes = [d.size for d in dtypes] + [out_dtype.size]
     limit = max(1, (spm // 2) // sum(sizes))   # two ring slots of every buffer
-    limit = min(limit, max(-(-math.prod(shape) // MIN_TILES), 4096))
+    limit = min(limit, _overlap_cap(math.prod(shape), 4096))
     if len(set(sizes)) > 1 and limit >= 4:      # mixed element sizes: keep every slot word-aligned
         limit -= limit % 4
     slot_bytes = [limit * s for s in sizes]
@@ -111,11 +122,9 @@ def _stream(pipe: RingPipeline, out_shape, ins: list[_Operand], out: _Operand, d
             if k < len(ins):
                 loads.append(DmaCopy(queue=Queue.DMA_LD, shape=held,
                                      dst=View(Space.SPM, offs[k], d, tuple(s * d.size for s in dense)),
-                                     src=View(Space.DRAM, sum(i * s for i, s in zip(start, strides[k])) * d.size, d,
-                                              tuple(s * d.size for s in strides[k]), ins[k].region)))
+                                     src=_dram_box(start, strides[k], d, ins[k].region)))
         store = DmaCopy(queue=Queue.DMA_ST, shape=tshape, src=views[-1],
-                        dst=View(Space.DRAM, sum(i * s for i, s in zip(start, strides[-1])) * out_dtype.size, out_dtype,
-                                 tuple(s * out_dtype.size for s in strides[-1]), out.region))
+                        dst=_dram_box(start, strides[-1], out_dtype, out.region))
         pipe.step(loads, compute(views[-1], views[:-1], tshape), [store])
 
 
@@ -160,7 +169,7 @@ def _rows_op(rows: int, length: int, dtype: DType, spm: int, regions_extra: tupl
     per = (spm // 2 - extra) // row_bytes
     if per < 1:
         raise TilingError(f"a row of {length} elements does not fit the SPM")
-    per = min(per, max(-(-rows // MIN_TILES), -(-4096 // length)))   # enough tiles to overlap (see MIN_TILES)
+    per = min(per, _overlap_cap(rows, -(-4096 // length)))
     pipe = RingPipeline()
     x_slot, s_slot = per * length * es, per * length * 4
     slot = 2 * x_slot + scratch * s_slot + scalars * per * 4 + extra
@@ -271,7 +280,7 @@ def pool2d(kind: str, N: int, H: int, W: int, C: int, k: int, stride: int, pad: 
     if not tc:
         raise TilingError(f"a {k}x{k} pooling window over {W + 2 * pad} padded columns does not fit the SPM")
     toh = max(t for t in range(1, OH + 1) if 2 * sum(slots(t, tc)) <= spm)
-    toh = min(toh, max(1, -(-N * OH * -(-C // tc) // MIN_TILES)))   # enough tiles to overlap (see MIN_TILES)
+    toh = min(toh, _overlap_cap(N * OH * -(-C // tc), 1))
     in_slot, sum_slot, out_slot, rc_slot = slots(toh, tc)
     pipe = RingPipeline()
     for b in range(N):
@@ -337,7 +346,7 @@ def permute(in_shape: tuple[int, ...], perm: tuple[int, ...], dtype: DType, spm:
     if len(shape) > 5:
         raise CompileError(f"transpose of {in_shape} by {perm} does not collapse to 5 dimensions")
     es = dtype.size
-    limit = min(max(1, (spm // 2) // (2 * es)), max(-(-math.prod(shape) // MIN_TILES), 4096))
+    limit = min(max(1, (spm // 2) // (2 * es)), _overlap_cap(math.prod(shape), 4096))
     order = sorted(range(len(shape)), key=lambda d: -xs[d])   # X's order of the output dimensions
     pipe = RingPipeline()
     for start, tshape in _tiles(shape, limit):
@@ -345,13 +354,10 @@ def permute(in_shape: tuple[int, ...], perm: tuple[int, ...], dtype: DType, spm:
         held = tuple(tshape[d] for d in order)
         dense = row_major(held)
         load = DmaCopy(queue=Queue.DMA_LD, shape=held, dst=View(Space.SPM, x_base, dtype, tuple(s * es for s in dense)),
-                       src=View(Space.DRAM, sum(i * st for i, st in zip(start, xs)) * es, dtype,
-                                tuple(xs[d] * es for d in order), "X"))
+                       src=_dram_box(tuple(start[d] for d in order), tuple(xs[d] for d in order), dtype, "X"))
         src = View(Space.SPM, x_base, dtype, tuple(dense[order.index(d)] * es for d in range(len(shape))))
         y = View(Space.SPM, y_base, dtype, tuple(s * es for s in row_major(tshape)))
-        store = DmaCopy(queue=Queue.DMA_ST, shape=tshape, src=y,
-                        dst=View(Space.DRAM, sum(i * st for i, st in zip(start, ys)) * es, dtype,
-                                 tuple(st * es for st in ys), "Y"))
+        store = DmaCopy(queue=Queue.DMA_ST, shape=tshape, src=y, dst=_dram_box(start, ys, dtype, "Y"))
         pipe.step([load], [VecUnary(fn=Act.MOV, shape=tshape, dst=y, src=src)], [store])
     n = math.prod(in_shape) * es
     return pipe.program(vector_config(spm), (Region("X", 0, n), Region("Y", 1, n)))
