@@ -74,10 +74,13 @@ def _shift_spm(instr: Instr, offset: int) -> Instr:
     return replace(instr, **changes) if changes else instr
 
 
-def _is_prefetch(instr: Instr) -> bool:
-    """A load of constants (global region W) into SPM: it does not depend on any earlier layer."""
-    return isinstance(instr, DmaCopy) and instr.queue is Queue.DMA_LD and instr.src.space is Space.DRAM \
-        and instr.src.region == "W" and instr.dst.space is Space.SPM
+def is_constant_load(instr: Instr, bind: dict[str, tuple[str, int]] | None = None) -> bool:
+    """A load of constants (global region W; a segment's local region bound there, given its ``bind``) into SPM: it
+    does not depend on any earlier layer."""
+    if not (isinstance(instr, DmaCopy) and instr.queue is Queue.DMA_LD and instr.src.space is Space.DRAM
+            and instr.dst.space is Space.SPM):
+        return False
+    return (bind[instr.src.region][0] if bind is not None else instr.src.region) == "W"
 
 
 def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int],
@@ -112,7 +115,7 @@ def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int]
         if k and exits[k - 1] is not entries[k]:
             first = next(j for j, i in enumerate(body) if i.queue in ENTRY)
             if overlap and entries[k - 1] is Queue.DMA_LD:
-                first = next((j for j, i in enumerate(body) if i.queue in ENTRY and not _is_prefetch(i)), first)
+                first = next((j for j, i in enumerate(body) if i.queue in ENTRY and not is_constant_load(i)), first)
             body[first] = replace(body[first], waits=body[first].waits + (SemOp(_dep_name(exits[k - 1], entries[k])),))
         if k < len(segments) - 1 and exits[k] is not entries[k + 1]:
             last = max(j for j, i in enumerate(body) if i.queue is exits[k])

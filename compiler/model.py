@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from isa import Act, BinOp, DmaCopy, DType, Program, ProgramConfig, Queue, Reduce, Space
+from isa import Act, BinOp, DmaCopy, DType, Program, ProgramConfig, Reduce, Space
 from isa.arch import Arch
 from isa.cost import instr_cost, program_estimate
 
@@ -26,7 +26,7 @@ from .gemm import pack_b, search_tiling, tiled_gemm
 from .host import HostOp, HostTensor, host_fn_name, host_ops, host_program
 from .ir import Graph, Node
 from .layout_ops import lower_concat, lower_pad, lower_slice
-from .link import LayerRange, Segment, link
+from .link import LayerRange, Segment, is_constant_load, link
 from .passes.fold_batchnorm import fold_batchnorm
 from .passes.fold_constants import fold_constants
 from .passes.fuse import fuse_activation, fuse_residual
@@ -210,15 +210,16 @@ def _lower(low: _Lowering, node: Node, arch: Arch, half: Arch | None) -> None:
     if half is None:
         return LOWER[node.op](low, node)
     before = low.snapshot()
+    first = len(low.segments)   # this node's segments are low.segments[first:]
     LOWER[node.op](low, node)
-    if all(_spm_top(s.program) <= half.spm.size for s in low.segments[before[0]:]):   # it fits half as it is
-        low.segments[before[0]:] = [replace(s, program=replace(s.program, config=replace(
-            s.program.config, spm=half.spm.size))) for s in low.segments[before[0]:]]
+    if all(_spm_top(s.program) <= half.spm.size for s in low.segments[first:]):   # it fits half as it is
+        low.segments[first:] = [replace(s, program=replace(s.program, config=replace(
+            s.program.config, spm=half.spm.size))) for s in low.segments[first:]]
         return
     if node.op not in CONV_OPS:   # GEMMs, vector streams: the estimate favours smaller tiles more than the simulator
         return
     full = low.snapshot()
-    full_cycles = sum(program_estimate(s.program, arch) for s in low.segments[before[0]:])
+    full_cycles = sum(program_estimate(s.program, arch) for s in low.segments[first:])
     low.restore(before)
     low.arch = half
     try:
@@ -228,7 +229,7 @@ def _lower(low: _Lowering, node: Node, arch: Arch, half: Arch | None) -> None:
         return
     finally:
         low.arch = arch
-    new = low.segments[before[0]:]
+    new = low.segments[first:]
     half_cycles = sum(program_estimate(s.program, half) for s in new) - _leading_constants(new[0], half)
     if half_cycles > full_cycles:
         low.restore(full)
@@ -244,8 +245,7 @@ def _leading_constants(seg: Segment, arch: Arch) -> int:
     """Cycles of ``seg``'s loads of constants (region W) into SPM before its first other instruction."""
     cycles = 0
     for i in seg.program.instrs:
-        if not (isinstance(i, DmaCopy) and i.queue is Queue.DMA_LD and i.src.space is Space.DRAM
-                and seg.bind[i.src.region][0] == "W" and i.dst.space is Space.SPM):
+        if not is_constant_load(i, seg.bind):
             break
         cycles += instr_cost(i, arch).cycles
     return cycles
@@ -291,12 +291,12 @@ class _Lowering:
 
     def snapshot(self) -> tuple:
         """The lowering state (segments, layouts, memory plan), to go back to after a failed or discarded try."""
-        return len(self.segments), list(self.segments), dict(self.bind), self.act, self.wbytes, list(self.weights)
+        return list(self.segments), dict(self.bind), self.act, self.wbytes, list(self.weights)
 
     def restore(self, saved: tuple) -> None:
-        self.segments = list(saved[1])
-        self.bind, self.act, self.wbytes = dict(saved[2]), saved[3], saved[4]
-        self.weights = list(saved[5])
+        self.segments = list(saved[0])
+        self.bind, self.act, self.wbytes = dict(saved[1]), saved[2], saved[3]
+        self.weights = list(saved[4])
 
     def const(self, data: np.ndarray) -> int:
         raw = np.ascontiguousarray(data).view(np.uint8).ravel()
