@@ -50,6 +50,7 @@ from isa.cost import instr_cost, program_estimate
 from .errors import CompileError, TilingError, UnsupportedOpError
 from .gemm import ACC_TYPE, _groups
 from .ir import Node
+from .link import leading_constants
 from .pipeline import synced, with_sync
 
 
@@ -257,7 +258,8 @@ def _window(cs: ConvShape, toh: int, tow: int) -> tuple[int, int]:
 
 
 @lru_cache(maxsize=512)
-def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilogue | None = None) -> ConvTiling:
+def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilogue | None = None,
+                       hidden_constants: bool = False) -> ConvTiling:
     """The tiling with the fewest predicted cycles on ``arch``, from the simulator's own formulas.
 
     Candidates: output heights that split OH evenly into 1 to 8 tiles, 1, 2 and 4 rows, and the tallest tile that
@@ -266,6 +268,9 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
     with the most input-channel blocks per step that fit. All are ranked by :func:`_rough_cycles`; the best
     ``SEARCH_PRICED`` of each accumulator depth are built and priced with :func:`isa.cost.program_estimate` (a single
     accumulator tile serializes matrix work, epilogue and store). Ties go to the earlier (larger) candidate.
+
+    hidden_constants: the program's leading loads of constants (weights, bias, scale) overlap the previous layer
+    (cross-layer prefetch, :func:`compiler.link.link`), so the pricing does not count them.
     """
     epilogue = epilogue or Epilogue()
     r, c, es = arch.matrix.rows, arch.matrix.cols, dtype.size
@@ -288,7 +293,7 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
     priced = [t for bufs in (2, 1) for t in [t for _, t in fitting if t.acc_bufs == bufs][:SEARCH_PRICED]]
     for t in priced:
         prog = conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, t, arch.matrix.max_rows, epilogue)
-        est = program_estimate(prog, arch)
+        est = program_estimate(prog, arch) - (leading_constants(prog, arch, _CONSTANTS) if hidden_constants else 0)
         if t.acc_bufs == 1:   # one accumulator tile: matrix work, epilogue and store take turns
             est = max(est, sum(instr_cost(i, arch).cycles for i in prog.instrs if i.queue is not Queue.DMA_LD))
         if best is None or est < best[0]:
@@ -296,6 +301,7 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
     return best[1]
 
 
+_CONSTANTS = {"Wt": ("W", 0), "Bias": ("W", 0), "Scale": ("W", 0)}   # conv2d's constants, as a model binds them
 SEARCH_PRICED = 10   # candidates per accumulator ring depth, best by :func:`_rough_cycles`, priced exactly
 
 

@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 
 from isa import DmaCopy, DmaFill, Halt, Instr, Program, ProgramConfig, Queue, Region, SemDecl, SemOp, Space, View
+from isa.arch import Arch
+from isa.cost import instr_cost
 from isa.verify import verify
 
 from .errors import CompileError
@@ -75,12 +77,23 @@ def _shift_spm(instr: Instr, offset: int) -> Instr:
 
 
 def is_constant_load(instr: Instr, bind: dict[str, tuple[str, int]] | None = None) -> bool:
-    """A load of constants (global region W; a segment's local region bound there, given its ``bind``) into SPM: it
-    does not depend on any earlier layer."""
+    """A load of constants (global region W; a segment's local region bound there, given its ``bind``, which may
+    leave out the others) into SPM: it does not depend on any earlier layer."""
     if not (isinstance(instr, DmaCopy) and instr.queue is Queue.DMA_LD and instr.src.space is Space.DRAM
             and instr.dst.space is Space.SPM):
         return False
-    return (bind[instr.src.region][0] if bind is not None else instr.src.region) == "W"
+    return (bind.get(instr.src.region, ("",))[0] if bind is not None else instr.src.region) == "W"
+
+
+def leading_constants(program: Program, arch: Arch, bind: dict[str, tuple[str, int]] | None = None) -> int:
+    """Cycles of the loads of constants (:func:`is_constant_load`) that start ``program``, before its first other
+    instruction: what cross-layer prefetch hides behind the previous layer."""
+    cycles = 0
+    for i in program.instrs:
+        if not is_constant_load(i, bind):
+            break
+        cycles += instr_cost(i, arch).cycles
+    return cycles
 
 
 def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int],

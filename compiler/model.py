@@ -16,7 +16,7 @@ import numpy as np
 
 from isa import Act, BinOp, DmaCopy, DType, Program, ProgramConfig, Reduce, Space
 from isa.arch import Arch
-from isa.cost import instr_cost, program_estimate
+from isa.cost import program_estimate
 
 from . import quant, vector
 from .conv import Epilogue, conv2d, conv_shape, pack_weights, search_conv_tiling
@@ -26,7 +26,7 @@ from .gemm import pack_b, search_tiling, tiled_gemm
 from .host import HostOp, HostTensor, host_fn_name, host_ops, host_program
 from .ir import Graph, Node
 from .layout_ops import lower_concat, lower_pad, lower_slice
-from .link import LayerRange, Segment, is_constant_load, link
+from .link import LayerRange, Segment, leading_constants, link
 from .passes.fold_batchnorm import fold_batchnorm
 from .passes.fold_constants import fold_constants
 from .passes.fuse import fuse_activation, fuse_residual
@@ -221,16 +221,17 @@ def _lower(low: _Lowering, node: Node, arch: Arch, half: Arch | None) -> None:
     full = low.snapshot()
     full_cycles = sum(program_estimate(s.program, arch) for s in low.segments[first:])
     low.restore(before)
-    low.arch = half
+    low.arch, low.prefetched = half, True
     try:
         LOWER[node.op](low, node)
     except CompileError:   # it does not fit half the SPM
         low.restore(full)
         return
     finally:
-        low.arch = arch
+        low.arch, low.prefetched = arch, False
     new = low.segments[first:]
-    half_cycles = sum(program_estimate(s.program, half) for s in new) - _leading_constants(new[0], half)
+    half_cycles = sum(program_estimate(s.program, half) for s in new)
+    half_cycles -= leading_constants(new[0].program, half, new[0].bind)
     if half_cycles > full_cycles:
         low.restore(full)
 
@@ -239,16 +240,6 @@ def _spm_top(program: Program) -> int:
     """One past the highest SPM byte ``program`` touches."""
     return max((view.span(i.src_shape if role == "src" and type(i) is DmaCopy else i.shape, extra)[1]
                 for i in program.instrs for role, view, extra in i.views() if view.space is Space.SPM), default=0)
-
-
-def _leading_constants(seg: Segment, arch: Arch) -> int:
-    """Cycles of ``seg``'s loads of constants (region W) into SPM before its first other instruction."""
-    cycles = 0
-    for i in seg.program.instrs:
-        if not is_constant_load(i, seg.bind):
-            break
-        cycles += instr_cost(i, arch).cycles
-    return cycles
 
 
 def _half_spm(arch: Arch) -> Arch | None:
@@ -272,6 +263,7 @@ class _Lowering:
 
     def __init__(self, graph: Graph, arch: Arch):
         self.graph, self.arch = graph, arch
+        self.prefetched = False   # lowering for half the SPM: leading constant loads overlap the previous layer
         self.segments: list[Segment] = []
         self.weights: list[np.ndarray] = []
         self.wbytes = 0
@@ -382,7 +374,7 @@ def _conv(low: _Lowering, n: Node) -> None:
         residual = bool(a.get("residual"))   # fuse_residual: the Add's other operand starts the accumulators
         ep = Epilogue(bias=has_bias, act=act[0] if act else None, lo=act[1] if act and len(act) > 1 else 0.0,
                       hi=act[2] if act and len(act) > 1 else 0.0, residual=residual)
-        tiling = search_conv_tiling(cs, F32, arch, ep)
+        tiling = search_conv_tiling(cs, F32, arch, ep, hidden_constants=low.prefetched)
         prog = conv2d(cs, F32, r, c, arch.spm.size, arch.acc.size, tiling, arch.matrix.max_rows, ep)
         bind = {"X": ("ACT", x.offset), "Wt": ("W", low.const(pack_weights(w, cs, r, c, tiling.im2col))),
                 "Y": ("ACT", y.offset)}

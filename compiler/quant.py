@@ -139,7 +139,7 @@ def lower_qlinear_conv(low, n: Node) -> None:
     arch, r, c = low.arch, low.arch.matrix.rows, low.arch.matrix.cols
     y = low.alloc((N, cs.K, cs.OH, cs.OW), "nhwc", yd)
     ep = Epilogue(bias=True, out=yd, zp=y_zp)
-    tiling = search_conv_tiling(cs, xd, arch, ep)
+    tiling = search_conv_tiling(cs, xd, arch, ep, hidden_constants=low.prefetched)
     prog = conv2d(cs, xd, r, c, arch.spm.size, arch.acc.size, tiling, arch.matrix.max_rows, ep, pad_value=x_zp)
     low.emit(n, prog, {"X": ("ACT", x.offset), "Wt": ("W", low.const(pack_weights(w, cs, r, c, tiling.im2col))),
                        "Y": ("ACT", y.offset), "Bias": ("W", low.const(bias)),
