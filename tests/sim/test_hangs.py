@@ -55,13 +55,18 @@ def progress_log():
     return calls, lambda *a: calls.append(a)
 
 
+def deadlock(program: Program, with_progress: bool, **kw) -> tuple[str, list]:
+    """The DeadlockError message simulating ``program`` raises, and the progress reporter's calls (if it had one)."""
+    calls, progress = progress_log()
+    with pytest.raises(DeadlockError) as err:
+        simulate(program, EDGE, timing_only=True, progress=progress if with_progress else None, **kw)
+    return str(err.value), calls
+
+
 @pytest.mark.parametrize("with_progress", [False, True], ids=["plain", "progress"])
 @pytest.mark.parametrize("kw", RUNS, ids=["uncapped", "cap1", "cap5000", "cap1e12"])
 def test_cross_wait_is_a_deadlock_under_any_cap_and_progress(kw, with_progress):
-    calls, progress = progress_log()
-    with pytest.raises(DeadlockError) as err:
-        simulate(CROSS, EDGE, timing_only=True, progress=progress if with_progress else None, **kw)
-    msg = str(err.value)
+    msg, calls = deadlock(CROSS, with_progress, **kw)
     assert msg.startswith("deadlock at cycle 0: mxu blocked at pc 0 `mxu.sync wait(vpu_done) signal(mxu_done)` "
                           "waiting on vpu_done (have 0, need 1); vpu blocked at pc 1 ")
     assert msg.endswith("wait-for cycle: mxu -> vpu -> mxu")
@@ -71,12 +76,10 @@ def test_cross_wait_is_a_deadlock_under_any_cap_and_progress(kw, with_progress):
 @pytest.mark.parametrize("with_progress", [False, True], ids=["plain", "progress"])
 @pytest.mark.parametrize("kw", RUNS[:1] + RUNS[2:], ids=["uncapped", "cap5000", "cap1e12"])
 def test_one_unit_stuck_after_the_others_finished(kw, with_progress):
-    calls, progress = progress_log()
-    with pytest.raises(DeadlockError) as err:
-        simulate(LONE, EDGE, timing_only=True, progress=progress if with_progress else None, **kw)
+    msg, calls = deadlock(LONE, with_progress, **kw)
     load = instr_cost(LOAD, EDGE).cycles  # the load runs alone from cycle 0: the last thing that happens
-    assert str(err.value) == (f"deadlock at cycle {load}: mxu blocked at pc 1 `mxu.sync wait(go)` waiting on go "
-                              f"(have 0, need 1); dispatcher blocked at pc 2 (`barrier`) until 1 instructions retire")
+    assert msg == (f"deadlock at cycle {load}: mxu blocked at pc 1 `mxu.sync wait(go)` waiting on go "
+                   f"(have 0, need 1); dispatcher blocked at pc 2 (`barrier`) until 1 instructions retire")
     if with_progress:
         assert calls[-1] == (1, 3, load)
 
@@ -92,10 +95,7 @@ def test_stuck_after_the_cap_is_the_cap():
 @pytest.mark.parametrize("with_progress", [False, True], ids=["plain", "progress"])
 @pytest.mark.parametrize("kw", RUNS, ids=["uncapped", "cap1", "cap5000", "cap1e12"])
 def test_deadlock_involving_the_host_unit(kw, with_progress):
-    _, progress = progress_log()
-    with pytest.raises(DeadlockError) as err:
-        simulate(HOST, EDGE, timing_only=True, progress=progress if with_progress else None, **kw)
-    msg = str(err.value)
+    msg, _ = deadlock(HOST, with_progress, **kw)
     assert msg.startswith("deadlock at cycle 0: dma.st blocked at pc 1 `dma.st.sync wait(host_done) "
                           "signal(st_done)` waiting on host_done (have 0, need 1); host blocked at pc 0 "
                           "`host.call fn=post rd=0 wr=0 ops=100 wait(st_done) signal(host_done)` waiting on st_done "
