@@ -18,7 +18,7 @@ from npusim.driver import run_gemm, run_model
 
 
 def bound(macs: int, nbytes: int, arch) -> float:
-    return max(macs / (arch.matrix.rows * arch.matrix.cols), nbytes / arch.dram.bandwidth)
+    return max(macs / arch.peak_macs_per_cycle, nbytes / arch.dram.bandwidth)
 
 
 def main() -> None:

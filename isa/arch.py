@@ -273,6 +273,7 @@ class Arch:
 
     @property
     def peak_macs_per_cycle(self) -> int:
+        """MACs the matrix unit completes per cycle at full use (rows x cols)."""
         return self.matrix.rows * self.matrix.cols
 
 

@@ -39,7 +39,7 @@ def run_point(model, base_arch: Arch, overrides: list[str], timing_only: bool = 
            "macs": None, "sram_bytes": None, "area": None, "error": None}
     try:
         arch = base_arch.with_overrides(list(overrides))
-        macs, sram = arch.matrix.rows * arch.matrix.cols, arch.spm.size + arch.acc.size
+        macs, sram = arch.peak_macs_per_cycle, arch.spm.size + arch.acc.size
         out |= {"macs": macs, "sram_bytes": sram, "area": macs + sram / sram_bytes_per_mac}
         _, result, _, _ = run_model(model, arch, timing_only=timing_only, **options)
     except NpuSimError as e:
