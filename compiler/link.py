@@ -3,7 +3,9 @@
 Each lowering (``compiler.gemm``, ``compiler.conv``, ``compiler.vector``) produces a self-contained program with its
 own small DRAM regions (X, Wt, Y, ...). :func:`link` concatenates them in order and
 
-- relocates every DRAM view into the global regions (``Segment.bind``: local region -> (global region, byte offset)),
+- relocates every DRAM view into the global regions (``Segment.bind``: local region -> (global region, byte offset);
+  the pseudo-region ``SPM`` makes it an SPM view at that byte address: an activation kept on chip,
+  :mod:`compiler.residency`),
 - renames semaphores by the pair of queues they connect (a segment's ``in_full`` feeding the matrix unit and another's
   feeding the vector unit become two semaphores, keeping one producer and one consumer queue each; rings are balanced
   within a segment, so later segments reuse them),
@@ -65,7 +67,8 @@ def _relocate(instr: Instr, bind: dict[str, tuple[str, int]]) -> Instr:
         v = getattr(instr, role, None)
         if v is not None and v.space is Space.DRAM:
             region, off = bind[v.region]
-            changes[role] = replace(v, region=region, base=v.base + off)
+            changes[role] = View(Space.SPM, v.base + off, v.dtype, v.strides) if region == "SPM" else \
+                replace(v, region=region, base=v.base + off)
     return replace(instr, **changes)
 
 
@@ -119,12 +122,12 @@ def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int]
             if sems.setdefault(new, init[name]) != init[name]:
                 raise CompileError(f"semaphore {new} has initial counts {sems[new]} and {init[name]}")
         body = [i for i in seg.program.instrs if not isinstance(i, Halt)]
-        body = [replace(_relocate(i, seg.bind), waits=tuple(SemOp(rename[o.name], o.count) for o in i.waits),
-                        signals=tuple(SemOp(rename[o.name], o.count) for o in i.signals)) for i in body]
         overlap = k and halves[k] and halves[k - 1]
-        if overlap and not upper[k - 1]:
+        if overlap and not upper[k - 1]:   # (before relocation: activations kept in SPM do not move)
             upper[k] = True
             body = [_shift_spm(i, prefetch_spm) for i in body]
+        body = [replace(_relocate(i, seg.bind), waits=tuple(SemOp(rename[o.name], o.count) for o in i.waits),
+                        signals=tuple(SemOp(rename[o.name], o.count) for o in i.signals)) for i in body]
         if k and exits[k - 1] is not entries[k]:
             first = next(j for j, i in enumerate(body) if i.queue in ENTRY)
             if overlap and entries[k - 1] is Queue.DMA_LD:

@@ -31,6 +31,7 @@ from .passes.fold_batchnorm import fold_batchnorm
 from .passes.fold_constants import fold_constants
 from .passes.fuse import fuse_activation, fuse_residual
 from .patchify import is_patchify, lower_patchify
+from .residency import place_in_spm
 from .steps import activation_step, bias_step
 
 F32 = DType.F32
@@ -40,6 +41,8 @@ UNARY = {"Relu": Act.RELU, "Sigmoid": Act.SIGMOID, "Tanh": Act.TANH, "Erf": Act.
          "Identity": Act.MOV}
 BINARY = {"Add": BinOp.ADD, "Sub": BinOp.SUB, "Mul": BinOp.MUL, "Div": BinOp.DIV}
 CONV_OPS = {"Conv", "QLinearConv"}   # re-lowered for half the SPM under prefetch
+RESIDENT_MIN_SPM = 1 << 23           # bytes: activations are kept in SPM by default from this SPM size (dc128)
+ARENA_FRACTION = 3 / 8               # of the SPM, for activations kept on chip (measured: see docs/compiler.md)
 PREFETCH_MIN_SPM = 1 << 20           # bytes: prefetch is on by default from this SPM size (mid32, dc128)
 NHWC_OPS = {"Conv", "QLinearConv", "MaxPool", "AveragePool", "GlobalAveragePool"}
 ALIASES = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"}
@@ -91,8 +94,9 @@ class CompiledModel:
     graph: Graph
     host_ops: tuple[HostOp, ...] = ()
     tensors: dict[str, Binding] = field(default_factory=dict)
-    """Every activation the program writes to region ACT (inputs, intermediates, outputs) by ONNX name, in its
-    final layout; fused or folded tensors (a Relu's input after fusion, BN outputs) are absent."""
+    """Every activation the program keeps in region ACT (inputs, intermediates, outputs) by ONNX name, in its
+    final layout; fused or folded tensors (a Relu's input after fusion, BN outputs) and those kept in the SPM
+    (``compile_model(resident=...)``) are absent."""
 
     def dram_inputs(self, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The DRAM regions' initial contents for graph inputs ``values`` (by ONNX input name)."""
@@ -144,7 +148,8 @@ def unsupported_nodes(graph: Graph) -> list[tuple[Node, str]]:
 
 
 def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallback: bool = True, *,
-                  fuse: bool = True, buffers: int = 2, prefetch: bool | None = None) -> CompiledModel:
+                  fuse: bool = True, buffers: int = 2, prefetch: bool | None = None,
+                  resident: bool | None = None) -> CompiledModel:
     """Compile ``graph`` for ``arch``.
 
     fallback: nodes the NPU cannot run (unknown ops, unsupported attributes or dtypes) run on the host CPU as
@@ -159,6 +164,11 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
     loads overlap that layer's tail. None: on for SPMs of at least ``PREFETCH_MIN_SPM`` bytes whose half is a whole
     number of bank rows (below, half an SPM rarely holds a layer, and pricing each conv twice costs compile time:
     edge16's ResNet-50 compiled in 34 s instead of 15.5 s for 0.1% fewer cycles).
+    resident: keep activations on chip (:mod:`compiler.residency`): the top ``ARENA_FRACTION`` of the SPM holds the
+    activation tensors that fit there (by live range), so layers pass them through SRAM instead of DRAM; the layers
+    are compiled for the rest of the SPM. Graph inputs, outputs and what host calls touch stay in DRAM, and tensors
+    kept on chip are absent from ``CompiledModel.tensors``. None: on for SPMs of at least ``RESIDENT_MIN_SPM`` bytes
+    (on mid32's 1 MiB it costs BERT and ViT 5-6% for 1.5-8% on the CNNs, see docs/compiler.md).
     """
     if buffers not in (1, 2):
         raise CompileError(f"buffers must be 1 (single) or 2 (double buffering), not {buffers}")
@@ -174,7 +184,13 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
     if prefetch and half is None:
         raise CompileError(f"prefetch needs an SPM of an even number of bank rows ({arch.spm.banks} banks x "
                            f"{arch.spm.bank_width} B), not {arch.spm.size} B; compile with prefetch=False")
-    low = _Lowering(graph, arch)
+    arena = _arena_bytes(arch) if resident or (resident is None and arch.spm.size >= RESIDENT_MIN_SPM) else 0
+    if arena:   # the lowerings get the SPM below the arena; prefetch splits that
+        lower_arch = replace(arch, spm=replace(arch.spm, size=arch.spm.size - arena))
+        half = half and _half_spm(lower_arch)
+    else:
+        lower_arch = arch
+    low = _Lowering(graph, lower_arch)
     for name in graph.inputs:
         users = graph.consumers(name)
         t = graph.tensor(name)
@@ -187,7 +203,7 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
             continue
         saved = low.snapshot()
         try:
-            _lower(low, node, arch, half)
+            _lower(low, node, lower_arch, half)
         except UnsupportedOpError as e:   # an attribute or shape this lowering does not handle
             if not fallback:
                 raise UnsupportedOpError(e.node, e.op, e.reason + FALLBACK_HINT) from None
@@ -196,12 +212,19 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
     outputs = {name: low.want(name, "nhwc" if low.bind[name].layout == "nhwc" else "rm") for name in graph.outputs}
     weights = np.concatenate(low.weights) if low.weights else np.zeros(ALIGN, np.uint8)
     segments = low.segments if buffers == 2 else [_ring_depth(s, buffers) for s in low.segments]
+    placed = []
+    if arena:
+        pinned = {b.offset for b in (*inputs.values(), *outputs.values())}
+        pinned |= {t.offset for h in low.host for t in (*h.inputs, *h.outputs) if t.region == "ACT"}
+        segments, placed = place_in_spm(segments, low.allocs, pinned, lower_arch.spm.size, arena,
+                                        arch.spm.banks * arch.spm.bank_width)
     program, layers = link(segments, ProgramConfig(arch.matrix.rows, arch.matrix.cols, arch.spm.size,
                                                        arch.acc.size), {"W": weights.size, "ACT": max(low.act, ALIGN)},
                            half.spm.size if half else 0)
+    on_chip = {p.offset for p in placed}
     return CompiledModel(program, tuple(layers), weights, max(low.act, ALIGN),
                          inputs, outputs, graph, tuple(low.host),
-                         {**low.bind, **outputs})
+                         {n: b for n, b in {**low.bind, **outputs}.items() if b.offset not in on_chip})
 
 
 def _lower(low: _Lowering, node: Node, arch: Arch, half: Arch | None) -> None:
@@ -248,6 +271,13 @@ def _half_spm(arch: Arch) -> Arch | None:
     return None if size % (arch.spm.banks * arch.spm.bank_width) else replace(arch, spm=replace(arch.spm, size=size))
 
 
+def _arena_bytes(arch: Arch) -> int:
+    """SPM bytes kept for activations (:mod:`compiler.residency`): ``ARENA_FRACTION`` of the SPM, in whole pairs of
+    bank rows (so the rest still splits into two halves for prefetch)."""
+    row2 = 2 * arch.spm.banks * arch.spm.bank_width
+    return int(arch.spm.size * ARENA_FRACTION) // row2 * row2
+
+
 def _ring_depth(seg: Segment, depth: int) -> Segment:
     """``seg`` with its ring semaphores (``*_empty``, initially the number of free buffers) starting at ``depth``."""
     sems = tuple(replace(s, init=min(s.init, depth)) if s.name.endswith("_empty") else s for s in seg.program.sems)
@@ -268,11 +298,13 @@ class _Lowering:
         self.weights: list[np.ndarray] = []
         self.wbytes = 0
         self.act = 0
+        self.allocs: list[tuple[int, int]] = []   # (ACT offset, bytes) of every activation allocated
         self.bind: dict[str, Binding] = {}
         self.host: list[HostOp] = []
 
     def alloc(self, shape: tuple[int, ...], layout: str, dtype: DType = F32) -> Binding:
         b = Binding(self.act, tuple(shape), dtype, layout)
+        self.allocs.append((b.offset, b.nbytes))
         self.act += _up(b.nbytes)
         return b
 
@@ -283,12 +315,12 @@ class _Lowering:
 
     def snapshot(self) -> tuple:
         """The lowering state (segments, layouts, memory plan), to go back to after a failed or discarded try."""
-        return list(self.segments), dict(self.bind), self.act, self.wbytes, list(self.weights)
+        return list(self.segments), dict(self.bind), self.act, self.wbytes, list(self.weights), list(self.allocs)
 
     def restore(self, saved: tuple) -> None:
         self.segments = list(saved[0])
         self.bind, self.act, self.wbytes = dict(saved[1]), saved[2], saved[3]
-        self.weights = list(saved[4])
+        self.weights, self.allocs = list(saved[4]), list(saved[5])
 
     def const(self, data: np.ndarray) -> int:
         raw = np.ascontiguousarray(data).view(np.uint8).ravel()

@@ -202,7 +202,8 @@ def cmd_compile(args) -> int:
 
     fallback = not args.no_fallback
     compiled = compile_model(load_model(args.model, fallback), _arch(args), dump_after=args.dump_after,
-                             fallback=fallback, prefetch=False if args.no_prefetch else None)
+                             fallback=fallback, prefetch=False if args.no_prefetch else None,
+                             resident=False if args.no_resident else None)
     write_program(compiled.program, args.output)
     host = f", {len(compiled.host_ops)} on the host CPU" if compiled.host_ops else ""
     print(f"{args.model}: {len(compiled.layers)} layers{host}, {len(compiled.program.instrs):,} instructions -> "
@@ -227,7 +228,7 @@ def cmd_run(args) -> int:
     compiled, result, outputs, report = _run_with_progress(args, lambda bar: run_model(
         args.model, arch, inputs, timing_only=args.timing_only, validate=args.validate, seed=args.seed,
         dump_after=args.dump_after, fallback=not args.no_fallback, prefetch=False if args.no_prefetch else None,
-        progress=bar),
+        resident=False if args.no_resident else None, progress=bar),
         phase=f"compiling {args.model} for {arch.name} ...")
     if args.save_outputs and outputs:
         np.savez(args.save_outputs, **outputs)
@@ -354,6 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "running them on the host CPU")
         sp.add_argument("--no-prefetch", action="store_true", help="keep every layer in the whole SPM, waiting for "
                         "the previous one (no cross-layer weight prefetch; see docs/compiler.md)")
+        sp.add_argument("--no-resident", action="store_true", help="keep every activation in DRAM (no SPM arena "
+                        "for activations on large SPMs; see docs/compiler.md)")
 
     def trace_args(sp, trace=True):
         if trace:
