@@ -12,7 +12,9 @@ channel fits one step, and the weights, once per convolution when all of them fi
 and one ``dma.st`` writes the tile's pixels with all their channels. Input slots, weight chunks and accumulator tiles
 are rings of 2, so loads, matrix work, the vector epilogue (bias, activation, requantization) and stores overlap.
 With ``im2col`` the DMA also gathers each pixel's ``R x S x C`` patch in SPM, so a few-channel input (a stem's RGB)
-fills the array's rows. :func:`search_conv_tiling` picks the tiling by the simulator's own cost formulas.
+fills the array's rows. With ``pack`` P consecutive output pixels share one array row (block-diagonal weights), so
+channels that fill at most half of the array stream P times fewer rows. :func:`search_conv_tiling` picks the tiling by
+the simulator's own cost formulas.
 """
 
 from __future__ import annotations
