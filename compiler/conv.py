@@ -174,7 +174,7 @@ def pack_allowed(cs: ConvShape, pack: int, tow: int, cols: int, im2col: bool = F
     if pack == 1:
         return True
     dense = im2col or cs.stride == _skip(cs)
-    return (pack > 1 and cs.groups == 1 and pack * cs.K <= cols and dense and tow % pack == 0
+    return (cs.groups == 1 and pack * cs.K <= cols and dense and tow % pack == 0
             and cs.OW % tow % pack == 0)
 
 
@@ -189,7 +189,8 @@ class _Plan:
 
     th: int
     tw: int
-    kc: int             # channels per pixel the matrix unit reduces per filter tap (R * S * C with im2col)
+    kc: int             # channels per pixel the matrix unit reduces per filter tap (R * S * C with im2col);
+                        # packing reduces pack * kc of them at once, and cbs, nbs count blocks of the packed sizes
     taps: int           # filter taps it loops over (1 with im2col)
     tcb: int
     tnb: int
@@ -203,7 +204,6 @@ class _Plan:
     x_all: bool
     x_slots: int        # 1 or 2 input windows
     p_slot: int = 0     # im2col: one tile's patches (the matrix operand, 2 slots); the window then has a single slot
-    pack: int = 1       # pixels per array row: the reduction is pack * kc long, the outputs pack * Kg wide
 
     @property
     def x_bytes(self) -> int:
@@ -230,7 +230,7 @@ def _plan(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int)
     chunks = cs.groups * -(-nbs // tnb) * -(-cbs // tcb)
     pixel = cs.Kg if t.pack > 1 else tnb * cols    # accumulator elements per output pixel
     plan = _Plan(th, tw, kc, taps, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, False, t.toh * t.tow * pixel * 4,
-                 x_all, x_slots, p_slot, t.pack)
+                 x_all, x_slots, p_slot)
     return replace(plan, resident=plan.x_bytes + chunks * w_chunk <= spm)
 
 
@@ -296,9 +296,9 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
     fits; the widest tile and its halves and quarters; 1, 2, 4, ... or all output-channel blocks per accumulator tile;
     direct or im2col; 1, 2 or 4 pixels per array row where :func:`pack_allowed`; the window with only each step's
     channels or all of them; one or two accumulator tiles; each with the most input-channel blocks per step that
-    fit. All are ranked by :func:`_rough_cycles`; the best
-    ``SEARCH_PRICED`` of each accumulator depth are built and priced with :func:`isa.cost.program_estimate` (a single
-    accumulator tile serializes matrix work, epilogue and store). Ties go to the earlier (larger) candidate.
+    fit. All are ranked by :func:`_rough_cycles`; the best ``SEARCH_PRICED`` of each accumulator depth are built and
+    priced with :func:`isa.cost.program_estimate` (a single accumulator tile serializes matrix work, epilogue and
+    store). Ties go to the earlier (larger) candidate.
 
     hidden_constants: the program's leading loads of constants (weights, bias, scale) overlap the previous layer
     (cross-layer prefetch, :func:`compiler.link.link`), so the pricing does not count them.
