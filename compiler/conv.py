@@ -12,7 +12,9 @@ channel fits one step, and the weights, once per convolution when all of them fi
 and one ``dma.st`` writes the tile's pixels with all their channels. Input slots, weight chunks and accumulator tiles
 are rings of 2, so loads, matrix work, the vector epilogue (bias, activation, requantization) and stores overlap.
 With ``im2col`` the DMA also gathers each pixel's ``R x S x C`` patch in SPM, so a few-channel input (a stem's RGB)
-fills the array's rows. :func:`search_conv_tiling` picks the tiling by the simulator's own cost formulas.
+fills the array's rows. With ``pack`` P consecutive output pixels share one array row (block-diagonal weights), so
+channels that fill at most half of the array stream P times fewer rows. :func:`search_conv_tiling` picks the tiling by
+the simulator's own cost formulas.
 """
 
 from __future__ import annotations
@@ -98,15 +100,24 @@ class ConvShape:
         return self.N * self.OH * self.OW * self.K * self.Cg * self.R * self.S
 
 
-def pack_weights(w: np.ndarray, shape: ConvShape, rows: int, cols: int, im2col: bool = False) -> np.ndarray:
+def pack_weights(w: np.ndarray, shape: ConvShape, rows: int, cols: int, im2col: bool = False,
+                 pack: int = 1) -> np.ndarray:
     """OIHW weights ``(K, C/g, R, S)`` blocked into array tiles ``[g][nb][kh][kw][cb][k][n]`` (zero-filled slots).
 
     im2col (:attr:`ConvTiling.im2col`): the weights of the equivalent 1x1 convolution over ``R * S * C`` channels in
-    patch order (kh, kw, c)."""
+    patch order (kh, kw, c). pack (:attr:`ConvTiling.pack`): the block-diagonal weights (``pack`` copies of the
+    ``C x K`` block) of the equivalent convolution over ``pack * C`` input and ``pack * K`` output channels."""
     cs = shape
     if im2col:
         K, C, R, S = w.shape
-        return pack_weights(w.transpose(0, 2, 3, 1).reshape(K, R * S * C, 1, 1), _im2col_shape(cs), rows, cols)
+        return pack_weights(w.transpose(0, 2, 3, 1).reshape(K, R * S * C, 1, 1), _im2col_shape(cs), rows, cols,
+                            pack=pack)
+    if pack > 1:
+        K, C, R, S = w.shape
+        diag = np.zeros((pack * K, pack * C, R, S), dtype=w.dtype)
+        for i in range(pack):
+            diag[i * K:(i + 1) * K, i * C:(i + 1) * C] = w
+        return pack_weights(diag, replace(cs, C=pack * cs.C, K=pack * cs.K), rows, cols)
     nb, cb = -(-cs.Kg // cols), -(-cs.Cg // rows)
     out = np.zeros((cs.groups, nb, cs.R, cs.S, cb, rows * cols), dtype=w.dtype)
     for g in range(cs.groups):
@@ -139,6 +150,11 @@ class ConvTiling:
     """The DMA gathers each tile's ``R x S x C`` patches in SPM (from its loaded window) and the array reduces them as
     one ``R * S * C``-channel 1x1 convolution: full array rows when C is much smaller than ``rows`` (a stem's RGB
     input). One group, no dilation; weights packed by ``pack_weights(..., im2col=True)``."""
+    pack: int = 1
+    """Output pixels per array row (pixel packing, when ``pack * K <= cols``): each streamed row reads ``pack``
+    consecutive pixels' channels side by side and block-diagonal weights (``pack_weights(..., pack=pack)``) give their
+    outputs side by side, so ``pack`` times fewer rows stream through each weight tile. One group, a stride of 1 after
+    the subsampled load (or im2col) and tiles whose width is a multiple of ``pack``; the window holds every channel."""
 
 
 def _im2col_shape(cs: ConvShape) -> ConvShape:
@@ -149,6 +165,17 @@ def _im2col_shape(cs: ConvShape) -> ConvShape:
 def im2col_allowed(cs: ConvShape) -> bool:
     """Whether :attr:`ConvTiling.im2col` can lower ``cs``: one group, no dilation, a kernel larger than 1x1."""
     return cs.groups == 1 and cs.dilation == 1 and cs.R * cs.S > 1
+
+
+def pack_allowed(cs: ConvShape, pack: int, tow: int, cols: int, im2col: bool = False) -> bool:
+    """Whether :attr:`ConvTiling.pack` = ``pack`` can lower ``cs`` with tiles ``tow`` pixels wide: one group, the
+    packed outputs in one column block, consecutive output pixels reading consecutive (loaded) input pixels, and
+    every column tile (``tow`` and the last one) a multiple of ``pack`` pixels."""
+    if pack == 1:
+        return True
+    dense = im2col or cs.stride == _skip(cs)
+    return (cs.groups == 1 and pack * cs.K <= cols and dense and tow % pack == 0
+            and cs.OW % tow % pack == 0)
 
 
 @dataclass(frozen=True)
@@ -162,7 +189,8 @@ class _Plan:
 
     th: int
     tw: int
-    kc: int             # channels the matrix unit reduces per filter tap (R * S * C with im2col)
+    kc: int             # channels per pixel the matrix unit reduces per filter tap (R * S * C with im2col);
+                        # packing reduces pack * kc of them at once, and cbs, nbs count blocks of the packed sizes
     taps: int           # filter taps it loops over (1 with im2col)
     tcb: int
     tnb: int
@@ -191,16 +219,17 @@ class _Plan:
 def _plan(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> _Plan:
     th, tw = _window(cs, t.toh, t.tow)
     kc, taps = (cs.R * cs.S * cs.Cg, 1) if t.im2col else (cs.Cg, cs.R * cs.S)  # reduced channels per tap
-    cbs, nbs = -(-kc // rows), -(-cs.Kg // cols)
+    cbs, nbs = -(-t.pack * kc // rows), -(-t.pack * cs.Kg // cols)
     tcb, tnb = min(t.tcb, cbs), min(t.tnb, nbs)
-    x_all = t.x_all or t.im2col or tcb >= cbs
+    x_all = t.x_all or t.im2col or t.pack > 1 or tcb >= cbs
     x_slot = th * tw * (cs.Cg if x_all else tcb * rows) * es
     windows = cs.N * cs.groups * -(-cs.OH // t.toh) * -(-cs.OW // t.tow)
     x_slots = 1 if t.im2col or (x_all and windows == 1) else 2
     p_slot = t.toh * t.tow * kc * es if t.im2col else 0
     w_chunk = tnb * taps * tcb * rows * cols * es
     chunks = cs.groups * -(-nbs // tnb) * -(-cbs // tcb)
-    plan = _Plan(th, tw, kc, taps, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, False, t.toh * t.tow * tnb * cols * 4,
+    pixel = cs.Kg if t.pack > 1 else tnb * cols    # accumulator elements per output pixel
+    plan = _Plan(th, tw, kc, taps, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, False, t.toh * t.tow * pixel * 4,
                  x_all, x_slots, p_slot)
     return replace(plan, resident=plan.x_bytes + chunks * w_chunk <= spm)
 
@@ -226,11 +255,12 @@ def choose_conv_tiling(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: i
 
 
 def _fit_tcb(cs: ConvShape, toh: int, tow: int, tnb: int, es: int, rows: int, cols: int, spm: int, acc: int,
-             im2col: bool = False, x_all: bool = False, acc_bufs: int = 2) -> int:
+             im2col: bool = False, x_all: bool = False, acc_bufs: int = 2, pack: int = 1) -> int:
     """The most input-channel blocks per step with which a ``toh x tow x tnb`` tile fits, or 0."""
-    kc = cs.R * cs.S * cs.Cg if im2col else cs.Cg   # (the plan's kc, needed before there is a plan)
+    kc = pack * (cs.R * cs.S * cs.Cg if im2col else cs.Cg)   # (the plan's reduction, needed before there is a plan)
     return next((tcb for tcb in range(-(-kc // rows), 0, -1)
-                 if _fits(cs, ConvTiling(toh, tow, tcb, tnb, x_all, acc_bufs, im2col), es, rows, cols, spm, acc)), 0)
+                 if _fits(cs, ConvTiling(toh, tow, tcb, tnb, x_all, acc_bufs, im2col, pack), es, rows, cols, spm,
+                          acc)), 0)
 
 
 def conv_shape(n: Node, x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> ConvShape:
@@ -264,10 +294,11 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
 
     Candidates: output heights that split OH evenly into 1 to 8 tiles, 1, 2 and 4 rows, and the tallest tile that
     fits; the widest tile and its halves and quarters; 1, 2, 4, ... or all output-channel blocks per accumulator tile;
-    direct or im2col; the window with only each step's channels or all of them; one or two accumulator tiles; each
-    with the most input-channel blocks per step that fit. All are ranked by :func:`_rough_cycles`; the best
-    ``SEARCH_PRICED`` of each accumulator depth are built and priced with :func:`isa.cost.program_estimate` (a single
-    accumulator tile serializes matrix work, epilogue and store). Ties go to the earlier (larger) candidate.
+    direct or im2col; 1, 2 or 4 pixels per array row where :func:`pack_allowed`; the window with only each step's
+    channels or all of them; one or two accumulator tiles; each with the most input-channel blocks per step that
+    fit. All are ranked by :func:`_rough_cycles`; the best ``SEARCH_PRICED`` of each accumulator depth are built and
+    priced with :func:`isa.cost.program_estimate` (a single accumulator tile serializes matrix work, epilogue and
+    store). Ties go to the earlier (larger) candidate.
 
     hidden_constants: the program's leading loads of constants (weights, bias, scale) overlap the previous layer
     (cross-layer prefetch, :func:`compiler.link.link`), so the pricing does not count them.
@@ -281,12 +312,15 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
     nbs = -(-cs.Kg // c)
     blocks = {nbs} | {1 << i for i in range(nbs.bit_length()) if 1 << i < nbs}
     modes = (False, True) if im2col_allowed(cs) else (False,)
+    packs = [1] + [pk for pk in (2, 4) if pk * cs.Kg <= c]   # pixels per array row
     fitting = []
-    for toh, tow, tnb, im2col in sorted(itertools.product(heights, widths, blocks, modes), reverse=True):
-        for x_all, bufs in itertools.product((False, True) if not im2col else (False,), (2, 1)):
-            tcb = _fit_tcb(cs, toh, tow, tnb, es, r, c, spm, arch.acc.size, im2col, x_all, bufs)
+    for toh, tow, tnb, im2col, pack in sorted(itertools.product(heights, widths, blocks, modes, packs), reverse=True):
+        if not pack_allowed(cs, pack, tow, c, im2col) or pack > 1 and tnb > 1:
+            continue
+        for x_all, bufs in itertools.product((False, True) if not im2col and pack == 1 else (False,), (2, 1)):
+            tcb = _fit_tcb(cs, toh, tow, tnb, es, r, c, spm, arch.acc.size, im2col, x_all, bufs, pack)
             if tcb:
-                t = ConvTiling(toh, tow, tcb, tnb, x_all, bufs, im2col)
+                t = ConvTiling(toh, tow, tcb, tnb, x_all, bufs, im2col, pack)
                 fitting.append((_rough_cycles(cs, t, _plan(cs, t, es, r, c, spm), arch), t))
     fitting.sort(key=lambda e: e[0])
     best = None
@@ -307,12 +341,12 @@ SEARCH_PRICED = 10   # candidates per accumulator ring depth, best by :func:`_ro
 
 def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch) -> float:
     """A quick lower-bound-like estimate (cycles) that ranks tilings before the exact pricing: the busiest of the
-    matrix unit (folds of ``toh * tow`` streamed pixels), the load and store queues (bytes over the bandwidth plus
+    matrix unit (folds of ``toh * tow / pack`` streamed rows), the load and store queues (bytes over the bandwidth plus
     each DMA's setup, latency and first row activation) and the DRAM bus."""
     r, c = arch.matrix.rows, arch.matrix.cols
     tiles = cs.N * -(-cs.OH // t.toh) * -(-cs.OW // t.tow) * cs.groups
     nbg, csteps = -(-p.nbs // p.tnb), -(-p.cbs // p.tcb)
-    s = t.toh * t.tow
+    s = t.toh * t.tow // t.pack
     mm = tiles * nbg * csteps * (p.tnb * p.taps * p.tcb * max(s, r) + 2 * r + c)
     x_loads = tiles * (1 if p.x_all else nbg * csteps)
     w_loads = p.chunks if p.resident else tiles * nbg * csteps
@@ -386,6 +420,10 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
     if p.spm + bias_bytes > spm or t.acc_bufs * p.acc_tile > acc or t.acc_bufs not in (1, 2):
         raise TilingError(f"tiling {t} needs {p.spm + bias_bytes} B of SPM and {t.acc_bufs * p.acc_tile} B of ACC "
                           f"(1 or 2 accumulator tiles)")
+    if not pack_allowed(cs, t.pack, t.tow, cols, t.im2col):
+        raise TilingError(f"tiling {t} cannot pack {t.pack} pixels per array row of {cs}: that needs one group, "
+                          f"pack * K <= {cols} columns, stride 1 (or a subsampled 1x1, or im2col) and tile widths "
+                          f"(tow and OW % tow) that are multiples of pack; use pack=1")
     acc_empty = "acc_empty" if t.acc_bufs == 2 else "acc1_empty"   # free accumulator tiles (1 or 2)
     w_base0 = p.x_bytes
     bias_base = -(-p.spm // 4) * 4    # the i32/f32 constants after the slots, word-aligned
@@ -397,10 +435,10 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
     ready = "out_full" if vector.active else "acc_full"   # what the store waits for
     last_store_at = None   # where the previous tile's store is in prog (bias_init places the next init before it)
     kr, ks = (1, 1) if t.im2col else (cs.R, cs.S)                        # filter taps the matrix unit loops over
-    kc = p.kc
+    kc, pk = p.kc, t.pack
     tile, chunk = rows * cols * es, p.taps * p.cbs * rows * cols * es    # packed bytes of one (g, nb)
     nb_stride = p.taps * p.tcb * tile                                      # SPM bytes of one nb in a chunk
-    row_bytes = p.tnb * cols * 4                                               # one accumulator row (pixel)
+    row_bytes = p.acc_tile // (t.toh * t.tow)                 # one accumulator pixel (tnb * cols, or Kg if packed)
     skip = _skip(cs)              # subsampled load: the SPM tile is dense, the conv then has stride 1
     step = 1 if t.im2col else cs.stride // skip   # im2col: the patches are dense
     c_steps = list(range(0, p.cbs, p.tcb))
@@ -434,7 +472,7 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                         acc_base = (accs % t.acc_bufs) * p.acc_tile
                         for si, cb_first in enumerate(c_steps):
                             ncb = min(p.tcb, p.cbs - cb_first)
-                            c0, tc = cb_first * rows, min(kc - cb_first * rows, ncb * rows)
+                            c0, tc = cb_first * rows, min(pk * kc - cb_first * rows, ncb * rows)
                             x_new = not p.x_all or (gi == 0 and si == 0)
                             x_last = not p.x_all or (gi == len(nb_groups) - 1 and si == len(c_steps) - 1)
                             slot = xs % 2 if x_new else (xs - 1) % 2
@@ -492,13 +530,14 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                                     src=View(Space.DRAM, y_off, at, (cs.OW * cs.K * 4, cs.K * 4, 4), "R"),
                                     waits=(SemOp(acc_empty),), signals=(SemOp("res_full"),)))
                             zero = first and not (epilogue.residual or bias_init)   # else init takes the tile
-                            mms = [_conv_mm(dims, m=tow, k=k, n=n, zero=zero and cb0 == 0,
+                            # packed: each streamed row is pk consecutive pixels, their channels side by side
+                            mms = [_conv_mm(dims, m=tow // pk, k=k, n=n, zero=zero and cb0 == 0,
                                             acc=View(Space.ACC, acc_base + nbi * cols * 4, at, ()),
-                                            acc_row=row_bytes,
+                                            acc_row=pk * row_bytes,
                                             a=View(Space.SPM, x_base + (c0 - xc0 + cb0 * rows) * es, dtype, ()),
-                                            a_row=step * pix,
+                                            a_row=pk * step * pix,
                                             b=View(Space.SPM, w_base + nbi * nb_stride + cb0 * tile, dtype, ()))
-                                   for nbi, nbc, n in _groups(ng, cols) for cb0, cbc, k in _groups(tc, rows)
+                                   for nbi, nbc, n in _groups(pk * ng, cols) for cb0, cbc, k in _groups(tc, rows)
                                    for dims in [((nbc, cols * 4, 0, nb_stride),
                                                  (kr, 0, cs.dilation * row, ks * p.tcb * tile),
                                                  (ks, 0, cs.dilation * pix, p.tcb * tile),
@@ -585,7 +624,7 @@ def _epilogue(ep: Epilogue, shape: tuple[int, ...], tile: View, bias: View, scal
 
 
 def conv_inputs(cs: ConvShape, dtype: DType, rows: int, cols: int, seed: int = 0,
-                im2col: bool = False) -> tuple[dict, np.ndarray, np.ndarray]:
+                im2col: bool = False, pack: int = 1) -> tuple[dict, np.ndarray, np.ndarray]:
     """Seeded random NCHW input and OIHW weights in ``dtype``'s storage; the DRAM inputs (X as NHWC, packed Wt)."""
     from .gemm import gemm_inputs
 
@@ -593,7 +632,8 @@ def conv_inputs(cs: ConvShape, dtype: DType, rows: int, cols: int, seed: int = 0
     x = gemm_inputs(cs.N * cs.C * cs.H, 1, cs.W, dtype, int(rng.integers(2**31)))["A"].reshape(cs.N, cs.C, cs.H, cs.W)
     w = gemm_inputs(cs.K * cs.Cg * cs.R, 1, cs.S, dtype, int(rng.integers(2**31)))["A"].reshape(cs.K, cs.Cg, cs.R,
                                                                                                    cs.S)
-    return {"X": np.ascontiguousarray(x.transpose(0, 2, 3, 1)), "Wt": pack_weights(w, cs, rows, cols, im2col)}, x, w
+    wt = pack_weights(w, cs, rows, cols, im2col, pack)
+    return {"X": np.ascontiguousarray(x.transpose(0, 2, 3, 1)), "Wt": wt}, x, w
 
 
 def conv_reference(x: np.ndarray, w: np.ndarray, cs: ConvShape) -> np.ndarray:

@@ -408,7 +408,7 @@ def _conv(low: _Lowering, n: Node) -> None:
                       hi=act[2] if act and len(act) > 1 else 0.0, residual=residual)
         tiling = search_conv_tiling(cs, F32, arch, ep, hidden_constants=low.prefetched)
         prog = conv2d(cs, F32, r, c, arch.spm.size, arch.acc.size, tiling, arch.matrix.max_rows, ep)
-        bind = {"X": ("ACT", x.offset), "Wt": ("W", low.const(pack_weights(w, cs, r, c, tiling.im2col))),
+        bind = {"X": ("ACT", x.offset), "Wt": ("W", low.const(pack_weights(w, cs, r, c, tiling.im2col, tiling.pack))),
                 "Y": ("ACT", y.offset)}
         if residual:
             bind["R"] = ("ACT", low.want(n.inputs[3], "nhwc").offset)

@@ -141,7 +141,8 @@ def lower_qlinear_conv(low, n: Node) -> None:
     ep = Epilogue(bias=True, out=yd, zp=y_zp)
     tiling = search_conv_tiling(cs, xd, arch, ep, hidden_constants=low.prefetched)
     prog = conv2d(cs, xd, r, c, arch.spm.size, arch.acc.size, tiling, arch.matrix.max_rows, ep, pad_value=x_zp)
-    low.emit(n, prog, {"X": ("ACT", x.offset), "Wt": ("W", low.const(pack_weights(w, cs, r, c, tiling.im2col))),
+    wt = pack_weights(w, cs, r, c, tiling.im2col, tiling.pack)
+    low.emit(n, prog, {"X": ("ACT", x.offset), "Wt": ("W", low.const(wt)),
                        "Y": ("ACT", y.offset), "Bias": ("W", low.const(bias)),
                        "Scale": ("W", low.const(_out_scale(x_scale, w_scale, y_scale, cs.K)))}, cs.macs)
     low.bind[n.outputs[0]] = y

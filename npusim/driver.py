@@ -108,7 +108,7 @@ def run_conv(cs: ConvShape, dtype: DType, arch: Arch, *, timing_only: bool = Fal
     r, c = arch.matrix.rows, arch.matrix.cols
     tiling = search_conv_tiling(cs, dtype, arch)
     program = conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, tiling=tiling, max_rows=arch.matrix.max_rows)
-    inputs, x, w = conv_inputs(cs, dtype, r, c, seed, tiling.im2col)
+    inputs, x, w = conv_inputs(cs, dtype, r, c, seed, tiling.im2col, tiling.pack)
     result = simulate(program, arch, None if timing_only else inputs, timing_only=timing_only,
                       ideal_memory=ideal_memory, progress=progress)
     if timing_only:

@@ -156,26 +156,29 @@ def test_search_gathers_patches_for_an_rgb_stem():
 @given(C=st.integers(1, 40), HW=st.integers(3, 10), K=st.integers(1, 40), R=st.integers(1, 3),
        stride=st.integers(1, 2), pad=st.integers(0, 1), toh=st.integers(1, 6), tow=st.integers(1, 10),
        tcb=st.integers(1, 3), tnb=st.integers(1, 3), x_all=st.booleans(), acc_bufs=st.sampled_from([1, 2]),
-       im2col=st.booleans(), residual=st.booleans(), bias=st.booleans(), seed=st.integers(0, 99))
-def test_any_tiling_matches_numpy(C, HW, K, R, stride, pad, toh, tow, tcb, tnb, x_all, acc_bufs, im2col, residual,
-                                  bias, seed):
-    # every ConvTiling field, a residual and a bias (which then starts the accumulators, or is added by the vector
-    # unit after a residual), in any combination that fits, on a 16x16 array
+       im2col=st.booleans(), pack=st.sampled_from([1, 2, 4]), residual=st.booleans(), bias=st.booleans(),
+       seed=st.integers(0, 99))
+def test_any_tiling_matches_numpy(C, HW, K, R, stride, pad, toh, tow, tcb, tnb, x_all, acc_bufs, im2col, pack,
+                                  residual, bias, seed):
+    # every ConvTiling field (pack where it applies, else 1), a residual and a bias (which then starts the
+    # accumulators, or is added by the vector unit after a residual), in any combination that fits, on a 16x16 array
     import numpy as np
 
-    from compiler.conv import Epilogue, TilingError
+    from compiler.conv import Epilogue, TilingError, pack_allowed
     from npusim.simulator import region_array
 
     cs = ConvShape(1, C, HW, HW, K, R, R, stride, pad)
     assume(not im2col or R > 1)
     arch = load_arch("edge16")
-    t = ConvTiling(min(toh, cs.OH), min(tow, cs.OW), tcb, tnb, x_all, acc_bufs, im2col)
+    tow = min(tow, cs.OW)
+    pack = pack if pack_allowed(cs, pack, tow, 16, im2col) else 1
+    t = ConvTiling(min(toh, cs.OH), tow, tcb, tnb, x_all, acc_bufs, im2col, pack)
     ep = Epilogue(bias=bias, residual=residual)
     try:
         p = conv2d(cs, DType.I8, 16, 16, arch.spm.size, arch.acc.size, t, epilogue=ep)
     except TilingError:
         assume(False)
-    inputs, x, w = conv_inputs(cs, DType.I8, 16, 16, seed, im2col)
+    inputs, x, w = conv_inputs(cs, DType.I8, 16, 16, seed, im2col, pack)
     rng = np.random.default_rng(seed)
     r = rng.integers(-1000, 1000, (1, cs.OH, cs.OW, K)).astype(np.int32)
     if residual:
