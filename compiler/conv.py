@@ -598,18 +598,22 @@ def _conv_mm(dims: tuple[tuple[int, int, int, int], ...], acc: View, a: View, b:
 
 
 def _epilogue(ep: Epilogue, shape: tuple[int, ...], tile: View, bias: View, scale: View, first: bool) -> list:
-    """Vector instructions applying ``ep`` in place to one accumulator tile, between the matrix unit and the store."""
+    """Vector instructions applying ``ep`` in place to one accumulator tile, between the matrix unit and the store.
+    The activation rides in the last binary op before the output conversion (the bias add, or the scale multiply when
+    requantizing) as its fused ``act``; only an activation alone takes a vpu.act pass of its own."""
+    act = {} if ep.act is None else dict(act=Act.RELU) if ep.act == "relu" else dict(act=Act.CLAMP, lo=ep.lo,
+                                                                                       hi=ep.hi)
     ops = []
     if ep.bias:
-        ops.append(VecBinary(op=BinOp.ADD, shape=shape, dst=tile, src0=tile, src1=bias))
+        ops.append(VecBinary(op=BinOp.ADD, shape=shape, dst=tile, src0=tile, src1=bias,
+                             **(act if ep.out is None else {})))
     val = tile
     if ep.out is not None:   # i32 -> f32 in place, times the per-channel scale
         val = View(tile.space, tile.base, DType.F32, tile.strides)
         ops += [VecConvert(shape=shape, dst=val, src=tile),
-                VecBinary(op=BinOp.MUL, shape=shape, dst=val, src0=val, src1=scale)]
-    if ep.act is not None:
-        ops.append(VecUnary(fn=Act.RELU if ep.act == "relu" else Act.CLAMP, shape=shape, dst=val, src=val,
-                            lo=ep.lo if ep.act == "clamp" else 0, hi=ep.hi if ep.act == "clamp" else 0))
+                VecBinary(op=BinOp.MUL, shape=shape, dst=val, src0=val, src1=scale, **act)]
+    if act and not ops:
+        ops.append(VecUnary(fn=act["act"], shape=shape, dst=val, src=val, lo=act.get("lo", 0), hi=act.get("hi", 0)))
     if ep.out is not None:   # round half to even, add the zero point, saturate; packed at the tile's base
         eo = ep.out.size
         ops.append(VecConvert(shape=shape, dst=View(tile.space, tile.base, ep.out,

@@ -131,15 +131,13 @@ def _stream(pipe: RingPipeline, out_shape, ins: list[_Operand], out: _Operand, d
 def binary(op: BinOp, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: DType, spm: int,
            act: tuple[Act, float, float] | None = None):
     """``Y = act(A op B)`` with numpy broadcasting; regions A, B, Y (all ``dtype``, row-major). ``act`` is a fused
-    activation ``(fn, lo, hi)`` applied in place to each tile before it is stored."""
+    activation ``(fn, lo, hi)`` (relu or clamp) that the binary op applies in the same pass (its ``act``)."""
     out = tuple(np.broadcast_shapes(tuple(a_shape), tuple(b_shape)))
     pipe = RingPipeline()
+    fused = {} if act is None else dict(act=act[0], lo=act[1], hi=act[2])
 
     def compute(dst, srcs, shape):
-        ops = [VecBinary(op=op, shape=shape, dst=dst, src0=srcs[0], src1=srcs[1])]
-        if act is not None:
-            ops.append(VecUnary(fn=act[0], shape=shape, dst=dst, src=dst, lo=act[1], hi=act[2]))
-        return ops
+        return [VecBinary(op=op, shape=shape, dst=dst, src0=srcs[0], src1=srcs[1], **fused)]
 
     _stream(pipe, out, [_Operand("A", broadcast_strides(a_shape, out)), _Operand("B", broadcast_strides(b_shape, out))],
             _Operand("Y", row_major(out)), [dtype, dtype], dtype, spm, compute)

@@ -101,7 +101,7 @@ _FIELDS: Mapping[type, tuple[tuple[str, str, str], ...]] = MappingProxyType({
     DmaFill: _spec("shape:shape", "dst:view", "value:num"),
     MatMul: _spec("shape:shape", "m:int", "k:int", "n:int", "acc:view", "acc.row:int", "a:view", "a.row:int",
                   "b:view"),
-    VecBinary: _spec("shape:shape", "dst:view", "src0:view", "src1:view", "imm:num"),
+    VecBinary: _spec("shape:shape", "dst:view", "src0:view", "src1:view", "imm:num", "act:act", "lo:num", "hi:num"),
     VecUnary: _spec("shape:shape", "dst:view", "src:view", "lo:num", "hi:num"),
     VecConvert: _spec("shape:shape", "dst:view", "src:view", "scale:num", "zp_in:int", "zp_out:int"),
     VecRequant: _spec("shape:shape", "dst:view", "src:view", "prm:view", "zp:int", "lo:int", "hi:int"),
@@ -113,6 +113,8 @@ _FIELDS: Mapping[type, tuple[tuple[str, str, str], ...]] = MappingProxyType({
 _SHOWN: Mapping[tuple[type, str], Callable[[Any], bool]] = MappingProxyType({
     (DmaCopy, "fill"): lambda i: bool(i.pad) or i.fill != 0,
     (VecBinary, "imm"): lambda i: i.src1 is None or i.imm != 0,
+    (VecBinary, "lo"): lambda i: i.lo != 0 or i.hi != 0,
+    (VecBinary, "hi"): lambda i: i.lo != 0 or i.hi != 0,
     (VecUnary, "lo"): lambda i: i.lo != 0 or i.hi != 0,
     (VecUnary, "hi"): lambda i: i.lo != 0 or i.hi != 0,
 })
@@ -139,6 +141,7 @@ _FORMAT: Mapping[str, Callable[[str, Any], str]] = MappingProxyType({
     "view": lambda k, v: f"{k}={format_view(v)}",
     "int": lambda k, v: f"{k}={v}",
     "name": lambda k, v: f"{k}={v}",
+    "act": lambda k, v: f"{k}={v.name.lower()}",
     "num": lambda k, v: f"{k}={_fmt_num(v)}",
     "pad": lambda k, v: "pad{" + ",".join(f"{p.dim}:{p.lo}/{p.hi}" for p in v) + "}",
     "sems": lambda k, v: f"{k}(" + ", ".join(o.name + (f"*{o.count}" if o.count != 1 else "") for o in v) + ")",
@@ -424,6 +427,13 @@ class _Parser:
             return tuple(self.listing(")", "a semaphore", self.semop))
         if kind == "name":
             return self.name(f"a name after {key}=").text
+        if kind == "act":
+            t = self.name(f"an activation after {key}=")
+            fn = {a.name.lower(): a for a in Act}.get(t.text)
+            if fn is None:
+                raise self.err(t, f"unknown activation {t.text!r}, expected one of: "
+                                  f"{', '.join(a.name.lower() for a in Act)}")
+            return fn
         return {"view": self.view, "int": self.integer, "num": self.expr}[kind]()
 
     def fields(self, specs: Mapping[str, tuple[str, str]], what: str) -> tuple[dict[str, Any], set[str]]:

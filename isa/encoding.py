@@ -9,7 +9,8 @@ bytes  field
 ====== =====================================================================================================
 0      opcode (:class:`Opcode`)
 1      queue (:class:`Queue`)
-2-3    flags: bit 0 ``.z``, bits 1-2 :class:`Reduce`, bit 3 src1 is the immediate
+2-3    flags: bit 0 ``.z``, bits 1-2 :class:`Reduce`, bit 3 src1 is the immediate, bits 4-7 VecBinary's fused
+       ``act`` (:class:`Act` value + 1; 0 = none)
 4      ndim
 5      sub-op (:class:`BinOp` / :class:`Act`)
 6-7    m
@@ -20,9 +21,10 @@ bytes  field
        bit 31), u32 base, i32 strides[5]; MatMul keeps acc.row / a.row in stride slot 4 of acc / a;
        HostCall: u64 rd, u64 wr, u64 ops, 32-byte zero-padded function name, 28 zero bytes
 112    imm: i32, or f32 for float values (DMA fill/value by dst dtype, VecBinary imm by src0 dtype, cvt scale)
-116    VPU/MXU: i16 zp_in, i16 zp_out, lo and hi (i32, f32 for float VecUnary); DmaCopy: 5 x (u8 lo, u8 hi) pads,
-       0xFF/0xFF for an unpadded dimension. VecRequant keeps zp in zp_out; an i32 dst's zp beyond i16 puts its
-       high part in zp_in: ``zp = i32(zp_in * 65536 + zp_out)`` (zp_in is 0 whenever zp fits in i16)
+116    VPU/MXU: i16 zp_in, i16 zp_out, lo and hi (i32, f32 for a float VecUnary / VecBinary source); DmaCopy:
+       5 x (u8 lo, u8 hi) pads, 0xFF/0xFF for an unpadded dimension. VecRequant keeps zp in zp_out; an i32 dst's
+       zp beyond i16 puts its high part in zp_in: ``zp = i32(zp_in * 65536 + zp_out)`` (zp_in is 0 whenever zp
+       fits in i16)
 ====== =====================================================================================================
 
 Unused fields are zero. ``decode_program`` accepts only the canonical encoding, so ``encode(decode(b)) == b``.
@@ -195,9 +197,12 @@ def _encode(i: Instr, header: Program) -> bytes:
             flags, m, k, n = int(i.zero), i.m, i.k, i.n
             ops = [_view(i.acc, header, i.acc_row), _view(i.a, header, i.a_row), _view(i.b, header)]
         case VecBinary():
-            flags, sub = int(i.zero) | i.reduce << 1 | (i.src1 is None) << 3, i.op
+            act = 0 if i.act is None else i.act + 1
+            flags, sub = int(i.zero) | i.reduce << 1 | (i.src1 is None) << 3 | act << 4, i.op
             ops = [_view(i.dst, header), _view(i.src0, header), _view(i.src1, header)]
-            imm = _num(i.imm, i.src0.dtype.is_float)
+            flt = i.src0.dtype.is_float
+            imm = _num(i.imm, flt)
+            union = _VPU_UNION.pack(0, 0, _num(i.lo, flt), _num(i.hi, flt))
         case VecUnary():
             flags, sub = int(i.zero) | i.reduce << 1, i.fn
             ops = [_view(i.dst, header), _view(i.src, header)]
@@ -278,8 +283,13 @@ def _decode(record: bytes, header: Program) -> Instr:
         case Opcode.BIN:
             src0 = need(v1, "src0")
             src1 = None if flags & 8 else need(v2, "src1")
+            act = flags >> 4 & 15
+            _, _, lo, hi = _VPU_UNION.unpack(union)
+            flt = src0.dtype.is_float
             return VecBinary(op=_enum(BinOp, sub, "binary op"), shape=shape, dst=need(v0, "dst"), src0=src0,
-                             src1=src1, imm=_unnum(imm, src0.dtype.is_float), reduce=reduce, zero=zero, **sync)
+                             src1=src1, imm=_unnum(imm, flt), reduce=reduce, zero=zero,
+                             act=_enum(Act, act - 1, "activation") if act else None, lo=_unnum(lo, flt),
+                             hi=_unnum(hi, flt), **sync)
         case Opcode.UNARY:
             src = need(v1, "src")
             _, _, lo, hi = _VPU_UNION.unpack(union)

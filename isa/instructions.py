@@ -84,6 +84,8 @@ class Act(enum.IntEnum):
 
 FLOAT_ONLY_ACTS = frozenset({Act.EXP, Act.LOG, Act.RECIP, Act.SQRT, Act.RSQRT, Act.SIGMOID, Act.TANH, Act.GELU,
                              Act.ERF})
+FUSED_ACTS = frozenset({Act.RELU, Act.CLAMP})
+"""Activations a binary op can apply on the way out of its ALU (``act=``): comparisons, no extra pass or cycle."""
 
 
 class Reduce(enum.IntEnum):
@@ -340,11 +342,12 @@ def _check_reduce(shape, dst: View, reduce: Reduce, zero: bool, what: str) -> No
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VecBinary(Instr):
-    """``vpu.<op>[.<red>][.z] shape[..] dst=V src0=V (src1=V | imm=X)``: element-wise binary op.
+    """``vpu.<op>[.<red>][.z] shape[..] dst=V src0=V (src1=V | imm=X) [act=F lo=X hi=X]``: element-wise binary op.
 
     Computes in i64 for integer sources and f32 for float sources, then (optionally) reduces over the dimensions
     whose dst stride is 0, then converts into dst (integers saturate; floats round to nearest even). Without
-    ``.z`` a reduction also combines with the value already in dst.
+    ``.z`` a reduction also combines with the value already in dst. ``act=relu`` or ``act=clamp lo=X hi=X`` (in the
+    compute type; not with a reduction) is applied to each result before the conversion, in the same pass.
     """
 
     op: BinOp
@@ -355,6 +358,9 @@ class VecBinary(Instr):
     imm: int | float = 0
     reduce: Reduce = Reduce.NONE
     zero: bool = False
+    act: Act | None = None
+    lo: int | float = 0
+    hi: int | float = 0
     opcode: ClassVar[Opcode] = Opcode.BIN
 
     def __post_init__(self) -> None:
@@ -372,7 +378,28 @@ class VecBinary(Instr):
         if flt and self.op in INT_ONLY_BINOPS or not flt and self.op in FLOAT_ONLY_BINOPS:
             raise IsaError(f"vpu.{self.op.name.lower()} is not defined on {self.src0.dtype.text}")
         _check_reduce(self.shape, self.dst, self.reduce, self.zero, f"vpu.{self.op.name.lower()}")
-        object.__setattr__(self, "imm", _canon_value(self.imm, DType.F32 if flt else DType.I32, "imm"))
+        ctype = DType.F32 if flt else DType.I32
+        object.__setattr__(self, "imm", _canon_value(self.imm, ctype, "imm"))
+        object.__setattr__(self, "lo", _canon_value(self.lo, ctype, "lo"))
+        object.__setattr__(self, "hi", _canon_value(self.hi, ctype, "hi"))
+        self._check_act()
+
+    def _check_act(self) -> None:
+        what = f"vpu.{self.op.name.lower()}"
+        if self.act is not None and self.act not in FUSED_ACTS:
+            allowed = ", ".join(a.name.lower() for a in sorted(FUSED_ACTS))
+            name = str(getattr(self.act, "name", self.act)).lower()
+            raise IsaError(f"{what}: act={name} cannot be fused into a binary op; "
+                           f"allowed: {allowed} (apply others with a vpu.act instruction)")
+        if self.act is not None and self.reduce is not Reduce.NONE:
+            raise IsaError(f"{what}: a fused act does not combine with a reduction (.{self.reduce.name.lower()}); "
+                           f"apply it with a vpu.act instruction")
+        if self.act is Act.CLAMP:
+            if self.lo > self.hi:
+                raise IsaError(f"{what}: clamp needs lo <= hi, not lo={self.lo} hi={self.hi}")
+        elif self.lo != 0 or self.hi != 0:
+            raise IsaError(f"{what}: lo/hi are the bounds of act=clamp; they must be 0 without it, not "
+                           f"lo={self.lo} hi={self.hi}")
 
     @property
     def queue(self) -> Queue:

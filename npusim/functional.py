@@ -37,6 +37,7 @@ vpu binary / unary (VecBinary, VecUnary)
   - Unary: mov, relu = max(x, 0), clamp = min(max(x, lo), hi), abs, neg; float only, computed in f64 from the f32
     input and rounded once to f32: exp, log, recip = 1/x, sqrt, rsqrt = 1/sqrt(x), sigmoid = 1/(1+exp(-x)), tanh,
     gelu = 0.5*x*(1+erf(x/sqrt(2))), erf (log(x<0) = sqrt(x<0) = NaN, 1/0 = inf).
+  - Binary with ``act`` (relu or clamp, never with a reduction): the unary function above applied to each result.
   - Reduction (``.sum``/``.max``/``.min``): dimensions with destination stride 0 and extent > 1 reduce. Each
     destination element combines its values one by one in row-major order, in the compute type (f32 sums round every
     step, i64 sums wrap), starting from the identity with ``.z`` (0, -inf or i64 min, +inf or i64 max) and from the
@@ -66,6 +67,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from isa import (
+    Act,
     Barrier,
     DmaCopy,
     DmaFill,
@@ -139,12 +141,13 @@ def _binary(i: VecBinary, mem: DeviceMemory) -> None:
     dst, s0 = _buf(mem, i.dst, i.shape), _buf(mem, i.src0, i.shape)
     s1 = _buf(mem, src1, i.shape) if i.src1 is not None else s0
     g = _geometry(i.shape, i.dst, i.src0, src1)
+    act = int(Act.MOV if i.act is None else i.act)
     if i.src0.dtype.is_float:
         K.binary_f(dst, s0, s1, g, CODE[i.dst.dtype], CODE[i.src0.dtype], CODE[src1.dtype], int(i.op), float(i.imm),
-                   i.src1 is not None, int(i.reduce), bool(i.zero))
+                   i.src1 is not None, int(i.reduce), bool(i.zero), act, float(i.lo), float(i.hi))
     else:
         K.binary_i(dst, s0, s1, g, CODE[i.dst.dtype], CODE[i.src0.dtype], CODE[src1.dtype], int(i.op), int(i.imm),
-                   i.src1 is not None, int(i.reduce), bool(i.zero))
+                   i.src1 is not None, int(i.reduce), bool(i.zero), act, int(i.lo), int(i.hi))
 
 
 def _unary(i: VecUnary, mem: DeviceMemory) -> None:

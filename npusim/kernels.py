@@ -583,24 +583,26 @@ def _store_i(dst_buf, g, v, code, red, zero):
 
 
 @_jit
-def binary_f(dst_buf, s0_buf, s1_buf, g, dcode, c0, c1, op, imm, has_src1, red, zero):
-    """Float vpu binary op: operands dst, src0, src1 = 0, 1, 2; without src1 the second input is ``imm``."""
+def binary_f(dst_buf, s0_buf, s1_buf, g, dcode, c0, c1, op, imm, has_src1, red, zero, act, lo, hi):
+    """Float vpu binary op: operands dst, src0, src1 = 0, 1, 2; without src1 the second input is ``imm``. ``act``
+    (an Act code, MOV for none) is applied to each result as :func:`unary_f` applies it, before the store."""
     x = decode_f32(_load(s0_buf, g, 1, c0), c0)
     y = decode_f32(_load(s1_buf, g, 2, c1), c1) if has_src1 else np.full(x.size, np.float32(imm))
     v = np.empty(x.size, np.float32)
+    lo32, hi32 = np.float32(lo), np.float32(hi)
     for i in range(x.size):
-        v[i] = _bin_f(op, x[i], y[i])
+        v[i] = _un_f(act, _bin_f(op, x[i], y[i]), lo32, hi32)
     _store_f(dst_buf, g, v, dcode, red, zero)
 
 
 @_jit
-def binary_i(dst_buf, s0_buf, s1_buf, g, dcode, c0, c1, op, imm, has_src1, red, zero):
-    """Integer vpu binary op (i64, wrapping): operands dst, src0, src1 = 0, 1, 2."""
+def binary_i(dst_buf, s0_buf, s1_buf, g, dcode, c0, c1, op, imm, has_src1, red, zero, act, lo, hi):
+    """Integer vpu binary op (i64, wrapping): operands dst, src0, src1 = 0, 1, 2; then ``act`` as in :func:`unary_i`."""
     x = decode_i64(_load(s0_buf, g, 1, c0), c0)
     y = decode_i64(_load(s1_buf, g, 2, c1), c1) if has_src1 else np.full(x.size, np.int64(imm))
     v = np.empty(x.size, np.int64)
     for i in range(x.size):
-        v[i] = _bin_i(op, x[i], y[i])
+        v[i] = _un_i(act, _bin_i(op, x[i], y[i]), lo, hi)
     _store_i(dst_buf, g, v, dcode, red, zero)
 
 

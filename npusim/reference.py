@@ -211,7 +211,9 @@ def _vector(i: VecBinary | VecUnary, mem: DeviceMemory, srcs: tuple[View, ...], 
 
 def _binary(i: VecBinary, mem: DeviceMemory) -> None:
     flt = i.src0.dtype.is_float
-    fn = (lambda a, b: float_binop(i.op, a, b)) if flt else (lambda a, b: int_binop(i.op, a, b))
+    act = Act.MOV if i.act is None else i.act
+    fn = (lambda a, b: float_act(act, float_binop(i.op, a, b), i.lo, i.hi)) if flt else \
+        (lambda a, b: int_act(act, int_binop(i.op, a, b), i.lo, i.hi))
     if i.src1 is not None:
         _vector(i, mem, (i.src0, i.src1), fn)
     else:

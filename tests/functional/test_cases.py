@@ -264,6 +264,53 @@ def test_integer_binary_ops(run):
         assert list(get(mem, Space.SPM, 16, DType.I8, (4,))) == e, op
 
 
+FUSED = [(Act.RELU, 0, 0), (Act.CLAMP, -3, 6)]
+
+
+@MODELS
+@pytest.mark.parametrize(("act", "lo", "hi"), FUSED, ids=["relu", "clamp"])
+@pytest.mark.parametrize(("sd", "dd"), [(DType.F32, DType.F32), (DType.I32, DType.I32), (DType.I8, DType.I8),
+                                        (DType.I32, DType.I8), (DType.F32, DType.I8)])
+def test_binary_with_fused_act_matches_numpy_and_the_unfused_pair(run, act, lo, hi, sd, dd):
+    """act(a op b) then the conversion into dst (ints saturate, floats round half to even), bit for bit what
+    vpu.<op> followed by vpu.act.<act> on its dst gives."""
+    rng = np.random.default_rng(int(act) * 7 + sd.code * 3 + dd.code)
+    n = 64
+    if sd.is_float:
+        a, b = (rng.normal(0, 100, n).astype(np.float32) for _ in range(2))
+        a[:4] = [-0.0, np.nan, 1e30, -1e30]
+    else:
+        big = 2**31 - 1 if sd is DType.I32 else 127
+        a, b = (rng.integers(-big, big, n, endpoint=True).astype(NP[sd]) for _ in range(2))
+    wide = np.float32 if sd.is_float else np.int64   # the compute type (f32 rounds each op; i64 is exact here)
+    # the ISA's max/min: NaN stays, the first input wins ties (relu(-0.0) = -0.0)
+    fmax = lambda x, c: np.where((x >= c) | (x != x), x, wide(c))
+    fmin = lambda x, c: np.where((x <= c) | (x != x), x, wide(c))
+    for op in (BinOp.ADD, BinOp.MUL):
+        mem = new_memory()
+        put(mem, Space.SPM, 0, a)
+        put(mem, Space.SPM, 256, b)
+        src0, src1 = v(Space.SPM, 0, sd, sd.size), v(Space.SPM, 256, sd, sd.size)
+        run(VecBinary(op=op, shape=(n,), dst=v(Space.ACC, 0, dd, dd.size), src0=src0, src1=src1, act=act, lo=lo,
+                      hi=hi), mem)
+        got = get(mem, Space.ACC, 0, dd, (n,))
+        with np.errstate(all="ignore"):
+            r = a.astype(wide) + b.astype(wide) if op is BinOp.ADD else a.astype(wide) * b.astype(wide)
+            r = fmax(r, 0) if act is Act.RELU else fmin(fmax(r, lo), hi)
+            if dd.is_float:
+                expect = np.where(np.isnan(r), np.float32(np.nan), r).astype(np.float32)
+                assert np.array_equal(got.view(np.uint32)[~np.isnan(r)], expect.view(np.uint32)[~np.isnan(r)]), op
+                assert (got.view(np.uint32)[np.isnan(r)] == 0x7FC00000).all()
+            else:
+                lo_d, hi_d = np.iinfo(NP[dd]).min, np.iinfo(NP[dd]).max
+                expect = np.where(np.isnan(r), 0, np.clip(np.rint(r.astype(np.float64)), lo_d, hi_d)).astype(NP[dd])
+                assert np.array_equal(got, expect), op
+        dst = v(Space.ACC, 512, dd, dd.size)
+        run(VecBinary(op=op, shape=(n,), dst=dst, src0=src0, src1=src1), mem)
+        run(VecUnary(fn=act, shape=(n,), dst=dst, src=dst, lo=lo, hi=hi), mem)
+        assert np.array_equal(got.view(np.uint8), get(mem, Space.ACC, 512, dd, (n,)).view(np.uint8)), op
+
+
 @MODELS
 def test_in_place_update(run):
     mem = new_memory()

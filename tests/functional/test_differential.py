@@ -218,7 +218,11 @@ def test_vec_binary(data, mem):
     imm = data.draw(float_values() if flt else ints)
     red, zero, zdims = _reduction(data, shape)
     dst = _dst(data, shape, data.draw(st.sampled_from(list(DType))), zdims, src0)
-    check(VecBinary(op=op, shape=shape, dst=dst, src0=src0, src1=src1, imm=imm, reduce=red, zero=zero), mem)
+    act = data.draw(st.sampled_from([None, Act.RELU, Act.CLAMP])) if red is Reduce.NONE else None
+    bound = st.floats(-100, 100, width=32) if flt else st.integers(-200, 200)
+    lo, hi = sorted(data.draw(st.tuples(bound, bound))) if act is Act.CLAMP else (0, 0)
+    check(VecBinary(op=op, shape=shape, dst=dst, src0=src0, src1=src1, imm=imm, reduce=red, zero=zero, act=act,
+                    lo=lo, hi=hi), mem)
 
 
 @SETTINGS

@@ -42,6 +42,7 @@ from isa import (
 from isa.instructions import (
     FLOAT_ONLY_ACTS,
     FLOAT_ONLY_BINOPS,
+    FUSED_ACTS,
     INT_ONLY_BINOPS,
     MAX_PAD,
     MAX_SEM_COUNT,
@@ -154,9 +155,12 @@ def vec_binaries(draw, sems: Sequence[SemDecl] = ()) -> VecBinary:
     reduce, zero = _reduction(draw)
     src1 = draw(st.one_of(st.none(), views(nd, dtypes=srcs)))
     imm = draw(values(DType.F32 if flt else DType.I32)) if src1 is None or draw(st.booleans()) else 0
+    act = draw(st.sampled_from((None, *sorted(FUSED_ACTS)))) if reduce is Reduce.NONE else None
+    bound = values(DType.F32 if flt else DType.I32)
+    lo, hi = sorted(draw(st.tuples(bound, bound))) if act is Act.CLAMP else (0, 0)
     return VecBinary(op=op, shape=shape, dst=draw(views(nd, reduce_ok=reduce is not Reduce.NONE)),
-                     src0=draw(views(nd, dtypes=srcs)), src1=src1, imm=imm, reduce=reduce, zero=zero,
-                     **draw(sem_ops(sems)))
+                     src0=draw(views(nd, dtypes=srcs)), src1=src1, imm=imm, reduce=reduce, zero=zero, act=act, lo=lo,
+                     hi=hi, **draw(sem_ops(sems)))
 
 
 @st.composite

@@ -51,6 +51,8 @@ vpu.act.exp.sum shape[4,16] dst=spm:0x0<f32>{4,0} src=spm:0x100<f16>{32,2}
 vpu.act.mov shape[4] dst=spm:0x0<bf16>{2} src=spm:0x100<bf16>{2}
 vpu.cvt shape[64] dst=spm:0x0<i8>{1} src=acc:0x0<f32>{4} scale=0.5 zp_in=0 zp_out=3
 vpu.rq shape[4,64,16] dst=spm:0x0<i8>{16,64,1} src=acc:0x0<i32>{4096,64,4} prm=spm:0xa000<i32>{192,0,12} zp=-3 lo=-128 hi=127
+vpu.add shape[16,64] dst=acc:0x0<i32>{256,4} src0=acc:0x0<i32>{256,4} src1=spm:0x0<i32>{0,4} act=relu
+vpu.mul shape[64] dst=spm:0x0<i8>{1} src0=acc:0x0<f32>{4} imm=0.5 act=clamp lo=-1.5 hi=6.0
 dma.ld.sync wait(a_full) signal(a_empty)
 vpu.sync wait(a_empty, a_full*2)
 barrier
@@ -98,9 +100,13 @@ def test_parse_header_and_examples():
     assert i[12] == VecConvert(shape=(64,), dst=spm(0, I8, 1), src=acc(0, F32, 4), scale=0.5, zp_out=3)
     assert i[13] == VecRequant(shape=(4, 64, 16), dst=spm(0, I8, 16, 64, 1), src=acc(0, I32, 4096, 64, 4),
                                prm=spm(0xA000, I32, 192, 0, 12), zp=-3, lo=-128, hi=127)
-    assert i[14] == Sync(on=Queue.DMA_LD, waits=(SemOp("a_full"),), signals=(SemOp("a_empty"),))
-    assert i[15] == Sync(on=Queue.VPU, waits=(SemOp("a_empty"), SemOp("a_full", 2)))
-    assert i[16:] == (Barrier(), Halt())
+    assert i[14] == VecBinary(op=BinOp.ADD, shape=(16, 64), dst=acc(0, I32, 256, 4), src0=acc(0, I32, 256, 4),
+                             src1=spm(0, I32, 0, 4), act=Act.RELU)
+    assert i[15] == VecBinary(op=BinOp.MUL, shape=(64,), dst=spm(0, I8, 1), src0=acc(0, F32, 4), imm=0.5,
+                              act=Act.CLAMP, lo=-1.5, hi=6)
+    assert i[16] == Sync(on=Queue.DMA_LD, waits=(SemOp("a_full"),), signals=(SemOp("a_empty"),))
+    assert i[17] == Sync(on=Queue.VPU, waits=(SemOp("a_empty"), SemOp("a_full", 2)))
+    assert i[18:] == (Barrier(), Halt())
 
 
 def test_canonical_text_round_trip():
@@ -164,6 +170,8 @@ def test_optional_fields_printed_only_when_not_default():
     assert str(i) == "vpu.red.sum shape[4] dst=spm:0x0<f32>{0} src=spm:0x10<f32>{4}"
     i = parse_instr("vpu.add shape[4] dst=spm:0x0<i8>{1} src0=spm:0x10<i8>{1} imm=0")
     assert str(i).endswith("src0=spm:0x10<i8>{1} imm=0")
+    i = parse_instr("vpu.add shape[4] dst=spm:0x0<i8>{1} src0=spm:0x10<i8>{1} imm=1 act=clamp lo=0 hi=0")
+    assert str(i).endswith("imm=1 act=clamp") and i.act is Act.CLAMP
 
 
 @settings(max_examples=200, deadline=None)
@@ -221,6 +229,21 @@ V = "dst=spm:0x0<i8>{1} src=spm:0x10<i8>{1}"
     ("barrier wait(s)", "6:1", "barrier takes no semaphore operations"),
     ("vpu.add.z shape[4] dst=spm:0x0<i8>{1} src0=spm:0x10<i8>{1} imm=1", "6:1",
      r"vpu.add: .z initializes a reduction; it needs .sum/.max/.min"),
+    # fused activations: only relu and clamp, no reduction, lo/hi only with clamp
+    ("vpu.add shape[4] dst=spm:0x0<f32>{4} src0=spm:0x10<f32>{4} imm=1 act=sigmoid", "6:1",
+     r"vpu.add: act=sigmoid cannot be fused into a binary op; allowed: relu, clamp \(apply others with a vpu.act"),
+    ("vpu.sub shape[4] dst=spm:0x0<i8>{1} src0=spm:0x10<i8>{1} imm=1 act=abs", "6:1",
+     "vpu.sub: act=abs cannot be fused into a binary op; allowed: relu, clamp"),
+    ("vpu.add shape[4] dst=spm:0x0<i8>{1} src0=spm:0x10<i8>{1} imm=1 act=rleu", "6:68",
+     "unknown activation 'rleu', expected one of: mov, relu, clamp, abs"),
+    ("vpu.add.sum shape[4] dst=spm:0x0<i8>{0} src0=spm:0x10<i8>{1} imm=1 act=relu", "6:1",
+     r"vpu.add: a fused act does not combine with a reduction \(.sum\)"),
+    ("vpu.add shape[4] dst=spm:0x0<i8>{1} src0=spm:0x10<i8>{1} imm=1 act=relu hi=6", "6:1",
+     "vpu.add: lo/hi are the bounds of act=clamp; they must be 0 without it, not lo=0 hi=6"),
+    ("vpu.add shape[4] dst=spm:0x0<i8>{1} src0=spm:0x10<i8>{1} imm=1 act=clamp lo=6 hi=0", "6:1",
+     "vpu.add: clamp needs lo <= hi, not lo=6 hi=0"),
+    ("vpu.add shape[4] dst=spm:0x0<i8>{1} src0=spm:0x10<i8>{1} imm=1 act=clamp lo=0.5 hi=6", "6:1",
+     "lo must be an integer for i32, not 0.5"),
     # tokens, directives, declarations
     ("halt @", "6:6", "unexpected character '@'"),
     ("halt \\ x", "6:8", r"expected end of line after '\\' \(line continuation\), found 'x'"),

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from isa import AsmSyntaxError, EncodingError, Opcode, Program, SemOp, Sync
+from isa import Act, AsmSyntaxError, EncodingError, Opcode, Program, SemOp, Sync
 from isa.asm import parse_program
 from isa.encoding import RECORD_SIZE, decode_instr, decode_program, encode_instr, encode_program
 from isa.files import read_program, write_program
@@ -89,6 +89,29 @@ def test_mxu_and_vpu_record_layout(data):
     assert struct.unpack_from("<hhii", rq8, 116) == (0, -3, -128, 127)
     assert struct.unpack_from("<BBHBBH4H", sync) == (Opcode.SYNC, 2, 0, 0, 0, 0, 0x8101, 0, 0, 0)
     assert halt == bytes([Opcode.HALT, 15]) + bytes(126)
+
+
+def test_fused_act_record_layout():
+    p = parse_program(".config rows=16 cols=8 spm=262144 acc=65536\n"
+                      "vpu.add shape[4] dst=acc:0x0<i32>{4} src0=acc:0x0<i32>{4} src1=spm:0x0<i32>{4} act=relu\n"
+                      "vpu.mul shape[4] dst=spm:0x0<i8>{1} src0=acc:0x0<f32>{4} imm=0.5 act=clamp lo=-1.5 hi=6\n"
+                      "vpu.add shape[4] dst=acc:0x0<i32>{4} src0=acc:0x0<i32>{4} src1=spm:0x0<i32>{4}\n")
+    data = encode_program(p)
+    relu, clamp, plain = (data[32 + k * RECORD_SIZE:32 + (k + 1) * RECORD_SIZE] for k in range(3))
+    assert struct.unpack_from("<BBHBB", relu) == (Opcode.BIN, 3, (Act.RELU + 1) << 4, 1, 0)  # act + 1 in bits 4-7
+    assert relu[116:] == bytes(12)
+    assert struct.unpack_from("<BBHBB", clamp) == (Opcode.BIN, 3, 0b1000 | (Act.CLAMP + 1) << 4, 1, 2)  # imm
+    assert struct.unpack_from("<hhff", clamp, 116) == (0, 0, -1.5, 6.0)  # f32 bounds for a float source
+    # a binary op without act encodes as before: flag bits 4-7 and bytes 116-127 zero, so old programs decode the same
+    assert struct.unpack_from("<H", plain, 2) == (0,) and plain[116:] == bytes(12)
+    assert decode_program(data) == p
+    bad = patch(data, 32 + 2, "<H", (Act.ABS + 1) << 4)  # not fusable
+    with pytest.raises(EncodingError, match="instruction 0 .*act=abs cannot be fused into a binary op"):
+        decode_program(bad)
+    with pytest.raises(EncodingError, match="unknown activation 14"):
+        decode_program(patch(data, 32 + 2, "<H", 15 << 4))
+    with pytest.raises(EncodingError, match="lo/hi are the bounds of act=clamp"):
+        decode_program(patch(data, 32 + 2 * RECORD_SIZE + 120, "<i", 3))
 
 
 def test_instr_level_api(prog):

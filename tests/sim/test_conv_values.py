@@ -189,3 +189,63 @@ def test_any_tiling_matches_numpy(C, HW, K, R, stride, pad, toh, tow, tcb, tnb, 
     y = region_array(simulate(p, arch, inputs), "Y", DType.I32, (1, cs.OH, cs.OW, K))
     want = conv_reference(x, w, cs).transpose(0, 2, 3, 1) + (r if residual else 0) + (bias_k if bias else 0)
     assert (y == want).all()
+
+
+@pytest.mark.parametrize("act,lo,hi", [("relu", 0, 0), ("clamp", -2000, 3000)])
+def test_residual_bias_and_activation_take_one_vector_pass_per_tile(act, lo, hi):
+    # residual in the accumulators, then per tile bias + activation: one vpu.add with the activation fused (act=),
+    # where an unfused epilogue spends two passes (vpu.add, vpu.act); each pass costs alu_latency + ceil(E / lanes)
+    # * alu_interval cycles (edge16: 2 + E / 16; dense i32 tiles, 64 B beats, conflict-free).
+    import numpy as np
+
+    from compiler.conv import Epilogue
+    from isa import Act, DmaCopy, Queue, Space, VecBinary
+    from npusim.simulator import region_array
+
+    arch = load_arch("edge16")
+    cs = ConvShape(1, 16, 8, 8, 32, 3, 3, 1, 1)
+    p = conv2d(cs, DType.I8, 16, 16, arch.spm.size, arch.acc.size,
+               epilogue=Epilogue(bias=True, act=act, lo=lo, hi=hi, residual=True))
+    vpu = [i for i in p.instrs if i.queue is Queue.VPU]
+    stores = [i for i in p.instrs if isinstance(i, DmaCopy) and i.dst.space is Space.DRAM]
+    assert len(vpu) == len(stores) > 1
+    want_act = Act.RELU if act == "relu" else Act.CLAMP
+    assert all(isinstance(i, VecBinary) and i.act is want_act and (i.lo, i.hi) == (lo, hi) for i in vpu)
+    inputs, x, w = conv_inputs(cs, DType.I8, 16, 16, 3)
+    rng = np.random.default_rng(3)
+    inputs["R"] = r = rng.integers(-3000, 3000, (1, 8, 8, 32)).astype(np.int32)
+    inputs["Bias"] = bias = rng.integers(-3000, 3000, 32).astype(np.int32)
+    res = simulate(p, arch, inputs)
+    y = region_array(res, "Y", DType.I32, (1, 8, 8, 32))
+    raw = conv_reference(x, w, cs).transpose(0, 2, 3, 1) + r + bias
+    want = np.maximum(raw, 0) if act == "relu" else np.clip(raw, lo, hi)
+    assert (y == want).all() and (want != raw).any() and (want == raw).any()   # the activation bit on some values
+    lanes, lat, ii = arch.vector.lanes, arch.vector.alu_latency, arch.vector.alu_interval
+    assert res.unit["vector"].busy == sum(lat + -(-int(np.prod(i.shape)) // lanes) * ii for i in vpu)
+
+
+def test_requantizing_epilogue_fuses_the_activation_into_the_scale_multiply():
+    # with requantization the order is cvt, mul, act, cvt: the act rides in the mul (3 passes per tile, not 4)
+    import numpy as np
+
+    from compiler.conv import Epilogue
+    from isa import Act, BinOp, Queue, VecBinary, VecConvert
+    from npusim.simulator import region_array
+
+    arch = load_arch("edge16")
+    cs = ConvShape(1, 16, 6, 6, 16, 3, 3, 1, 1)
+    p = conv2d(cs, DType.I8, 16, 16, arch.spm.size, arch.acc.size,
+               epilogue=Epilogue(bias=True, act="clamp", lo=-3.0, hi=40.0, out=DType.I8, zp=-5))
+    vpu = [i for i in p.instrs if i.queue is Queue.VPU]
+    kinds = [(type(i), getattr(i, "op", None), getattr(i, "act", None)) for i in vpu]
+    per_tile = [(VecConvert, None, None), (VecBinary, BinOp.MUL, Act.CLAMP), (VecConvert, None, None)]
+    assert vpu and kinds == per_tile * (len(vpu) // 3)
+    inputs, x, w = conv_inputs(cs, DType.I8, 16, 16, 5)
+    rng = np.random.default_rng(5)
+    inputs["Bias"] = bias = rng.integers(-2000, 2000, 16).astype(np.int32)
+    inputs["Scale"] = scale = rng.uniform(0.001, 0.02, 16).astype(np.float32)
+    y = region_array(simulate(p, arch, inputs), "Y", DType.I8, (1, 6, 6, 16))
+    acc = (conv_reference(x, w, cs).transpose(0, 2, 3, 1) + bias).astype(np.float32)
+    v = np.clip(acc * scale, np.float32(-3.0), np.float32(40.0))
+    want = np.clip(np.rint(v) - 5, -128, 127).astype(np.int8)
+    assert (y == want).all() and (v == 40).any() and (v == -3).any()

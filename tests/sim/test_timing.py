@@ -178,6 +178,10 @@ def f16(base):
     (VecBinary(op=BinOp.ADD, shape=(256,), dst=f16(4096), src0=f16(0), imm=1.0), 2 + max(16 * 1, 16)),   # 18
     (VecBinary(op=BinOp.MUL, shape=(256,), dst=f16(4096), src0=f16(0), imm=2.0), 3 + max(16 * 2, 16)),   # 35
     (VecUnary(fn=Act.EXP, shape=(256,), dst=f16(4096), src=f16(0)), 16 + max(16 * 8, 16)),               # 144
+    # a fused activation rides in the op's pass: the op's class, no extra latency or interval
+    (VecBinary(op=BinOp.ADD, shape=(256,), dst=f16(4096), src0=f16(0), imm=1.0, act=Act.RELU), 2 + max(16 * 1, 16)),
+    (VecBinary(op=BinOp.MUL, shape=(256,), dst=f16(4096), src0=f16(0), imm=2.0, act=Act.CLAMP, lo=-1, hi=6),
+     3 + max(16 * 2, 16)),
 ])
 def test_vector_throughput_by_op_class(instr, expected):
     res = simulate(prog(instr), edge(), timing_only=True)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compiler.vector import avgpool_reciprocals, binary, layernorm, pool2d, reduce_rows, softmax, unary
-from isa import Act, BinOp, DType, Reduce
+from isa import Act, BinOp, DType, Queue, Reduce, VecBinary
 from isa.arch import load_arch
 from npusim import simulate
 from npusim.simulator import region_array
@@ -38,6 +38,17 @@ def test_binary_broadcasting(shapes, op):
     ref = {BinOp.ADD: np.add, BinOp.SUB: np.subtract, BinOp.MUL: np.multiply, BinOp.DIV: np.divide,
            BinOp.MAX: np.maximum}[op](a, b)
     np.testing.assert_array_equal(got, ref)   # one f32 operation: bit exact
+
+
+@pytest.mark.parametrize("act", [(Act.RELU, 0.0, 0.0), (Act.CLAMP, -0.5, 1.25)], ids=["relu", "clamp"])
+def test_binary_with_fused_activation_is_one_instruction_per_tile(act):
+    a, b = RNG.standard_normal((300, 64)).astype(np.float32), RNG.standard_normal((64,)).astype(np.float32)
+    prog = binary(BinOp.ADD, a.shape, b.shape, DType.F32, ARCH.spm.size, act)
+    vpu = [i for i in prog.instrs if i.queue is Queue.VPU]
+    assert vpu and all(isinstance(i, VecBinary) and (i.act, i.lo, i.hi) == act for i in vpu)
+    got = run(prog, {"A": a, "B": b}, a.shape)
+    s = a + b
+    np.testing.assert_array_equal(got, np.maximum(s, 0) if act[0] is Act.RELU else np.clip(s, act[1], act[2]))
 
 
 def test_broadcast_beyond_five_dims_is_refused():
