@@ -59,13 +59,15 @@ def place_in_spm(segments: list[Segment], tensors: list[tuple[int, int]], pinned
         need = -(-sizes[off] // align) * align
         if off in pinned or need > size or need == 0:
             continue
-        busy = sorted((p.spm - base, p.spm - base + -(-p.size // align) * align) for p in placed
-                      if p.first <= last and first <= p.last)
-        at = 0
-        for lo, hi in busy:
-            if at + need <= lo:
-                break
-            at = max(at, hi)
+        res = _residual_of(segments[first], first, off, placed, sizes[off])
+        busy = [(p.spm - base, p.spm - base + -(-p.size // align) * align) for p in placed
+                if p.first <= last and first <= p.last and p is not res]
+        if res is not None and not any(lo < res.spm - base + need and res.spm - base < hi for lo, hi in busy):
+            at = res.spm - base   # in place of the residual it replaces
+        else:
+            if res is not None:
+                busy.append((res.spm - base, res.spm - base + need))
+            at = _first_fit(sorted(busy), need)
         if at + need <= size:
             placed.append(Placement(off, sizes[off], base + at, first, last))
     where = {p.offset: p for p in placed}
@@ -77,3 +79,23 @@ def place_in_spm(segments: list[Segment], tensors: list[tuple[int, int]], pinned
 
     out = [replace(s, bind={k: rebind(*v) for k, v in s.bind.items()}) if s.bind else s for s in segments]
     return out, placed
+
+
+
+def _first_fit(busy: list[tuple[int, int]], need: int) -> int:
+    """The lowest offset at which ``need`` bytes overlap none of the sorted ``busy`` [lo, hi) ranges."""
+    at = 0
+    for lo, hi in busy:
+        if at + need <= lo:
+            break
+        at = max(at, hi)
+    return at
+
+
+def _residual_of(seg: Segment, k: int, out: int, placed: list[Placement], size: int) -> Placement | None:
+    """The placed residual (operand R) that segment ``k`` reads for the last time while it writes ``out`` (operand Y,
+    the same size): the output may take exactly its bytes, since each output tile is stored after its residual tile
+    was loaded and no other tile reads those pixels. None if there is no such residual."""
+    if seg.bind.get("Y") != ("ACT", out) or seg.bind.get("R", ("",))[0] != "ACT":
+        return None
+    return next((p for p in placed if p.offset == seg.bind["R"][1] and p.size == size and p.last == k), None)

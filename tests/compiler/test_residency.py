@@ -41,3 +41,16 @@ def test_first_fit_fills_a_gap_left_by_a_dead_tensor():
     tensors = [(0, 2 * ALIGN), (10000, ALIGN), (20000, 2 * ALIGN), (30000, ALIGN)]
     _, placed = place_in_spm(segs, tensors, pinned=set(), base=0, size=4 * ALIGN, align=ALIGN)
     assert {p.offset: p.spm for p in placed} == {0: 0, 10000: 2 * ALIGN, 20000: 0, 30000: 3 * ALIGN}
+
+
+def test_a_residual_conv_writes_its_output_over_the_residual_it_reads_last():
+    # s1 reads r (also read by s0) as its residual and writes y of the same size: y takes r's bytes exactly.
+    # In s3 the residual q is read again later (s4), so z must go elsewhere.
+    segs = [seg("s0", Y=("ACT", 0)), seg("s1", X=("ACT", 0), R=("ACT", 0), Y=("ACT", 8192)),
+            seg("s2", X=("ACT", 8192), Y=("ACT", 16384)),
+            seg("s3", X=("ACT", 16384), R=("ACT", 8192), Y=("ACT", 24576)), seg("s4", X=("ACT", 8192))]
+    tensors = [(0, 2 * ALIGN), (8192, 2 * ALIGN), (16384, 2 * ALIGN), (24576, 2 * ALIGN)]
+    _, placed = place_in_spm(segs, tensors, pinned=set(), base=0, size=8 * ALIGN, align=ALIGN)
+    at = {p.offset: p.spm for p in placed}
+    assert at[8192] == at[0] == 0                 # in place: r's last reader is s1
+    assert at[24576] not in (at[8192], at[16384])  # y is still read by s4: z cannot take its bytes
