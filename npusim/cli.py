@@ -36,11 +36,13 @@ def _write_json(text: str, dest: str) -> None:
         Path(dest).write_text(text + "\n")
 
 
-def summary(result) -> str:
-    """A short human-readable report: cycles, per-unit busy/stall/idle, traffic."""
+def summary(result, utilization: float | None = None) -> str:
+    """A short human-readable report: cycles, per-unit busy/stall/idle, traffic. ``utilization``: the matrix
+    utilization to print (a model's or a layer's MACs over the peak) instead of the instructions'."""
+    util = result.matrix_utilization if utilization is None else utilization
     lines = [f"{result.program and len(result.program.instrs)} instructions on {result.arch.name}: "
              f"{result.cycles:,} cycles ({result.microseconds:,.2f} us at {result.arch.clock.ghz:g} GHz), "
-             f"matrix utilization {result.matrix_utilization:.1%}",
+             f"matrix utilization {util:.1%}",
              f"{'unit':8} {'instrs':>7} {'busy':>11} {'stalled':>11} {'idle':>11} {'util':>6}  main stall"]
     for u in result.units:
         stalled = sum(u.stall.values())
@@ -146,19 +148,24 @@ def cmd_conv(args) -> int:
         seed=args.seed, progress=bar))
     title = (f"conv N={cs.N} C={cs.C} H={cs.H} W={cs.W} K={cs.K} {cs.R}x{cs.S} stride {cs.stride} pad {cs.pad} "
              f"dilation {cs.dilation} groups {cs.groups} {args.dtype} -> {cs.OH}x{cs.OW}")
-    return _layer_report(title, result, check, args)
+    return _layer_report(title, result, check, args, cs.macs)
 
 
-def _layer_report(title: str, result, check, args) -> int:
-    """Print/write one layer's result and validation; exit 3 if the values do not match the reference."""
+def _layer_report(title: str, result, check, args, macs: int | None = None) -> int:
+    """Print/write one layer's result and validation; exit 3 if the values do not match the reference. ``macs``:
+    the layer's MACs, reported instead of the instructions' (which count a packed convolution's zero blocks)."""
+    from .driver import model_utilization
+
+    report = result.to_dict(instructions=False)
+    if macs is not None:
+        report |= {"macs": macs, "matrix_utilization": model_utilization(macs, result)}
     if args.json:
-        report = result.to_dict(instructions=False)
         if check is not None:
             report["validation"] = check.to_dict()
         _write_json(json.dumps(report, indent=1), args.json)
     if args.json != "-":
         print(title)
-        print(summary(result))
+        print(summary(result, report["matrix_utilization"]))
         if check is not None:
             print(f"validation against numpy ({check.rule}): max |err| {check.max_abs_error:.3g}, "
                   f"max rel {check.max_rel_error:.3g}: {'ok' if check.ok else 'FAILED'}")
@@ -241,7 +248,7 @@ def cmd_run(args) -> int:
     ok = all(v["ok"] for v in report.get("validation", {}).values())
     if args.json != "-":
         print(layers_table(report))
-        print(summary(result))
+        print(summary(result, report["matrix_utilization"]))
         for h in report["host_ops"]:
             print(f"host CPU ran {h['name']} ({h['op']}): {h['reason']}")
         for name, v in report.get("validation", {}).items():

@@ -29,7 +29,8 @@ def run_point(model, base_arch: Arch, overrides: list[str], timing_only: bool = 
               sram_bytes_per_mac: float = SRAM_BYTES_PER_MAC, **options) -> dict:
     """One sweep point: ``model`` compiled and simulated on ``base_arch`` with ``overrides``.
 
-    Returns ``overrides``, ``cycles``, ``time_us``, ``matrix_utilization``, ``macs`` (array MACs = rows * cols),
+    Returns ``overrides``, ``cycles``, ``time_us``, ``matrix_utilization`` (the model's MACs over the array's
+    peak), ``macs`` (array MACs = rows * cols),
     ``sram_bytes`` (spm.size + acc.size), ``area`` (MAC equivalents: macs + sram_bytes / sram_bytes_per_mac) and
     ``error`` (None, or why this Arch cannot run the model; then the performance fields are None).
     """
@@ -41,11 +42,11 @@ def run_point(model, base_arch: Arch, overrides: list[str], timing_only: bool = 
         arch = base_arch.with_overrides(list(overrides))
         macs, sram = arch.peak_macs_per_cycle, arch.spm.size + arch.acc.size
         out |= {"macs": macs, "sram_bytes": sram, "area": macs + sram / sram_bytes_per_mac}
-        _, result, _, _ = run_model(model, arch, timing_only=timing_only, **options)
+        _, result, _, report = run_model(model, arch, timing_only=timing_only, **options)
     except NpuSimError as e:
         return out | {"error": f"{type(e).__name__}: {e}"}
     return out | {"cycles": result.cycles, "time_us": result.microseconds,
-                  "matrix_utilization": result.matrix_utilization}
+                  "matrix_utilization": report["matrix_utilization"]}
 
 
 def sweep(model, base_arch: Arch, grid: dict[str, Sequence], *, timing_only: bool = True,

@@ -99,3 +99,13 @@ def test_inputs_for_unknown_region(capsys, tmp_path):
     code, _, err = run(capsys, "simulate", str(EXAMPLES / "gemm_int8.s"), "--inputs", str(npz))
     assert code == 1
     assert err.strip() == "npusim: error: input 'Z' names no DRAM region; the program declares A, B, C"
+
+
+def test_conv_reports_the_layers_macs_when_packing_multiplies_zeros(capsys):
+    # 64 -> 64 channels on dc128's 128 columns: pixel-packed, so the array also multiplies the zero blocks
+    code, out, _ = run(capsys, "conv", "1", "64", "16", "16", "64", "3", "3", "--pad", "1", "--arch", "dc128",
+                       "--timing-only", "--json", "-")
+    report = json.loads(out)
+    macs = 16 * 16 * 64 * 64 * 9
+    assert code == 0 and report["macs"] == macs
+    assert report["matrix_utilization"] == pytest.approx(macs / (report["cycles"] * 128 * 128))

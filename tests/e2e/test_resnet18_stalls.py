@@ -21,4 +21,5 @@ def test_resnet18_stall_causes_add_up():
     assert units["matrix"]["stall_cycles"]["semaphore"] > 0 and units["vector"]["stall_cycles"]["semaphore"] > 0
     assert report["dram"]["row_hits"] > report["dram"]["row_misses"] > 0
     # 20 convs (the 8 shortcut Adds and every Relu fused into them), maxpool, avgpool, fc and its bias
-    assert len(report["layers"]) == 24 and sum(lr["macs"] for lr in report["layers"]) == result.macs > 1.8e9
+    assert len(report["layers"]) == 24 and sum(lr["macs"] for lr in report["layers"]) == report["macs"] > 1.8e9
+    assert result.macs > report["macs"]   # layer1's 64-channel convs are pixel-packed: half their array MACs are 0
