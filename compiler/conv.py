@@ -312,9 +312,9 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
     nbs = -(-cs.Kg // c)
     blocks = {nbs} | {1 << i for i in range(nbs.bit_length()) if 1 << i < nbs}
     modes = (False, True) if im2col_allowed(cs) else (False,)
-    packs = [1] + [pk for pk in (2, 4) if pk * cs.Kg <= c]   # pixels per array row
     fitting = []
-    for toh, tow, tnb, im2col, pack in sorted(itertools.product(heights, widths, blocks, modes, packs), reverse=True):
+    for toh, tow, tnb, im2col, pack in sorted(itertools.product(heights, widths, blocks, modes, (1, 2, 4)),
+                                              reverse=True):   # pack: pixels per array row
         if not pack_allowed(cs, pack, tow, c, im2col) or pack > 1 and tnb > 1:
             continue
         for x_all, bufs in itertools.product((False, True) if not im2col and pack == 1 else (False,), (2, 1)):

@@ -168,7 +168,7 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
     activation tensors that fit there (by live range), so layers pass them through SRAM instead of DRAM; the layers
     are compiled for the rest of the SPM. Graph inputs, outputs and what host calls touch stay in DRAM, and tensors
     kept on chip are absent from ``CompiledModel.tensors``. None: on for SPMs of at least ``RESIDENT_MIN_SPM`` bytes
-    (on mid32's 1 MiB it costs BERT and ViT 5-6% for 1.5-8% on the CNNs, see docs/compiler.md).
+    (on mid32's 1 MiB it costs BERT and ViT 5-6% for 1.2-7.4% on the CNNs, see docs/compiler.md).
     """
     if buffers not in (1, 2):
         raise CompileError(f"buffers must be 1 (single) or 2 (double buffering), not {buffers}")
@@ -186,7 +186,7 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
                            f"{arch.spm.bank_width} B), not {arch.spm.size} B; compile with prefetch=False")
     arena = _arena_bytes(arch) if resident or (resident is None and arch.spm.size >= RESIDENT_MIN_SPM) else 0
     if arena:   # the lowerings get the SPM below the arena; prefetch splits that
-        lower_arch = replace(arch, spm=replace(arch.spm, size=arch.spm.size - arena))
+        lower_arch = _with_spm(arch, arch.spm.size - arena)
         half = half and _half_spm(lower_arch)
     else:
         lower_arch = arch
@@ -268,7 +268,12 @@ def _spm_top(program: Program) -> int:
 def _half_spm(arch: Arch) -> Arch | None:
     """``arch`` with half its SPM (what a layer gets under prefetch), or None when that is not whole bank rows."""
     size = arch.spm.size // 2
-    return None if size % (arch.spm.banks * arch.spm.bank_width) else replace(arch, spm=replace(arch.spm, size=size))
+    return None if size % (arch.spm.banks * arch.spm.bank_width) else _with_spm(arch, size)
+
+
+def _with_spm(arch: Arch, size: int) -> Arch:
+    """``arch`` with an SPM of ``size`` bytes (what the lowerings may use)."""
+    return replace(arch, spm=replace(arch.spm, size=size))
 
 
 def _arena_bytes(arch: Arch) -> int:

@@ -55,19 +55,20 @@ def place_in_spm(segments: list[Segment], tensors: list[tuple[int, int]], pinned
                 live.setdefault(t[0], [k, k])[1] = k
     sizes = dict(starts)
     placed: list[Placement] = []
+
+    def span(p: Placement) -> tuple[int, int]:   # arena bytes [lo, hi) a placed tensor holds
+        return p.spm - base, p.spm - base + -(-p.size // align) * align
+
     for off, (first, last) in sorted(live.items(), key=lambda e: (e[1][0], e[0])):
         need = -(-sizes[off] // align) * align
         if off in pinned or need > size or need == 0:
             continue
         res = _residual_of(segments[first], first, off, placed, sizes[off])
-        busy = [(p.spm - base, p.spm - base + -(-p.size // align) * align) for p in placed
-                if p.first <= last and first <= p.last and p is not res]
-        if res is not None and not any(lo < res.spm - base + need and res.spm - base < hi for lo, hi in busy):
-            at = res.spm - base   # in place of the residual it replaces
+        busy = [span(p) for p in placed if p.first <= last and first <= p.last and p is not res]
+        if res is not None and not any(lo < span(res)[1] and span(res)[0] < hi for lo, hi in busy):
+            at = span(res)[0]   # in place of the residual it replaces (same size, so the same span)
         else:
-            if res is not None:
-                busy.append((res.spm - base, res.spm - base + need))
-            at = _first_fit(sorted(busy), need)
+            at = _first_fit(sorted(busy + ([span(res)] if res is not None else [])), need)
         if at + need <= size:
             placed.append(Placement(off, sizes[off], base + at, first, last))
     where = {p.offset: p for p in placed}
@@ -79,7 +80,6 @@ def place_in_spm(segments: list[Segment], tensors: list[tuple[int, int]], pinned
 
     out = [replace(s, bind={k: rebind(*v) for k, v in s.bind.items()}) if s.bind else s for s in segments]
     return out, placed
-
 
 
 def _first_fit(busy: list[tuple[int, int]], need: int) -> int:

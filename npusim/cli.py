@@ -154,18 +154,15 @@ def cmd_conv(args) -> int:
 def _layer_report(title: str, result, check, args, macs: int | None = None) -> int:
     """Print/write one layer's result and validation; exit 3 if the values do not match the reference. ``macs``:
     the layer's MACs, reported instead of the instructions' (which count a packed convolution's zero blocks)."""
-    from .driver import model_utilization
-
-    report = result.to_dict(instructions=False)
-    if macs is not None:
-        report |= {"macs": macs, "matrix_utilization": model_utilization(macs, result)}
+    macs = result.macs if macs is None else macs
     if args.json:
+        report = result.to_dict(instructions=False) | {"macs": macs, "matrix_utilization": result.utilization(macs)}
         if check is not None:
             report["validation"] = check.to_dict()
         _write_json(json.dumps(report, indent=1), args.json)
     if args.json != "-":
         print(title)
-        print(summary(result, report["matrix_utilization"]))
+        print(summary(result, result.utilization(macs)))
         if check is not None:
             print(f"validation against numpy ({check.rule}): max |err| {check.max_abs_error:.3g}, "
                   f"max rel {check.max_rel_error:.3g}: {'ok' if check.ok else 'FAILED'}")

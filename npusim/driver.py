@@ -215,12 +215,6 @@ def zoo_model(name: str):
     return MODELS[name]()
 
 
-def model_utilization(macs: int, result: SimResult) -> float:
-    """A model's MACs / (cycles x rows x cols): the array's useful work (packed zero weights do not count)."""
-    peak = result.cycles * result.arch.matrix.rows * result.arch.matrix.cols
-    return macs / peak if peak else 0.0
-
-
 def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *, timing_only: bool = False,
               validate: bool = False, seed: int = 0, dump_after: str | None = None, fallback: bool = True,
               fuse: bool = True, buffers: int = 2, prefetch: bool | None = None, resident: bool | None = None,
@@ -251,7 +245,7 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
     report["layers"] = layer_report(result, compiled.layers)
     # the model's MACs: the instructions' also count the zero blocks of pixel-packed convolutions
     report["macs"] = sum(lr.macs for lr in compiled.layers)
-    report["matrix_utilization"] = model_utilization(report["macs"], result)
+    report["matrix_utilization"] = result.utilization(report["macs"])
     report["host_ops"] = [{"name": h.node.name, "op": h.node.op, "fn": h.fn, "reason": h.reason}
                           for h in compiled.host_ops]
     if validate and not timing_only:

@@ -116,9 +116,14 @@ class SimResult:
 
     @property
     def matrix_utilization(self) -> float:
-        """Useful MACs / (cycles x rows x cols)."""
+        """The instructions' MACs / (cycles x rows x cols)."""
+        return self.utilization(self.macs)
+
+    def utilization(self, macs: int) -> float:
+        """``macs`` / (cycles x rows x cols): the array's busy fraction for that much work (e.g. a model's MACs,
+        which leave out the zero blocks of pixel-packed convolutions)."""
         peak = self.cycles * self.arch.matrix.rows * self.arch.matrix.cols
-        return self.macs / peak if peak else 0.0
+        return macs / peak if peak else 0.0
 
     @property
     def microseconds(self) -> float:
