@@ -132,6 +132,17 @@ def validation_resnet_table() -> str:
     return "\n".join(rows)
 
 
+def ops_table() -> str:
+    """Every ONNX op the compiler takes, from its registry: where it runs and under which conditions."""
+    from .driver import OP_REGISTRY
+
+    rows = ["| op | on the NPU | how, and when |", "|---|---|---|"]
+    for op in sorted(OP_REGISTRY):
+        spec = OP_REGISTRY[op]
+        rows.append(f"| `{op}` | {'yes' if spec.lower else 'no'} | {_cell(spec.npu)} |")
+    return "\n".join(rows)
+
+
 def preset_table() -> str:
     rows = ["| preset | what it models |", "|---|---|"]
     rows += [f"| `{n}` | {load_arch(n).description} |" for n in preset_names()]
@@ -140,6 +151,7 @@ def preset_table() -> str:
 
 TABLES = {"docs/isa.md": {"instructions": instruction_table, "enums": enum_table, "semantics": semantics},
           "docs/arch.md": {"arch-fields": arch_table}, "README.md": {"presets": preset_table},
+          "docs/ops.md": {"ops": ops_table},
           "docs/validation.md": {"scalesim-gemm": validation_gemm_table, "scalesim-resnet18": validation_resnet_table}}
 
 
