@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ArchError
+from .techtable import load_table
 
 DATAFLOWS = ("ws", "os", "is")
 DRAM_MODELS = ("rowbuffer", "bandwidth")
@@ -59,6 +60,11 @@ def _bool(name: str, v: Any) -> None:
 def _text(name: str, v: Any) -> None:
     if not isinstance(v, str):
         raise ArchError(f"{name} must be a string, not {v!r}")
+
+
+def _table(name: str, v: Any) -> None:
+    _text(name, v)
+    load_table(v)   # an ArchError saying what is wrong with the table
 
 
 def spec(default: Any, check, doc: str, unit: str = ""):
@@ -179,13 +185,31 @@ class Host(_Section):
     ops_per_cycle: float = spec(4.0, _float(), "host scalar operations per NPU cycle", "ops/cycle")
 
 
+@dataclass(frozen=True)
+class Energy(_Section):
+    """Which technology table prices the run's actions and parts (docs/energy.md); it changes no cycle."""
+
+    _name = "energy"
+    table: str = spec("45nm", _table, "technology table of energy per action and area per part: a bundled one (45nm, "
+                      "7nm) or a TOML file path")
+    dram: str = spec("lpddr4", _text, "DRAM type, priced by the table's [dram_pj_per_bit] (lpddr4, lpddr5, ddr4, "
+                     "ddr5, hbm2, hbm2e, hbm3 in the bundled tables)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        kinds = load_table(self.table).dram_types
+        if self.dram not in kinds:
+            raise ArchError(f"energy.dram must be one of table {self.table}'s DRAM types {', '.join(kinds)}, "
+                            f"not {self.dram!r}")
+
+
 SECTIONS = {"matrix": MatrixUnit, "vector": VectorUnit, "spm": Memory, "acc": Accumulator, "dma": Dma, "dram": Dram,
-            "clock": Clock, "queues": Queues, "host": Host}
+            "clock": Clock, "queues": Queues, "host": Host, "energy": Energy}
 
 
 @dataclass(frozen=True)
 class Arch:
-    """A whole NPU. Sections: matrix, vector, spm, acc, dma, dram, clock, queues, host."""
+    """A whole NPU. Sections: matrix, vector, spm, acc, dma, dram, clock, queues, host, energy."""
 
     name: str = "custom"
     description: str = ""
@@ -198,6 +222,7 @@ class Arch:
     clock: Clock = field(default_factory=Clock)
     queues: Queues = field(default_factory=Queues)
     host: Host = field(default_factory=Host)
+    energy: Energy = field(default_factory=Energy)
 
     def __post_init__(self) -> None:
         if self.dma.burst_bytes < self.dram.bandwidth:
