@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ArchError
-from .techtable import load_table
+from .techtable import load_table, table_names
 
 DATAFLOWS = ("ws", "os", "is")
 DRAM_MODELS = ("rowbuffer", "bandwidth")
@@ -268,12 +268,14 @@ class Arch:
         return "\n".join(lines) + "\n"
 
     @classmethod
-    def from_toml(cls, text: str, source: str = "arch.toml") -> Arch:
+    def from_toml(cls, text: str, source: str = "arch.toml", folder: Path | None = None) -> Arch:
+        """Parse an Arch file; ``folder``: where the file is (a relative ``energy.table`` path is taken from there
+        when the table is there)."""
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise ArchError(f"{source}: not valid TOML: {e}") from None
-        return cls.from_dict(data, source)
+        return cls.from_dict(data if folder is None else _table_beside(data, folder), source)
 
     def with_overrides(self, overrides: list[str] | tuple[str, ...]) -> Arch:
         """Apply ``section.field=value`` strings, e.g. ``matrix.rows=32``; values parse by the field's type.
@@ -361,13 +363,23 @@ def preset_names() -> list[str]:
                   if p.name.endswith(".toml"))
 
 
+def _table_beside(data: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """An Arch file's relative ``energy.table`` path names a file beside the Arch file (when there is one there)."""
+    energy = data.get("energy")
+    table = energy.get("table") if isinstance(energy, dict) else None
+    if not isinstance(table, str) or table in table_names() or Path(table).is_absolute() \
+            or not (folder / table).is_file():
+        return data
+    return data | {"energy": energy | {"table": str(folder / table)}}
+
+
 def load_arch(spec_: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Arch:
     """A preset name or a TOML file path, then overrides."""
     name = str(spec_)
     if name in preset_names():
         arch = Arch.from_toml(resources.files("isa.presets").joinpath(f"{name}.toml").read_text(), f"preset {name}")
     elif Path(name).is_file():
-        arch = Arch.from_toml(Path(name).read_text(), name)
+        arch = Arch.from_toml(Path(name).read_text(), name, Path(name).parent)
     else:
         raise ArchError(f"--arch must be a preset ({', '.join(preset_names())}) or a TOML file, not {name!r}")
     return arch.with_overrides(overrides)
