@@ -160,6 +160,15 @@ def test_a_users_table_file_is_priced_and_bad_names_are_clear(tmp_path):
         parse_table('[sources]\nx = "y"\n', "inline")
 
 
+def test_an_arch_files_relative_table_is_the_one_beside_it():
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parent.parent / "examples" / "zigzag"
+    arch = load_arch(folder / "tpu_like.arch.toml")
+    assert arch.energy.table == str(folder / "tpu_like.energy.toml") and arch.energy.dram == "zigzag_read"
+    assert load_table(arch.energy.table).mac_pj("i8") == 0.04
+
+
 def test_presets_select_7nm_and_the_arch_round_trips():
     for name, dram in (("edge16", "lpddr4"), ("mid32", "ddr5"), ("dc128", "hbm2e")):
         arch = load_arch(name)
