@@ -29,6 +29,7 @@ from isa import DType, SimulationError
 from isa.arch import Arch
 from isa.dtypes import to_compute
 
+from .energy import layer_energy
 from .intervals import time_split, unit_role
 from .simulator import SimResult, region_array, simulate
 from .stats import UNIT_NAMES
@@ -179,7 +180,8 @@ def host_functions(compiled: CompiledModel) -> dict[str, Callable]:
 def layer_report(result: SimResult, layers) -> list[dict]:
     """Per layer: its program counters ``[start, end)``, its instructions' first start and last retire, cycles, MACs,
     matrix utilization, DRAM bytes, the split of its cycles (:func:`npusim.intervals.time_split`) and what bounds it
-    (host: it ran on the host CPU; compute: the matrix or vector unit was the busiest; memory: the DMA was)."""
+    (host: it ran on the host CPU; compute: the matrix or vector unit was the busiest; memory: the DMA was), and its
+    energy (:func:`npusim.energy.layer_energy`: pJ in all and by kind)."""
     out = []
     r, c = result.arch.matrix.rows, result.arch.matrix.cols
     unit = [UNIT_NAMES.get(i.queue, "") for i in result.program.instrs]
@@ -200,7 +202,8 @@ def layer_report(result: SimResult, layers) -> list[dict]:
                     else "memory",
                     "pcs": [lr.start, lr.end], "dram_bytes": sum(k.dram_read + k.dram_write for k in costs),
                     "time_split": time_split([unit[pc] for pc in pcs], starts, ends, (start, end))})
-    return out
+    energies = layer_energy(result.energy, [(lr.start, lr.end, row["cycles"]) for lr, row in zip(layers, out)])
+    return [row | e for row, e in zip(out, energies)]
 
 
 def single_layer_report(result: SimResult, name: str, op: str) -> list[dict]:
@@ -241,7 +244,8 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
                       timing_only=timing_only, host_functions=None if timing_only else host_functions(compiled),
                       serial=serial, progress=progress)
     outputs = {} if timing_only else compiled.read_outputs(result.outputs["ACT"])
-    report = result.to_dict()
+    first = graph.tensor(graph.inputs[0]).shape if graph.inputs else ()
+    report = result.to_dict(inferences=first[0] if len(first) >= 2 else 1)   # batch: the first input's leading dim
     report["layers"] = layer_report(result, compiled.layers)
     # the model's MACs: the instructions' also count the zero blocks of pixel-packed convolutions
     report["macs"] = sum(lr.macs for lr in compiled.layers)
