@@ -29,6 +29,20 @@ def _load_inputs(path: str | None) -> dict[str, np.ndarray]:
         raise NpuSimError(f"cannot read inputs {path}: {e}") from None
 
 
+def _dims(args) -> dict[str, int]:
+    """``--dim NAME=SIZE`` options as a dict."""
+    out = {}
+    for item in args.dim or ():
+        name, sep, size = item.partition("=")
+        try:
+            out[name.strip()] = int(size)
+        except ValueError:
+            raise NpuSimError(f"--dim must look like NAME=SIZE with an integer size, not {item!r}") from None
+        if not sep or not name.strip():
+            raise NpuSimError(f"--dim must look like NAME=SIZE with an integer size, not {item!r}")
+    return out
+
+
 def _write_json(text: str, dest: str) -> None:
     if dest == "-":
         sys.stdout.write(text + "\n")
@@ -255,7 +269,7 @@ def cmd_compile(args) -> int:
     from .driver import load_model
 
     fallback = not args.no_fallback
-    compiled = compile_model(load_model(args.model, fallback), _arch(args), dump_after=args.dump_after,
+    compiled = compile_model(load_model(args.model, fallback, _dims(args)), _arch(args), dump_after=args.dump_after,
                              fallback=fallback, prefetch=False if args.no_prefetch else None,
                              resident=False if args.no_resident else None)
     write_program(compiled.program, args.output)
@@ -284,7 +298,7 @@ def cmd_run(args) -> int:
     compiled, result, outputs, report = _run_with_progress(args, lambda bar: run_model(
         args.model, arch, inputs, timing_only=args.timing_only, validate=args.validate, seed=args.seed,
         dump_after=args.dump_after, fallback=not args.no_fallback, prefetch=False if args.no_prefetch else None,
-        resident=False if args.no_resident else None, progress=bar),
+        resident=False if args.no_resident else None, progress=bar, dims=_dims(args)),
         phase=f"compiling {args.model} for {arch.name} ...")
     if args.save_outputs and outputs:
         np.savez(args.save_outputs, **outputs)
@@ -414,6 +428,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "the previous one (no cross-layer weight prefetch; see docs/compiler.md)")
         sp.add_argument("--no-resident", action="store_true", help="keep every activation in DRAM (no SPM arena "
                         "for activations on large SPMs; see docs/compiler.md)")
+        sp.add_argument("--dim", action="append", metavar="NAME=SIZE", help="fix a symbolic input dimension of the "
+                        "model (repeat for each, e.g. --dim batch=1 --dim seq=128)")
 
     def trace_args(sp, trace=True):
         if trace:
