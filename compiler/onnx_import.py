@@ -190,6 +190,11 @@ def _check(m: onnx.ModelProto) -> None:
         onnx.checker.check_model(m)
     except onnx.checker.ValidationError as e:
         raise CompileError(f"the model is not valid ONNX: {_first_line(e)}") from None
+    seen: set[str] = set()
+    for on in m.graph.node:   # the checker allows it, onnxruntime refuses it
+        if on.name and on.name in seen:
+            raise CompileError(f"the model is not valid ONNX: two nodes are named {on.name!r}")
+        seen.add(on.name)
 
 
 def _copy(m: onnx.ModelProto) -> onnx.ModelProto:

@@ -145,6 +145,13 @@ def test_invalid_models_are_refused_with_the_checker_reason():
         import_onnx(m)
 
 
+def test_duplicate_node_names_are_refused_as_onnxruntime_does():
+    m = model([helper.make_node("Relu", ["x"], ["a"], name="dup"), helper.make_node("Relu", ["a"], ["y"], name="dup")],
+              [vi("x", [2])], [vi("y", [2])])
+    with pytest.raises(CompileError, match=r"^the model is not valid ONNX: two nodes are named 'dup'$"):
+        import_onnx(m)
+
+
 def test_dims_fix_symbolic_input_dimensions():
     m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", ["batch", "seq", 8])], [vi("y", None)])
     with pytest.raises(DynamicShapeError, match=r"symbolic dim 0 \('batch'\) in shape \(batch, seq, 8\); fix it "
