@@ -298,6 +298,9 @@ def cmd_zoo(args) -> int:
 def cmd_golden(args) -> int:
     from .golden import TRACES, check_golden, golden_names, update_golden
 
+    if not args.dir and not TRACES.is_dir():   # an installed wheel has no traces/ (they belong to the source tree)
+        raise NpuSimError(f"no golden traces here: {TRACES} does not exist (they live in the source checkout's "
+                          f"traces/); run npusim golden from a source checkout, or pass --dir DIR")
     root, names = Path(args.dir) if args.dir else TRACES, golden_names(args.names)
     if args.update:
         if args.set:
