@@ -51,7 +51,8 @@ from .view import View
 
 NQ = len(UNIT_QUEUES)
 MAX_RUNS = 1 << 22
-"""Contiguous runs enumerated per footprint when comparing two exactly; beyond it a pair is a *possible* race."""
+"""Candidate runs enumerated at once per footprint when comparing two exactly (bounding memory); beyond it a pair of
+unordered accesses with overlapping spans is reported as a *possible* race."""
 PRUNE_SLACK = 64
 """A memory's live accesses are pruned when they number more than twice what the last pruning kept plus this."""
 WRITE_ROLES = frozenset({"dst", "acc"})
@@ -101,11 +102,11 @@ class Footprint:
         starts = np.array([self.lo], np.int64)
         inner = self.hi - self.lo
         for e, s in self.dims:
+            if starts.size * e > MAX_RUNS:
+                raise _TooManyRuns
             inner -= (e - 1) * s
             starts = (starts[:, None] + np.arange(e, dtype=np.int64) * s).ravel()
-            starts = starts[(starts < hi) & (starts + inner > lo)]
-            if starts.size > MAX_RUNS:
-                raise _TooManyRuns
+            starts = starts[(starts < hi) & (starts + inner > lo)]   # runs of this sub-block that meet the window
         starts = np.unique(starts)
         if not starts.size:
             return starts, starts
