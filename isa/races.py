@@ -190,9 +190,9 @@ def _semaphore_edges(program: Program) -> list[list[tuple[int, str]]]:
             cum, pcs = released.get(op.name, ([], []))
             j = bisect_left(cum, need)
             if j == len(cum):
-                raise DeadlockError(f"{where(pc, ins)} can never issue: its wait makes {taken[op.name]} tokens of "
-                                    f"{op.name} taken, but it starts at {init[op.name]} and the program signals "
-                                    f"{cum[-1] if cum else 0}")
+                raise DeadlockError(f"{where(pc, ins)} can never issue: with it the waits on {op.name} take "
+                                    f"{taken[op.name]} tokens, but {op.name} starts at {init[op.name]} and the "
+                                    f"program signals {cum[-1] if cum else 0}")
             deps[pc].append((pcs[j], op.name))
     return deps
 

@@ -294,6 +294,15 @@ def test_a_cycle_of_waits_is_a_deadlock_in_every_run():
         find_races(read_program(EXAMPLES / "deadlock.s"))
 
 
+def test_a_wait_for_more_than_is_ever_signalled_never_issues():
+    # unbalanced, so find_races refuses it in verify; happens_before alone says why it would hang
+    program = parse_program(".config rows=16 cols=16 spm=4096 acc=4096\n.sem s 0\ndma.ld.sync signal(s)\n"
+                            "vpu.sync wait(s*2)\nhalt\n")
+    with pytest.raises(DeadlockError, match=r"pc 1 `vpu.sync wait\(s\*2\)` can never issue: with it the waits on s "
+                       r"take 2 tokens, but s starts at 0 and the program signals 1"):
+        happens_before(program)
+
+
 def test_bad_limit_and_unverifiable_programs_are_refused():
     with pytest.raises(VerifyError, match="limit must be None or an integer >= 1, not 0"):
         find_races(parse_program(RING), 0)
