@@ -365,6 +365,9 @@ def cmd_zoo(args) -> int:
 def cmd_golden(args) -> int:
     from .golden import TRACES, check_golden, golden_names, update_golden
 
+    if not args.dir and not TRACES.is_dir():   # an installed wheel has no traces/ (they belong to the source tree)
+        raise NpuSimError(f"no golden traces here: {TRACES} does not exist (they live in the source checkout's "
+                          f"traces/); run npusim golden from a source checkout, or pass --dir DIR")
     root, names = Path(args.dir) if args.dir else TRACES, golden_names(args.names)
     if args.update:
         if args.set:
@@ -396,7 +399,23 @@ def cmd_verify(args) -> int:
     report = verify(program)
     for w in report.warnings:
         print(f"warning: {w}")
-    print(f"{args.program}: {len(program.instrs)} instructions, ok")
+    if not args.races:
+        print(f"{args.program}: {len(program.instrs)} instructions, ok")
+        return 0
+    from isa.races import find_races
+
+    if args.max_races < 0:
+        raise NpuSimError(f"--max-races must be >= 0 (0: all), not {args.max_races}")
+    limit = args.max_races or None
+    races = find_races(program, limit)
+    for race in races:
+        print(race)
+    if races:
+        more = f" (stopped at --max-races {limit})" if len(races) == limit else ""
+        print(f"npusim: error: {args.program}: {len(races)} race{'s' * (len(races) > 1)}{more}: pairs of accesses "
+              f"to common bytes, one a write, that no semaphore, queue order or barrier orders", file=sys.stderr)
+        return 1
+    print(f"{args.program}: {len(program.instrs)} instructions, ok, no races")
     return 0
 
 
@@ -533,8 +552,13 @@ def build_parser() -> argparse.ArgumentParser:
     go.add_argument("--dir", help="the traces directory (default: traces/ of the source tree)")
     go.set_defaults(func=cmd_golden)
 
-    v = sub.add_parser("verify", help="statically check a program (bounds, alignment, semaphores)")
-    v.add_argument("program")
+    v = sub.add_parser("verify", help="statically check a program (bounds, alignment, semaphores; --races: data "
+                       "races)")
+    v.add_argument("program", help="assembly (.s) or binary (.npub) program")
+    v.add_argument("--races", action="store_true", help="also report every pair of accesses to common bytes (one a "
+                   "write) that no semaphore, queue order or barrier orders, one line each; exit 1 if any")
+    v.add_argument("--max-races", type=int, default=100, metavar="N",
+                   help="with --races: stop after N races (0: report all; default 100)")
     v.set_defaults(func=cmd_verify)
 
     sub.add_parser("presets", help="list the bundled Arch presets").set_defaults(func=cmd_presets)
