@@ -159,8 +159,9 @@ def _client(client, scheduler: str, workers: int) -> Iterator:
     from distributed import Client, LocalCluster
 
     if scheduler == LOCAL:
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                               silence_logs=logging.ERROR)
+        with _sigint_ignored():   # the workers inherit it: Ctrl-C reaches them too, and only this process handles it
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
+                                   silence_logs=logging.ERROR)
         with cluster, Client(cluster) as c:
             yield c
         return
@@ -174,6 +175,22 @@ def _client(client, scheduler: str, workers: int) -> Iterator:
                           f"(docs/sweep.md)") from None
     with c:
         yield c
+
+
+@contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored while worker processes start (they keep ignoring it; in the main thread only)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
 
 
 def _table(spec: SweepSpec, jobs: list, records: dict[str, dict]):

@@ -38,7 +38,7 @@ class Group:
             _signal_group(p.pid, sig)
         for p in self.procs:
             try:
-                p.wait(timeout=20)
+                p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 _signal_group(p.pid, signal.SIGKILL)
                 p.wait(timeout=10)
@@ -96,6 +96,7 @@ def test_an_existing_cluster_gives_the_local_table_row_for_row(tmp_path, group):
         assert sorted(w["name"] for w in workers.values()) == ["w0", "w1"]
         with get_task_stream(client) as tasks:
             remote = sweep(SPEC, scheduler=address)
+        client.shutdown()   # the scheduler and its workers exit (the fixture then checks they are gone)
     assert remote.equals(local)
     ran = [t for t in tasks.data if str(t["key"]).startswith("npusim-point-")]
     assert len(ran) == remote.attrs["computed"] == 8 and len({t["worker"] for t in ran}) == 2   # both took points
@@ -106,23 +107,32 @@ def _stored(out: Path) -> int:
 
 
 @pytest.mark.slow
-def test_a_killed_sweep_rerun_computes_only_the_missing_points(tmp_path, group):
+def test_a_killed_or_interrupted_sweep_rerun_computes_only_the_missing_points(tmp_path, group):
     spec = tmp_path / "spec.toml"
     spec.write_text('arch = "mid32"\n[grid]\n"dram.latency" = [20, 60, 100, 140, 180, 220]\n'
                     '"matrix.rows,matrix.cols" = [4, 8]\n[[workloads]]\ngemm = { M = 128, N = 128, K = 128 }\n')
     out = tmp_path / "out"
-    cmd = ("-m", "npusim", "sweep", str(spec), "-o", str(out), "--workers", "1", "--quiet")
+    cmd = ("-m", "npusim", "sweep", str(spec), "-o", str(out), "--workers", "1")
     proc = group.start(*cmd, log=tmp_path / "killed.log")
     _wait_for(lambda: _stored(out) >= 2 or proc.poll() is not None, "two stored points", timeout=120)
     group.end(signal.SIGKILL)   # the sweep, its scheduler and its worker, mid-way
-    kept = _stored(out)
-    assert 2 <= kept < 12, f"the sweep was not stopped mid-way ({kept} of 12 points stored)"
+    killed = _stored(out)
+    assert 2 <= killed < 12, f"the sweep was not stopped mid-way ({killed} of 12 points stored)"
     assert not (out / "results.csv").exists()
-    rerun = subprocess.run([sys.executable, *cmd], capture_output=True, text=True, timeout=300)
-    assert rerun.returncode == 0, rerun.stderr
-    assert f"{12 - kept} computed, {kept} reused" in rerun.stdout
+    # Ctrl-C (SIGINT to the terminal's process group: the sweep and its workers) stops it cleanly
+    log = tmp_path / "interrupted.log"
+    proc = group.start(*cmd, log=log)
+    _wait_for(lambda: _stored(out) >= killed + 2 or proc.poll() is not None, "two more points", timeout=120)
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=60) == 130
+    group.end()
+    kept = _stored(out)
+    assert killed + 2 <= kept < 12, f"the sweep was not interrupted mid-way ({kept} of 12 points stored)"
+    assert log.read_text() == (f"npusim: interrupted; {kept} finished points are stored in {out}: run the same "
+                               f"command again to compute only the rest\n")   # and no worker's traceback
+    rerun = sweep(spec, out=out, scheduler="synchronous")   # the same store from the API
+    assert rerun.attrs == {"computed": 12 - kept, "reused": kept}
     import pandas as pd
 
-    whole = sweep(spec, scheduler="synchronous")
-    assert pd.read_parquet(out / "results.parquet").equals(whole)
-    assert len(ResultStore(out)) == 12
+    assert pd.read_parquet(out / "results.parquet").equals(rerun)
+    assert rerun.equals(sweep(spec, scheduler="synchronous")) and len(ResultStore(out)) == 12
