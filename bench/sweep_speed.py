@@ -18,6 +18,7 @@ Issue 16's goal, 1,000 ResNet-18 points in <= 10 minutes on 2 cores (100 points/
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 
@@ -69,7 +70,8 @@ def main() -> None:
         rows.append((name, wall, n / wall * 60, cycles))
         print(f"  {name}: {wall:.1f} s", flush=True)
     assert rows[0][3] == rows[1][3], "the two paths disagree on the cycles"
-    print(f"\nResNet-18 ({args.image}x{args.image}) on {args.arch}, {n} points, {args.workers} workers")
+    print(f"\nResNet-18 ({args.image}x{args.image}) on {args.arch}, {n} points, {args.workers} workers; load average "
+          f"{os.getloadavg()[2]:.1f} over the last 15 min on {os.cpu_count()} cores (other jobs slow every path)")
     print(f"{'path':42} {'wall s':>8} {'points/min':>11} {'1,000 points':>13}")
     for name, wall, ppm, _ in rows:
         print(f"{name:42} {wall:>8.1f} {ppm:>11.2f} {1000 / ppm:>10.0f} min")

@@ -16,7 +16,7 @@ from isa.arch import Arch
 
 from .spec import SweepSpec, load_spec
 from .store import ResultStore, point_key
-from .workloads import Workload
+from .workloads import Workload, compile_view
 
 METRICS: dict[str, tuple[Callable[[dict], Any], str]] = {
     "cycles": (lambda r: r["cycles"], "cycles"),
@@ -75,6 +75,8 @@ def sweep(spec: str | Path | dict | SweepSpec, *, out: str | Path | None = None,
     if store is not None:
         records = {k: r for k in {j[2] for j in jobs if j[2]} if (r := store.get(k)) is not None}
     todo = {key: (w, arch) for w, arch, key in jobs if key and key not in records}
+    # points that compile alike one after the other, so a worker's compile cache keeps each program while it is used
+    todo = dict(sorted(todo.items(), key=lambda item: (item[1][0].digest, compile_view(item[1][1]).to_toml())))
     reused = len({j[2] for j in jobs if j[2]}) - len(todo)
 
     def done(key: str, record: dict, final: bool) -> None:

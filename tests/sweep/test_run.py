@@ -182,6 +182,19 @@ def test_points_that_differ_only_in_compile_free_fields_compile_once_per_worker(
     assert df[(df["clock.ghz"] == 2.0) & (df["queues.depth"] == 4)]["cycles"].item() == alone.cycles
 
 
+def test_points_run_grouped_by_compile_so_a_small_cache_still_compiles_each_program_once():
+    wl._compiled.cache_clear()
+    # clock.ghz varies slowest: in row order every program would be evicted (cache of 4) before its second use
+    sizes = [131072, 262144, 524288, 1048576, 2097152]
+    df = sweep({"arch": "mid32", "grid": {"clock.ghz": [1.0, 2.0], "spm.size": sizes},
+                "workloads": [{"zoo": "bert_layer", "args": {"seq": 8, "hidden": 32, "heads": 2, "ffn": 64}}]},
+               scheduler="synchronous")
+    assert wl._compiled.cache_info().maxsize < len(sizes)
+    assert (wl._compiled.cache_info().misses, wl._compiled.cache_info().hits) == (5, 5)
+    assert list(df["spm.size"]) == sizes * 2 and df["error"].isna().all()   # rows still in spec order
+    assert list(df["cycles"][:5]) == list(df["cycles"][5:])
+
+
 def test_evaluate_reports_a_worker_side_error():
     record = evaluate(Gemm("g", 64, 64, 64, "f32"), load_arch("mid32", ["matrix.dtypes=i8"]))
     assert record["cycles"] is None and "f32" in record["error"]
