@@ -320,13 +320,14 @@ def cmd_sweep(args) -> int:
           f"{out}/results.parquet")
     import pandas as pd
 
+    shown = df.assign(error=df["error"].fillna(""))
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_colwidth", 60):
         if metrics:
             front = pareto(df, metrics)
             print(f"Pareto front of {', '.join(metrics)} (minimised), per workload: {len(front)} rows")
-            print(front.to_string(index=False))
+            print(shown.loc[front.index].to_string(index=False))
         else:
-            print(df.to_string(index=False, max_rows=args.rows))
+            print(shown.to_string(index=False, max_rows=args.rows))
     if args.plot:
         _plot_fronts(df, metrics, args.plot)
         print(f"wrote {args.plot}")

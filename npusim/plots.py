@@ -305,9 +305,10 @@ def _point_label(row, columns: list[str]) -> str:
 
 
 def _override_columns(df, metrics: list[str]) -> list[str]:
+    """The override columns that vary in ``df`` (the ones worth naming a point by)."""
     from .sweep import METRICS
 
-    return [c for c in df.columns if c not in ("workload", "error", *METRICS, *metrics)]
+    return [c for c in df.columns if c not in ("workload", "error", *METRICS, *metrics) and df[c].nunique() > 1]
 
 
 def plot_pareto(df, ax: Axes, x: str, y: str, annotate: bool = True) -> ParetoPlot:

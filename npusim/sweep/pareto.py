@@ -26,8 +26,8 @@ def pareto_mask(values: np.ndarray) -> np.ndarray:
 
 def pareto(df, metrics: Sequence[str], by: str | None = "workload"):
     """The rows of sweep table ``df`` on the Pareto front of ``metrics`` (two or more columns, all minimised),
-    computed within each value of column ``by`` (None: over the whole table), sorted by ``by`` then the metrics.
-    Rows with an error or a missing metric are left out."""
+    computed within each value of column ``by`` (None: over the whole table); the groups in the order they first
+    appear, each sorted by the metrics. Rows with an error or a missing metric are left out."""
     metrics = list(metrics)
     missing = [m for m in metrics if m not in df.columns]
     if len(metrics) < 2 or missing:
@@ -37,9 +37,9 @@ def pareto(df, metrics: Sequence[str], by: str | None = "workload"):
     if "error" in ok.columns:
         ok = ok[ok["error"].isna()]
     groups = [ok] if by is None else [g for _, g in ok.groupby(by, sort=False)]
-    kept = [g[pareto_mask(g[metrics].to_numpy(float))] for g in groups if len(g)]
+    kept = [g[pareto_mask(g[metrics].to_numpy(float))].sort_values(metrics, kind="stable") for g in groups if len(g)]
     if not kept:
         return ok.iloc[:0]
     import pandas as pd
 
-    return pd.concat(kept).sort_values(([by] if by else []) + metrics, kind="stable")
+    return pd.concat(kept)
