@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .canonical import norm_axis, window_out
 from .errors import CompileError, GraphError, ShapeError
 from .ir import Graph, Node, Tensor, node_prefix
 
@@ -50,19 +51,6 @@ def _pads(v: int | Sequence[int] | None, k: int, node: str, op: str) -> tuple[in
     if len(v) == k:
         return v + v
     return _tuple(v, 2 * k, 0, "pads", node, op)
-
-
-def window_out(size: int, kernel: int, stride: int, pad_begin: int, pad_end: int, dilation: int = 1,
-               ceil: bool = False) -> int:
-    """Output length of a sliding window (conv or pool) over ``size`` elements padded by ``pad_begin``/``pad_end``.
-
-    With ``ceil`` (pooling's ceil_mode) a last window that would start in the end padding is dropped, as
-    onnxruntime and PyTorch do (ONNX's shape inference keeps it; :func:`~compiler.onnx_import.import_onnx` refuses
-    such pools).
-    """
-    span = size + pad_begin + pad_end - dilation * (kernel - 1) - 1
-    out = (-(-span // stride) if ceil else span // stride) + 1
-    return out - 1 if ceil and (out - 1) * stride >= size + pad_begin else out
 
 
 class GraphBuilder:
@@ -334,10 +322,7 @@ class GraphBuilder:
                                                                  "momentum": float(momentum)})
 
     def _axis(self, n: str, op: str, axis: int, rank: int, inclusive: bool = False) -> int:
-        hi = rank + 1 if inclusive else rank
-        if not -hi <= axis < hi:
-            raise ShapeError(n, op, f"axis {axis} is out of range for rank {rank}")
-        return axis + rank if axis < 0 else axis
+        return norm_axis(axis, rank, n, op, ShapeError, inclusive)
 
     def softmax(self, x: str, axis: int = -1, name: str | None = None) -> str:
         n = self._node_name("Softmax", name)

@@ -35,7 +35,6 @@ from isa import (
     MatMul,
     Pad,
     Program,
-    ProgramConfig,
     Queue,
     Region,
     SemDecl,
@@ -54,6 +53,7 @@ from .gemm import ACC_TYPE, _groups
 from .ir import Node
 from .link import leading_constants
 from .pipeline import synced, with_sync
+from .target import Target
 
 
 @dataclass(frozen=True)
@@ -241,11 +241,11 @@ def _fits(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int,
     return p.spm <= spm and t.acc_bufs * p.acc_tile <= acc and (not t.im2col or p.tcb >= p.cbs)
 
 
-def choose_conv_tiling(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int,
-                       max_rows: int = 256) -> ConvTiling:
+def choose_conv_tiling(cs: ConvShape, dtype: DType, target: Target) -> ConvTiling:
     """The tallest output tile (full width up to max_rows, one output-channel block) that fits, with as many
     input-channel blocks per step as fit (all of them when possible: no split reduction)."""
-    tow = min(cs.OW, max_rows)
+    rows, cols, spm, acc = target.rows, target.cols, target.spm, target.acc
+    tow = min(cs.OW, target.max_rows)
     for tcb in range(-(-cs.Cg // rows), 0, -1):
         for toh in range(cs.OH, 0, -1):
             if _fits(cs, ConvTiling(toh, tow, tcb), dtype.size, rows, cols, spm, acc):
@@ -288,9 +288,9 @@ def _window(cs: ConvShape, toh: int, tow: int) -> tuple[int, int]:
 
 
 @lru_cache(maxsize=512)
-def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilogue | None = None,
+def search_conv_tiling(cs: ConvShape, dtype: DType, target: Target, epilogue: Epilogue | None = None,
                        hidden_constants: bool = False) -> ConvTiling:
-    """The tiling with the fewest predicted cycles on ``arch``, from the simulator's own formulas.
+    """The tiling with the fewest predicted cycles on ``target``, from the simulator's own formulas.
 
     Candidates: output heights that split OH evenly into 1 to 8 tiles, 1, 2 and 4 rows, and the tallest tile that
     fits; the widest tile and its halves and quarters; 1, 2, 4, ... or all output-channel blocks per accumulator tile;
@@ -304,9 +304,9 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
     (cross-layer prefetch, :func:`compiler.link.link`), so the pricing does not count them.
     """
     epilogue = epilogue or Epilogue()
-    r, c, es = arch.matrix.rows, arch.matrix.cols, dtype.size
-    spm = arch.spm.size - _epilogue_bytes(cs, epilogue, es)
-    tallest = choose_conv_tiling(cs, dtype, r, c, spm, arch.acc.size, arch.matrix.max_rows)
+    arch, r, c, es = target.arch, target.rows, target.cols, dtype.size
+    spm = target.spm - _epilogue_bytes(cs, epilogue, es)
+    tallest = choose_conv_tiling(cs, dtype, target.with_spm(spm))
     heights = {tallest.toh} | {-(-cs.OH // n) for n in range(1, 9)} | {h for h in (1, 2, 4) if h < cs.OH}
     widths = {-(-tallest.tow // n) for n in (1, 2, 4)}
     nbs = -(-cs.Kg // c)
@@ -318,7 +318,7 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
         if not pack_allowed(cs, pack, tow, c, im2col) or pack > 1 and tnb > 1:
             continue
         for x_all, bufs in itertools.product((False, True) if not im2col and pack == 1 else (False,), (2, 1)):
-            tcb = _fit_tcb(cs, toh, tow, tnb, es, r, c, spm, arch.acc.size, im2col, x_all, bufs, pack)
+            tcb = _fit_tcb(cs, toh, tow, tnb, es, r, c, spm, target.acc, im2col, x_all, bufs, pack)
             if tcb:
                 t = ConvTiling(toh, tow, tcb, tnb, x_all, bufs, im2col, pack)
                 fitting.append((_rough_cycles(cs, t, _plan(cs, t, es, r, c, spm), arch), t))
@@ -326,7 +326,7 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilog
     best = None
     priced = [t for bufs in (2, 1) for t in [t for _, t in fitting if t.acc_bufs == bufs][:SEARCH_PRICED]]
     for t in priced:
-        prog = conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, t, arch.matrix.max_rows, epilogue)
+        prog = conv2d(cs, dtype, target, t, epilogue)
         est = program_estimate(prog, arch) - (leading_constants(prog, arch, _CONSTANTS) if hidden_constants else 0)
         if t.acc_bufs == 1:   # one accumulator tile: matrix work, epilogue and store take turns
             est = max(est, sum(instr_cost(i, arch).cycles for i in prog.instrs if i.queue is not Queue.DMA_LD))
@@ -399,9 +399,8 @@ def _epilogue_bytes(cs: ConvShape, epilogue: Epilogue, es: int) -> int:
     return cs.K * epilogue.spm_bytes + (3 if epilogue.spm_bytes and es % 4 else 0)
 
 
-def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int,
-           tiling: ConvTiling | None = None, max_rows: int = 256, epilogue: Epilogue = Epilogue(),
-           pad_value: int | float = 0) -> Program:
+def conv2d(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | None = None,
+           epilogue: Epilogue = Epilogue(), pad_value: int | float = 0) -> Program:
     """The program for one convolution; regions X (NHWC input), Wt (:func:`pack_weights`), Y (NHWC output), and Bias,
     Scale and R when the epilogue uses them. The halo padding reads ``pad_value`` (a quantized input's zero point).
 
@@ -413,9 +412,10 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
     one ``dma.st`` writes the tile's pixels with all their tnb * cols channels (accumulator rows of ``tnb * cols``
     elements, so DRAM runs are that long)."""
     es, at = dtype.size, ACC_TYPE[dtype]
+    rows, cols, spm, acc = target.rows, target.cols, target.spm, target.acc
     yt, eo = epilogue.out or at, (epilogue.out or at).size
     bias_bytes = _epilogue_bytes(cs, epilogue, es)
-    t = tiling or choose_conv_tiling(cs, dtype, rows, cols, spm - bias_bytes, acc, max_rows)
+    t = tiling or choose_conv_tiling(cs, dtype, target.with_spm(spm - bias_bytes))
     p = _plan(cs, t, es, rows, cols, spm - bias_bytes)
     if p.spm + bias_bytes > spm or t.acc_bufs * p.acc_tile > acc or t.acc_bufs not in (1, 2):
         raise TilingError(f"tiling {t} needs {p.spm + bias_bytes} B of SPM and {t.acc_bufs * p.acc_tile} B of ACC "
@@ -578,8 +578,7 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
     regions += (Region("R", len(regions), cs.N * cs.OH * cs.OW * cs.K * 4),) if epilogue.residual else ()
     if epilogue.residual and epilogue.out is not None:
         raise CompileError("a residual is added in the accumulator type: it cannot be fused with requantization")
-    return Program(config=ProgramConfig(rows=rows, cols=cols, spm=spm, acc=acc), regions=regions, sems=sems,
-                   instrs=tuple(prog))
+    return Program(config=target.config, regions=regions, sems=sems, instrs=tuple(prog))
 
 
 def _conv_mm(dims: tuple[tuple[int, int, int, int], ...], acc: View, a: View, b: View, **kw) -> list[MatMul]:

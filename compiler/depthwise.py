@@ -58,6 +58,7 @@ from .conv import ConvShape
 from .errors import CompileError, TilingError
 from .gemm import ACC_TYPE
 from .pipeline import RingPipeline, vector_config
+from .target import Target
 
 ALIGN = 64
 RUN_BYTES = 128
@@ -159,13 +160,14 @@ def tiling_cost(cs: ConvShape, dtype: DType, t: DepthwiseTiling) -> float:
     return (moved + RUN_BYTES * runs + DMA_BYTES * dmas) * (1 + FILL / steps)
 
 
-def choose_depthwise_tiling(cs: ConvShape, dtype: DType, spm: int, lanes: int = 16) -> DepthwiseTiling:
+def choose_depthwise_tiling(cs: ConvShape, dtype: DType, target: Target) -> DepthwiseTiling:
     """The tiling of least :func:`tiling_cost` whose two ring slots fit half the SPM.
 
-    Output tiles of ``toh`` x ``tow`` pixels, all channels or blocks of a multiple of ``lanes`` of them; the weights
-    stay resident when they fit in the other half of the SPM.
+    Output tiles of ``toh`` x ``tow`` pixels, all channels or blocks of a multiple of the vector lanes of them; the
+    weights stay resident when they fit in the other half of the SPM.
     """
     mult_of(cs)
+    spm, lanes = target.spm, target.lanes
     es = dtype.size
     resident = _up(cs.R * cs.S * cs.K * es) <= spm - spm // 2 and cs.K <= MAX_EXTENT
     best: tuple[float, DepthwiseTiling] | None = None
@@ -219,19 +221,18 @@ def _compute(cs: ConvShape, dtype: DType, toh: int, tow: int, cb: int, x: View, 
             for r in range(toh)]
 
 
-def depthwise2d(cs: ConvShape, dtype: DType, spm: int, lanes: int = 16,
-                tiling: DepthwiseTiling | None = None) -> Program:
+def depthwise2d(cs: ConvShape, dtype: DType, target: Target, tiling: DepthwiseTiling | None = None) -> Program:
     """The program of one depthwise convolution; regions X (NHWC), Wd (:func:`pack_depthwise`), Y (NHWC, f32/i32).
 
-    ``lanes`` (the vector unit's width) is the granule of channel blocks when all channels do not fit one step.
+    The vector unit's lanes are the granule of channel blocks when all channels do not fit one step.
     """
-    m = mult_of(cs)
+    m, spm = mult_of(cs), target.spm
     if dtype not in ACC_TYPE:
         raise CompileError(f"depthwise convolution takes {', '.join(d.text for d in ACC_TYPE)} operands, "
                            f"not {dtype.text}")
     if cs.pad > MAX_PAD:
         raise CompileError(f"padding {cs.pad} exceeds the {MAX_PAD} the DMA inserts")
-    t = tiling or choose_depthwise_tiling(cs, dtype, spm, lanes)
+    t = tiling or choose_depthwise_tiling(cs, dtype, target)
     es, at, K = dtype.size, ACC_TYPE[dtype], cs.K
     if not _fits(cs, es, t, spm):
         raise TilingError(f"depthwise tiling {t} does not fit {spm} B of SPM (two ring slots in half of it)")

@@ -15,9 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isa import Halt, HostCall, Program, ProgramConfig
+from isa import DType, Halt, HostCall, IsaError, Program, ProgramConfig
 
-from .ir import Graph, Node
+from .errors import UnsupportedDTypeError
+from .ir import Graph, Node, Tensor, short_dtype
+
+STORED = tuple(d for d in DType if d is not DType.BF16)
+"""Types a tensor the host reads or writes may have: those numpy holds natively (bf16 is raw bits on the NPU)."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,19 @@ class HostOp:
         names = (*(t.name for t in self.inputs), *(t.name for t in self.outputs))
         return Graph(f"host_{self.fn}", tuple(t.name for t in self.inputs), tuple(t.name for t in self.outputs),
                      (self.node,), {n: graph.tensor(n) for n in names})
+
+
+def storage_dtype(tensor: Tensor, node: Node | None = None) -> DType:
+    """The NPU type ``tensor`` is stored as in DRAM, where the host (and the caller's inputs) can read and write it;
+    :class:`UnsupportedDTypeError` naming the tensor (and ``node``) for any other numpy type."""
+    try:
+        dtype = DType.from_numpy(tensor.dtype)
+    except IsaError:
+        dtype = None
+    if dtype not in STORED:
+        raise UnsupportedDTypeError(tensor.name, short_dtype(tensor.dtype), tuple(d.text for d in STORED),
+                                    node and node.name, node and node.op)
+    return dtype
 
 
 def host_fn_name(index: int, node: Node) -> str:

@@ -8,7 +8,7 @@ Conventions, shared by the importer, the builder and the passes:
 - Shapes are tuples of ints (static), in elements; dtypes are :class:`numpy.dtype` (``bfloat16`` is ml_dtypes').
 - Node inputs keep ONNX's positions; an absent optional input is ``""``.
 - Attributes are plain Python values (int, float, str, tuples of them), with the ONNX defaults filled in and axes made
-  non-negative for the recognised ops (see :data:`compiler.onnx_import.SUPPORTED_OPS`). One departure from ONNX:
+  non-negative for the recognised ops (see :data:`compiler.lower.REGISTRY`). One departure from ONNX:
   ``ReduceMean``/``ReduceSum`` always carry ``axes`` as an attribute (ONNX moved it to an input in opsets 13/18).
 - Constants are :class:`Tensor` s with ``data`` (read-only arrays); graph inputs and intermediates have none.
 """

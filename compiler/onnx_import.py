@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .builder import window_out
+from .canonical import CanonContext
 from .errors import (
     FALLBACK_HINT,
     CompileError,
@@ -28,6 +28,7 @@ from .errors import (
     UnsupportedOpsetError,
 )
 from .ir import Graph, Node, Tensor, node_prefix, short_dtype
+from .lower import REGISTRY
 from .passes.fold_constants import FOLDERS, fold_constants, fold_node, remove_dead
 
 OPSETS = (13, 21)
@@ -37,17 +38,6 @@ UNKNOWN_OP = "operator is not supported by the compiler"
 
 PREFOLD_ROUNDS = 8
 """At most this many rounds of folding constants and inferring shapes again before requiring static shapes."""
-
-SUPPORTED_OPS = frozenset({
-    "Conv", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Clip", "Sigmoid", "Tanh", "Gelu", "Erf", "MaxPool",
-    "AveragePool", "GlobalAveragePool", "BatchNormalization", "Softmax", "LayerNormalization", "ReduceMean",
-    "ReduceSum", "Reshape", "Flatten", "Transpose", "Concat", "Slice", "Pad", "QuantizeLinear", "DequantizeLinear",
-    "QLinearConv", "QLinearMatMul", "Identity"})
-"""Ops the compiler takes (default ONNX domain)."""
-
-FOLD_ONLY_OPS = frozenset({"Shape", "Gather", "Unsqueeze", "Squeeze", "Cast", "Constant", "Size", "ConstantOfShape",
-                           "Range", "Expand", "Equal", "Where", "Neg", "Sqrt", "Pow", "Reciprocal"})
-"""Ops accepted only when constant folding removes them (Squeeze/Unsqueeze of activations become Reshape)."""
 
 TENSOR_DTYPES = tuple(np.dtype(d) for d in ("float32", "float16", "int8", "uint8", "int16", "int32")) + (
     np.dtype(helper.tensor_dtype_to_np_dtype(onnx.TensorProto.BFLOAT16)),)
@@ -111,7 +101,7 @@ def _unknown_ops(m: onnx.ModelProto) -> list[tuple[str, str]]:
     bad = []
     for k, on in enumerate(m.graph.node):
         default = on.domain in ("", "ai.onnx")
-        if not default or on.op_type not in SUPPORTED_OPS | FOLD_ONLY_OPS | FOLDERS.keys():
+        if not default or on.op_type not in REGISTRY.keys() | FOLDERS.keys():
             bad.append((on.name or f"{node_prefix(on.op_type)}_{k}", on.op_type if default else
                         f"{on.domain}::{on.op_type}"))
     return bad
@@ -295,212 +285,18 @@ def _attrs(on: onnx.NodeProto, name: str, opset: int) -> dict[str, Any]:
 
 # -- canonical form ------------------------------------------------------------------------------------------------
 
-class _Ctx:
-    """What the canonicalisers see: the graph's tensors (to which they may add constants) and its uses."""
-
-    def __init__(self, graph: Graph):
-        self.graph, self.tensors = graph, dict(graph.tensors)
-
-    def shape(self, name: str) -> tuple[int, ...]:
-        return self.tensors[name].shape
-
-    def const(self, node: Node, index: int, what: str) -> np.ndarray | None:
-        """The constant value of input ``index`` (None if absent); UnsupportedOpError if it is not constant."""
-        if index >= len(node.inputs) or not node.inputs[index]:
-            return None
-        t = self.tensors[node.inputs[index]]
-        if not t.is_const:
-            raise UnsupportedOpError(node.name, node.op, f"input {index} ({what}, {t.name!r}) must be a constant "
-                                     f"(it does not fold to one)")
-        return t.data
-
-    def add_const(self, name: str, value: np.ndarray) -> str:
-        while name in self.tensors:
-            name += "_"
-        self.tensors[name] = Tensor.const(name, value)
-        return name
-
-    def drop_extra_outputs(self, node: Node, what: str) -> tuple[str, ...]:
-        """``node``'s first output alone; UnsupportedOpError if another output is used."""
-        for o in node.outputs[1:]:
-            if o and (self.graph.consumers(o) or o in self.graph.outputs):
-                raise UnsupportedOpError(node.name, node.op, f"only the first output is supported; {what} "
-                                         f"({o!r}) is used")
-        return node.outputs[:1]
-
-
-def _axis(node: Node, axis: int, rank: int, inclusive: bool = False) -> int:
-    hi = rank + 1 if inclusive else rank
-    if not -hi <= axis < hi:
-        raise UnsupportedOpError(node.name, node.op, f"axis {axis} is out of range for rank {rank}")
-    return axis + rank if axis < 0 else axis
-
-
-def _window(node: Node, ctx: _Ctx, kernel: tuple[int, ...] | None) -> dict[str, Any]:
-    """kernel_shape, strides, pads, dilations of a conv or pool, with auto_pad resolved (VALID) or refused."""
-    a, k = node.attrs, len(ctx.shape(node.inputs[0])) - 2
-    auto = a.get("auto_pad", "NOTSET")
-    if auto in ("SAME_UPPER", "SAME_LOWER"):
-        raise UnsupportedOpError(node.name, node.op, f"attribute auto_pad={auto!r} is not supported; use explicit "
-                                 f"pads")
-    if auto not in ("NOTSET", "VALID"):
-        raise UnsupportedOpError(node.name, node.op, f"attribute auto_pad={auto!r} is not valid")
-    return {"kernel_shape": tuple(a.get("kernel_shape") or kernel), "strides": tuple(a.get("strides") or (1,) * k),
-            "pads": (0,) * 2 * k if auto == "VALID" else tuple(a.get("pads") or (0,) * 2 * k),
-            "dilations": tuple(a.get("dilations") or (1,) * k)}
-
-
-def _conv(w_index: int):
-    def canon(node: Node, ctx: _Ctx) -> Node:
-        attrs = _window(node, ctx, ctx.shape(node.inputs[w_index])[2:])
-        return replace(node, attrs={**attrs, "group": int(node.attrs.get("group", 1))})
-    return canon
-
-
-def _pool_attrs(node: Node, ctx: _Ctx) -> dict[str, Any]:
-    """A pool's window attributes and ceil_mode; refuses ceil_mode pools whose size ONNX and onnxruntime differ on."""
-    attrs = {**_window(node, ctx, None), "ceil_mode": int(node.attrs.get("ceil_mode", 0))}
-    sx, sy, k = ctx.shape(node.inputs[0]), ctx.shape(node.outputs[0]), len(attrs["kernel_shape"])
-    for i in range(k) if attrs["ceil_mode"] else ():
-        ours = window_out(sx[2 + i], attrs["kernel_shape"][i], attrs["strides"][i], attrs["pads"][i],
-                          attrs["pads"][k + i], attrs["dilations"][i], True)
-        if ours != sy[2 + i]:
-            raise UnsupportedOpError(node.name, node.op, f"ceil_mode=1 makes the last window of spatial dim {i} "
-                                     f"start in the end padding: ONNX shape inference gives {sy[2 + i]} outputs, "
-                                     f"onnxruntime and PyTorch {ours}; use ceil_mode=0 and explicit pads")
-    return attrs
-
-
-def _maxpool(node: Node, ctx: _Ctx) -> Node:
-    attrs = {**_pool_attrs(node, ctx), "storage_order": int(node.attrs.get("storage_order", 0))}
-    return replace(node, attrs=attrs, outputs=ctx.drop_extra_outputs(node, "the Indices output"))
-
-
-def _avgpool(node: Node, ctx: _Ctx) -> Node:
-    attrs = {**_pool_attrs(node, ctx), "count_include_pad": int(node.attrs.get("count_include_pad", 0))}
-    return replace(node, attrs=attrs)
-
-
-def _batchnorm(node: Node, ctx: _Ctx) -> Node:
-    if node.attrs.get("training_mode", 0):
-        raise UnsupportedOpError(node.name, node.op, "training_mode=1 is not supported; export for inference")
-    return replace(node, attrs={"epsilon": float(node.attrs.get("epsilon", 1e-5)),
-                                "momentum": float(node.attrs.get("momentum", 0.9))},
-                   outputs=ctx.drop_extra_outputs(node, "a training output"))
-
-
-def _gemm(node: Node, ctx: _Ctx) -> Node:
-    a = node.attrs
-    return replace(node, attrs={"alpha": float(a.get("alpha", 1.0)), "beta": float(a.get("beta", 1.0)),
-                                "transA": int(a.get("transA", 0)), "transB": int(a.get("transB", 0))})
-
-
-def _axis_attr(default: int, inclusive: bool = False):
-    def canon(node: Node, ctx: _Ctx) -> Node:
-        rank = len(ctx.shape(node.inputs[0]))
-        return replace(node, attrs={"axis": _axis(node, int(node.attrs.get("axis", default)), rank, inclusive)})
-    return canon
-
-
-def _layernorm(node: Node, ctx: _Ctx) -> Node:
-    a, rank = node.attrs, len(ctx.shape(node.inputs[0]))
-    return replace(node, attrs={"axis": _axis(node, int(a.get("axis", -1)), rank),
-                                "epsilon": float(a.get("epsilon", 1e-5)), "stash_type": int(a.get("stash_type", 1))},
-                   outputs=ctx.drop_extra_outputs(node, "the Mean/InvStdDev output"))
-
-
-def _reduce(node: Node, ctx: _Ctx) -> Node:
-    a, rank = node.attrs, len(ctx.shape(node.inputs[0]))
-    axes = a.get("axes")
-    if axes is None:
-        value = ctx.const(node, 1, "axes")
-        axes = () if value is None else tuple(value.tolist())
-    if not axes:
-        if a.get("noop_with_empty_axes", 0):
-            return replace(node, op="Identity", inputs=node.inputs[:1], attrs={})
-        axes = tuple(range(rank))
-    axes = tuple(sorted({_axis(node, int(x), rank) for x in axes}))
-    return replace(node, inputs=node.inputs[:1], attrs={"axes": axes, "keepdims": int(a.get("keepdims", 1))})
-
-
-def _reshape(node: Node, ctx: _Ctx) -> Node:
-    ctx.const(node, 1, "shape")
-    return replace(node, attrs={"allowzero": int(node.attrs.get("allowzero", 0))})
-
-
-def _transpose(node: Node, ctx: _Ctx) -> Node:
-    rank = len(ctx.shape(node.inputs[0]))
-    return replace(node, attrs={"perm": tuple(node.attrs.get("perm") or range(rank - 1, -1, -1))})
-
-
-def _const_inputs(*what: str):
-    """Canonicaliser for ops whose inputs after the first must be constants (attributes kept as they are)."""
-    def canon(node: Node, ctx: _Ctx) -> Node:
-        for i, w in enumerate(what, 1):
-            ctx.const(node, i, w)
-        return node
-    return canon
-
-
-def _pad(node: Node, ctx: _Ctx) -> Node:
-    pads = ctx.const(node, 1, "pads")
-    ctx.const(node, 2, "constant_value")
-    axes = ctx.const(node, 3, "axes")
-    mode = node.attrs.get("mode", "constant")
-    inputs = node.inputs[:3]
-    if axes is not None:  # opset 18: pads for the listed axes only
-        rank = len(ctx.shape(node.inputs[0]))
-        full = np.zeros(2 * rank, np.int64)
-        for j, ax in enumerate(_axis(node, int(x), rank) for x in axes.tolist()):
-            full[ax], full[rank + ax] = pads[j], pads[len(axes) + j]
-        inputs = (inputs[0], ctx.add_const(f"{node.name}_pads", full)) + inputs[2:]
-    return replace(node, inputs=tuple(inputs), attrs={"mode": mode})
-
-
-def _qdq(node: Node, ctx: _Ctx) -> Node:
-    if node.attrs.get("block_size", 0):
-        raise UnsupportedOpError(node.name, node.op, "blocked quantization (block_size != 0) is not supported")
-    rank = max(len(ctx.shape(node.inputs[0])), 1)
-    return replace(node, attrs={"axis": int(node.attrs.get("axis", 1)) % rank})
-
-
-def _no_attrs(node: Node, ctx: _Ctx) -> Node:
-    return node
-
-
-CANONICAL = {
-    "Conv": _conv(1), "QLinearConv": _conv(3), "MaxPool": _maxpool, "AveragePool": _avgpool,
-    "BatchNormalization": _batchnorm, "Gemm": _gemm, "Softmax": _axis_attr(-1), "Concat": _axis_attr(0),
-    "Flatten": _axis_attr(1, inclusive=True), "LayerNormalization": _layernorm, "ReduceMean": _reduce,
-    "ReduceSum": _reduce, "Reshape": _reshape, "Transpose": _transpose,
-    "Slice": _const_inputs("starts", "ends", "axes", "steps"), "Clip": _const_inputs("min", "max"), "Pad": _pad,
-    "QuantizeLinear": _qdq, "DequantizeLinear": _qdq,
-    "Gelu": lambda n, c: replace(n, attrs={"approximate": n.attrs.get("approximate", "none")}),
-}
-"""Per-op canonicalisers ``fn(node, ctx) -> node``; ops not listed have no attributes to normalise."""
-
-
-def _canonical_node(node: Node, ctx: _Ctx) -> Node:
+def _canonical_node(node: Node, ctx: CanonContext) -> Node:
     if node.domain not in ("", "ai.onnx"):
         raise UnsupportedOpError(node.name, node.qualified_op, UNKNOWN_OP)
-    if node.op in ("Squeeze", "Unsqueeze"):  # of an activation: a reshape to the inferred shape
-        target = np.asarray(ctx.shape(node.outputs[0]), np.int64)
-        return Node(node.name, "Reshape", (node.inputs[0], ctx.add_const(f"{node.name}_shape", target)),
-                    node.outputs, {"allowzero": 0})
-    if node.op == "Cast" and ctx.tensors[node.inputs[0]].dtype == ctx.tensors[node.outputs[0]].dtype:
-        return Node(node.name, "Identity", node.inputs[:1], node.outputs)
-    if node.op in FOLD_ONLY_OPS:
-        inputs = [i for i in node.present_inputs if not ctx.tensors[i].is_const]
-        why = f"input {inputs[0]!r} is not constant" if inputs else "it could not be evaluated"
-        raise UnsupportedOpError(node.name, node.op, f"supported only when it folds to a constant, and {why}")
-    if node.op not in SUPPORTED_OPS:
+    spec = REGISTRY.get(node.op)
+    if spec is None:
         raise UnsupportedOpError(node.name, node.op, UNKNOWN_OP)
-    return CANONICAL.get(node.op, _no_attrs)(node, ctx)
+    return spec.canonical(node, ctx)
 
 
 def _canonical(graph: Graph) -> Graph:
     """Nodes in the compiler's canonical forms; a node it cannot take keeps ``unsupported`` = the reason."""
-    ctx = _Ctx(graph)
+    ctx = CanonContext(graph)
     nodes = []
     for node in graph.nodes:
         try:

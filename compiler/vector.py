@@ -31,6 +31,7 @@ from isa.view import MAX_EXTENT
 
 from .errors import CompileError, TilingError
 from .pipeline import RingPipeline, vector_config
+from .target import Target
 
 F32 = DType.F32
 
@@ -128,10 +129,11 @@ def _stream(pipe: RingPipeline, out_shape, ins: list[_Operand], out: _Operand, d
         pipe.step(loads, compute(views[-1], views[:-1], tshape), [store])
 
 
-def binary(op: BinOp, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: DType, spm: int,
+def binary(op: BinOp, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: DType, target: Target,
            act: tuple[Act, float, float] | None = None):
     """``Y = act(A op B)`` with numpy broadcasting; regions A, B, Y (all ``dtype``, row-major). ``act`` is a fused
     activation ``(fn, lo, hi)`` (relu or clamp) that the binary op applies in the same pass (its ``act``)."""
+    spm = target.spm
     out = tuple(np.broadcast_shapes(tuple(a_shape), tuple(b_shape)))
     pipe = RingPipeline()
     fused = {} if act is None else dict(act=act[0], lo=act[1], hi=act[2])
@@ -147,8 +149,9 @@ def binary(op: BinOp, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype:
                                              Region("Y", 2, math.prod(out) * es)))
 
 
-def unary(fn: Act, shape: tuple[int, ...], dtype: DType, spm: int, lo: float = 0, hi: float = 0):
+def unary(fn: Act, shape: tuple[int, ...], dtype: DType, target: Target, lo: float = 0, hi: float = 0):
     """``Y = fn(X)`` (relu, clamp(lo, hi), sigmoid, tanh, gelu, erf, exp, ...); regions X, Y."""
+    spm = target.spm
     pipe = RingPipeline()
     _stream(pipe, tuple(shape), [_Operand("X", row_major(shape))], _Operand("Y", row_major(shape)), [dtype], dtype,
             spm, lambda dst, srcs, s: [VecUnary(fn=fn, shape=s, dst=dst, src=srcs[0], lo=lo, hi=hi)])
@@ -199,7 +202,7 @@ def _vec(addr: int) -> View:
     return View(Space.SPM, addr, F32, (4,))
 
 
-def softmax(rows: int, length: int, dtype: DType, spm: int):
+def softmax(rows: int, length: int, dtype: DType, target: Target):
     """Softmax over the last axis of ``[rows][length]``: max, subtract, exp, sum, reciprocal, multiply (f32)."""
     def tile(x, y, s, cols, _, r):
         t, m, z = s[0], _col(cols[0]), _col(cols[1])
@@ -210,10 +213,10 @@ def softmax(rows: int, length: int, dtype: DType, spm: int):
                 VecUnary(fn=Act.MOV, reduce=Reduce.SUM, zero=True, shape=(r, length), dst=z, src=t),
                 VecUnary(fn=Act.RECIP, shape=(r,), dst=_vec(cols[1]), src=_vec(cols[1])),
                 VecBinary(op=BinOp.MUL, shape=(r, length), dst=y, src0=t, src1=z)]
-    return _rows_op(rows, length, dtype, min(spm, 1 << 22), (), tile, scratch=1, scalars=2)
+    return _rows_op(rows, length, dtype, min(target.spm, 1 << 22), (), tile, scratch=1, scalars=2)
 
 
-def layernorm(rows: int, length: int, dtype: DType, spm: int, eps: float = 1e-5):
+def layernorm(rows: int, length: int, dtype: DType, target: Target, eps: float = 1e-5):
     """LayerNormalization over the last axis; region GB holds f32 gamma then beta: mean, variance, rsqrt."""
     def loads(addr, r):
         return [DmaCopy(queue=Queue.DMA_LD, shape=(2, length), dst=View(Space.SPM, addr, F32, (length * 4, 4)),
@@ -233,12 +236,13 @@ def layernorm(rows: int, length: int, dtype: DType, spm: int, eps: float = 1e-5)
                 VecBinary(op=BinOp.MUL, shape=(r, length), dst=d, src0=d, src1=var),
                 VecBinary(op=BinOp.MUL, shape=(r, length), dst=d, src0=d, src1=gamma),
                 VecBinary(op=BinOp.ADD, shape=(r, length), dst=y, src0=d, src1=beta)]
-    return _rows_op(rows, length, dtype, min(spm, 1 << 22), (Region("GB", 2, 2 * length * 4),), tile, scratch=1,
+    return _rows_op(rows, length, dtype, min(target.spm, 1 << 22), (Region("GB", 2, 2 * length * 4),), tile, scratch=1,
                     scalars=2, extra=2 * length * 4, extra_loads=loads)
 
 
-def reduce_rows(kind: Reduce, rows: int, length: int, dtype: DType, spm: int, mean: bool = False):
+def reduce_rows(kind: Reduce, rows: int, length: int, dtype: DType, target: Target, mean: bool = False):
     """ReduceSum/ReduceMean/ReduceMax over the last axis: ``[rows][length] -> [rows]`` (f32 accumulation)."""
+    spm = target.spm
     es = dtype.size
     pipe = RingPipeline()
     per = max(1, (spm // 2) // (length * es + 8))
@@ -259,11 +263,12 @@ def reduce_rows(kind: Reduce, rows: int, length: int, dtype: DType, spm: int, me
     return pipe.program(vector_config(spm), (Region("X", 0, rows * length * es), Region("Y", 1, rows * es)))
 
 
-def pool2d(kind: str, N: int, H: int, W: int, C: int, k: int, stride: int, pad: int, dtype: DType, spm: int,
+def pool2d(kind: str, N: int, H: int, W: int, C: int, k: int, stride: int, pad: int, dtype: DType, target: Target,
            count_include_pad: bool = False, divide: bool = False):
     """MaxPool / AveragePool (square window) on NHWC; regions X, Y (+ RC, the per-position 1/count map for average
     pooling without counting the padding). Tiles cover ``toh`` output rows of ``tc`` channels. ``divide``: a
     count-including average divides the sum by ``k*k`` (onnxruntime's rounding) instead of multiplying by 1/(k*k)."""
+    spm = target.spm
     es = dtype.size
     OH, OW = (H + 2 * pad - k) // stride + 1, (W + 2 * pad - k) // stride + 1
     Wp = W + 2 * pad
@@ -335,9 +340,10 @@ def avgpool_reciprocals(H: int, W: int, k: int, stride: int, pad: int) -> np.nda
     return (1.0 / np.outer(ch, cw)).astype(np.float32)
 
 
-def permute(in_shape: tuple[int, ...], perm: tuple[int, ...], dtype: DType, spm: int):
+def permute(in_shape: tuple[int, ...], perm: tuple[int, ...], dtype: DType, target: Target):
     """``Y = transpose(X, perm)`` (row-major in and out); regions X, Y. Per tile the DMA reads X's box in X's own order
     (long DRAM runs), the vector unit moves it into Y's order in SPM, and the DMA writes Y's box."""
+    spm = target.spm
     out = tuple(in_shape[p] for p in perm)
     xst = row_major(tuple(in_shape))
     shape, (xs, ys) = collapse(out, tuple(xst[p] for p in perm), row_major(out))
@@ -361,11 +367,12 @@ def permute(in_shape: tuple[int, ...], perm: tuple[int, ...], dtype: DType, spm:
     return pipe.program(vector_config(spm), (Region("X", 0, n), Region("Y", 1, n)))
 
 
-def quantize(shape: tuple[int, ...], out: DType, scale: float, zp: int, spm: int):
+def quantize(shape: tuple[int, ...], out: DType, scale: float, zp: int, target: Target):
     """QuantizeLinear ``Y = saturate(round_half_even(X / scale) + zp)``, f32 X to integer ``out``; regions X, Y.
 
     A true f32 division (onnxruntime divides; a multiply by 1/scale rounds differently), done in place in the input
     tile, then vpu.cvt rounds, adds the zero point and saturates."""
+    spm = target.spm
     pipe = RingPipeline()
 
     def compute(dst, srcs, s):
@@ -378,8 +385,9 @@ def quantize(shape: tuple[int, ...], out: DType, scale: float, zp: int, spm: int
     return pipe.program(vector_config(spm), (Region("X", 0, n * 4), Region("Y", 1, n * out.size)))
 
 
-def dequantize(shape: tuple[int, ...], src: DType, scale: float, zp: int, spm: int):
+def dequantize(shape: tuple[int, ...], src: DType, scale: float, zp: int, target: Target):
     """DequantizeLinear ``Y = f32(X - zp) * scale`` (one vpu.cvt; the difference is exact in f32); regions X, Y."""
+    spm = target.spm
     pipe = RingPipeline()
     _stream(pipe, tuple(shape), [_Operand("X", row_major(shape))], _Operand("Y", row_major(shape)), [src], F32, spm,
             lambda dst, srcs, s: [VecConvert(shape=s, dst=dst, src=srcs[0], scale=scale, zp_in=zp)])
@@ -387,9 +395,10 @@ def dequantize(shape: tuple[int, ...], src: DType, scale: float, zp: int, spm: i
     return pipe.program(vector_config(spm), (Region("X", 0, n * src.size), Region("Y", 1, n * 4)))
 
 
-def requantize(M: int, N: int, out: DType, zp: int, spm: int):
+def requantize(M: int, N: int, out: DType, zp: int, target: Target):
     """``Y = saturate(round_half_even(f32(C + Bias) * Scale) + zp)`` over ``[M][N]``: i32 C, per-column i32 Bias and
     f32 Scale (N elements each), integer ``out`` Y; regions C, Bias, Scale, Y (onnxruntime's requantization)."""
+    spm = target.spm
     pipe = RingPipeline()
 
     def compute(dst, srcs, s):

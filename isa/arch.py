@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ArchError
+from .techtable import load_table, table_names
 
 DATAFLOWS = ("ws", "os", "is")
 DRAM_MODELS = ("rowbuffer", "bandwidth")
@@ -59,6 +60,11 @@ def _bool(name: str, v: Any) -> None:
 def _text(name: str, v: Any) -> None:
     if not isinstance(v, str):
         raise ArchError(f"{name} must be a string, not {v!r}")
+
+
+def _table(name: str, v: Any) -> None:
+    _text(name, v)
+    load_table(v)   # an ArchError saying what is wrong with the table
 
 
 def spec(default: Any, check, doc: str, unit: str = ""):
@@ -179,13 +185,31 @@ class Host(_Section):
     ops_per_cycle: float = spec(4.0, _float(), "host scalar operations per NPU cycle", "ops/cycle")
 
 
+@dataclass(frozen=True)
+class Energy(_Section):
+    """Which technology table prices the run's actions and parts (docs/energy.md); it changes no cycle."""
+
+    _name = "energy"
+    table: str = spec("45nm", _table, "technology table of energy per action and area per part: a bundled one (45nm, "
+                      "7nm) or a TOML file path")
+    dram: str = spec("lpddr4", _text, "DRAM type, priced by the table's [dram_pj_per_bit] (lpddr4, lpddr5, ddr4, "
+                     "ddr5, hbm2, hbm2e, hbm3 in the bundled tables)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        kinds = load_table(self.table).dram_types
+        if self.dram not in kinds:
+            raise ArchError(f"energy.dram must be one of table {self.table}'s DRAM types {', '.join(kinds)}, "
+                            f"not {self.dram!r}")
+
+
 SECTIONS = {"matrix": MatrixUnit, "vector": VectorUnit, "spm": Memory, "acc": Accumulator, "dma": Dma, "dram": Dram,
-            "clock": Clock, "queues": Queues, "host": Host}
+            "clock": Clock, "queues": Queues, "host": Host, "energy": Energy}
 
 
 @dataclass(frozen=True)
 class Arch:
-    """A whole NPU. Sections: matrix, vector, spm, acc, dma, dram, clock, queues, host."""
+    """A whole NPU. Sections: matrix, vector, spm, acc, dma, dram, clock, queues, host, energy."""
 
     name: str = "custom"
     description: str = ""
@@ -198,6 +222,7 @@ class Arch:
     clock: Clock = field(default_factory=Clock)
     queues: Queues = field(default_factory=Queues)
     host: Host = field(default_factory=Host)
+    energy: Energy = field(default_factory=Energy)
 
     def __post_init__(self) -> None:
         if self.dma.burst_bytes < self.dram.bandwidth:
@@ -243,12 +268,14 @@ class Arch:
         return "\n".join(lines) + "\n"
 
     @classmethod
-    def from_toml(cls, text: str, source: str = "arch.toml") -> Arch:
+    def from_toml(cls, text: str, source: str = "arch.toml", folder: Path | None = None) -> Arch:
+        """Parse an Arch file; ``folder``: where the file is (a relative ``energy.table`` path is taken from there
+        when the table is there)."""
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise ArchError(f"{source}: not valid TOML: {e}") from None
-        return cls.from_dict(data, source)
+        return cls.from_dict(data if folder is None else _table_beside(data, folder), source)
 
     def with_overrides(self, overrides: list[str] | tuple[str, ...]) -> Arch:
         """Apply ``section.field=value`` strings, e.g. ``matrix.rows=32``; values parse by the field's type.
@@ -348,13 +375,23 @@ def preset_names() -> list[str]:
                   if p.name.endswith(".toml"))
 
 
+def _table_beside(data: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """An Arch file's relative ``energy.table`` path names a file beside the Arch file (when there is one there)."""
+    energy = data.get("energy")
+    table = energy.get("table") if isinstance(energy, dict) else None
+    if not isinstance(table, str) or table in table_names() or Path(table).is_absolute() \
+            or not (folder / table).is_file():
+        return data
+    return data | {"energy": energy | {"table": str(folder / table)}}
+
+
 def load_arch(spec_: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Arch:
     """A preset name or a TOML file path, then overrides."""
     name = str(spec_)
     if name in preset_names():
         arch = Arch.from_toml(resources.files("isa.presets").joinpath(f"{name}.toml").read_text(), f"preset {name}")
     elif Path(name).is_file():
-        arch = Arch.from_toml(Path(name).read_text(), name)
+        arch = Arch.from_toml(Path(name).read_text(), name, Path(name).parent)
     else:
         raise ArchError(f"--arch must be a preset ({', '.join(preset_names())}) or a TOML file, not {name!r}")
     return arch.with_overrides(overrides)

@@ -41,7 +41,8 @@ class Cost(NamedTuple):
     ``cycles`` is the whole execution time in isolation; ``conflict`` of it are bank-conflict cycles and
     ``dram_latency`` the final cycles spent waiting for DRAM data; ``dram_window`` is how long it holds the shared
     DRAM bus (0 if it does not touch DRAM) and ``setup`` the cycles before that. ``row_hits`` and ``row_misses``
-    count its DRAM bursts by row-buffer outcome (both 0 under ``dram.model = "bandwidth"``).
+    count its DRAM bursts by row-buffer outcome (both 0 under ``dram.model = "bandwidth"``). ``spm_write`` and
+    ``acc_write`` are the bytes of ``spm_bytes`` and ``acc_bytes`` that are writes (the rest are reads).
     """
 
     cycles: int
@@ -56,6 +57,8 @@ class Cost(NamedTuple):
     dram_latency: int = 0
     row_hits: int = 0
     row_misses: int = 0
+    spm_write: int = 0
+    acc_write: int = 0
 
 
 # ---------------------------------------------------------------------------------------------------- matrix unit
@@ -192,6 +195,22 @@ def _row_delay(pages: np.ndarray, issue: np.ndarray, banks: int, row_miss: int, 
     return int(j.size), row_miss + int(delay.sum())    # activations from the start overlap the first burst's
 
 
+def burst_interval(data_cycles, latency: int, outstanding: int):
+    """Cycles between the issue of successive DRAM bursts that each hold the bus ``data_cycles``: ``max(d,
+    ceil((latency + d) / outstanding))``, the bus or the requests in flight (Little's law), whichever is slower.
+    Takes integers or numpy arrays of ``data_cycles``."""
+    return np.maximum(data_cycles, -(-(latency + data_cycles) // outstanding))
+
+
+def dma_stream_bandwidth(arch: Arch) -> float:
+    """Bytes/cycle a long stream of full ``dma.burst_bytes`` bursts sustains on one DMA channel:
+    ``burst_bytes / burst_interval(ceil(burst_bytes / dram.bandwidth))``. At most ``dram.bandwidth``; lower when
+    ``dma.outstanding`` bursts cannot cover the round trip ``dram.latency + d`` (the DMA's memory roof)."""
+    b = arch.dma.burst_bytes
+    d = -(-b // arch.dram.bandwidth)
+    return b / float(burst_interval(d, arch.dram.latency, arch.dma.outstanding))
+
+
 class DramWindow(NamedTuple):
     """How one DRAM view moves over the bus: cycles the bus is held, bursts, and their row-buffer outcome."""
 
@@ -234,7 +253,7 @@ def _dram(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int, b
     """:func:`dram_window` on plain values (page = 0: bandwidth model), cached: programs repeat a few patterns."""
     addr, nbytes = _bursts(offset, dims, es, burst)
     d = np.ceil(nbytes / bandwidth).astype(np.int64)
-    issue = np.concatenate(([0], np.cumsum(np.maximum(d, -(-(latency + d) // outstanding))[:-1])))
+    issue = np.concatenate(([0], np.cumsum(burst_interval(d, latency, outstanding)[:-1])))
     window = int(issue[-1] + d[-1])
     if not page:
         return DramWindow(window, addr.size)
@@ -285,7 +304,7 @@ def dma_cost(instr: DmaCopy | DmaFill, arch: Arch) -> Cost:
     sides = [(instr.dst, instr.shape, False)]
     if type(instr) is DmaCopy and all(src_shape := instr.src_shape):
         sides.append((instr.src, src_shape, True))
-    window = onchip = ideal = dram_r = dram_w = spm = acc = latency = hits = misses = 0
+    window = onchip = ideal = dram_r = dram_w = spm = acc = latency = hits = misses = spm_w = acc_w = 0
     for view, shape, read in sides:
         if view.space is Space.DRAM:
             w = dram_window(view, shape, arch)
@@ -299,14 +318,15 @@ def dma_cost(instr: DmaCopy | DmaFill, arch: Arch) -> Cost:
         else:
             a, i, nbytes = _onchip(view, shape, arch)
             onchip, ideal = max(onchip, a), max(ideal, i)
+            written = 0 if read else nbytes
             if view.space is Space.SPM:
-                spm += nbytes
+                spm, spm_w = spm + nbytes, spm_w + written
             else:
-                acc += nbytes
+                acc, acc_w = acc + nbytes, acc_w + written
     setup = arch.dma.setup_latency
     body = max(window, onchip)
     return Cost(setup + body + latency, body - max(window, ideal), setup, window, dram_r, dram_w, spm, acc, 0, latency,
-                hits, misses)
+                hits, misses, spm_w, acc_w)
 
 
 def vpu_cost(instr: VecBinary | VecUnary | VecConvert | VecRequant, arch: Arch) -> Cost:
@@ -317,14 +337,18 @@ def vpu_cost(instr: VecBinary | VecUnary | VecConvert | VecRequant, arch: Arch) 
     """
     lanes = arch.vector.lanes
     compute = -(-math.prod(instr.shape) // lanes) * vpu_interval(instr, arch)
-    mem = ideal = spm = acc = 0
-    for _, view, _extra in instr.views():
+    mem = ideal = spm = acc = spm_w = acc_w = 0
+    for role, view, _extra in instr.views():
         a, i, nbytes = _onchip(view, instr.shape, arch, lanes)  # an rq record counts as one word per point
         mem, ideal = max(mem, a), max(ideal, i)
-        spm, acc = (spm + nbytes, acc) if view.space is Space.SPM else (spm, acc + nbytes)
+        written = nbytes if role == "dst" else 0
+        if view.space is Space.SPM:
+            spm, spm_w = spm + nbytes, spm_w + written
+        else:
+            acc, acc_w = acc + nbytes, acc_w + written
     body = max(compute, mem)
     return Cost(cycles=vpu_latency(instr, arch) + body, conflict=body - max(compute, ideal), spm_bytes=spm,
-                acc_bytes=acc)
+                acc_bytes=acc, spm_write=spm_w, acc_write=acc_w)
 
 
 def mxu_cost(mm: MatMul, arch: Arch) -> Cost:
@@ -332,8 +356,9 @@ def mxu_cost(mm: MatMul, arch: Arch) -> Cost:
     es = mm.a.dtype.size
     pts = math.prod(mm.shape)
     spm = pts * (mm.m * mm.k + mm.k * mm.n) * es
-    acc = pts * mm.m * mm.n * 4 * (1 if mm.zero else 2)
-    return Cost(cycles=mxu_cycles(mm, arch), spm_bytes=spm, acc_bytes=acc, macs=mm.macs)
+    written = pts * mm.m * mm.n * 4
+    acc = written * (1 if mm.zero else 2)
+    return Cost(cycles=mxu_cycles(mm, arch), spm_bytes=spm, acc_bytes=acc, macs=mm.macs, acc_write=written)
 
 
 def host_cost(call: HostCall, arch: Arch) -> Cost:

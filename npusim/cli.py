@@ -36,9 +36,37 @@ def _write_json(text: str, dest: str) -> None:
         Path(dest).write_text(text + "\n")
 
 
-def summary(result, utilization: float | None = None) -> str:
-    """A short human-readable report: cycles, per-unit busy/stall/idle, traffic. ``utilization``: the matrix
-    utilization to print (a model's or a layer's MACs over the peak) instead of the instructions'."""
+def si(value: float, unit: str) -> str:
+    """``value`` (in base ``unit``, e.g. pJ or J) with an SI prefix: ``si(1.2e6, "pJ") == "1.2 uJ"``."""
+    prefixes = {"pJ": ("pJ", "nJ", "uJ", "mJ", "J"), "W": ("W", "kW")}
+    names = prefixes.get(unit, (unit,))
+    k = 0
+    while abs(value) >= 1000 and k < len(names) - 1:
+        value, k = value / 1000, k + 1
+    return f"{value:.3g} {names[k]}"
+
+
+def energy_lines(report: dict) -> list[str]:
+    """The summary's energy, area and memory-roof lines, from a report's ``energy``, ``area`` and ``memory_roof``."""
+    e, area, roof = report["energy"], report["area"], report["memory_roof"]
+    kinds = {k: v for k, v in e["by_kind_pj"].items() if v}
+    top = sorted(kinds, key=kinds.get, reverse=True)[:3]
+    share = ", ".join(f"{k} {kinds[k] / e['total_pj']:.0%}" for k in top) if e["total_pj"] else "-"
+    per = f", {si(e['per_inference_pj'], 'pJ')} per inference" if e["inferences"] > 1 else ""
+    arch = report["arch"]
+    return [f"energy {si(e['total_pj'], 'pJ')} (dynamic {si(e['dynamic_pj'], 'pJ')}, static "
+            f"{si(e['static_pj'], 'pJ')}){per}; {si(e['average_power_w'], 'W')} average at "
+            f"{arch['clock']['ghz']:g} GHz; EDP {e['edp_js']:.3g} J*s; area {area['total_mm2']:.3g} mm2 "
+            f"(table {e['table']}, {e['dram_type']}); most: {share}",
+            f"memory roof {min(roof['dram_bandwidth'], roof['dma']):g} B/cycle: DRAM bus "
+            f"{roof['dram_bandwidth']:g}, DMA with {arch['dma']['outstanding']} x {arch['dma']['burst_bytes']} B in "
+            f"flight {roof['dma']:.3g}; binds: {roof['binds']}"]
+
+
+def summary(result, utilization: float | None = None, report: dict | None = None) -> str:
+    """A short human-readable report: cycles, per-unit busy/stall/idle, traffic, energy. ``utilization``: the matrix
+    utilization to print (a model's or a layer's MACs over the peak) instead of the instructions'; ``report``: the
+    run's JSON report if already made (its energy per inference counts the batch)."""
     util = result.matrix_utilization if utilization is None else utilization
     lines = [f"{result.program and len(result.program.instrs)} instructions on {result.arch.name}: "
              f"{result.cycles:,} cycles ({result.microseconds:,.2f} us at {result.arch.clock.ghz:g} GHz), "
@@ -52,6 +80,7 @@ def summary(result, utilization: float | None = None) -> str:
                      f"{cause}")
     lines.append(f"DRAM read {result.dram_bytes_read:,} B, written {result.dram_bytes_written:,} B, row hits "
                  f"{result.dram_row_hits:,} / misses {result.dram_row_misses:,}; wall {result.wall_seconds:.3f} s")
+    lines += energy_lines(report or result.to_dict(instructions=False))
     lines += [f"warning: {w}" for w in result.warnings]
     return "\n".join(lines)
 
@@ -124,6 +153,27 @@ def cmd_simulate(args) -> int:
     return 0
 
 
+def _read_report(path: str) -> dict:
+    try:
+        report = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as e:
+        raise NpuSimError(f"{path} is not a JSON report: {e}") from None
+    if not isinstance(report, dict) or "cycles" not in report:
+        raise NpuSimError(f"{path} is not an npusim report (no 'cycles'); write one with `npusim run --json`")
+    return report
+
+
+def cmd_diff(args) -> int:
+    from .tables import diff_rows, format_diff, to_csv
+
+    a, b = _read_report(args.a), _read_report(args.b)
+    rows = diff_rows(a, b)
+    if args.csv:
+        Path(args.csv).write_text(to_csv(rows))
+    print(format_diff(rows, Path(args.a).stem, Path(args.b).stem, all_layers=args.all_layers))
+    return 0
+
+
 def cmd_gemm(args) -> int:
     from isa import DType
 
@@ -155,14 +205,14 @@ def _layer_report(title: str, result, check, args, macs: int | None = None) -> i
     """Print/write one layer's result and validation; exit 3 if the values do not match the reference. ``macs``:
     the layer's MACs, reported instead of the instructions' (which count a packed convolution's zero blocks)."""
     macs = result.macs if macs is None else macs
+    report = result.to_dict(instructions=False) | {"macs": macs, "matrix_utilization": result.utilization(macs)}
     if args.json:
-        report = result.to_dict(instructions=False) | {"macs": macs, "matrix_utilization": result.utilization(macs)}
         if check is not None:
             report["validation"] = check.to_dict()
         _write_json(json.dumps(report, indent=1), args.json)
     if args.json != "-":
         print(title)
-        print(summary(result, result.utilization(macs)))
+        print(summary(result, result.utilization(macs), report))
         if check is not None:
             print(f"validation against numpy ({check.rule}): max |err| {check.max_abs_error:.3g}, "
                   f"max rel {check.max_rel_error:.3g}: {'ok' if check.ok else 'FAILED'}")
@@ -216,11 +266,13 @@ def cmd_compile(args) -> int:
 
 
 def layers_table(report: dict) -> str:
-    """The per-layer table of a model run: start/end cycle, cycles, MACs, matrix utilization, what bounds it."""
-    lines = [f"{'layer':28} {'op':18} {'start':>11} {'cycles':>10} {'MACs':>13} {'util':>6}  bound"]
+    """The per-layer table of a model run: start/end cycle, cycles, MACs, matrix utilization, energy (uJ), what
+    bounds it."""
+    lines = [f"{'layer':28} {'op':18} {'start':>11} {'cycles':>10} {'MACs':>13} {'util':>6} {'energy uJ':>10}  bound"]
     for lr in report["layers"]:
         lines.append(f"{lr['name'][:28]:28} {lr['op'][:18]:18} {lr['start']:>11,} {lr['cycles']:>10,} "
-                     f"{lr['macs']:>13,} {lr['matrix_utilization']:>6.1%}  {lr['bound']}")
+                     f"{lr['macs']:>13,} {lr['matrix_utilization']:>6.1%} {lr['energy_pj'] / 1e6:>10,.3f}  "
+                     f"{lr['bound']}")
     return "\n".join(lines)
 
 
@@ -238,6 +290,10 @@ def cmd_run(args) -> int:
         np.savez(args.save_outputs, **outputs)
     if args.json:
         _write_json(json.dumps(report, indent=1), args.json)
+    if args.csv:
+        from .tables import layer_rows, to_csv
+
+        Path(args.csv).write_text(to_csv(layer_rows(report)))
     if args.timeline:
         from .plots import render
 
@@ -245,7 +301,7 @@ def cmd_run(args) -> int:
     ok = all(v["ok"] for v in report.get("validation", {}).values())
     if args.json != "-":
         print(layers_table(report))
-        print(summary(result, report["matrix_utilization"]))
+        print(summary(result, report["matrix_utilization"], report))
         for h in report["host_ops"]:
             print(f"host CPU ran {h['name']} ({h['op']}): {h['reason']}")
         for name, v in report.get("validation", {}).items():
@@ -268,10 +324,7 @@ def _window(text: str | None) -> tuple[int, int] | None:
 def cmd_plot(args) -> int:
     from .plots import render
 
-    try:
-        report = json.loads(Path(args.report).read_text())
-    except json.JSONDecodeError as e:
-        raise NpuSimError(f"{args.report} is not a JSON report: {e}") from None
+    report = _read_report(args.report)
     render(report, args.kind, args.output, title=args.title if args.title is not None else Path(args.report).stem,
            window=_window(args.window), color_by=args.color_by, buckets=args.buckets)
     print(f"wrote {args.output}")
@@ -481,21 +534,31 @@ def build_parser() -> argparse.ArgumentParser:
     ru.add_argument("--validate", action="store_true", help="run onnxruntime on the same inputs and compare")
     ru.add_argument("--timing-only", action="store_true", help="skip the value kernels (same cycles)")
     ru.add_argument("--json", metavar="OUT|-", help="write the JSON report to a file or stdout")
+    ru.add_argument("--csv", metavar="OUT.csv", help="write the per-layer table (cycles, time split, energy by kind)")
     ru.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     compile_args(ru)
     ru.add_argument("--timeline", metavar="OUT.png", help="draw the Gantt timeline of the run (as `npusim plot`)")
     trace_args(ru)
     ru.set_defaults(func=cmd_run)
 
-    pl = sub.add_parser("plot", help="draw a plot of a `run --json` report: timeline, util, layers or roofline")
+    pl = sub.add_parser("plot", help="draw a plot of a `run --json` report: timeline, util, layers, roofline or "
+                        "energy")
     pl.add_argument("report", help="JSON report of `npusim run` (timeline and util also take `simulate`'s)")
-    pl.add_argument("--kind", required=True, choices=["timeline", "util", "layers", "roofline"])
+    pl.add_argument("--kind", required=True, choices=["timeline", "util", "layers", "roofline", "energy"])
     pl.add_argument("-o", "--output", required=True, help="image file; .png, .svg or .pdf")
     pl.add_argument("--window", metavar="C0:C1", help="timeline: show only cycles [C0, C1)")
     pl.add_argument("--color-by", default="layer", choices=["layer", "op"], help="timeline: bar colours")
     pl.add_argument("--buckets", type=int, default=100, help="util: number of time buckets (default 100)")
     pl.add_argument("--title", help="title prefix (default: the report's file name)")
     pl.set_defaults(func=cmd_plot)
+
+    di = sub.add_parser("diff", help="two JSON reports side by side: totals, per unit (busy, stalls by cause, "
+                        "energy) and per layer (cycles, energy)")
+    di.add_argument("a", metavar="A.json")
+    di.add_argument("b", metavar="B.json")
+    di.add_argument("--all-layers", action="store_true", help="also list the layers whose cycles and energy are equal")
+    di.add_argument("--csv", metavar="OUT.csv", help="write every row (section, name, metric, a, b) as CSV")
+    di.set_defaults(func=cmd_diff)
 
     zo = sub.add_parser("zoo", help="'zoo list' or 'zoo NAME -o MODEL.onnx': models built in code")
     zo.add_argument("name")

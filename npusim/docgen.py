@@ -132,6 +132,51 @@ def validation_resnet_table() -> str:
     return "\n".join(rows)
 
 
+def ops_table() -> str:
+    """Every ONNX op the compiler takes, from its registry: where it runs and under which conditions."""
+    from .driver import OP_REGISTRY
+
+    rows = ["| op | on the NPU | how, and when |", "|---|---|---|"]
+    for op in sorted(OP_REGISTRY):
+        spec = OP_REGISTRY[op]
+        rows.append(f"| `{op}` | {'yes' if spec.lower else 'no'} | {_cell(spec.npu)} |")
+    return "\n".join(rows)
+
+
+def energy_tables() -> str:
+    """Every value of every bundled technology table with its unit, source and derivation, then the sources."""
+    from isa.techtable import SCHEMA, load_table, table_names, unit
+
+    out = []
+    for name in table_names():
+        t = load_table(name)
+        out += [f"### `{name}`: {t.description}", "", "| entry | unit | value | source | how |",
+                "|---|---|---|---|---|"]
+        for section in SCHEMA:
+            for key, e in t.entries[section].items():
+                out.append(f"| `[{section}].{key}` | {unit(section, key)} | {e.value:g} | {e.source} | "
+                           f"{_cell(e.note)} |")
+        out += ["", "Sources:", ""] + [f"- `{k}`: {_cell(v)}" for k, v in t.sources.items()] + [""]
+    return "\n".join(out).rstrip()
+
+
+def energy_presets_table() -> str:
+    """What the bundled tables give at each preset's sizes: per-byte SRAM energy, area and leakage."""
+    from npusim.energy import area_mm2, leakage_w, table_of
+
+    rows = ["| preset | table, DRAM | SPM read / write | ACC read / write | DRAM | area | static power |",
+            "|---|---|---|---|---|---|---|"]
+    for n in preset_names():
+        a = load_arch(n)
+        t = table_of(a)
+        spm = [t.sram_pj_per_byte(a.spm.size, w) for w in (False, True)]
+        acc = [t.sram_pj_per_byte(a.acc.size, w) for w in (False, True)]
+        rows.append(f"| `{n}` | {a.energy.table}, {a.energy.dram} | {spm[0]:.3g} / {spm[1]:.3g} pJ/B | "
+                    f"{acc[0]:.3g} / {acc[1]:.3g} pJ/B | {t.dram_pj_per_byte(a.energy.dram):.3g} pJ/B | "
+                    f"{area_mm2(a)['total']:.3g} mm² | {sum(leakage_w(a).values()) * 1e3:.3g} mW |")
+    return "\n".join(rows)
+
+
 def preset_table() -> str:
     rows = ["| preset | what it models |", "|---|---|"]
     rows += [f"| `{n}` | {load_arch(n).description} |" for n in preset_names()]
@@ -152,6 +197,8 @@ def sweep_columns_table() -> str:
 
 TABLES = {"docs/isa.md": {"instructions": instruction_table, "enums": enum_table, "semantics": semantics},
           "docs/arch.md": {"arch-fields": arch_table}, "README.md": {"presets": preset_table},
+          "docs/ops.md": {"ops": ops_table},
+          "docs/energy.md": {"energy-tables": energy_tables, "energy-presets": energy_presets_table},
           "docs/validation.md": {"scalesim-gemm": validation_gemm_table, "scalesim-resnet18": validation_resnet_table},
           "docs/sweep.md": {"sweep-columns": sweep_columns_table}}
 

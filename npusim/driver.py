@@ -21,11 +21,15 @@ from compiler.gemm import (
 )
 from compiler.ir import Graph
 from compiler.link import LayerRange
+from compiler.lower import REGISTRY as OP_REGISTRY  # noqa: F401 (the op registry, for npusim.docgen)
+from compiler.lower.quant import QUANT_OPS
 from compiler.model import CompiledModel, compile_model
+from compiler.target import Target
 from isa import DType, SimulationError
 from isa.arch import Arch
 from isa.dtypes import to_compute
 
+from .energy import layer_energy
 from .intervals import time_split, unit_role
 from .simulator import SimResult, region_array, simulate
 from .stats import UNIT_NAMES
@@ -51,8 +55,7 @@ def ideal_memory_arch(M: int, N: int, K: int, dtype: DType, arch: Arch) -> Arch:
     This is SCALE-Sim's ideal-memory setting: every operand is on chip, so each fold streams the whole M (ws), K (os)
     or N (is) and the matrix unit's cycles can be compared with SCALE-Sim's.
     """
-    a, b, acc = slot_bytes(GemmTiling(M, N, K), dtype, arch.matrix.rows, arch.matrix.cols, arch.matrix.dataflow,
-                           arch.spm.bank_width)
+    a, b, acc = slot_bytes(GemmTiling(M, N, K), dtype, Target.of(arch))
 
     def line(mem, need: int) -> int:
         q = mem.banks * mem.bank_width
@@ -71,14 +74,12 @@ def run_gemm(M: int, N: int, K: int, dtype: DType, arch: Arch, *, timing_only: b
     """
     packed = not ideal_memory   # B pre-blocked offline, as weights are (ideal memory keeps SCALE-Sim's setting)
     if ideal_memory:
-        arch, tiling = ideal_memory_arch(M, N, K, dtype, arch), GemmTiling(M, N, K)
-    else:
-        tiling = search_tiling(M, N, K, dtype, arch, packed)
-    r, c, df, bw = arch.matrix.rows, arch.matrix.cols, arch.matrix.dataflow, arch.spm.bank_width
-    program = tiled_gemm(M, N, K, dtype, r, c, arch.spm.size, arch.acc.size, tiling, arch.matrix.max_rows, df, bw,
-                         b_packed=packed)
+        arch = ideal_memory_arch(M, N, K, dtype, arch)
+    target = Target.of(arch)
+    tiling = GemmTiling(M, N, K) if ideal_memory else search_tiling(M, N, K, dtype, target, packed)
+    program = tiled_gemm(M, N, K, dtype, target, tiling, b_packed=packed)
     inputs = None if timing_only else gemm_inputs(M, N, K, dtype, seed)
-    dram = None if inputs is None else dict(inputs, B=pack_b(inputs["B"], K, N, dtype, r, c, tiling, df, bw)) \
+    dram = None if inputs is None else dict(inputs, B=pack_b(inputs["B"], K, N, dtype, target, tiling)) \
         if packed else inputs
     result = simulate(program, arch, dram, timing_only=timing_only, ideal_memory=ideal_memory, progress=progress)
     if timing_only:
@@ -105,10 +106,10 @@ def _validate(got: np.ndarray, want: np.ndarray, bound: np.ndarray | None) -> Va
 def run_conv(cs: ConvShape, dtype: DType, arch: Arch, *, timing_only: bool = False, ideal_memory: bool = False,
              seed: int = 0, progress=None) -> tuple[SimResult, Validation | None]:
     """Compile one convolution for ``arch``, simulate it on seeded random inputs and check Y against numpy."""
-    r, c = arch.matrix.rows, arch.matrix.cols
-    tiling = search_conv_tiling(cs, dtype, arch)
-    program = conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, tiling=tiling, max_rows=arch.matrix.max_rows)
-    inputs, x, w = conv_inputs(cs, dtype, r, c, seed, tiling.im2col, tiling.pack)
+    target = Target.of(arch)
+    tiling = search_conv_tiling(cs, dtype, target)
+    program = conv2d(cs, dtype, target, tiling)
+    inputs, x, w = conv_inputs(cs, dtype, target.rows, target.cols, seed, tiling.im2col, tiling.pack)
     result = simulate(program, arch, None if timing_only else inputs, timing_only=timing_only,
                       ideal_memory=ideal_memory, progress=progress)
     if timing_only:
@@ -179,7 +180,8 @@ def host_functions(compiled: CompiledModel) -> dict[str, Callable]:
 def layer_report(result: SimResult, layers) -> list[dict]:
     """Per layer: its program counters ``[start, end)``, its instructions' first start and last retire, cycles, MACs,
     matrix utilization, DRAM bytes, the split of its cycles (:func:`npusim.intervals.time_split`) and what bounds it
-    (host: it ran on the host CPU; compute: the matrix or vector unit was the busiest; memory: the DMA was)."""
+    (host: it ran on the host CPU; compute: the matrix or vector unit was the busiest; memory: the DMA was), and its
+    energy (:func:`npusim.energy.layer_energy`: pJ in all and by kind)."""
     out = []
     r, c = result.arch.matrix.rows, result.arch.matrix.cols
     unit = [UNIT_NAMES.get(i.queue, "") for i in result.program.instrs]
@@ -200,7 +202,8 @@ def layer_report(result: SimResult, layers) -> list[dict]:
                     else "memory",
                     "pcs": [lr.start, lr.end], "dram_bytes": sum(k.dram_read + k.dram_write for k in costs),
                     "time_split": time_split([unit[pc] for pc in pcs], starts, ends, (start, end))})
-    return out
+    energies = layer_energy(result.energy, [(lr.start, lr.end, row["cycles"]) for lr, row in zip(layers, out)])
+    return [row | e for row, e in zip(out, energies)]
 
 
 def single_layer_report(result: SimResult, name: str, op: str) -> list[dict]:
@@ -216,9 +219,12 @@ def zoo_model(name: str):
 
 
 def model_report(result: SimResult, compiled: CompiledModel, instructions: bool = True) -> dict:
-    """The JSON report of a model run: :meth:`SimResult.to_dict` plus ``layers`` (:func:`layer_report`), the model's
-    ``macs`` and ``matrix_utilization`` (its MACs over the peak) and ``host_ops``."""
-    report = result.to_dict(instructions)
+    """The JSON report of a model run: :meth:`SimResult.to_dict` (energy per inference over the batch, the first
+    input's leading dimension) plus ``layers`` (:func:`layer_report`), the model's ``macs`` and
+    ``matrix_utilization`` (its MACs over the peak) and ``host_ops``."""
+    graph = compiled.graph
+    first = graph.tensor(graph.inputs[0]).shape if graph.inputs else ()
+    report = result.to_dict(instructions, inferences=first[0] if len(first) >= 2 else 1)   # batch: leading dim
     report["layers"] = layer_report(result, compiled.layers)
     # the model's MACs: the instructions' also count the zero blocks of pixel-packed convolutions
     report["macs"] = sum(lr.macs for lr in compiled.layers)
@@ -268,9 +274,6 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
         quantized = any(n.op in QUANT_OPS for n in graph.nodes)
         report["validation"] = {name: _compare(outputs[name], refs[name], quantized) for name in outputs}
     return compiled, result, outputs, report
-
-
-QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul"})
 
 
 def _ort_options(graph: Graph):

@@ -60,8 +60,8 @@ def test_host_ops_validate_against_onnxruntime_and_show_in_the_report():
 
 
 def test_a_lowering_that_refuses_an_attribute_falls_back_without_leftovers():
-    # MaxPool with ceil_mode=1: the pooling lowering converts its input to channels-last, then refuses; the
-    # conversion it emitted is dropped and the host reads the tensor where it is
+    # MaxPool with ceil_mode=1: the registry's check refuses it before lowering (no channels-last conversion is
+    # emitted for it) and the host reads the tensor where it is
     compiled, _, _, report = run_model(_model(maxpool_ceil=True), load_arch("edge16"), validate=True)
     assert report["validation"]["p"]["ok"]
     assert [h["op"] for h in report["host_ops"]] == ["LeakyRelu", "Floor", "MaxPool"]
@@ -75,7 +75,7 @@ def test_no_fallback_lists_every_unsupported_op():
         load_model(_model(), fallback=False)
     graph = load_model(_model(maxpool_ceil=True), fallback=True)
     with pytest.raises(UnsupportedOpError, match=r"^node 'leaky' \(LeakyRelu\): operator is not supported by the "
-                       r"compiler \(and 1 more: Floor\)"):
+                       r"compiler \(and 2 more: Floor, MaxPool\)"):
         compile_model(graph, load_arch("edge16"), fallback=False)
 
 

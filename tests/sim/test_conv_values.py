@@ -7,6 +7,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from compiler.conv import ConvShape, ConvTiling, conv2d, conv_inputs, conv_reference, search_conv_tiling
+from compiler.target import Target
 from isa import DType
 from isa.arch import load_arch
 from npusim import simulate
@@ -43,7 +44,7 @@ def test_channel_reduction_split_across_steps():
 
     arch = load_arch("edge16")
     cs = ConvShape(1, 256, 6, 6, 40, 3, 3, pad=1)
-    t = choose_conv_tiling(cs, DType.F32, 16, 16, arch.spm.size, arch.acc.size)
+    t = choose_conv_tiling(cs, DType.F32, Target.of(arch))
     assert t.tcb < 16
     _, check = run_conv(cs, DType.F32, arch)
     assert check.ok, check
@@ -55,7 +56,7 @@ def test_conv_tiles_overlap_loads_and_compute():
     # several row tiles on one preset: the concurrent run beats the serial one
     arch = load_arch("edge16")
     cs = ConvShape(1, 32, 20, 20, 32, 3, 3, pad=1)
-    p = conv2d(cs, DType.I8, 16, 16, arch.spm.size, arch.acc.size, ConvTiling(toh=4, tow=20, tcb=1))
+    p = conv2d(cs, DType.I8, Target.of(arch), ConvTiling(toh=4, tow=20, tcb=1))
     assert simulate(p, arch, timing_only=True).cycles < simulate(p, arch, timing_only=True, serial=True).cycles
 
 
@@ -101,7 +102,7 @@ def test_input_window_and_weights_are_loaded_once(preset):
     r, c = arch.matrix.rows, arch.matrix.cols
     cs = ConvShape(1, 2 * r, 12, 10, 4 * c, 1, 1)
     t = ConvTiling(toh=3, tow=10, tcb=2, tnb=4)
-    p = conv2d(cs, DType.I8, r, c, arch.spm.size, arch.acc.size, t)
+    p = conv2d(cs, DType.I8, Target.of(arch), t)
     assert _dram_read(p, "X", 1) == cs.H * cs.W * cs.C
     assert _dram_read(p, "Wt", 1) == 4 * 2 * r * c
     stores = [i for i in p.instrs if getattr(i, "dst", None) is not None and i.dst.region == "Y"]
@@ -124,7 +125,7 @@ def test_im2col_tiling_matches_numpy(preset, cs, dtype):
 
     arch = load_arch(preset)
     r, c = arch.matrix.rows, arch.matrix.cols
-    p = conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, ConvTiling(4, 6, 1 << 16, 2, im2col=True))
+    p = conv2d(cs, dtype, Target.of(arch), ConvTiling(4, 6, 1 << 16, 2, im2col=True))
     gathers = [i for i in p.instrs if getattr(i, "src", None) is not None and i.src.space.name == "SPM"]
     assert gathers and all(g.shape[2:] == (cs.R, cs.S * cs.C) for g in gathers)
     inputs, x, w = conv_inputs(cs, dtype, r, c, 1, im2col=True)
@@ -142,12 +143,12 @@ def test_search_gathers_patches_for_an_rgb_stem():
     # patch channels fill 10 blocks of 16) and it runs more than 3x faster
     arch = load_arch("edge16")
     cs = ConvShape(1, 3, 224, 224, 64, 7, 7, 2, 3)
-    t = search_conv_tiling(cs, DType.F32, arch)
+    t = search_conv_tiling(cs, DType.F32, Target.of(arch))
     assert t.im2col
-    direct = replace(search_conv_tiling(ConvShape(1, 3, 224, 224, 64, 7, 7, 2, 3, dilation=1), DType.F32, arch),
-                     im2col=False, tcb=1)
-    fast = simulate(conv2d(cs, DType.F32, 16, 16, arch.spm.size, arch.acc.size, t), arch, timing_only=True).cycles
-    slow = simulate(conv2d(cs, DType.F32, 16, 16, arch.spm.size, arch.acc.size, direct), arch,
+    direct = replace(search_conv_tiling(ConvShape(1, 3, 224, 224, 64, 7, 7, 2, 3, dilation=1), DType.F32,
+                                        Target.of(arch)), im2col=False, tcb=1)
+    fast = simulate(conv2d(cs, DType.F32, Target.of(arch), t), arch, timing_only=True).cycles
+    slow = simulate(conv2d(cs, DType.F32, Target.of(arch), direct), arch,
                     timing_only=True).cycles
     assert 3 * fast < slow
 
@@ -175,7 +176,7 @@ def test_any_tiling_matches_numpy(C, HW, K, R, stride, pad, toh, tow, tcb, tnb, 
     t = ConvTiling(min(toh, cs.OH), tow, tcb, tnb, x_all, acc_bufs, im2col, pack)
     ep = Epilogue(bias=bias, residual=residual)
     try:
-        p = conv2d(cs, DType.I8, 16, 16, arch.spm.size, arch.acc.size, t, epilogue=ep)
+        p = conv2d(cs, DType.I8, Target.of(arch), t, epilogue=ep)
     except TilingError:
         assume(False)
     inputs, x, w = conv_inputs(cs, DType.I8, 16, 16, seed, im2col, pack)
@@ -204,7 +205,7 @@ def test_residual_bias_and_activation_take_one_vector_pass_per_tile(act, lo, hi)
 
     arch = load_arch("edge16")
     cs = ConvShape(1, 16, 8, 8, 32, 3, 3, 1, 1)
-    p = conv2d(cs, DType.I8, 16, 16, arch.spm.size, arch.acc.size,
+    p = conv2d(cs, DType.I8, Target.of(arch),
                epilogue=Epilogue(bias=True, act=act, lo=lo, hi=hi, residual=True))
     vpu = [i for i in p.instrs if i.queue is Queue.VPU]
     stores = [i for i in p.instrs if isinstance(i, DmaCopy) and i.dst.space is Space.DRAM]
@@ -234,7 +235,7 @@ def test_requantizing_epilogue_fuses_the_activation_into_the_scale_multiply():
 
     arch = load_arch("edge16")
     cs = ConvShape(1, 16, 6, 6, 16, 3, 3, 1, 1)
-    p = conv2d(cs, DType.I8, 16, 16, arch.spm.size, arch.acc.size,
+    p = conv2d(cs, DType.I8, Target.of(arch),
                epilogue=Epilogue(bias=True, act="clamp", lo=-3.0, hi=40.0, out=DType.I8, zp=-5))
     vpu = [i for i in p.instrs if i.queue is Queue.VPU]
     kinds = [(type(i), getattr(i, "op", None), getattr(i, "act", None)) for i in vpu]
