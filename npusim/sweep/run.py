@@ -24,6 +24,11 @@ METRICS: dict[str, tuple[Callable[[dict], Any], str]] = {
     "utilization": (lambda r: r["matrix_utilization"], "the workload's MACs / (cycles x peak MACs per cycle)"),
     "dram_bytes": (lambda r: r["dram"]["bytes_read"] + r["dram"]["bytes_written"], "bytes"),
     "macs": (lambda r: r["macs"], "MACs"),
+    "energy_pj": (lambda r: r["energy"]["total_pj"], "pJ, dynamic + static (docs/energy.md)"),
+    "energy_per_inference_pj": (lambda r: r["energy"]["per_inference_pj"], "pJ"),
+    "power_w": (lambda r: r["energy"]["average_power_w"], "W, energy / time at the Arch's clock"),
+    "edp_js": (lambda r: r["energy"]["edp_js"], "J·s, energy x time"),
+    "area_mm2": (lambda r: r["area"]["total_mm2"], "mm², matrix + vector + SPM + ACC"),
 }
 """The metric columns of a sweep row: name -> (how to read it from the run report, unit). A metric every run
 report carries is one line here."""

@@ -20,9 +20,10 @@ from typing import Any
 from isa import DType, NpuSimError
 from isa.arch import Arch
 
-COMPILE_FREE_FIELDS = (("clock", "ghz"), ("queues", "depth"), ("dma", "channels"))
+COMPILE_FREE_FIELDS = (("clock", "ghz"), ("queues", "depth"), ("dma", "channels"), ("energy", "table"),
+                       ("energy", "dram"))
 """Arch fields the compiler never reads (nothing under compiler/ nor the ``isa.cost`` formulas it prices tilings
-with touches them; tests/test_sweep.py checks both by reading the source and by compiling with changed values):
+with touches them; tests/sweep/test_run.py checks both by reading the source and by compiling with changed values):
 points that differ only in these, and in the Arch's name, compile to the same program, so a worker compiles once
 for all of them (:func:`compile_view`)."""
 
@@ -42,8 +43,12 @@ def _digest(*parts: bytes | str) -> str:
 def compile_view(arch: Arch) -> Arch:
     """``arch`` with the fields of :data:`COMPILE_FREE_FIELDS` (and its name) set to the defaults: equal for every
     point that compiles to the same program, so it keys the per-worker compile cache."""
-    sections = {sec: replace(getattr(arch, sec), **{name: getattr(type(getattr(arch, sec))(), name)})
-                for sec, name in COMPILE_FREE_FIELDS}
+    names: dict[str, list[str]] = {}
+    for sec, name in COMPILE_FREE_FIELDS:
+        names.setdefault(sec, []).append(name)
+    default = Arch()
+    sections = {sec: replace(getattr(arch, sec), **{n: getattr(getattr(default, sec), n) for n in ns})
+                for sec, ns in names.items()}
     return replace(arch, name="compile", description="", **sections)
 
 
@@ -140,7 +145,8 @@ class Conv:
 
 @dataclass(frozen=True)
 class Topology:
-    """The layers of a SCALE-Sim topology file, each run as its GEMM view one after another (``npusim topo``)."""
+    """The layers of a SCALE-Sim topology file, each run as its GEMM view one after another (``npusim topo``): cycles,
+    time, MACs, DRAM bytes and energy add up; power and EDP are those of the sum."""
 
     name: str
     layers: tuple = ()
@@ -156,11 +162,16 @@ class Topology:
         results = [run_gemm(x.M, x.N, x.K, DType.from_text(self.dtype), arch, timing_only=True)[0]
                    for x in self.layers]
         cycles, macs = sum(r.cycles for r in results), sum(r.macs for r in results)
-        return {"cycles": cycles, "time_us": sum(r.microseconds for r in results), "macs": macs,
+        seconds, joules = sum(r.microseconds for r in results) * 1e-6, sum(r.energy.total for r in results) * 1e-12
+        return {"cycles": cycles, "time_us": seconds * 1e6, "macs": macs,
                 "matrix_utilization": macs / (cycles * arch.peak_macs_per_cycle) if cycles else 0.0,
                 "dram": {"bytes_read": sum(r.dram_bytes_read for r in results),
                          "bytes_written": sum(r.dram_bytes_written for r in results)},
-                "layers": [{"name": x.name, "cycles": r.cycles} for x, r in zip(self.layers, results)]}
+                "energy": {"total_pj": joules * 1e12, "per_inference_pj": joules * 1e12,
+                           "average_power_w": joules / seconds if seconds else 0.0, "edp_js": joules * seconds},
+                "area": results[0].to_dict(instructions=False)["area"],
+                "layers": [{"name": x.name, "cycles": r.cycles, "energy_pj": r.energy.total}
+                           for x, r in zip(self.layers, results)]}
 
 
 Workload = OnnxModel | Gemm | Conv | Topology

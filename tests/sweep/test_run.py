@@ -65,6 +65,11 @@ def test_every_row_is_the_point_run_alone_and_points_that_cannot_run_are_error_r
         assert row["time_s"] == pytest.approx(res.cycles / (arch.clock.ghz * 1e9))
         assert row["dram_bytes"] == res.dram_bytes_read + res.dram_bytes_written
         assert row["utilization"] == pytest.approx(macs / (res.cycles * row["matrix.rows"] ** 2))
+        energy = res.to_dict(instructions=False)["energy"]   # energy, power, EDP and area: the run report's
+        assert row["energy_pj"] == energy["total_pj"] == row["energy_per_inference_pj"]
+        assert row["power_w"] == pytest.approx(row["energy_pj"] * 1e-12 / row["time_s"])
+        assert row["edp_js"] == pytest.approx(row["energy_pj"] * 1e-12 * row["time_s"])
+        assert row["area_mm2"] == res.to_dict(instructions=False)["area"]["total_mm2"] > 0
 
 
 def test_an_arch_that_does_not_exist_is_an_error_row_not_a_failed_sweep():
@@ -90,6 +95,11 @@ def test_conv_and_topology_workloads(tmp_path):
     assert list(df["cycles"]) == [conv.cycles, sum(r.cycles for r in layers)]
     assert list(df["macs"]) == [cs.macs, 32 * 64 * 48 + 32 * 16 * 64]
     assert df["dram_bytes"].iloc[1] == sum(r.dram_bytes_read + r.dram_bytes_written for r in layers)
+    assert df["energy_pj"].iloc[0] == conv.energy.total
+    topo = df.iloc[1]
+    assert topo["energy_pj"] == pytest.approx(sum(r.energy.total for r in layers), rel=1e-12)
+    assert topo["power_w"] == pytest.approx(topo["energy_pj"] * 1e-12 / topo["time_s"])
+    assert topo["area_mm2"] == df["area_mm2"].iloc[0]   # the same Arch
 
 
 def test_results_are_stored_as_they_finish_and_a_rerun_computes_only_the_missing(tmp_path):
@@ -154,7 +164,7 @@ def test_the_compiler_never_reads_the_compile_free_fields():
     # fields (clock.ghz, queues.depth are only reachable through .clock / .queues)
     sources = [*sorted((ROOT / "compiler").rglob("*.py")), ROOT / "isa" / "cost.py"]
     names = set().union(*map(_attributes, sources))
-    reach = {"clock": "clock", "queues": "queues", "dma": "channels"}
+    reach = {"clock": "clock", "queues": "queues", "dma": "channels", "energy": "energy"}
     assert all(reach[sec] not in names for sec, _ in COMPILE_FREE_FIELDS), sorted(names & set(reach.values()))
     assert "to_dict" not in names and "to_toml" not in names
     # dynamically: other values of those fields give the same program
@@ -163,7 +173,9 @@ def test_the_compiler_never_reads_the_compile_free_fields():
 
     graph = load_model(resnet18(image=32, width=8, classes=10))
     base = load_arch("edge16")
-    other = base.with_overrides(["clock.ghz=3.5", "queues.depth=2", "dma.channels=1"])
+    other = base.with_overrides(["clock.ghz=3.5", "queues.depth=2", "dma.channels=1", "energy.table=45nm",
+                                 "energy.dram=hbm2"])
+    assert (base.energy.table, base.energy.dram) != ("45nm", "hbm2")
     assert compile_view(base) == compile_view(other) != compile_view(base.with_overrides(["dram.latency=7"]))
     a, b = compile_model(graph, base), compile_model(graph, other)
     assert a.program.instrs == b.program.instrs and a.program.sems == b.program.sems
