@@ -35,6 +35,8 @@ report carries is one line here."""
 INTEGER_METRICS = ("cycles", "dram_bytes", "macs")
 RESULTS = ("results.csv", "results.parquet")
 LOCAL, SYNCHRONOUS = "local", "synchronous"
+PROTOCOLS = ("tcp://", "tls://", "inproc://", "ucx://", "ws://", "wss://")
+"""The address schemes of a dask scheduler (``--scheduler``)."""
 
 
 def row_metrics(report: dict) -> dict[str, Any]:
@@ -72,6 +74,9 @@ def sweep(spec: str | Path | dict | SweepSpec, *, out: str | Path | None = None,
     progress: a tqdm bar with ETA on stderr (default: when stderr is a terminal). Ctrl-C (KeyboardInterrupt) cancels
     the remaining points; the finished ones stay stored.
     """
+    if client is None and scheduler not in (LOCAL, SYNCHRONOUS) and not scheduler.startswith(PROTOCOLS):
+        raise NpuSimError(f"scheduler must be 'local', 'synchronous' or a scheduler address like tcp://HOST:PORT, "
+                          f"not {scheduler!r}")
     spec = load_spec(spec)
     out = Path(out) if out is not None else spec.output
     store = ResultStore(out) if out is not None else None
@@ -172,9 +177,6 @@ def _client(client, scheduler: str, workers: int) -> Iterator:
         with cluster, Client(cluster) as c:
             yield c
         return
-    if not scheduler.startswith(("tcp://", "tls://", "inproc://", "ucx://", "ws://", "wss://")):
-        raise NpuSimError(f"scheduler must be 'local', 'synchronous' or a scheduler address like "
-                          f"tcp://HOST:PORT, not {scheduler!r}")
     try:
         c = Client(scheduler, timeout="10s")
     except OSError as e:
