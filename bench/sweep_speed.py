@@ -11,14 +11,17 @@ Three sweeps of ``--points`` points each, every one in a fresh results directory
 * local, shared compile: points that differ only in fields the compiler never reads (``clock.ghz``,
   ``queues.depth``), so each worker compiles once (``npusim.sweep.COMPILE_FREE_FIELDS``).
 
-Issue 16's goal, 1,000 ResNet-18 points in <= 10 minutes on 2 cores (100 points/min), depends on compile speed
-(issue 15): compiling ResNet-18 takes tens of seconds, simulating it under one.
+Besides wall time, the table gives CPU seconds per point (this process and the workers, user + system): on a machine
+shared with other jobs, wall time says how loaded it was; CPU time says what a point costs. Issue 16's goal, 1,000
+ResNet-18 points in <= 10 minutes on 2 cores (100 points/min), depends on compile speed (issue 15): compiling
+ResNet-18 takes tens of seconds, simulating it under one.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import tempfile
 import time
 
@@ -46,6 +49,13 @@ def _local(model: dict, arch_name: str, grid: dict, workers: int) -> list[int]:
     return df["cycles"].tolist()
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process and of its children that have exited (the LocalCluster's workers,
+    once it is closed)."""
+    return sum(u.ru_utime + u.ru_stime for u in (resource.getrusage(resource.RUSAGE_SELF),
+                                                   resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--arch", default="mid32")
@@ -64,17 +74,17 @@ def main() -> None:
                               [[f"dram.bandwidth={v}"] for v in distinct["dram.bandwidth"]], args.workers)),
             ("LocalCluster, distinct compiles", lambda: _local(model, args.arch, distinct, args.workers)),
             ("LocalCluster, shared compile (clock.ghz)", lambda: _local(model, args.arch, shared, args.workers))):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu_seconds()
         cycles = run()
-        wall = time.perf_counter() - t0
-        rows.append((name, wall, n / wall * 60, cycles))
-        print(f"  {name}: {wall:.1f} s", flush=True)
-    assert rows[0][3] == rows[1][3], "the two paths disagree on the cycles"
+        wall, cpu = time.perf_counter() - t0, _cpu_seconds() - c0
+        rows.append((name, wall, cpu, n / wall * 60, cycles))
+        print(f"  {name}: {wall:.1f} s, {cpu:.1f} CPU s", flush=True)
+    assert rows[0][4] == rows[1][4], "the two paths disagree on the cycles"
     print(f"\nResNet-18 ({args.image}x{args.image}) on {args.arch}, {n} points, {args.workers} workers; load average "
           f"{os.getloadavg()[2]:.1f} over the last 15 min on {os.cpu_count()} cores (other jobs slow every path)")
-    print(f"{'path':42} {'wall s':>8} {'points/min':>11} {'1,000 points':>13}")
-    for name, wall, ppm, _ in rows:
-        print(f"{name:42} {wall:>8.1f} {ppm:>11.2f} {1000 / ppm:>10.0f} min")
+    print(f"{'path':42} {'wall s':>8} {'CPU s/point':>12} {'points/min':>11} {'1,000 points':>13}")
+    for name, wall, cpu, ppm, _ in rows:
+        print(f"{name:42} {wall:>8.1f} {cpu / n:>12.1f} {ppm:>11.2f} {1000 / ppm:>10.0f} min")
 
 
 if __name__ == "__main__":
