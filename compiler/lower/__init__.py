@@ -27,6 +27,10 @@ def npu_unsupported(node: Node, graph: Graph) -> str | None:
     spec = REGISTRY.get(node.op) if node.domain in ("", "ai.onnx") else None
     if spec is None:
         return "not lowered to the NPU yet"
+    empty = next((t for t in (*node.present_inputs, *node.outputs)
+                  if t and not graph.is_const(t) and 0 in graph.tensor(t).shape), None)
+    if empty and spec.lower is not None:
+        return f"tensor {empty!r} is empty (shape {graph.tensor(empty).shape})"
     return spec.unsupported(node, graph)
 
 

@@ -226,3 +226,13 @@ def test_an_integer_tensor_keeps_the_host():
     _, _, outs, report = run_model(m, load_arch("edge16"), {"x": x}, validate=True)
     assert [h["name"] for h in report["host_ops"]] == ["abs"] and report["validation"]["y"]["ok"]
     np.testing.assert_array_equal(outs["y"], np.abs(x))
+
+
+@pytest.mark.parametrize("op", ["Exp", "Add", "Sum", "ReduceSum"])
+def test_an_empty_tensor_runs_on_the_host_with_a_reason(op):
+    """A zero-size activation (onnx's *_empty_set node tests) has no bytes to stream: the host takes the node."""
+    ins = ["x", "x"] if op in ("Add", "Sum") else ["x"]
+    m = model([helper.make_node(op, ins, ["y"], name="n")], [vi("x", [2, 0, 4])], [vi("y", None)], opset=18)
+    _, _, outs, report = run_model(m, load_arch("edge16"), {"x": np.zeros((2, 0, 4), np.float32)}, validate=True)
+    assert report["host_ops"][0]["reason"] == "tensor 'x' is empty (shape (2, 0, 4))"
+    assert report["validation"]["y"]["ok"] and outs["y"].shape == ((1, 1, 1) if op == "ReduceSum" else (2, 0, 4))
