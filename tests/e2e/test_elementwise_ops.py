@@ -87,6 +87,26 @@ def test_an_activation_is_one_stream_with_a_few_instructions_per_tile():
     assert loads == stores > 1 and vpu == 5 * loads
 
 
+@pytest.mark.parametrize("alpha", [1.0, 1.702])
+def test_swish_matches_onnxruntime_at_opset_24(alpha):
+    """Swish (SiLU at alpha 1, what a fused Sigmoid * x becomes) from the graph API, against onnxruntime running the
+    opset-24 node (the importer does not read opset 24 yet)."""
+    import onnxruntime as ort
+
+    from compiler.builder import GraphBuilder
+
+    x = _values("any", (4, 8, 6, 10), seed=3)
+    b = GraphBuilder("swish")
+    b.output(b.node("Swish", [b.input("x", x.shape)], x.shape, alpha=alpha))
+    _, _, outs, report = run_model(b.build(), load_arch("mid32"), {"x": x})
+    assert report["host_ops"] == []
+    m = model([helper.make_node("Swish", ["x"], ["y"], alpha=alpha)], [vi("x", list(x.shape))],
+              [vi("y", list(x.shape))], opset=24)
+    want = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = next(iter(outs.values()))
+    assert np.abs(got - want).max() <= RTOL * np.abs(want).max()
+
+
 def test_softplus_and_mish_do_not_overflow():
     x = np.array([[-120, -30, -5, 0, 5, 30, 89, 100, 3e4]], np.float32)
     for op in ("Softplus", "Mish"):
