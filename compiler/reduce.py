@@ -125,14 +125,13 @@ def _boxes(sp: Space5, t: tuple[int, ...]):
 
 
 class _Layout:
-    """SPM addresses of one program: two input and two output ring slots of ``slot`` elements, ``stats`` f32
-    buffers of ``box`` elements (accumulators, mean, 1/std) and ``extra`` f32 elements at the end."""
+    """SPM addresses of one program: two input and two output ring slots of ``slot`` and ``out_slot`` elements,
+    ``stats`` f32 buffers of ``box`` elements (accumulators, mean, 1/std), then ``extra`` (gamma and beta)."""
 
-    def __init__(self, slot: int, out_slot: int, box: int, stats: int, es: int, extra: int = 0):
+    def __init__(self, slot: int, out_slot: int, box: int, stats: int, es: int):
         self.slot, self.out_slot, self.es = slot, out_slot, es
         self.stats = [2 * slot * es + 2 * out_slot * es + k * box * 4 for k in range(stats)]
         self.extra = 2 * slot * es + 2 * out_slot * es + stats * box * 4
-        self.bytes = self.extra + 4 * extra
 
     def x(self, ring: int) -> int:
         return ring * self.slot * self.es
@@ -273,7 +272,7 @@ def normalize(sp: Space5, channels: int, eps: float, target: Target, dtype: DTyp
         raise TilingError(f"{channels} channels of scale and bias do not fit the SPM")
     limit = min(limit, _overlap_cap(total, max(4096, min(sp.group, limit))))
     t = _tile(sp, limit)
-    lay = _Layout(math.prod(t), math.prod(t), math.prod(_kept(t, sp.reduced)), 2, es, extra=2 * channels)
+    lay = _Layout(math.prod(t), math.prod(t), math.prod(_kept(t, sp.reduced)), 2, es)
     norm = _Norm(sp, lay, channels, eps, all(c == 0 for c, r in zip(sp.chan, sp.reduced) if r))
     pipe = RingPipeline()
     first = [DmaCopy(queue=Queue.DMA_LD, shape=(2, channels), dst=View(Space.SPM, lay.extra, F32, (channels * 4, 4)),

@@ -12,7 +12,7 @@ import numpy as np
 from .. import reduce as red
 from .. import vector
 from ..canonical import CanonContext
-from ..errors import UnsupportedOpError
+from ..errors import CompileError, UnsupportedOpError
 from ..ir import Graph, Node
 from .context import LoweringContext
 from .spec import OpSpec
@@ -35,7 +35,10 @@ def lower_group_norm(low: LoweringContext, n: Node) -> None:
     gamma, beta = (low.data(t).astype(np.float32).ravel() for t in n.inputs[1:3])
     if gamma.size != channels:   # GroupNormalization-18: one scale and bias per group
         gamma, beta = np.repeat(gamma, cg), np.repeat(beta, cg)
-    prog = red.normalize(sp, channels, n.attrs["epsilon"], low.target)
+    try:
+        prog = red.normalize(sp, channels, n.attrs["epsilon"], low.target)
+    except CompileError as e:   # scale and bias alone do not fit the SPM
+        raise UnsupportedOpError(n.name, n.op, str(e)) from None
     y = low.alloc(x.shape, x.layout)
     low.emit(n, prog, {"X": ("ACT", x.offset), "GB": ("W", low.const(np.concatenate([gamma, beta]))),
                        "Y": ("ACT", y.offset)})

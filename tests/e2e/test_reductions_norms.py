@@ -173,3 +173,14 @@ def test_normalisations_with_computed_parameters_run_on_the_host():
     assert [(h["name"], h["reason"]) for h in report["host_ops"]] == [
         ("inorm", "scale, bias (mean and variance) must be constants")]
     assert report["validation"]["y"]["max_rel_error"] <= RTOL
+
+
+def test_a_normalisation_whose_parameters_do_not_fit_the_spm_runs_on_the_host():
+    c = 1024
+    inits = [numpy_helper.from_array(np.ones(c, np.float32), k) for k in "sb"]
+    m = model([helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], name="inorm")],
+              [vi("x", [1, c, 2, 2])], [vi("y", None)], inits=inits)
+    _, _, _, report = run_model(m, load_arch("edge16", ["spm.size=8192"]), validate=True)
+    assert [(h["name"], h["reason"]) for h in report["host_ops"]] == [
+        ("inorm", "1024 channels of scale and bias do not fit the SPM")]
+    assert report["validation"]["y"]["ok"]
