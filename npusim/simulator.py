@@ -22,7 +22,7 @@ from isa import (
     VerifyError,
 )
 from isa.arch import Arch
-from isa.cost import FREE, instr_cost
+from isa.cost import FREE, instr_costs
 from isa.verify import verify, where
 
 from .engine import Engine, check_max_cycles
@@ -101,8 +101,9 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
             except SimulationError as e:
                 raise SimulationError(f"{where(pc, ins)}: {e}") from None
 
-    costs = [FREE if ideal_memory and isinstance(i, DmaCopy | DmaFill) else instr_cost(i, arch)
-             for i in program.instrs]
+    costs = instr_costs(program.instrs, arch)
+    if ideal_memory:
+        costs = [FREE if isinstance(i, DmaCopy | DmaFill) else c for i, c in zip(program.instrs, costs)]
     if serial:
         cycles, units, times = _run_serial(program, costs, execute, max_cycles)
         warnings = list(report.warnings)
