@@ -112,3 +112,17 @@ def test_wide_padding_is_filled_in_strips_before_the_copy():
     assert [w.name for w in loads[-1].signals] == ["b"]
     (fill,) = padded_load((4, 30, 8), dst, src, ((20, 0), (0, 0)), 0.0)
     assert isinstance(fill, DmaFill) and fill.shape == (4, 30, 8)
+
+
+def test_an_average_of_dequantized_int8_divides_by_each_count():
+    # divide=True (the pool follows a DequantizeLinear): integer-valued sums are exact in f32, and the vector unit
+    # divides each by its count (region CNT) as onnxruntime does, so the result is bit for bit sum / count
+    x = np.random.default_rng(3).integers(-128, 128, (1, 7, 9, 5)).astype(np.float32)
+    k, s, p = (3, 2), (2, 2), (1, 0, 1, 1)
+    prog = pool2d("avg", 1, 7, 9, 5, k, s, p, DType.F32, Target.of(ARCH), divide=True, ceil=True)
+    OH, OW = window_out(7, 3, 2, 1, 1, 1, True), window_out(9, 2, 2, 0, 1, 1, True)
+    counts = avgpool_counts(7, 9, k, s, p, (1, 1), (OH, OW), False)
+    assert [r.name for r in prog.regions] == ["X", "Y", "CNT"] and len(set(counts.ravel())) > 1
+    got = region_array(simulate(prog, ARCH, {"X": x, "CNT": counts}), "Y", DType.F32, (1, OH, OW, 5))
+    sums = pool_reference("avg", x, k, s, p, (1, 1), True, False) * counts[None, :, :, None]
+    assert (got == (sums.astype(np.float32) / counts[None, :, :, None])).all()
