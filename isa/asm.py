@@ -31,6 +31,7 @@ from .instructions import (
     BinOp,
     DmaCopy,
     DmaFill,
+    Gather,
     Halt,
     HostCall,
     Instr,
@@ -58,8 +59,8 @@ _ARITH = MappingProxyType({"+": operator.add, "-": operator.sub, "*": operator.m
 
 _MNEMONIC_ATTRS: Mapping[type, tuple[str, ...]] = MappingProxyType({
     DmaCopy: ("queue",), DmaFill: ("queue",), MatMul: ("zero",), VecBinary: ("op", "reduce", "zero"),
-    VecUnary: ("fn", "reduce", "zero"), VecConvert: (), VecRequant: (), HostCall: (), Sync: ("on",), Barrier: (),
-    Halt: (),
+    VecUnary: ("fn", "reduce", "zero"), VecConvert: (), VecRequant: (), Gather: ("queue",), HostCall: (),
+    Sync: ("on",), Barrier: (), Halt: (),
 })
 """The instruction attributes a mnemonic fixes, per class."""
 
@@ -68,7 +69,9 @@ def _mnemonic_table() -> dict[str, tuple[type, tuple[Any, ...]]]:
     """mnemonic -> (class, values of its _MNEMONIC_ATTRS). Later entries win when printing (vpu.red over act.mov)."""
     t: dict[str, tuple[type, tuple[Any, ...]]] = {"barrier": (Barrier, ()), "halt": (Halt, ()),
                                                   "vpu.cvt": (VecConvert, ()), "vpu.rq": (VecRequant, ()),
-                                                  "host.call": (HostCall, ())}
+                                                  "host.call": (HostCall, ()),
+                                                  "vpu.gather": (Gather, (Queue.VPU,)),
+                                                  "dma.ld.gather": (Gather, (Queue.DMA_LD,))}
     for q in (Queue.DMA_LD, Queue.DMA_ST):
         t[q.text] = (DmaCopy, (q,))
         t[q.text + ".fill"] = (DmaFill, (q,))
@@ -105,6 +108,7 @@ _FIELDS: Mapping[type, tuple[tuple[str, str, str], ...]] = MappingProxyType({
     VecUnary: _spec("shape:shape", "dst:view", "src:view", "lo:num", "hi:num"),
     VecConvert: _spec("shape:shape", "dst:view", "src:view", "scale:num", "zp_in:int", "zp_out:int"),
     VecRequant: _spec("shape:shape", "dst:view", "src:view", "prm:view", "zp:int", "lo:int", "hi:int"),
+    Gather: _spec("shape:shape", "row:int", "rows:int", "dst:view", "table:view", "idx:view", "fill:num"),
     HostCall: _spec("fn:name", "rd:int", "wr:int", "ops:int"),
     Sync: (), Barrier: (), Halt: (),
 })
