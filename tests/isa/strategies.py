@@ -42,10 +42,10 @@ from isa import (
 )
 from isa.instructions import (
     FLOAT_ONLY_ACTS,
-    GATHER_QUEUES,
-    GATHER_TABLE_SPACES,
     FLOAT_ONLY_BINOPS,
     FUSED_ACTS,
+    GATHER_QUEUES,
+    GATHER_TABLE_SPACES,
     INT_ONLY_BINOPS,
     MAX_GATHER_DIMS,
     MAX_PAD,
