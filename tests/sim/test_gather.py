@@ -73,6 +73,17 @@ def test_vpu_gather_cycles_by_hand(table_base, rs, lines, G):
     assert res.spm_bytes == 64 * 16 * 2 + 64 * 4      # table rows read + dst written, idx read
 
 
+def test_the_line_is_the_table_memorys():
+    # 8 rows of 64 B, 256 B apart from byte 96: in the SPM (128 B lines) each row crosses a line (96 + 64 > 128),
+    # r = 2; in edge16's ACC (4 banks x 64 B = 256 B lines) none does, r = 1. dst 128 f32 = 8 beats, idx 1 beat:
+    # cycles = 2 + max(8 * r, 8, 1) = 18 and 10
+    def gather(space):
+        return Gather(queue=Queue.VPU, shape=(8,), row=16, rows=8, dst=spm(0, DType.F32, 64, 4),
+                      table=View(space, 0x4000 + 96, DType.F32, (256,)), idx=spm(0x8000, DType.I32, 4))
+
+    assert (instr_cost(gather(Space.SPM), edge()).cycles, instr_cost(gather(Space.ACC), edge()).cycles) == (18, 10)
+
+
 def test_vpu_gather_bank_conflicts_of_dst():
     # dst rows 128 B apart: a 16-lane beat of 4 rows x 4 f32 needs 4 words of bank 0 (4 cycles, ideal 1): dst takes
     # 16 * 4 = 64 SRAM cycles against 16 conflict-free; with G = 4 the gather itself needs 16: body 64, conflict 48
