@@ -161,10 +161,16 @@ def _print_plan(cls: type) -> tuple[tuple[str, bool, Callable[[Any], bool] | Non
 _PRINT_PLANS = MappingProxyType({cls: _print_plan(cls) for cls in _FIELDS})
 
 
+def mnemonic(i: Instr) -> str:
+    """The mnemonic of an instruction (``vpu.gather``, ``dma.ld``, ``mxu.mm.z``...)."""
+    cls = type(i)
+    return _MNEMONIC_OF[cls, tuple(getattr(i, a) for a in _MNEMONIC_ATTRS[cls])]
+
+
 def format_instr(i: Instr) -> str:
     """The canonical one-line assembly of an instruction."""
     cls = type(i)
-    parts = [_MNEMONIC_OF[cls, tuple(getattr(i, a) for a in _MNEMONIC_ATTRS[cls])]]
+    parts = [mnemonic(i)]
     for attr, hide_empty, shown, fmt in _PRINT_PLANS[cls]:
         v = getattr(i, attr)
         if v is None or hide_empty and not v or shown is not None and not shown(i):

@@ -11,10 +11,12 @@ from onnx import TensorProto, helper
 from compiler.bilinear_gather import bilinear_sample, bilinear_taps
 from compiler.errors import CompileError
 from compiler.target import Target
-from isa import DType, Gather
+from isa import DType, Gather, Queue
 from isa.arch import load_arch
+from isa.asm import mnemonic
 from npusim import simulate
 from npusim.simulator import region_array
+from npusim.trace import chrome_trace
 
 H, W, C = 5, 7, 8
 
@@ -95,6 +97,26 @@ def test_bilinear_sample_is_bit_exact(table, preset):
     assert same_bits(y, reference(x, grid))
     assert same_bits(y, onnxruntime_grid_sample(x, grid))
     assert res.cycles == simulate(p, arch, timing_only=True).cycles
+
+
+@pytest.mark.parametrize("table,unit", [("spm", "vector"), ("dram", "dma_load")])
+def test_stats_and_traces_name_the_gathers(table, unit):
+    arch = load_arch("edge16")
+    p = bilinear_sample(H, W, C, 40, Target.of(arch), table=table)
+    res = simulate(p, arch, timing_only=True)
+    name = "vpu.gather" if table == "spm" else "dma.ld.gather"
+    busy = res.busy_by_mnemonic()
+    gathers = [pc for pc, i in enumerate(p.instrs) if isinstance(i, Gather)]
+    assert busy[name] == sum(res.costs[pc].cycles - res.costs[pc].conflict - res.costs[pc].dram_latency
+                             for pc in gathers) > 0
+    queue = {"vector": Queue.VPU, "dma_load": Queue.DMA_LD}[unit]
+    assert sum(busy[k] for k in {mnemonic(i) for i in p.instrs if i.queue is queue}) == res.unit[unit].busy
+    spans = [e for e in chrome_trace(res)["traceEvents"] if e.get("cat") == "instr" and e["name"] == name]
+    assert sorted(e["args"]["pc"] for e in spans) == gathers
+    assert all(e["args"]["asm"].startswith(name + " shape[40] row=16 ") for e in spans)
+    if table == "dram":   # the DRAM side: its bytes in the span and in the run's counters
+        assert [e["args"]["dram_bytes"] for e in spans] == [40 * 2 * C * 4] * 2
+        assert res.dram_bytes_read == 2 * 40 * 2 * C * 4 + 2 * 40 * 4 + 40 * 4 * 4
 
 
 def test_indices_of_pairs_at_the_halo():
