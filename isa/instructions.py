@@ -179,7 +179,9 @@ class Instr:
         raise NotImplementedError
 
     def views(self) -> tuple[tuple[str, View, tuple[tuple[int, int], ...]], ...]:
-        """(role, view, extra (extent, stride) pairs) of every operand, for bounds and footprint checks."""
+        """(role, view, extra (extent, stride) pairs) of every operand, for bounds and footprint checks: the operand
+        covers ``view.span(shape, extra)`` (a DmaCopy's src: over its ``src_shape``). A gather's table has no strides
+        of its own there, only extra pairs: its footprint is all its rows, not an image of the shape."""
         return ()
 
     def __str__(self) -> str:

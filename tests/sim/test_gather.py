@@ -3,11 +3,13 @@ same cycles whatever the index values and with or without values, and what it wr
 dtypes)."""
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
 
 from isa import (
+    ArchError,
     DmaCopy,
     DType,
     Gather,
@@ -25,6 +27,7 @@ from isa import (
 from isa.arch import load_arch
 from isa.cost import gather_cost, instr_cost
 from npusim import simulate
+from npusim.energy import KINDS, instruction_energy, table_of
 from npusim.functional import execute
 from npusim.memory import DeviceMemory
 from npusim.simulator import region_array
@@ -227,3 +230,23 @@ def test_aliasing_reads_every_row_before_writing():
     g = dataclasses.replace(g, dst=spm(0x2000, DType.F32, 12, 4), table=spm(0x1000, DType.F32, 12))
     mem = run_one(g, {0x1000: table, 0x2000: np.array([1, 1, 0, 2], np.int32)})
     assert np.array_equal(mem.spm[0x2000:0x2030].view(np.float32).reshape(4, 3), table[[1, 1, 0, 2]])
+
+
+@pytest.mark.parametrize("field", ["vector.gather_rows", "dma.gather_issue"])
+def test_new_arch_fields_are_validated(field):
+    assert getattr(getattr(load_arch("edge16"), field.split(".")[0]), field.split(".")[1]) == 1   # the default
+    with pytest.raises(ArchError, match=f"{re.escape(field)} must be an integer >= 1, not 0"):
+        edge(f"{field}=0")
+
+
+def test_energy_prices_the_gathers():
+    # vpu.gather: its written elements at the alu class, plus its SRAM bytes; dma.ld.gather: a DMA (bytes written)
+    arch, t = edge(), table_of(edge())
+    vpu, dma = vpu_gather(), dram_gather()
+    e = instruction_energy(prog(vpu, dma), [instr_cost(i, arch) for i in (vpu, dma, Halt())], arch)
+    kinds = dict(zip(KINDS, e[0]))
+    assert kinds["vector"] == pytest.approx(64 * 4 * t.value("vector_pj", "alu")) and kinds["dma"] == 0
+    assert kinds["spm_write"] == pytest.approx(64 * 16 * t.sram_pj_per_byte(arch.spm.size, write=True))
+    kinds = dict(zip(KINDS, e[1]))
+    assert kinds["vector"] == 0 and kinds["dma"] == pytest.approx(16 * 64 * t.value("dma", "pj_per_byte"))
+    assert kinds["dram_read"] == pytest.approx(16 * 64 * t.dram_pj_per_byte(arch.energy.dram))
