@@ -11,8 +11,6 @@ import numpy as np
 from isa import (
     UNIT_QUEUES,
     DeadlockError,
-    DmaCopy,
-    DmaFill,
     DType,
     HostCall,
     MatMul,
@@ -103,7 +101,7 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
 
     costs = instr_costs(program.instrs, arch)
     if ideal_memory:
-        costs = [FREE if isinstance(i, DmaCopy | DmaFill) else c for i, c in zip(program.instrs, costs)]
+        costs = [FREE if i.queue in (Queue.DMA_LD, Queue.DMA_ST) else c for i, c in zip(program.instrs, costs)]
     if serial:
         cycles, units, times = _run_serial(program, costs, execute, max_cycles)
         warnings = list(report.warnings)
