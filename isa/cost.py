@@ -497,10 +497,13 @@ def _cost_key(instr: Instr, mod: dict[Space, int]):
         return t, instr.shape, d.space, d.base % mod[d.space], d.dtype.size, d.strides
     if t is HostCall:
         return t, instr.rd, instr.wr, instr.ops
-    if t in _COST:   # the vector instructions: operation class, shape and operands
+    if t in _VECTOR:   # operation class, shape and operands
         return (t, vpu_class(instr), instr.shape) + tuple((v.space, v.base % mod[v.space], v.dtype.size, v.strides)
                                                           for _, v, _ in instr.views())
-    return None
+    return None   # (a gather: priced each time)
+
+
+_VECTOR = frozenset((VecBinary, VecUnary, VecConvert, VecRequant))
 
 
 def instr_costs(instrs, arch: Arch) -> list[Cost]:
@@ -511,7 +514,7 @@ def instr_costs(instrs, arch: Arch) -> list[Cost]:
     for instr in instrs:
         key = _cost_key(instr, mod)
         if key is None:
-            out.append(FREE)
+            out.append(instr_cost(instr, arch))
             continue
         c = memo.get(key)
         if c is None:
