@@ -531,7 +531,7 @@ def program_estimate(program, arch: Arch) -> int:
     busy: dict = {}
     bus = 0
     costs, queues = [], [i.queue for i in program.instrs]
-    for instr, q, c in zip(program.instrs, queues, instr_costs(program.instrs, arch)):
+    for q, c in zip(queues, instr_costs(program.instrs, arch)):
         costs.append(c.cycles)
         busy[q] = busy.get(q, 0) + c.cycles
         bus += c.dram_window
