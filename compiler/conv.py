@@ -22,8 +22,10 @@ corner of the array. :func:`search_conv_tiling` picks the tiling by the simulato
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -46,14 +48,14 @@ from isa import (
     View,
 )
 from isa.arch import Arch
-from isa.cost import instr_cost, program_estimate
+from isa.cost import instr_cost, instr_costs, program_estimate
 
 from .canonical import window_out
 from .errors import CompileError, TilingError, UnsupportedOpError
 from .gemm import ACC_TYPE, _groups
 from .halo import padded_load
 from .ir import Node
-from .link import leading_constants
+from .link import is_constant_load, leading_constants
 from .pipeline import synced, with_sync
 from .target import Target
 
@@ -272,22 +274,34 @@ class _Plan:
 
 
 def _plan(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> _Plan:
+    return _plans(cs, t, es, rows, cols, spm)(t.tcb)
+
+
+def _plans(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> Callable[[int], _Plan]:
+    """``tcb -> _plan(cs, replace(t, tcb=tcb), ...)``, what does not depend on tcb worked out once (the search tries
+    every tcb of many tilings)."""
     cs = grouped(cs, t.gpack)
     th, tw = _window(cs, t.toh, t.tow)
     kc, taps = (cs.R * cs.S * cs.Cg, 1) if t.im2col else (cs.Cg, cs.R * cs.S)  # reduced channels per tap
     cbs, nbs = -(-t.pack * kc // rows), -(-t.pack * cs.Kg // cols)
-    tcb, tnb = min(t.tcb, cbs), min(t.tnb, nbs)
-    x_all = t.x_all or t.im2col or t.pack > 1 or tcb >= cbs
-    x_slot = th * tw * (cs.Cg if x_all else tcb * rows) * es
+    tnb = min(t.tnb, nbs)
     windows = cs.N * cs.groups * -(-cs.OH // t.toh) * -(-cs.OW // t.tow)
-    x_slots = 1 if t.im2col or (x_all and windows == 1) else 2
     p_slot = t.toh * t.tow * kc * es if t.im2col else 0
-    w_chunk = tnb * taps * tcb * rows * cols * es
-    chunks = cs.groups * -(-nbs // tnb) * -(-cbs // tcb)
     pixel = cs.Kg if t.pack > 1 else tnb * cols    # accumulator elements per output pixel
-    plan = _Plan(th, tw, kc, taps, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, False, t.toh * t.tow * pixel * 4,
-                 x_all, x_slots, p_slot)
-    return replace(plan, resident=plan.x_bytes + chunks * w_chunk <= spm)
+    acc_tile = t.toh * t.tow * pixel * 4
+    packed = t.x_all or t.im2col or t.pack > 1
+
+    def plan(tcb: int) -> _Plan:
+        tcb = min(tcb, cbs)
+        x_all = packed or tcb >= cbs
+        x_slot = th * tw * (cs.Cg if x_all else tcb * rows) * es
+        x_slots = 1 if t.im2col or (x_all and windows == 1) else 2
+        w_chunk = tnb * taps * tcb * rows * cols * es
+        chunks = cs.groups * -(-nbs // tnb) * -(-cbs // tcb)
+        resident = x_slots * x_slot + 2 * p_slot + chunks * w_chunk <= spm    # (x_bytes + every chunk)
+        return _Plan(th, tw, kc, taps, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, resident, acc_tile, x_all, x_slots,
+                     p_slot)
+    return plan
 
 
 def _fits(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> bool:
@@ -311,11 +325,22 @@ def choose_conv_tiling(cs: ConvShape, dtype: DType, target: Target) -> ConvTilin
 
 
 def _fit_tcb(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> int:
-    """The most input-channel blocks per step with which tiling ``t`` (its ``tcb`` aside) fits, or 0."""
-    gs = grouped(cs, t.gpack)
-    kc = t.pack * (gs.R * gs.S * gs.Cg if t.im2col else gs.Cg)   # (the plan's reduction, needed before a plan)
-    return next((tcb for tcb in range(-(-kc // rows), 0, -1) if _fits(cs, replace(t, tcb=tcb), es, rows, cols, spm,
-                                                                        acc)), 0)
+    """The most input-channel blocks per step with which tiling ``t`` (its ``tcb`` aside) fits, or 0: the largest tcb
+    for which :func:`_fits` holds."""
+    plans = _plans(cs, t, es, rows, cols, spm)
+    p = plans(1 << 16)
+    if t.acc_bufs * p.acc_tile > acc:   # (the accumulator tiles do not depend on tcb)
+        return 0
+    for tcb in range(p.cbs, 0, -1):
+        p = plans(tcb)
+        if p.spm <= spm and (not t.im2col or p.tcb >= p.cbs):
+            return tcb
+    return 0
+
+
+def _with_tcb(t: ConvTiling, tcb: int) -> ConvTiling:
+    """``replace(t, tcb=tcb)`` without dataclasses.replace's per-call field walk (the search makes many)."""
+    return ConvTiling(t.toh, t.tow, tcb, t.tnb, t.x_all, t.acc_bufs, t.im2col, t.pack, t.gpack)
 
 
 def conv_shape(n: Node, x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> ConvShape:
@@ -398,13 +423,83 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, target: Target, epilogue: Ep
     best = None
     priced = [t for bufs in (2, 1) for t in [t for _, t in fitting if t.acc_bufs == bufs][:SEARCH_PRICED]]
     for t in priced:
-        prog = conv2d(cs, dtype, target, t, epilogue)
-        est = program_estimate(prog, arch) - (leading_constants(prog, arch, _CONSTANTS) if hidden_constants else 0)
-        if t.acc_bufs == 1:   # one accumulator tile: matrix work, epilogue and store take turns
-            est = max(est, sum(instr_cost(i, arch).cycles for i in prog.instrs if i.queue is not Queue.DMA_LD))
+        est = conv_estimate(cs, dtype, target, t, epilogue, hidden_constants)
         if best is None or est < best[0]:
             best = (est, t)
     return best[1]
+
+
+def program_price(prog: Program, arch: Arch, tiling: ConvTiling, hidden_constants: bool = False) -> int:
+    """The search's price of ``prog``, a conv2d program with ``tiling`` (cycles): :func:`isa.cost.program_estimate`,
+    less the leading constant loads when they are hidden (``hidden_constants``), and with one accumulator tile at
+    least the matrix work, epilogue and stores one after the other (they take turns on that tile)."""
+    est = program_estimate(prog, arch) - (leading_constants(prog, arch, _CONSTANTS) if hidden_constants else 0)
+    if tiling.acc_bufs == 1:
+        est = max(est, sum(instr_cost(i, arch).cycles for i in prog.instrs if i.queue is not Queue.DMA_LD))
+    return est
+
+
+def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling,
+                  epilogue: Epilogue | None = None, hidden_constants: bool = False) -> int:
+    """:func:`program_price` of ``conv2d(cs, dtype, target, tiling, epilogue)`` without building that program
+    (cycles): the same sums of the same :func:`isa.cost.instr_cost` terms, with the instructions of only one tile of
+    each kind built and priced. Tiles whose geometry, DRAM offsets (modulo what the DRAM cost reads) and starting
+    ring slots agree have equal costs, so each kind's per-queue busy cycles and bus window are counted once and
+    multiplied. program_estimate's other terms come from the first tile (the loads before the first matrix
+    instruction, the leading constants) and the last (the epilogue and stores after the last one)."""
+    arch = target.arch
+    parts = _conv_parts(cs, dtype, target, tiling, epilogue or Epilogue(), 0)
+    modulus = arch.dram.page_bytes if arch.dram.model == "rowbuffer" else arch.dma.burst_bytes
+    busy: dict[Queue, int] = {}
+    bus = 0
+    kinds: dict[tuple, tuple] = {}   # tile key -> (busy per queue, bus window, state change)
+    state, n = _TileState(), len(parts.tiles)
+    first = last = None
+    for i, (b, oh0, ow0) in enumerate(parts.tiles):
+        key = parts.key(b, oh0, ow0, state, modulus)
+        kind = None if i in (0, n - 1) else kinds.get(key)
+        if kind is None:
+            instrs: list = []
+            state.last_store_at = None   # (an index into the program, which is not built)
+            before = (state.xs, state.ws, state.accs)
+            parts.emit(instrs, b, oh0, ow0, state)
+            costs = instr_costs(instrs, arch)
+            tb: dict[Queue, int] = {}
+            for ins, c in zip(instrs, costs):
+                tb[ins.queue] = tb.get(ins.queue, 0) + c.cycles
+            kind = kinds[key] = (tb, sum(c.dram_window for c in costs),
+                                 (state.xs - before[0], state.ws - before[1], state.accs - before[2]))
+            if i == 0:
+                first = (instrs, costs)
+            if i == n - 1:
+                last = (instrs, costs)
+        else:
+            dx, dw, da = kind[2]
+            state.xs, state.ws, state.accs, state.first_tile = state.xs + dx, state.ws + dw, state.accs + da, False
+        for q, c in kind[0].items():
+            busy[q] = busy.get(q, 0) + c
+        bus += kind[1]
+    pro = instr_costs(parts.prologue, arch)
+    for ins, c in zip(parts.prologue, pro):
+        busy[ins.queue] = busy.get(ins.queue, 0) + c.cycles
+    bus += sum(c.dram_window for c in pro)
+    busy.pop(Queue.CTRL, None)
+    # program_estimate's head: the loads before the first compute instruction (in the first tile)
+    start, start_costs = parts.prologue + first[0], pro + first[1]
+    k0 = next(k for k, ins in enumerate(start) if ins.queue in (Queue.MXU, Queue.VPU))
+    head = sum(c.cycles for ins, c in zip(start[:k0], start_costs) if ins.queue is Queue.DMA_LD)
+    # its tail: the stores and vector work after the last matrix instruction (in the last tile)
+    k1 = max(k for k, ins in enumerate(last[0]) if ins.queue is Queue.MXU)
+    tail = sum(c.cycles for ins, c in zip(last[0][k1 + 1:], last[1][k1 + 1:]) if ins.queue in (Queue.DMA_ST, Queue.VPU))
+    est = max(max(busy.values(), default=0), bus) + head + tail
+    if hidden_constants:
+        for ins, c in zip(start, start_costs):
+            if not is_constant_load(ins, _CONSTANTS):
+                break
+            est -= c.cycles
+    if tiling.acc_bufs == 1:
+        est = max(est, sum(c for q, c in busy.items() if q is not Queue.DMA_LD))
+    return est
 
 
 _CONSTANTS = {"Wt": ("W", 0), "Bias": ("W", 0), "Scale": ("W", 0)}   # conv2d's constants, as a model binds them
@@ -481,6 +576,28 @@ def _epilogue_bytes(cs: ConvShape, epilogue: Epilogue, es: int) -> int:
     return cs.K * epilogue.spm_bytes + (3 if epilogue.spm_bytes and es % 4 else 0)
 
 
+class _TileState:
+    """What conv2d's tiles advance: input windows, weight chunks and accumulator tiles used so far (their ring slots
+    follow), whether the next tile is the first, and where the last tile store is in the program (or None)."""
+
+    __slots__ = ("xs", "ws", "accs", "first_tile", "last_store_at")
+
+    def __init__(self, xs: int = 0, ws: int = 0, accs: int = 0, first_tile: bool = True) -> None:
+        self.xs, self.ws, self.accs, self.first_tile, self.last_store_at = xs, ws, accs, first_tile, None
+
+
+class _ConvParts(NamedTuple):
+    """One convolution's program in pieces (:func:`_conv_parts`): the constant loads that start it, the output tiles
+    in order, a function appending one tile's instructions, one giving what a tile's instruction costs depend on
+    besides the tiling, and one wrapping the instructions into the Program."""
+
+    prologue: list
+    tiles: list[tuple[int, int, int]]
+    emit: Callable[[list, int, int, int, _TileState], None]
+    key: Callable[[int, int, int, _TileState, int], tuple]
+    program: Callable[[list], Program]
+
+
 def conv2d(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | None = None,
            epilogue: Epilogue = Epilogue(), pad_value: int | float = 0) -> Program:
     """The program for one convolution; regions X (NHWC input), Wt (:func:`pack_weights`), Y (NHWC output), and Bias,
@@ -493,6 +610,16 @@ def conv2d(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | Non
     ``[nb, kh, kw, cb, oh]`` so that each weight tile stays in the array while all ``toh x tow`` pixels stream, and
     one ``dma.st`` writes the tile's pixels with all their tnb * cols channels (accumulator rows of ``tnb * cols``
     elements, so DRAM runs are that long)."""
+    parts = _conv_parts(cs, dtype, target, tiling, epilogue, pad_value)
+    prog, state = list(parts.prologue), _TileState()
+    for b, oh0, ow0 in parts.tiles:
+        parts.emit(prog, b, oh0, ow0, state)
+    return parts.program(prog + [Halt()])
+
+
+def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | None, epilogue: Epilogue,
+                pad_value: int | float) -> _ConvParts:
+    """:func:`conv2d` in pieces, so that :func:`conv_estimate` can price one tile of each kind."""
     es, at = dtype.size, ACC_TYPE[dtype]
     rows, cols, spm, acc = target.rows, target.cols, target.spm, target.acc
     yt, eo = epilogue.out or at, (epilogue.out or at).size
@@ -519,7 +646,6 @@ def conv2d(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | Non
     bias_init = epilogue.bias and not epilogue.residual
     vector = replace(epilogue, bias=False) if bias_init else epilogue
     ready = "out_full" if vector.active else "acc_full"   # what the store waits for
-    last_store_at = None   # where the previous tile's store is in prog (bias_init places the next init before it)
     kr, ks = (1, 1) if t.im2col else (cs.R, cs.S)                        # filter taps the matrix unit loops over
     kc, pk = p.kc, t.pack
     tile, chunk = rows * cols * es, p.taps * p.cbs * rows * cols * es    # packed bytes of one (g, nb)
@@ -531,137 +657,152 @@ def conv2d(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | Non
     step_h, step_w = (1, 1) if t.im2col else (win_h, win_w)   # im2col: the patches are dense
     c_steps = list(range(0, p.cbs, p.tcb))
     nb_groups = list(range(0, p.nbs, p.tnb))
-    prog, xs, ws, accs = [], 0, 0, 0
+    if epilogue.residual and epilogue.out is not None:
+        raise CompileError("a residual is added in the accumulator type: it cannot be fused with requantization")
+    prologue: list = []
     if epilogue.bias:
-        prog.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, bias_base, at, (4,)),
+        prologue.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, bias_base, at, (4,)),
                             src=View(Space.DRAM, 0, at, (4,), "Bias"),
                             signals=(SemOp("bias_init" if bias_init else "bias_ready"),)))
     if epilogue.out is not None:
-        prog.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, scale_base, DType.F32, (4,)),
+        prologue.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, scale_base, DType.F32, (4,)),
                             src=View(Space.DRAM, 0, DType.F32, (4,), "Scale"), signals=(SemOp("bias_ready"),)))
-    first_tile = True
-    for b in range(cs.N):
-        for oh0 in range(0, cs.OH, t.toh):
-            toh = min(t.toh, cs.OH - oh0)
-            for ow0 in range(0, cs.OW, t.tow):
-                tow = min(t.tow, cs.OW - ow0)
-                th, tw = _window(cs, toh, tow)
-                ih0, iw0 = oh0 * sh - pt, ow0 * sw - pl
-                top, left = max(0, -ih0), max(0, -iw0)
-                pads = ((top, max(0, ih0 + (th - 1) * skip_h + 1 - cs.H)),
-                        (left, max(0, iw0 + (tw - 1) * skip_w + 1 - cs.W)))
-                x_src = ((b * cs.H + max(ih0, 0)) * cs.W + max(iw0, 0)) * cs.C * es
-                for g in range(cs.groups):
-                    for gi, nb0 in enumerate(nb_groups):
-                        nbn = min(p.tnb, p.nbs - nb0)
-                        ng = min(nbn * cols, cs.Kg - nb0 * cols)          # output channels of this tile
-                        acc_base = (accs % t.acc_bufs) * p.acc_tile
-                        for si, cb_first in enumerate(c_steps):
-                            ncb = min(p.tcb, p.cbs - cb_first)
-                            c0, tc = cb_first * rows, min(pk * kc - cb_first * rows, ncb * rows)
-                            x_new = not p.x_all or (gi == 0 and si == 0)
-                            x_last = not p.x_all or (gi == len(nb_groups) - 1 and si == len(c_steps) - 1)
-                            slot = xs % 2 if x_new else (xs - 1) % 2
-                            x_base = 0 if t.im2col else slot % p.x_slots * p.x_slot
-                            xc, xc0 = (cs.Cg, 0) if p.x_all else (tc, c0)     # the window's channels
-                            pix = xc * es
-                            row = tw * pix
-                            x_at = len(prog)   # the first step loads its weights before its input (prefetch)
-                            if x_new:
-                                sync = {} if t.im2col else dict(waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),))
-                                prog += padded_load((th, tw, xc), View(Space.SPM, x_base, dtype, (row, pix, es)),
-                                                    View(Space.DRAM, x_src + (g * cs.Cg + xc0) * es, dtype,
-                                                         (skip_h * cs.W * cs.C * es, skip_w * cs.C * es, es), "X"),
-                                                    pads, pad_value, **sync)
-                                if t.im2col:   # gather the (kh, kw, c) patch of every pixel behind each other
-                                    prog.append(DmaCopy(
-                                        queue=Queue.DMA_LD, shape=(toh, tow, cs.R, cs.S * cs.C),
-                                        dst=View(Space.SPM, p.x_slot + slot * p.p_slot, dtype,
-                                                 (tow * kc * es, kc * es, cs.S * cs.C * es, es)),
-                                        src=View(Space.SPM, 0, dtype, (win_h * row, win_w * pix, dh * row, es)),
-                                        waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),)))
-                                xs += 1
-                            if t.im2col:   # the matrix unit reads the patches: a 1x1 convolution over kc channels
-                                x_base, pix = p.x_slot + slot * p.p_slot, kc * es
-                                row = tow * pix
-                            cid = (g * len(nb_groups) + gi) * len(c_steps) + si
-                            w_base = w_base0 + (cid if p.resident else ws % 2) * p.w_chunk
-                            w_new = first_tile or not p.resident
-                            if w_new:
-                                prog.insert(x_at if first_tile and cid == 0 else len(prog), DmaCopy(
-                                    queue=Queue.DMA_LD, shape=(nbn, p.taps, ncb, rows * cols),
-                                    dst=View(Space.SPM, w_base, dtype, (nb_stride, p.tcb * tile, tile, es)),
-                                    src=View(Space.DRAM, (g * p.nbs + nb0) * chunk + cb_first * tile, dtype,
-                                             (chunk, p.cbs * tile, tile, es), "Wt"),
-                                    waits=() if p.resident else (SemOp("w_empty"),), signals=(SemOp("w_full"),)))
-                                ws += 1
-                            first, last = si == 0, si == len(c_steps) - 1
-                            y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo
-                            if first and bias_init:   # after the store that freed this tile (ring of 2: two back)
-                                ch = (g * cs.Kg + nb0 * cols) * 4
-                                init = DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, ng),
-                                               dst=View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4)),
-                                               src=View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
-                                               waits=(SemOp("bias_init"),) * (accs == 0),
-                                               signals=(SemOp("init_full"),))
-                                at_ = len(prog) if last_store_at is None or t.acc_bufs == 1 else last_store_at
-                                prog.insert(at_, init)
-                            if first and epilogue.residual:   # the sum starts from the residual's tile
-                                prog.append(DmaCopy(
-                                    queue=Queue.DMA_LD, shape=(toh, tow, ng),
-                                    dst=View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4)),
-                                    src=View(Space.DRAM, y_off, at, (cs.OW * cs.K * 4, cs.K * 4, 4), "R"),
-                                    waits=(SemOp(acc_empty),), signals=(SemOp("res_full"),)))
-                            zero = first and not (epilogue.residual or bias_init)   # else init takes the tile
-                            # packed: each streamed row is pk consecutive pixels, their channels side by side
-                            mms = [_conv_mm(dims, m=tow // pk, k=k, n=n, zero=zero and cb0 == 0,
-                                            acc=View(Space.ACC, acc_base + nbi * cols * 4, at, ()),
-                                            acc_row=pk * row_bytes,
-                                            a=View(Space.SPM, x_base + (c0 - xc0 + cb0 * rows) * es, dtype, ()),
-                                            a_row=pk * step_w * pix,
-                                            b=View(Space.SPM, w_base + nbi * nb_stride + cb0 * tile, dtype, ()))
-                                   for nbi, nbc, n in _groups(pk * ng, cols) for cb0, cbc, k in _groups(tc, rows)
-                                   for dims in [((nbc, cols * 4, 0, nb_stride),
-                                                 (kr, 0, dh * row, ks * p.tcb * tile),
-                                                 (ks, 0, dw * pix, p.tcb * tile),
-                                                 (cbc, 0, rows * es, tile),
-                                                 (toh, t.tow * row_bytes, step_h * row, 0))]]
-                            mms = [mm for group in mms for mm in group]
-                            waits = ("x_full",) * x_new + ("w_full",) * w_new + (
-                                "res_full" if epilogue.residual else "init_full" if bias_init else acc_empty,) * first
-                            signals = ("x_empty",) * x_last + ("w_empty",) * (not p.resident) + ("acc_full",) * last
-                            prog += synced(mms, waits, signals)
-                        tile_view = View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4))
-                        out_view = tile_view
-                        if vector.active:
-                            ch = (g * cs.Kg + nb0 * cols) * 4
-                            prog += _epilogue(vector, (toh, tow, ng), tile_view,
-                                              View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
-                                              View(Space.SPM, scale_base + ch, DType.F32, (0, 0, 4)), first=accs == 0)
-                            if epilogue.out is not None:   # the requantized tile, packed at the tile's base
-                                out_view = View(Space.ACC, acc_base, yt, (tow * ng * eo, ng * eo, eo))
-                        last_store_at = len(prog)
-                        prog.append(DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, ng),
-                                            dst=View(Space.DRAM, y_off, yt, (cs.OW * cs.K * eo, cs.K * eo, eo), "Y"),
-                                            src=out_view, waits=(SemOp(ready),),
-                                            signals=() if bias_init else (SemOp(acc_empty),)))
-                        accs += 1
-                first_tile = False
-    prog.append(Halt())
-    sems = (SemDecl("x_full", 0), SemDecl("x_empty", 2), SemDecl("w_full", 0), SemDecl("acc_full", 0))
-    sems += (SemDecl("bias_init", 0), SemDecl("init_full", 0)) if bias_init else (SemDecl(acc_empty, t.acc_bufs),)
-    sems += () if p.resident else (SemDecl("w_empty", 2),)
-    sems += (SemDecl("out_full", 0),) if vector.active else ()
-    sems += (SemDecl("bias_ready", 0),) if vector.bias or vector.out else ()
-    sems += (SemDecl("res_full", 0),) if epilogue.residual else ()
-    regions = (Region("X", 0, cs.N * cs.H * cs.W * cs.C * es), Region("Wt", 1, cs.groups * p.nbs * chunk),
-               Region("Y", 2, cs.N * cs.OH * cs.OW * cs.K * yt.size))
-    regions += (Region("Bias", 3, cs.K * 4),) if epilogue.bias else ()
-    regions += (Region("Scale", 3 + epilogue.bias, cs.K * 4),) if epilogue.out is not None else ()
-    regions += (Region("R", len(regions), cs.N * cs.OH * cs.OW * cs.K * 4),) if epilogue.residual else ()
-    if epilogue.residual and epilogue.out is not None:
-        raise CompileError("a residual is added in the accumulator type: it cannot be fused with requantization")
-    return Program(config=target.config, regions=regions, sems=sems, instrs=tuple(prog))
+    tiles = [(b, oh0, ow0) for b in range(cs.N) for oh0 in range(0, cs.OH, t.toh) for ow0 in range(0, cs.OW, t.tow)]
+
+    def geometry(b: int, oh0: int, ow0: int):
+        """(toh, tow, th, tw, pads, x_src) of the tile at (b, oh0, ow0)."""
+        toh, tow = min(t.toh, cs.OH - oh0), min(t.tow, cs.OW - ow0)
+        th, tw = _window(cs, toh, tow)
+        ih0, iw0 = oh0 * sh - pt, ow0 * sw - pl
+        top, left = max(0, -ih0), max(0, -iw0)
+        pads = ((top, max(0, ih0 + (th - 1) * skip_h + 1 - cs.H)),
+                (left, max(0, iw0 + (tw - 1) * skip_w + 1 - cs.W)))
+        x_src = ((b * cs.H + max(ih0, 0)) * cs.W + max(iw0, 0)) * cs.C * es
+        return toh, tow, th, tw, pads, x_src
+
+    def key(b: int, oh0: int, ow0: int, state: _TileState, modulus: int) -> tuple:
+        """What the costs of the tile's instructions depend on: its geometry, its DRAM offsets modulo ``modulus``
+        (cost.dram_window reads no more) and the ring slots it starts in."""
+        toh, tow, th, tw, pads, x_src = geometry(b, oh0, ow0)
+        y_base = ((b * cs.OH + oh0) * cs.OW + ow0) * cs.K * eo
+        return (toh, tow, pads, x_src % modulus, y_base % modulus, state.xs % 2, state.ws % 2, state.accs % 2,
+                state.first_tile)
+
+    def emit(prog: list, b: int, oh0: int, ow0: int, state: _TileState) -> None:
+        """Append the instructions of the tile at (b, oh0, ow0) to ``prog``, advancing ``state``."""
+        toh, tow, th, tw, pads, x_src = geometry(b, oh0, ow0)
+        for g in range(cs.groups):
+            for gi, nb0 in enumerate(nb_groups):
+                nbn = min(p.tnb, p.nbs - nb0)
+                ng = min(nbn * cols, cs.Kg - nb0 * cols)          # output channels of this tile
+                acc_base = (state.accs % t.acc_bufs) * p.acc_tile
+                for si, cb_first in enumerate(c_steps):
+                    ncb = min(p.tcb, p.cbs - cb_first)
+                    c0, tc = cb_first * rows, min(pk * kc - cb_first * rows, ncb * rows)
+                    x_new = not p.x_all or (gi == 0 and si == 0)
+                    x_last = not p.x_all or (gi == len(nb_groups) - 1 and si == len(c_steps) - 1)
+                    slot = state.xs % 2 if x_new else (state.xs - 1) % 2
+                    x_base = 0 if t.im2col else slot % p.x_slots * p.x_slot
+                    xc, xc0 = (cs.Cg, 0) if p.x_all else (tc, c0)     # the window's channels
+                    pix = xc * es
+                    row = tw * pix
+                    x_at = len(prog)   # the first step loads its weights before its input (prefetch)
+                    if x_new:
+                        sync = {} if t.im2col else dict(waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),))
+                        prog += padded_load((th, tw, xc), View(Space.SPM, x_base, dtype, (row, pix, es)),
+                                            View(Space.DRAM, x_src + (g * cs.Cg + xc0) * es, dtype,
+                                                 (skip_h * cs.W * cs.C * es, skip_w * cs.C * es, es), "X"),
+                                            pads, pad_value, **sync)
+                        if t.im2col:   # gather the (kh, kw, c) patch of every pixel behind each other
+                            prog.append(DmaCopy(
+                                queue=Queue.DMA_LD, shape=(toh, tow, cs.R, cs.S * cs.C),
+                                dst=View(Space.SPM, p.x_slot + slot * p.p_slot, dtype,
+                                         (tow * kc * es, kc * es, cs.S * cs.C * es, es)),
+                                src=View(Space.SPM, 0, dtype, (win_h * row, win_w * pix, dh * row, es)),
+                                waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),)))
+                        state.xs += 1
+                    if t.im2col:   # the matrix unit reads the patches: a 1x1 convolution over kc channels
+                        x_base, pix = p.x_slot + slot * p.p_slot, kc * es
+                        row = tow * pix
+                    cid = (g * len(nb_groups) + gi) * len(c_steps) + si
+                    w_base = w_base0 + (cid if p.resident else state.ws % 2) * p.w_chunk
+                    w_new = state.first_tile or not p.resident
+                    if w_new:
+                        prog.insert(x_at if state.first_tile and cid == 0 else len(prog), DmaCopy(
+                            queue=Queue.DMA_LD, shape=(nbn, p.taps, ncb, rows * cols),
+                            dst=View(Space.SPM, w_base, dtype, (nb_stride, p.tcb * tile, tile, es)),
+                            src=View(Space.DRAM, (g * p.nbs + nb0) * chunk + cb_first * tile, dtype,
+                                     (chunk, p.cbs * tile, tile, es), "Wt"),
+                            waits=() if p.resident else (SemOp("w_empty"),), signals=(SemOp("w_full"),)))
+                        state.ws += 1
+                    first, last = si == 0, si == len(c_steps) - 1
+                    y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo
+                    if first and bias_init:   # after the store that freed this tile (ring of 2: two back)
+                        ch = (g * cs.Kg + nb0 * cols) * 4
+                        init = DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, ng),
+                                       dst=View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4)),
+                                       src=View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
+                                       waits=(SemOp("bias_init"),) * (state.accs == 0),
+                                       signals=(SemOp("init_full"),))
+                        at_ = len(prog) if state.last_store_at is None or t.acc_bufs == 1 else state.last_store_at
+                        prog.insert(at_, init)
+                    if first and epilogue.residual:   # the sum starts from the residual's tile
+                        prog.append(DmaCopy(
+                            queue=Queue.DMA_LD, shape=(toh, tow, ng),
+                            dst=View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4)),
+                            src=View(Space.DRAM, y_off, at, (cs.OW * cs.K * 4, cs.K * 4, 4), "R"),
+                            waits=(SemOp(acc_empty),), signals=(SemOp("res_full"),)))
+                    zero = first and not (epilogue.residual or bias_init)   # else init takes the tile
+                    # packed: each streamed row is pk consecutive pixels, their channels side by side
+                    mms = [_conv_mm(dims, m=tow // pk, k=k, n=n, zero=zero and cb0 == 0,
+                                    acc=View(Space.ACC, acc_base + nbi * cols * 4, at, ()),
+                                    acc_row=pk * row_bytes,
+                                    a=View(Space.SPM, x_base + (c0 - xc0 + cb0 * rows) * es, dtype, ()),
+                                    a_row=pk * step_w * pix,
+                                    b=View(Space.SPM, w_base + nbi * nb_stride + cb0 * tile, dtype, ()))
+                           for nbi, nbc, n in _groups(pk * ng, cols) for cb0, cbc, k in _groups(tc, rows)
+                           for dims in [((nbc, cols * 4, 0, nb_stride),
+                                         (kr, 0, dh * row, ks * p.tcb * tile),
+                                         (ks, 0, dw * pix, p.tcb * tile),
+                                         (cbc, 0, rows * es, tile),
+                                         (toh, t.tow * row_bytes, step_h * row, 0))]]
+                    mms = [mm for group in mms for mm in group]
+                    waits = ("x_full",) * x_new + ("w_full",) * w_new + (
+                        "res_full" if epilogue.residual else "init_full" if bias_init else acc_empty,) * first
+                    signals = ("x_empty",) * x_last + ("w_empty",) * (not p.resident) + ("acc_full",) * last
+                    prog += synced(mms, waits, signals)
+                tile_view = View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4))
+                out_view = tile_view
+                if vector.active:
+                    ch = (g * cs.Kg + nb0 * cols) * 4
+                    prog += _epilogue(vector, (toh, tow, ng), tile_view,
+                                      View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
+                                      View(Space.SPM, scale_base + ch, DType.F32, (0, 0, 4)), first=state.accs == 0)
+                    if epilogue.out is not None:   # the requantized tile, packed at the tile's base
+                        out_view = View(Space.ACC, acc_base, yt, (tow * ng * eo, ng * eo, eo))
+                state.last_store_at = len(prog)
+                prog.append(DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, ng),
+                                    dst=View(Space.DRAM, y_off, yt, (cs.OW * cs.K * eo, cs.K * eo, eo), "Y"),
+                                    src=out_view, waits=(SemOp(ready),),
+                                    signals=() if bias_init else (SemOp(acc_empty),)))
+                state.accs += 1
+        state.first_tile = False
+
+    def program(instrs: list) -> Program:
+        sems = (SemDecl("x_full", 0), SemDecl("x_empty", 2), SemDecl("w_full", 0), SemDecl("acc_full", 0))
+        sems += (SemDecl("bias_init", 0), SemDecl("init_full", 0)) if bias_init else (SemDecl(acc_empty, t.acc_bufs),)
+        sems += () if p.resident else (SemDecl("w_empty", 2),)
+        sems += (SemDecl("out_full", 0),) if vector.active else ()
+        sems += (SemDecl("bias_ready", 0),) if vector.bias or vector.out else ()
+        sems += (SemDecl("res_full", 0),) if epilogue.residual else ()
+        regions = (Region("X", 0, cs.N * cs.H * cs.W * cs.C * es), Region("Wt", 1, cs.groups * p.nbs * chunk),
+                   Region("Y", 2, cs.N * cs.OH * cs.OW * cs.K * yt.size))
+        regions += (Region("Bias", 3, cs.K * 4),) if epilogue.bias else ()
+        regions += (Region("Scale", 3 + epilogue.bias, cs.K * 4),) if epilogue.out is not None else ()
+        regions += (Region("R", len(regions), cs.N * cs.OH * cs.OW * cs.K * 4),) if epilogue.residual else ()
+        return Program(config=target.config, regions=regions, sems=sems, instrs=tuple(instrs))
+
+    return _ConvParts(prologue, tiles, emit, key, program)
 
 
 def _conv_mm(dims: tuple[tuple[int, int, int, int], ...], acc: View, a: View, b: View, **kw) -> list[MatMul]:
