@@ -454,6 +454,7 @@ def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTilin
     bus = 0
     kinds: dict[tuple, tuple] = {}   # tile key -> (busy per queue, bus window, state change)
     state, n = _TileState(), len(parts.tiles)
+    memo = _StepMemo({}, modulus, arch.spm.banks * arch.spm.bank_width)
     first = last = None
     for i, (b, oh0, ow0) in enumerate(parts.tiles):
         key = parts.key(b, oh0, ow0, state, modulus)
@@ -462,7 +463,7 @@ def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTilin
             instrs: list = []
             state.last_store_at = None   # (an index into the program, which is not built)
             before = (state.xs, state.ws, state.accs)
-            parts.emit(instrs, b, oh0, ow0, state)
+            parts.emit(instrs, b, oh0, ow0, state, memo)
             costs = instr_costs(instrs, arch)
             tb: dict[Queue, int] = {}
             for ins, c in zip(instrs, costs):
@@ -586,6 +587,15 @@ class _TileState:
         self.xs, self.ws, self.accs, self.first_tile, self.last_store_at = xs, ws, accs, first_tile, None
 
 
+class _StepMemo(NamedTuple):
+    """:func:`conv_estimate`'s memo of emitted steps (key -> instructions) and the moduli of the keys' bases: the DRAM
+    offset modulus of :func:`isa.cost.dram_window` and the SPM bank period."""
+
+    steps: dict
+    dram: int
+    spm: int
+
+
 class _ConvParts(NamedTuple):
     """One convolution's program in pieces (:func:`_conv_parts`): the constant loads that start it, the output tiles
     in order, a function appending one tile's instructions, one giving what a tile's instruction costs depend on
@@ -593,7 +603,7 @@ class _ConvParts(NamedTuple):
 
     prologue: list
     tiles: list[tuple[int, int, int]]
-    emit: Callable[[list, int, int, int, _TileState], None]
+    emit: Callable[..., None]
     key: Callable[[int, int, int, _TileState, int], tuple]
     program: Callable[[list], Program]
 
@@ -688,8 +698,13 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
         return (toh, tow, pads, x_src % modulus, y_base % modulus, state.xs % 2, state.ws % 2, state.accs % 2,
                 state.first_tile)
 
-    def emit(prog: list, b: int, oh0: int, ow0: int, state: _TileState) -> None:
-        """Append the instructions of the tile at (b, oh0, ow0) to ``prog``, advancing ``state``."""
+    def emit(prog: list, b: int, oh0: int, ow0: int, state: _TileState, memo: _StepMemo | None = None) -> None:
+        """Append the instructions of the tile at (b, oh0, ow0) to ``prog``, advancing ``state``.
+
+        ``memo`` (pricing only): a step, or a tile's epilogue and store, whose instructions' costs are those of one
+        already emitted (same shapes, flags, on-chip bases modulo the bank period and DRAM offsets modulo what the
+        DRAM cost reads) appends that one's instructions again instead of building its own; a bias init then goes
+        where it is built, not before the previous store (its place changes no price)."""
         toh, tow, th, tw, pads, x_src = geometry(b, oh0, ow0)
         for g in range(cs.groups):
             for gi, nb0 in enumerate(nb_groups):
@@ -707,6 +722,22 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                     pix = xc * es
                     row = tw * pix
                     x_at = len(prog)   # the first step loads its weights before its input (prefetch)
+                    cid = (g * len(nb_groups) + gi) * len(c_steps) + si
+                    w_new = state.first_tile or not p.resident
+                    y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo
+                    if memo is not None:
+                        m_d, m_s = memo.dram, memo.spm
+                        key = (toh, tow, th, tw, pads, xc, tc, ng, nbn, ncb, c0 - xc0, x_new, x_last, w_new, si,
+                               si == len(c_steps) - 1, state.first_tile and cid == 0, x_base, slot, acc_base,
+                               (x_src + (g * cs.Cg + xc0) * es) % m_d,
+                               ((g * p.nbs + nb0) * chunk + cb_first * tile) % m_d,
+                               (w_base0 + (cid if p.resident else state.ws % 2) * p.w_chunk) % m_s, y_off % m_d,
+                               (bias_base + (g * cs.Kg + nb0 * cols) * 4) % m_s)
+                        done = memo.steps.get(key)
+                        if done is not None:
+                            prog += done
+                            state.xs, state.ws = state.xs + x_new, state.ws + w_new
+                            continue
                     if x_new:
                         sync = {} if t.im2col else dict(waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),))
                         prog += padded_load((th, tw, xc), View(Space.SPM, x_base, dtype, (row, pix, es)),
@@ -724,9 +755,7 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                     if t.im2col:   # the matrix unit reads the patches: a 1x1 convolution over kc channels
                         x_base, pix = p.x_slot + slot * p.p_slot, kc * es
                         row = tow * pix
-                    cid = (g * len(nb_groups) + gi) * len(c_steps) + si
                     w_base = w_base0 + (cid if p.resident else state.ws % 2) * p.w_chunk
-                    w_new = state.first_tile or not p.resident
                     if w_new:
                         prog.insert(x_at if state.first_tile and cid == 0 else len(prog), DmaCopy(
                             queue=Queue.DMA_LD, shape=(nbn, p.taps, ncb, rows * cols),
@@ -736,7 +765,6 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                             waits=() if p.resident else (SemOp("w_empty"),), signals=(SemOp("w_full"),)))
                         state.ws += 1
                     first, last = si == 0, si == len(c_steps) - 1
-                    y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo
                     if first and bias_init:   # after the store that freed this tile (ring of 2: two back)
                         ch = (g * cs.Kg + nb0 * cols) * 4
                         init = DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, ng),
@@ -744,7 +772,8 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                                        src=View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
                                        waits=(SemOp("bias_init"),) * (state.accs == 0),
                                        signals=(SemOp("init_full"),))
-                        at_ = len(prog) if state.last_store_at is None or t.acc_bufs == 1 else state.last_store_at
+                        at_ = len(prog) if state.last_store_at is None or t.acc_bufs == 1 or memo is not None \
+                            else state.last_store_at
                         prog.insert(at_, init)
                     if first and epilogue.residual:   # the sum starts from the residual's tile
                         prog.append(DmaCopy(
@@ -771,6 +800,19 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                         "res_full" if epilogue.residual else "init_full" if bias_init else acc_empty,) * first
                     signals = ("x_empty",) * x_last + ("w_empty",) * (not p.resident) + ("acc_full",) * last
                     prog += synced(mms, waits, signals)
+                    if memo is not None:
+                        memo.steps[key] = prog[x_at:]
+                y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo
+                if memo is not None:
+                    ch = (g * cs.Kg + nb0 * cols) * 4
+                    key = (toh, tow, ng, acc_base, (bias_base + ch) % memo.spm, (scale_base + ch) % memo.spm,
+                           y_off % memo.dram, state.accs == 0)
+                    done = memo.steps.get(key)
+                    if done is not None:
+                        prog += done
+                        state.accs += 1
+                        continue
+                start = len(prog)
                 tile_view = View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4))
                 out_view = tile_view
                 if vector.active:
@@ -785,6 +827,8 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                                     dst=View(Space.DRAM, y_off, yt, (cs.OW * cs.K * eo, cs.K * eo, eo), "Y"),
                                     src=out_view, waits=(SemOp(ready),),
                                     signals=() if bias_init else (SemOp(acc_empty),)))
+                if memo is not None:
+                    memo.steps[key] = prog[start:]
                 state.accs += 1
         state.first_tile = False
 
@@ -809,15 +853,23 @@ def _conv_mm(dims: tuple[tuple[int, int, int, int], ...], acc: View, a: View, b:
     """``mxu.mm`` instructions looping over ``dims`` (extent, acc, a and b byte strides) from the given bases: unit
     dimensions dropped, then split on the outermost while more than a matmul's 4 remain."""
     dims = tuple(d for d in dims if d[0] > 1) or (dims[-1],)
+    out: list[MatMul] = []
+    _conv_mm_into(out, dims, acc, a, b, acc.base, a.base, b.base, kw)
+    return out
+
+
+def _conv_mm_into(out: list, dims: tuple[tuple[int, int, int, int], ...], acc: View, a: View, b: View, acc_base: int,
+                  a_base: int, b_base: int, kw: dict) -> None:
+    """:func:`_conv_mm`'s split, appending to ``out``; the views are built once per matmul (no dataclass copies)."""
     if len(dims) > 4:
         (e, sc, sa, sb), rest = dims[0], dims[1:]
-        return [mm for i in range(e) for mm in _conv_mm(rest, replace(acc, base=acc.base + i * sc),
-                                                         replace(a, base=a.base + i * sa),
-                                                         replace(b, base=b.base + i * sb), **kw)]
-    shape = tuple(d[0] for d in dims)
-    return [MatMul(shape=shape, acc=replace(acc, strides=tuple(d[1] for d in dims)),
-                   a=replace(a, strides=tuple(d[2] for d in dims)), b=replace(b, strides=tuple(d[3] for d in dims)),
-                   **kw)]
+        for i in range(e):
+            _conv_mm_into(out, rest, acc, a, b, acc_base + i * sc, a_base + i * sa, b_base + i * sb, kw)
+        return
+    out.append(MatMul(shape=tuple(d[0] for d in dims),
+                      acc=View(acc.space, acc_base, acc.dtype, tuple(d[1] for d in dims), acc.region),
+                      a=View(a.space, a_base, a.dtype, tuple(d[2] for d in dims), a.region),
+                      b=View(b.space, b_base, b.dtype, tuple(d[3] for d in dims), b.region), **kw))
 
 
 def _epilogue(ep: Epilogue, shape: tuple[int, ...], tile: View, bias: View, scale: View, first: bool) -> list:
