@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -261,7 +264,7 @@ def model_report(result: SimResult, compiled: CompiledModel, instructions: bool 
 def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *, timing_only: bool = False,
               validate: bool = False, seed: int = 0, dump_after: str | None = None, fallback: bool = True,
               fuse: bool = True, buffers: int = 2, prefetch: bool | None = None, resident: bool | None = None,
-              serial: bool = False, progress=None, dims: dict[str, int] | None = None):
+              serial: bool = False, progress=None, dims: dict[str, int] | None = None, cache: bool = True):
     """Compile an ONNX model (path, ModelProto or Graph) for ``arch`` and simulate it.
 
     Without ``inputs``, seeded random ones (standard normal for floats). Returns (compiled model, result, outputs by
@@ -270,11 +273,31 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
     fuse, buffers, prefetch, resident: compiler options (:func:`compiler.model.compile_model`); serial: simulate every
     instruction after the previous one retired (no overlap between units at all). ``progress`` is passed to
     :func:`npusim.simulate` (``progress(retired, total, cycle)``). ``dims`` fixes the model's symbolic input
-    dimensions by name (``{"batch": 1}``).
+    dimensions by name (``{"batch": 1}``). ``cache``: load the compiled model from the disk compile cache
+    (:mod:`npusim.compile_cache`) when it holds this model, Arch and options, else compile and store it there (an ONNX
+    path or ModelProto; a Graph, or ``dump_after``, always compiles; so does every run with the environment variable
+    ``NPUSIM_NO_CACHE`` set). The report says ``compile_cache`` ("hit",
+    "miss" or "off"), ``compile_seconds`` (import + compile, or the cache load) and ``simulate_seconds`` (wall).
     """
-    graph = load_model(model, fallback, dims)
-    compiled = compile_model(graph, arch, dump_after=dump_after, fallback=fallback, fuse=fuse, buffers=buffers,
-                             prefetch=prefetch, resident=resident)
+    t0 = time.perf_counter()
+    entry, hit = None, "off"
+    options = dict(fallback=fallback, fuse=fuse, buffers=buffers, prefetch=prefetch, resident=resident, dims=dims)
+    cache = cache and dump_after is None and not os.environ.get("NPUSIM_NO_CACHE")
+    key = _cache_key(model, arch, options) if cache else None
+    if key is not None:
+        from . import compile_cache
+
+        entry = compile_cache.load(key)
+        hit = "hit" if entry is not None else "miss"
+    if entry is None:
+        graph = load_model(model, fallback, dims)
+        compiled = compile_model(graph, arch, dump_after=dump_after, fallback=fallback, fuse=fuse, buffers=buffers,
+                                 prefetch=prefetch, resident=resident)
+        if key is not None:
+            compile_cache.store(key, graph, compiled)
+    else:
+        graph, compiled = entry
+    t1 = time.perf_counter()
     rng = np.random.default_rng(seed)
     if inputs is None:
         inputs = {n: rng.standard_normal(graph.tensor(n).shape).astype(graph.tensor(n).dtype) for n in graph.inputs}
@@ -286,6 +309,7 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
                       serial=serial, progress=progress)
     outputs = {} if timing_only else compiled.read_outputs(result.outputs["ACT"])
     report = model_report(result, compiled)
+    report.update(compile_seconds=t1 - t0, simulate_seconds=time.perf_counter() - t1, compile_cache=hit)
     if validate and not timing_only:
         import onnx
 
@@ -303,6 +327,24 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
         quantized = any(n.op in QUANT_OPS for n in graph.nodes)
         report["validation"] = {name: _compare(outputs[name], refs[name], quantized) for name in outputs}
     return compiled, result, outputs, report
+
+
+def _cache_key(model, arch: Arch, options: dict) -> str | None:
+    """The compile cache's key of an ONNX path or ModelProto (None for a Graph: it has no bytes of its own)."""
+    import onnx
+
+    from .compile_cache import cache_key
+
+    if isinstance(model, onnx.ModelProto):
+        data = model.SerializeToString(deterministic=True)
+    elif isinstance(model, str | os.PathLike):
+        try:
+            data = Path(model).read_bytes()
+        except OSError:   # (load_model says what is wrong with the path)
+            return None
+    else:
+        return None
+    return cache_key(data, arch, options)
 
 
 def _ort_options(graph: Graph):
