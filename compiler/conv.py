@@ -274,10 +274,17 @@ class _Plan:
 
 
 def _plan(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> _Plan:
-    return _plans(cs, t, es, rows, cols, spm)(t.tcb)
+    return _plans(cs, t, es, rows, cols, spm).plan(t.tcb)
 
 
-def _plans(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> Callable[[int], _Plan]:
+class _PlanOf(NamedTuple):
+    """:func:`_plans`: the plan of a tiling with any tcb, and only its SPM bytes (:attr:`_Plan.spm`), cheaper."""
+
+    plan: Callable[[int], _Plan]
+    spm: Callable[[int], int]
+
+
+def _plans(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> _PlanOf:
     """``tcb -> _plan(cs, replace(t, tcb=tcb), ...)``, what does not depend on tcb worked out once (the search tries
     every tcb of many tilings)."""
     cs = grouped(cs, t.gpack)
@@ -291,7 +298,7 @@ def _plans(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int
     acc_tile = t.toh * t.tow * pixel * 4
     packed = t.x_all or t.im2col or t.pack > 1
 
-    def plan(tcb: int) -> _Plan:
+    def sizes(tcb: int) -> tuple[int, bool, int, int, int, int, bool]:
         tcb = min(tcb, cbs)
         x_all = packed or tcb >= cbs
         x_slot = th * tw * (cs.Cg if x_all else tcb * rows) * es
@@ -299,9 +306,18 @@ def _plans(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int
         w_chunk = tnb * taps * tcb * rows * cols * es
         chunks = cs.groups * -(-nbs // tnb) * -(-cbs // tcb)
         resident = x_slots * x_slot + 2 * p_slot + chunks * w_chunk <= spm    # (x_bytes + every chunk)
+        return tcb, x_all, x_slot, x_slots, w_chunk, chunks, resident
+
+    def plan(tcb: int) -> _Plan:
+        tcb, x_all, x_slot, x_slots, w_chunk, chunks, resident = sizes(tcb)
         return _Plan(th, tw, kc, taps, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, resident, acc_tile, x_all, x_slots,
                      p_slot)
-    return plan
+
+    def spm_bytes(tcb: int) -> int:   # _Plan.spm of plan(tcb)
+        _, _, x_slot, x_slots, w_chunk, chunks, resident = sizes(tcb)
+        return x_slots * x_slot + 2 * p_slot + (chunks if resident else 2) * w_chunk
+
+    return _PlanOf(plan, spm_bytes)
 
 
 def _fits(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> bool:
@@ -328,14 +344,12 @@ def _fit_tcb(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: i
     """The most input-channel blocks per step with which tiling ``t`` (its ``tcb`` aside) fits, or 0: the largest tcb
     for which :func:`_fits` holds."""
     plans = _plans(cs, t, es, rows, cols, spm)
-    p = plans(1 << 16)
+    p = plans.plan(1 << 16)
     if t.acc_bufs * p.acc_tile > acc:   # (the accumulator tiles do not depend on tcb)
         return 0
-    for tcb in range(p.cbs, 0, -1):
-        p = plans(tcb)
-        if p.spm <= spm and (not t.im2col or p.tcb >= p.cbs):
-            return tcb
-    return 0
+    if t.im2col:   # every patch channel in one step
+        return p.cbs if p.spm <= spm else 0
+    return next((tcb for tcb in range(p.cbs, 0, -1) if plans.spm(tcb) <= spm), 0)
 
 
 def _with_tcb(t: ConvTiling, tcb: int) -> ConvTiling:

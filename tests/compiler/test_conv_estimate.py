@@ -1,6 +1,7 @@
 """compiler.conv.conv_estimate, the search's closed-form price of a tiling, against the price of the built program."""
 
 import itertools
+from dataclasses import replace
 
 import pytest
 
@@ -8,8 +9,11 @@ from compiler.conv import (
     ConvShape,
     ConvTiling,
     Epilogue,
+    _fit_tcb,
+    _fits,
     conv2d,
     conv_estimate,
+    grouped,
     program_price,
     search_conv_tiling,
 )
@@ -50,3 +54,22 @@ def test_closed_form_price_equals_the_built_programs(preset):
                     program_price(prog, target.arch, tiling, hidden), (cs, ep, tiling, hidden)
             priced += 1
     assert priced >= 30
+
+
+@pytest.mark.parametrize("preset", ["edge16", "dc128"])
+def test_the_most_input_blocks_that_fit_is_the_first_fitting_from_the_top(preset):
+    # _fit_tcb's shortcut (the SPM bytes alone, the accumulator check once) against _fits tried for every tcb
+    target = Target.of(load_arch(preset))
+    r, c, spm, acc = target.rows, target.cols, target.spm, target.acc
+    tried = 0
+    for cs, dtype in itertools.product(SHAPES, (DType.F32, DType.I8)):
+        for t, budget in itertools.product(TILINGS + [ConvTiling(cs.OH, cs.OW, 1, 4, False, 1)], (spm, spm // 8)):
+            gs = grouped(cs, t.gpack) if cs.groups % t.gpack == 0 else None
+            if gs is None:
+                continue
+            kc = t.pack * (gs.R * gs.S * gs.Cg if t.im2col else gs.Cg)
+            want = next((tcb for tcb in range(-(-kc // r), 0, -1)
+                         if _fits(cs, replace(t, tcb=tcb), dtype.size, r, c, budget, acc)), 0)
+            assert _fit_tcb(cs, t, dtype.size, r, c, budget, acc) == want, (cs, t, budget)
+            tried += bool(want)
+    assert tried >= 10
