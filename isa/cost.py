@@ -506,11 +506,13 @@ def _cost_key(instr: Instr, mod: dict[Space, int]):
 _VECTOR = frozenset((VecBinary, VecUnary, VecConvert, VecRequant))
 
 
-def instr_costs(instrs, arch: Arch) -> list[Cost]:
+def instr_costs(instrs, arch: Arch, memo: dict | None = None) -> list[Cost]:
     """``[instr_cost(i, arch) for i in instrs]``, computed once per distinct key: instructions that differ only in
     what the cost does not read (a view's base beyond its bank period or DRAM page, semaphores, a matrix
-    instruction's row strides) share one evaluation. Programs repeat a few instruction shapes thousands of times."""
-    mod, memo, out = _moduli(arch), {}, []
+    instruction's row strides) share one evaluation. Programs repeat a few instruction shapes thousands of times.
+    ``memo``: a dict to share those evaluations across calls with the same ``arch`` (a compiler's search)."""
+    mod, out = _moduli(arch), []
+    memo = {} if memo is None else memo
     for instr in instrs:
         key = _cost_key(instr, mod)
         if key is None:
