@@ -434,10 +434,10 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, target: Target, epilogue: Ep
     if not fitting:
         raise refused or TilingError(f"no tiling of {cs} fits {spm} B of SPM and {target.acc} B of ACC")
     fitting.sort(key=lambda e: e[0])
-    best = None
+    best, costs = None, {}   # (instruction costs shared by the candidates)
     priced = [t for bufs in (2, 1) for t in [t for _, t in fitting if t.acc_bufs == bufs][:SEARCH_PRICED]]
     for t in priced:
-        est = conv_estimate(cs, dtype, target, t, epilogue, hidden_constants)
+        est = conv_estimate(cs, dtype, target, t, epilogue, hidden_constants, costs)
         if best is None or est < best[0]:
             best = (est, t)
     return best[1]
@@ -454,13 +454,15 @@ def program_price(prog: Program, arch: Arch, tiling: ConvTiling, hidden_constant
 
 
 def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling,
-                  epilogue: Epilogue | None = None, hidden_constants: bool = False) -> int:
+                  epilogue: Epilogue | None = None, hidden_constants: bool = False, costs: dict | None = None) -> int:
     """:func:`program_price` of ``conv2d(cs, dtype, target, tiling, epilogue)`` without building that program
     (cycles): the same sums of the same :func:`isa.cost.instr_cost` terms, with the instructions of only one tile of
     each kind built and priced. Tiles whose geometry, DRAM offsets (modulo what the DRAM cost reads) and starting
     ring slots agree have equal costs, so each kind's per-queue busy cycles and bus window are counted once and
     multiplied. program_estimate's other terms come from the first tile (the loads before the first matrix
-    instruction, the leading constants) and the last (the epilogue and stores after the last one)."""
+    instruction, the leading constants) and the last (the epilogue and stores after the last one). ``costs``: an
+    :func:`isa.cost.instr_costs` memo to share with other estimates on the same target."""
+    costs = {} if costs is None else costs
     arch = target.arch
     parts = _conv_parts(cs, dtype, target, tiling, epilogue or Epilogue(), 0)
     modulus = arch.dram.page_bytes if arch.dram.model == "rowbuffer" else arch.dma.burst_bytes
@@ -478,23 +480,23 @@ def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTilin
             state.last_store_at = None   # (an index into the program, which is not built)
             before = (state.xs, state.ws, state.accs)
             parts.emit(instrs, b, oh0, ow0, state, memo)
-            costs = instr_costs(instrs, arch)
+            priced = instr_costs(instrs, arch, costs)
             tb: dict[Queue, int] = {}
-            for ins, c in zip(instrs, costs):
+            for ins, c in zip(instrs, priced):
                 tb[ins.queue] = tb.get(ins.queue, 0) + c.cycles
-            kind = kinds[key] = (tb, sum(c.dram_window for c in costs),
+            kind = kinds[key] = (tb, sum(c.dram_window for c in priced),
                                  (state.xs - before[0], state.ws - before[1], state.accs - before[2]))
             if i == 0:
-                first = (instrs, costs)
+                first = (instrs, priced)
             if i == n - 1:
-                last = (instrs, costs)
+                last = (instrs, priced)
         else:
             dx, dw, da = kind[2]
             state.xs, state.ws, state.accs, state.first_tile = state.xs + dx, state.ws + dw, state.accs + da, False
         for q, c in kind[0].items():
             busy[q] = busy.get(q, 0) + c
         bus += kind[1]
-    pro = instr_costs(parts.prologue, arch)
+    pro = instr_costs(parts.prologue, arch, costs)
     for ins, c in zip(parts.prologue, pro):
         busy[ins.queue] = busy.get(ins.queue, 0) + c.cycles
     bus += sum(c.dram_window for c in pro)
