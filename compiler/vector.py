@@ -340,33 +340,6 @@ def avgpool_reciprocals(H: int, W: int, k: int, stride: int, pad: int) -> np.nda
     return (1.0 / np.outer(ch, cw)).astype(np.float32)
 
 
-def permute(in_shape: tuple[int, ...], perm: tuple[int, ...], dtype: DType, target: Target):
-    """``Y = transpose(X, perm)`` (row-major in and out); regions X, Y. Per tile the DMA reads X's box in X's own order
-    (long DRAM runs), the vector unit moves it into Y's order in SPM, and the DMA writes Y's box."""
-    spm = target.spm
-    out = tuple(in_shape[p] for p in perm)
-    xst = row_major(tuple(in_shape))
-    shape, (xs, ys) = collapse(out, tuple(xst[p] for p in perm), row_major(out))
-    if len(shape) > 5:
-        raise CompileError(f"transpose of {in_shape} by {perm} does not collapse to 5 dimensions")
-    es = dtype.size
-    limit = min(max(1, (spm // 2) // (2 * es)), _overlap_cap(math.prod(shape), 4096))
-    order = sorted(range(len(shape)), key=lambda d: -xs[d])   # X's order of the output dimensions
-    pipe = RingPipeline()
-    for start, tshape in _tiles(shape, limit):
-        x_base, y_base = pipe.slot * limit * es, (2 + pipe.slot) * limit * es
-        held = tuple(tshape[d] for d in order)
-        dense = row_major(held)
-        load = DmaCopy(queue=Queue.DMA_LD, shape=held, dst=View(Space.SPM, x_base, dtype, tuple(s * es for s in dense)),
-                       src=_dram_box(tuple(start[d] for d in order), tuple(xs[d] for d in order), dtype, "X"))
-        src = View(Space.SPM, x_base, dtype, tuple(dense[order.index(d)] * es for d in range(len(shape))))
-        y = View(Space.SPM, y_base, dtype, tuple(s * es for s in row_major(tshape)))
-        store = DmaCopy(queue=Queue.DMA_ST, shape=tshape, src=y, dst=_dram_box(start, ys, dtype, "Y"))
-        pipe.step([load], [VecUnary(fn=Act.MOV, shape=tshape, dst=y, src=src)], [store])
-    n = math.prod(in_shape) * es
-    return pipe.program(vector_config(spm), (Region("X", 0, n), Region("Y", 1, n)))
-
-
 def quantize(shape: tuple[int, ...], out: DType, scale: float, zp: int, target: Target):
     """QuantizeLinear ``Y = saturate(round_half_even(X / scale) + zp)``, f32 X to integer ``out``; regions X, Y.
 

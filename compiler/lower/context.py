@@ -17,7 +17,7 @@ import numpy as np
 
 from isa import DType, Program
 
-from .. import vector
+from .. import transpose
 from ..ir import Graph, Node
 from ..link import Segment
 from ..target import Target
@@ -110,7 +110,7 @@ class LoweringContext:
     def _convert(self, name: str, b: Binding, layout: str) -> Binding:
         out = self.alloc(b.shape, layout, b.dtype)
         perm = (0, 2, 3, 1) if layout == "nhwc" else (0, 3, 1, 2)
-        prog = vector.permute(b.phys, perm, b.dtype, self.target)
+        prog = transpose.permute(b.phys, perm, b.dtype, self.target)
         self.segments.append(Segment(f"{name}.to_{layout}", "Transpose", prog,
                                      {"X": ("ACT", b.offset), "Y": ("ACT", out.offset)}))
         self.bind[name] = out

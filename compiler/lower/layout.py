@@ -16,7 +16,7 @@ import numpy as np
 from isa import DType, Region
 from isa.program import MAX_REGIONS
 
-from .. import vector
+from .. import transpose
 from ..canonical import CanonContext, axis_attr, const_inputs, norm_axis
 from ..errors import CompileError, UnsupportedOpError
 from ..ir import Graph, Node
@@ -200,7 +200,7 @@ def lower_transpose(low: LoweringContext, n: Node) -> None:
     x = low.want(n.inputs[0], "rm")
     perm = tuple(n.attrs.get("perm", tuple(reversed(range(len(x.shape))))))
     y = low.alloc(tuple(x.shape[p] for p in perm), "rm")
-    low.emit(n, vector.permute(x.shape, perm, F32, low.target), {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)})
+    low.emit(n, transpose.permute(x.shape, perm, F32, low.target), {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)})
     low.bind[n.outputs[0]] = y
 
 
