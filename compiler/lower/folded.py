@@ -37,7 +37,7 @@ def _batchnorm(node: Node, ctx: CanonContext) -> Node:
 
 OPS = (
     *(OpSpec(op, None, _fold_only, npu=FOLDED)
-      for op in ("Shape", "Size", "Constant", "ConstantOfShape", "Range", "Gather", "Expand", "Equal", "Where", "Neg",
+      for op in ("Shape", "Size", "Constant", "ConstantOfShape", "Range", "Equal", "Neg",
                  "Sqrt", "Pow", "Reciprocal")),
     OpSpec("Cast", None, _cast, npu="free when it casts to the same type; else " + FOLDED),
     OpSpec("BatchNormalization", None, _batchnorm, npu="folded into the Conv before it (weights and bias rescaled "

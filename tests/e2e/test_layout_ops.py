@@ -219,11 +219,12 @@ def test_pad_nhwc_spatial():
     assert "Transpose" not in _ops(compiled)
 
 
-def test_pad_refuses_other_modes():
+def test_pad_refuses_a_reflection_wider_than_the_axis():
     b = GraphBuilder("reflect")
     x = b.input("x", (1, 2, 5, 5))
-    b.output(b.pad(x, 1, mode="reflect"))
-    with pytest.raises(UnsupportedOpError, match=r"node 'pad_0' \(Pad\): only mode='constant' is supported"):
+    b.output(b.pad(x, (0, 0, 0, 5, 0, 0, 0, 0), mode="reflect"))
+    with pytest.raises(UnsupportedOpError, match=r"node 'pad_0' \(Pad\): mode 'reflect' pads axis 3 by up to 4 "
+                                                 r"\(it keeps 5 elements\), not 5"):
         compile_model(b.build(), ARCH, fallback=False)
     assert [h.node.op for h in compile_model(b.build(), ARCH).host_ops] == ["Pad"]   # the host CPU runs it
 
