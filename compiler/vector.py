@@ -202,18 +202,73 @@ def _vec(addr: int) -> View:
     return View(Space.SPM, addr, F32, (4,))
 
 
-def softmax(rows: int, length: int, dtype: DType, target: Target):
-    """Softmax over the last axis of ``[rows][length]``: max, subtract, exp, sum, reciprocal, multiply (f32)."""
+def softmax(rows: int, length: int, dtype: DType, target: Target, log: bool = False):
+    """Softmax over the last axis of ``[rows][length]``: max, subtract, exp, sum, reciprocal, multiply (f32).
+    ``log``: LogSoftmax, ``x - max - log(sum(exp(x - max)))`` (the exp summed in one pass)."""
     def tile(x, y, s, cols, _, r):
         t, m, z = s[0], _col(cols[0]), _col(cols[1])
-        return [VecConvert(shape=(r, length), dst=t, src=x),
+        head = [VecConvert(shape=(r, length), dst=t, src=x),
                 VecUnary(fn=Act.MOV, reduce=Reduce.MAX, zero=True, shape=(r, length), dst=m, src=t),
-                VecBinary(op=BinOp.SUB, shape=(r, length), dst=t, src0=t, src1=m),
-                VecUnary(fn=Act.EXP, shape=(r, length), dst=t, src=t),
-                VecUnary(fn=Act.MOV, reduce=Reduce.SUM, zero=True, shape=(r, length), dst=z, src=t),
-                VecUnary(fn=Act.RECIP, shape=(r,), dst=_vec(cols[1]), src=_vec(cols[1])),
-                VecBinary(op=BinOp.MUL, shape=(r, length), dst=y, src0=t, src1=z)]
+                VecBinary(op=BinOp.SUB, shape=(r, length), dst=t, src0=t, src1=m)]
+        if log:
+            return head + [VecUnary(fn=Act.EXP, reduce=Reduce.SUM, zero=True, shape=(r, length), dst=z, src=t),
+                           VecUnary(fn=Act.LOG, shape=(r,), dst=_vec(cols[1]), src=_vec(cols[1])),
+                           VecBinary(op=BinOp.SUB, shape=(r, length), dst=y, src0=t, src1=z)]
+        return head + [VecUnary(fn=Act.EXP, shape=(r, length), dst=t, src=t),
+                       VecUnary(fn=Act.MOV, reduce=Reduce.SUM, zero=True, shape=(r, length), dst=z, src=t),
+                       VecUnary(fn=Act.RECIP, shape=(r,), dst=_vec(cols[1]), src=_vec(cols[1])),
+                       VecBinary(op=BinOp.MUL, shape=(r, length), dst=y, src0=t, src1=z)]
     return _rows_op(rows, length, dtype, min(target.spm, 1 << 22), (), tile, scratch=1, scalars=2)
+
+
+def softmax_axis(outer: int, length: int, inner: int, dtype: DType, target: Target, log: bool = False):
+    """Softmax (``log``: LogSoftmax) over the middle axis of ``[outer][length][inner]`` without a transpose: a tile
+    holds whole ``length`` columns of ``io`` inner elements (DRAM runs of ``io``), and the max and the sum reduce
+    across the rows of the tile (destination stride 0 on the middle axis), so every vector instruction walks
+    contiguous SPM; regions X, Y. Same instructions per element as :func:`softmax`."""
+    spm, es = min(target.spm, 1 << 22), dtype.size
+    col_bytes = length * (2 * es + 4) + 8          # x, y and the f32 scratch of one column, plus its max and sum
+    fit = (spm // 2) // col_bytes                  # columns per ring slot
+    if not fit:
+        raise TilingError(f"a softmax column of {length} elements does not fit the SPM")
+    cols = min(fit, _overlap_cap(outer * inner, -(-4096 // length)))
+    io = min(inner, cols)
+    if io < inner and io >= target.lanes:          # whole beats of the vector unit
+        io -= io % target.lanes
+    per = max(1, min(outer, cols // io))
+    pipe = RingPipeline()
+    x_slot, t_slot = per * length * io * es, per * length * io * 4
+    slot = 2 * x_slot + t_slot + 2 * per * io * 4
+    for o0 in range(0, outer, per):
+        for i0 in range(0, inner, io):
+            o, i = min(per, outer - o0), min(io, inner - i0)
+            base = pipe.slot * slot
+            shape = (o, length, i)
+            x = View(Space.SPM, base, dtype, (length * io * es, io * es, es))
+            y = View(Space.SPM, base + x_slot, dtype, (length * io * es, io * es, es))
+            t = View(Space.SPM, base + 2 * x_slot, F32, (length * io * 4, io * 4, 4))
+            m_addr, z_addr = base + 2 * x_slot + t_slot, base + 2 * x_slot + t_slot + per * io * 4
+            m, z = View(Space.SPM, m_addr, F32, (io * 4, 0, 4)), View(Space.SPM, z_addr, F32, (io * 4, 0, 4))
+            zv = View(Space.SPM, z_addr, F32, (io * 4, 4))
+            dram = (length * inner * es, inner * es, es)
+            off = (o0 * length * inner + i0) * es
+            compute = [VecConvert(shape=shape, dst=t, src=x),
+                       VecUnary(fn=Act.MOV, reduce=Reduce.MAX, zero=True, shape=shape, dst=m, src=t),
+                       VecBinary(op=BinOp.SUB, shape=shape, dst=t, src0=t, src1=m)]
+            if log:
+                compute += [VecUnary(fn=Act.EXP, reduce=Reduce.SUM, zero=True, shape=shape, dst=z, src=t),
+                            VecUnary(fn=Act.LOG, shape=(o, i), dst=zv, src=zv),
+                            VecBinary(op=BinOp.SUB, shape=shape, dst=y, src0=t, src1=z)]
+            else:
+                compute += [VecUnary(fn=Act.EXP, shape=shape, dst=t, src=t),
+                            VecUnary(fn=Act.MOV, reduce=Reduce.SUM, zero=True, shape=shape, dst=z, src=t),
+                            VecUnary(fn=Act.RECIP, shape=(o, i), dst=zv, src=zv),
+                            VecBinary(op=BinOp.MUL, shape=shape, dst=y, src0=t, src1=z)]
+            pipe.step([DmaCopy(queue=Queue.DMA_LD, shape=shape, dst=x, src=View(Space.DRAM, off, dtype, dram, "X"))],
+                      compute,
+                      [DmaCopy(queue=Queue.DMA_ST, shape=shape, src=y, dst=View(Space.DRAM, off, dtype, dram, "Y"))])
+    n = outer * length * inner * es
+    return pipe.program(vector_config(spm), (Region("X", 0, n), Region("Y", 1, n)))
 
 
 def layernorm(rows: int, length: int, dtype: DType, target: Target, eps: float = 1e-5):

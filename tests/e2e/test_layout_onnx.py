@@ -1,5 +1,5 @@
 """The layout ops of ONNX models (built with onnx.helper at their opsets) on the NPU, against onnxruntime on every
-preset: DepthToSpace / SpaceToDepth, Split, Pad edge / reflect / wrap, Expand,
+preset: DepthToSpace / SpaceToDepth, Split, Softmax / LogSoftmax on any axis, Pad edge / reflect / wrap, Expand,
 Tile, Gather with constant indices, Where with a constant condition and Concat of many inputs; row-major inputs and
 channels-last ones (the output of a 1x1 MaxPool of another input, ``c``: the compiler keeps it NHWC and its values
 exact)."""
@@ -79,6 +79,19 @@ def test_split_num_outputs_opset_18(preset):
     nodes = [helper.make_node("Split", ["x"], ["a", "b", "c"], axis=1, num_outputs=3),   # 4, 4, 2
              helper.make_node("Split", ["x"], ["d", "e"], axis=0, num_outputs=2)]
     _run(_model(nodes, [("x", (3, 10))], ["a", "b", "c", "d", "e"], opset=18), preset)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_softmax_and_log_softmax_on_every_axis_without_a_transpose(preset):
+    nodes = [_nhwc("c", "xc")]
+    outs = []
+    for axis in (0, 1, 2, 3, -1):
+        for op in ("Softmax", "LogSoftmax"):
+            for src in ("x", "xc"):
+                outs.append(f"{op}_{src}_{axis}")
+                nodes.append(helper.make_node(op, [src], [outs[-1]], axis=axis))
+    compiled = _run(_model(nodes, [("x", (2, 24, 7, 40)), ("c", (2, 24, 7, 40))], outs), preset, exact=False)
+    assert "Transpose" not in _ops(compiled)
 
 
 @pytest.mark.parametrize("preset", PRESETS)
