@@ -4,10 +4,16 @@ Tile, Gather with constant indices, Where with a constant condition and Concat o
 channels-last ones (the output of a 1x1 MaxPool of another input, ``c``: the compiler keeps it NHWC and its values
 exact)."""
 
+import re
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from compiler.errors import UnsupportedOpError
+from compiler.lower import npu_unsupported
+from compiler.model import compile_model
+from compiler.onnx_import import import_onnx
 from isa import Queue
 from isa.arch import load_arch
 from npusim.driver import run_model
@@ -189,3 +195,21 @@ def test_int8_copies_are_exact():
         nodes.append(helper.make_node("DequantizeLinear", [t, "sc", "zp"], [f"{t}_f"]))
         outs.append(f"{t}_f")
     _run(_model(nodes, [("x", (1, 8, 4, 6)), ("x2", (1, 8, 4, 6))], outs, consts), "mid32")
+
+
+@pytest.mark.parametrize("nodes, consts, reason", [
+    ([helper.make_node("Gather", ["x", "i"], ["y"], axis=1)], {"i": np.array([0, 9], np.int64)},
+     r"indices must lie in \[-6, 6\) for axis 1, not \[0, 9\]"),
+    ([helper.make_node("Pad", ["x", "p"], ["y"], mode="wrap")], {"p": np.array([0, 0, 0, 0, 7, 0], np.int64)},
+     r"mode 'wrap' pads axis 1 by up to 6 \(it keeps 6 elements\), not 7"),
+    ([helper.make_node("Greater", ["x", "zero"], ["c"]), helper.make_node("Where", ["c", "x", "zero"], ["y"])],
+     {"zero": np.zeros((), np.float32)}, r"input 0 \(condition, 'c'\) must be a constant .*"),
+])
+def test_forms_not_lowered_say_why_and_run_on_the_host(nodes, consts, reason):
+    model = _model(nodes, [("x", (4, 6, 5))], ["y"], consts, opset=19)
+    graph = import_onnx(model, allow_unknown=True)
+    assert re.fullmatch(reason, npu_unsupported(graph.nodes[-1], graph))
+    if len(nodes) == 1:   # (a computed condition is a bool activation, which only a host-only graph could carry)
+        with pytest.raises(UnsupportedOpError, match=reason):
+            compile_model(graph, load_arch("edge16"), fallback=False)
+        assert [h.node.op for h in compile_model(graph, load_arch("edge16")).host_ops] == [nodes[0].op_type]
