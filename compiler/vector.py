@@ -149,6 +149,27 @@ def binary(op: BinOp, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype:
                                              Region("Y", 2, math.prod(out) * es)))
 
 
+def select(out: tuple[int, ...], strides: tuple[tuple[int, ...], ...], sizes: tuple[int, ...], dtype: DType,
+           target: Target):
+    """``Y = M ? X : Z`` bit for bit, as ``Z ^ ((X ^ Z) & M)`` on the integer view of the bytes (M: all ones where
+    the condition holds, else 0), so NaN or inf in the branch not taken cannot leak. ``strides``: element strides of
+    X, Z and M per dimension of ``out`` (0 where broadcast); ``sizes``: their bytes; regions X, Z, M, Y. ``dtype``
+    is the integer type of the elements' size (i32 for f32, i8 for int8)."""
+    spm = target.spm
+    pipe = RingPipeline()
+
+    def compute(dst, srcs, shape):
+        x, z, m = srcs
+        return [VecBinary(op=BinOp.XOR, shape=shape, dst=dst, src0=x, src1=z),
+                VecBinary(op=BinOp.AND, shape=shape, dst=dst, src0=dst, src1=m),
+                VecBinary(op=BinOp.XOR, shape=shape, dst=dst, src0=dst, src1=z)]
+
+    _stream(pipe, tuple(out), [_Operand(r, s) for r, s in zip("XZM", strides)], _Operand("Y", row_major(out)),
+            [dtype] * 3, dtype, spm, compute)
+    return pipe.program(vector_config(spm), tuple(Region(r, i, max(1, n)) for i, (r, n) in
+                                                  enumerate(zip("XZMY", (*sizes, math.prod(out) * dtype.size)))))
+
+
 def unary(fn: Act, shape: tuple[int, ...], dtype: DType, target: Target, lo: float = 0, hi: float = 0):
     """``Y = fn(X)`` (relu, clamp(lo, hi), sigmoid, tanh, gelu, erf, exp, ...); regions X, Y."""
     spm = target.spm

@@ -17,7 +17,7 @@ import numpy as np
 from isa import DType, Region
 from isa.program import MAX_REGIONS
 
-from .. import transpose
+from .. import transpose, vector
 from ..canonical import CanonContext, axis_attr, const_inputs, norm_axis
 from ..errors import CompileError, UnsupportedOpError
 from ..ir import Graph, Node
@@ -389,11 +389,18 @@ def _value_runs(line: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(starts.tolist(), np.diff(np.append(starts, len(line))).tolist()))
 
 
+WHERE_MAX_COPIES = 16
+"""A Where whose condition cuts the output into more runs than this selects on the vector unit (bit for bit) rather
+than with one DMA box per run, each of which pays a DMA's setup and DRAM latency."""
+
+
 def lower_where(low: LoweringContext, n: Node) -> None:
-    """Where with a constant condition: the output is cut into runs where the condition holds one value (along its
-    innermost varying axis), and each run is copied by the DMA from X or Y (through broadcast views), so the branch
-    not taken is never read: NaN or inf there cannot leak, and the result is exact. A scalar constant branch is a DMA
-    fill; another constant branch is stored with the weights. 4-D channels-last inputs keep that layout."""
+    """Where with a constant condition, exact whatever the values (NaN or inf in the branch not taken cannot leak).
+    The output is cut into runs where the condition holds one value (along its innermost varying axis); up to
+    :data:`WHERE_MAX_COPIES` runs, each is copied by the DMA from X or Y through broadcast views (the other branch is
+    never read; a scalar constant branch is a fill), else the vector unit selects bit for bit
+    (:func:`compiler.vector.select`, the condition as a mask in the weights). Constant branches live in the weights;
+    4-D channels-last inputs keep that layout."""
     g = low.graph
     shape = g.tensor(n.outputs[0]).shape
     rank = len(shape)
@@ -405,39 +412,62 @@ def lower_where(low: LoweringContext, n: Node) -> None:
     if not math.prod(shape):
         return
     phys = tuple(shape[p] for p in perm)
-    operands = {"Y": (("ACT", y.offset), y.nbytes)}
-    branches = []   # per branch: (region, strides per physical dimension) or (None, fill value)
+
+    def constant(data: np.ndarray, dtype) -> tuple[tuple[tuple[str, int], int], tuple[int, ...]]:
+        """``data`` (broadcastable to the output) stored in the weights in the output's layout: (where, bytes) and
+        its element strides per physical dimension."""
+        data = np.ascontiguousarray(data.reshape((1,) * (rank - data.ndim) + data.shape).astype(dtype).transpose(perm))
+        return (("W", low.const(data)), data.nbytes), tuple(0 if e == 1 else s
+                                                            for e, s in zip(data.shape, row_major(data.shape)))
+
+    operands, strides, consts = {"Y": (("ACT", y.offset), y.nbytes)}, {}, {}
     for name, t in zip(("X", "Z"), n.inputs[1:3]):
-        lead = rank - len(g.tensor(t).shape)
-        if g.is_const(t) and g.tensor(t).data.size == 1:
-            branches.append((None, float(g.tensor(t).data.ravel()[0])))
-            continue
         if g.is_const(t):
-            data = g.tensor(t).data.reshape((1,) * lead + g.tensor(t).shape)
-            data = np.ascontiguousarray(data.astype(y.dtype.storage).transpose(perm))
-            operands[name] = (("W", low.const(data)), data.nbytes)
-            strides = tuple(0 if e == 1 else s for e, s in zip(data.shape, row_major(data.shape)))
-        else:
-            b = low.want(t, layout if len(low.bind[t].shape) == rank else "rm")
-            operands[name] = (("ACT", b.offset), b.nbytes)
-            full = (0,) * lead + tuple(0 if e == 1 else s for e, s in zip(b.shape, _axis_strides(b)))
-            strides = tuple(full[p] for p in perm)
-        branches.append((name, tuple(0 if o == 1 else s for o, s in zip(phys, strides))))
+            consts[name] = g.tensor(t).data
+            continue
+        b = low.want(t, layout if len(low.bind[t].shape) == rank else "rm")
+        full = (0,) * (rank - len(b.shape)) + tuple(0 if e == 1 else s for e, s in zip(b.shape, _axis_strides(b)))
+        operands[name], strides[name] = (("ACT", b.offset), b.nbytes), tuple(0 if o == 1 else full[p]
+                                                                            for o, p in zip(phys, perm))
     cond = np.asarray(low.data(n.inputs[0]), bool)
-    cond = np.broadcast_to(cond.reshape((1,) * (rank - cond.ndim) + cond.shape), shape).transpose(perm)
+    runs = _where_runs(np.broadcast_to(cond.reshape((1,) * (rank - cond.ndim) + cond.shape), shape).transpose(perm))
+    by_dma = len(runs) <= WHERE_MAX_COPIES
+    for name, data in consts.items():
+        if not (by_dma and data.size == 1):   # a scalar copied by the DMA is a fill
+            operands[name], strides[name] = constant(data, y.dtype.storage)
+    if by_dma:
+        ystr, boxes = row_major(phys), []
+        for at, box_shape, take in runs:
+            name = "X" if take else "Z"
+            dst = Operand("Y", sum(at.get(d, 0) * s for d, s in enumerate(ystr)), ystr)
+            if name not in strides:
+                boxes.append(Box(box_shape, dst, fill=float(consts[name].ravel()[0])))
+            else:
+                src = Operand(name, sum(at.get(d, 0) * s for d, s in enumerate(strides[name])), strides[name])
+                boxes.append(Box(box_shape, dst, src))
+        _emit_boxes(low, n, boxes, operands, y.dtype)
+        return
+    it = DType.I32 if y.dtype.size == 4 else DType.I8
+    operands["M"], strides["M"] = constant(np.where(cond, -1, 0), it.storage)
+    prog = vector.select(phys, tuple(strides[r] for r in "XZM"), tuple(operands[r][1] for r in "XZM"), it,
+                         low.target)
+    low.emit(n, prog, {r: operands[r][0] for r in "XZMY"})
+
+
+def _where_runs(cond: np.ndarray) -> list[tuple[dict, tuple[int, ...], bool]]:
+    """The runs of a condition broadcast to the output's physical shape: (index of its first element on the fixed
+    dimensions, its extents, the value), along the innermost dimension where the condition varies."""
+    rank, phys = cond.ndim, cond.shape
     varying = [d for d in range(rank) if phys[d] > 1 and cond.strides[d] != 0]
-    inner, ystr, boxes = (varying or [None])[-1], row_major(phys), []
+    inner, runs = (varying or [None])[-1], []
     for where in np.ndindex(*(phys[d] for d in varying[:-1])):
         fixed = dict(zip(varying[:-1], where))
         line = np.atleast_1d(cond[tuple(slice(None) if d == inner else fixed.get(d, 0) for d in range(rank))])
         for k, length in _value_runs(line):
             at = {**fixed, inner: k}
-            box_shape = tuple(length if d == inner else 1 if d in at else e for d, e in enumerate(phys))
-            region, src = branches[0 if line[k] else 1]
-            dst = Operand("Y", sum(at.get(d, 0) * s for d, s in enumerate(ystr)), ystr)
-            boxes.append(Box(box_shape, dst, fill=src) if region is None else
-                         Box(box_shape, dst, Operand(region, sum(at.get(d, 0) * s for d, s in enumerate(src)), src)))
-    _emit_boxes(low, n, boxes, operands, y.dtype)
+            runs.append((at, tuple(length if d == inner else 1 if d in at else e for d, e in enumerate(phys)),
+                         bool(line[k])))
+    return runs
 
 
 def lower_transpose(low: LoweringContext, n: Node) -> None:
@@ -588,8 +618,8 @@ OPS = (
     OpSpec("Gather", lower_gather, _gather, _gather_check, dtypes=F32_INT8, const_operands=True,
            npu="DMA only, constant indices, any axis: one strided box per run of indices in arithmetic progression"),
     OpSpec("Where", lower_where, _where, dtypes=F32_INT8, const_operands=True,
-           npu="DMA only, constant condition: each run of equal condition copied from X or Y (the other branch is "
-           "never read: exact, NaN/inf cannot leak); a scalar constant branch is a fill"),
+           npu="constant condition, exact (NaN/inf in the branch not taken cannot leak): up to 16 runs of equal "
+           "condition copied by the DMA from X or Y; more selected bit for bit on the vector unit (xor, and, xor)"),
     OpSpec("Pad", lower_pad, _pad, _pad_check, const_operands=True,
            npu="DMA only; constant pads and value. Mode constant: the DMA pads on the fly; edge, reflect, wrap: the "
            "borders copied through stride-0 / negative-stride views (reflect pads < the axis, wrap pads <= it)"),

@@ -149,7 +149,7 @@ def test_gather_constant_indices_any_axis(preset):
 
 
 @pytest.mark.parametrize("preset", PRESETS)
-def test_where_constant_condition_is_exact_and_never_reads_the_other_branch(preset):
+def test_where_constant_condition_is_exact_whatever_the_other_branch_holds(preset):
     rng = np.random.default_rng(3)
     causal = np.tril(np.ones((9, 9), bool))
     consts = {"causal": causal, "ninf": np.array(-np.inf, np.float32), "rand": rng.random((3, 1, 9)) > 0.5,
@@ -166,7 +166,11 @@ def test_where_constant_condition_is_exact_and_never_reads_the_other_branch(pres
     u[..., 0, 0] = np.nan
     compiled = _run(_model(nodes, [("s", s.shape), ("u", u.shape), ("c", c.shape)],
                            ["masked", "mixed", "const_branch", "nhwc"], consts), preset, {"s": s, "u": u, "c": c})
-    assert _vector_instrs(compiled, "Where") == 0
+    # the causal mask's 17 runs per head are a bit-exact select on the vector unit (xor, and, xor per tile); the
+    # 16 runs of "mixed" (each across the batch) and the 3 of "nhwc" are DMA copies (the other branch never read)
+    vpu = [sum(i.queue is Queue.VPU for i in compiled.program.instrs[lr.start:lr.end])
+           for lr in compiled.layers if lr.op == "Where"]
+    assert [v > 0 for v in vpu] == [True, False, True, False]
 
 
 @pytest.mark.parametrize("preset", PRESETS)
