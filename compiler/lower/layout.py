@@ -1,9 +1,12 @@
-"""Layout ops: Transpose (vector unit), Concat, Slice and Pad (the DMA alone, :func:`compiler.staged_copy.staged_copy`)
-and the reshapes that cost nothing (Reshape, Flatten; Squeeze and Unsqueeze become Reshape on import).
+"""Layout ops: Transpose (vector unit, :mod:`compiler.transpose`); Concat, Slice, Split, Pad, DepthToSpace,
+SpaceToDepth, Expand, Tile, Gather and Where (the DMA alone, :func:`compiler.staged_copy.staged_copy`; Where with
+many runs on the vector unit); and the reshapes that cost nothing (Reshape, Flatten; Squeeze and Unsqueeze become
+Reshape on import).
 
 They work on row-major (``rm``) tensors and keep a 4-D channels-last (``nhwc``) tensor in that layout, mapping the
 logical axes to physical ones (so a channel Concat of NHWC tensors copies each input into its channel range of every
-pixel).
+pixel). A DMA-only op is a list of boxes (a strided view of a source, or a fill, into a strided view of the output);
+an output that is one contiguous range of its input (Slice, Split, Expand to the same shape) is a free alias.
 """
 
 from __future__ import annotations
