@@ -29,6 +29,20 @@ def _load_inputs(path: str | None) -> dict[str, np.ndarray]:
         raise NpuSimError(f"cannot read inputs {path}: {e}") from None
 
 
+def _dims(args) -> dict[str, int]:
+    """``--dim NAME=SIZE`` options as a dict."""
+    out = {}
+    for item in args.dim or ():
+        name, sep, size = item.partition("=")
+        try:
+            out[name.strip()] = int(size)
+        except ValueError:
+            raise NpuSimError(f"--dim must look like NAME=SIZE with an integer size, not {item!r}") from None
+        if not sep or not name.strip():
+            raise NpuSimError(f"--dim must look like NAME=SIZE with an integer size, not {item!r}")
+    return out
+
+
 def _write_json(text: str, dest: str) -> None:
     if dest == "-":
         sys.stdout.write(text + "\n")
@@ -255,7 +269,7 @@ def cmd_compile(args) -> int:
     from .driver import load_model
 
     fallback = not args.no_fallback
-    compiled = compile_model(load_model(args.model, fallback), _arch(args), dump_after=args.dump_after,
+    compiled = compile_model(load_model(args.model, fallback, _dims(args)), _arch(args), dump_after=args.dump_after,
                              fallback=fallback, prefetch=False if args.no_prefetch else None,
                              resident=False if args.no_resident else None)
     write_program(compiled.program, args.output)
@@ -284,7 +298,7 @@ def cmd_run(args) -> int:
     compiled, result, outputs, report = _run_with_progress(args, lambda bar: run_model(
         args.model, arch, inputs, timing_only=args.timing_only, validate=args.validate, seed=args.seed,
         dump_after=args.dump_after, fallback=not args.no_fallback, prefetch=False if args.no_prefetch else None,
-        resident=False if args.no_resident else None, progress=bar),
+        resident=False if args.no_resident else None, progress=bar, dims=_dims(args)),
         phase=f"compiling {args.model} for {arch.name} ...")
     if args.save_outputs and outputs:
         np.savez(args.save_outputs, **outputs)
@@ -348,9 +362,68 @@ def cmd_zoo(args) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    from .sweep import load_spec, pareto, sweep
+
+    spec = load_spec(args.spec)
+    out = Path(args.output) if args.output else spec.output or Path(f"{Path(args.spec).stem}-sweep")
+    metrics = [m.strip() for m in args.pareto.split(",")] if args.pareto else []
+    if args.plot and len(metrics) not in (2, 3):
+        raise NpuSimError("--plot draws the Pareto front: give --pareto with two or three metrics, e.g. "
+                          "--pareto cycles,dram_bytes")
+    points = len(spec.points)
+    try:
+        df = sweep(spec, out=out, scheduler=args.scheduler, workers=args.workers,
+                   progress=not args.quiet and sys.stderr.isatty())
+    except KeyboardInterrupt:
+        from .sweep import ResultStore
+
+        print(f"npusim: interrupted; {len(ResultStore(out))} finished points are stored in {out}: run the same "
+              f"command again to compute only the rest", file=sys.stderr)
+        return 130
+    errors = int(df["error"].notna().sum())
+    print(f"{len(df)} rows ({points} Arch points x {len(spec.workloads)} workloads): {df.attrs['computed']} "
+          f"computed, {df.attrs['reused']} reused from {out}, {errors} with an error -> {out}/results.csv, "
+          f"{out}/results.parquet")
+    import pandas as pd
+
+    shown = df.assign(error=df["error"].fillna(""))
+    with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_colwidth", 60):
+        if metrics:
+            front = pareto(df, metrics)
+            print(f"Pareto front of {', '.join(metrics)} (minimised), per workload: {len(front)} rows")
+            print(shown.loc[front.index].to_string(index=False))
+        else:
+            print(shown.to_string(index=False, max_rows=args.rows))
+    if args.plot:
+        _plot_fronts(df, metrics, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def _plot_fronts(df, metrics: list[str], path: str) -> None:
+    """One Pareto plot per workload, side by side, written to ``path``."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from .plots import plot_pareto, plot_pareto_3d
+
+    names = list(dict.fromkeys(df["workload"]))
+    fig = Figure(figsize=(6 * len(names), 4.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    for i, name in enumerate(names):
+        ax = fig.add_subplot(1, len(names), i + 1, **({"projection": "3d"} if len(metrics) == 3 else {}))
+        (plot_pareto_3d if len(metrics) == 3 else plot_pareto)(df[df["workload"] == name], ax, *metrics)
+        ax.set_title(name, loc="left")
+    fig.savefig(path, dpi=110)
+
+
 def cmd_golden(args) -> int:
     from .golden import TRACES, check_golden, golden_names, update_golden
 
+    if not args.dir and not TRACES.is_dir():   # an installed wheel has no traces/ (they belong to the source tree)
+        raise NpuSimError(f"no golden traces here: {TRACES} does not exist (they live in the source checkout's "
+                          f"traces/); run npusim golden from a source checkout, or pass --dir DIR")
     root, names = Path(args.dir) if args.dir else TRACES, golden_names(args.names)
     if args.update:
         if args.set:
@@ -382,7 +455,23 @@ def cmd_verify(args) -> int:
     report = verify(program)
     for w in report.warnings:
         print(f"warning: {w}")
-    print(f"{args.program}: {len(program.instrs)} instructions, ok")
+    if not args.races:
+        print(f"{args.program}: {len(program.instrs)} instructions, ok")
+        return 0
+    from isa.races import find_races
+
+    if args.max_races < 0:
+        raise NpuSimError(f"--max-races must be >= 0 (0: all), not {args.max_races}")
+    limit = args.max_races or None
+    races = find_races(program, limit)
+    for race in races:
+        print(race)
+    if races:
+        more = f" (stopped at --max-races {limit})" if len(races) == limit else ""
+        print(f"npusim: error: {args.program}: {len(races)} race{'s' * (len(races) > 1)}{more}: pairs of accesses "
+              f"to common bytes, one a write, that no semaphore, queue order or barrier orders", file=sys.stderr)
+        return 1
+    print(f"{args.program}: {len(program.instrs)} instructions, ok, no races")
     return 0
 
 
@@ -414,6 +503,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "the previous one (no cross-layer weight prefetch; see docs/compiler.md)")
         sp.add_argument("--no-resident", action="store_true", help="keep every activation in DRAM (no SPM arena "
                         "for activations on large SPMs; see docs/compiler.md)")
+        sp.add_argument("--dim", action="append", metavar="NAME=SIZE", help="fix a symbolic input dimension of the "
+                        "model (repeat for each, e.g. --dim batch=1 --dim seq=128)")
 
     def trace_args(sp, trace=True):
         if trace:
@@ -509,6 +600,23 @@ def build_parser() -> argparse.ArgumentParser:
     zo.add_argument("-o", "--output")
     zo.set_defaults(func=cmd_zoo)
 
+    sw = sub.add_parser("sweep", help="run every workload of a sweep spec (TOML) on every Arch point, on a dask "
+                        "cluster; resumable; writes CSV and Parquet (docs/sweep.md)")
+    sw.add_argument("spec", help="the sweep spec, a TOML file")
+    sw.add_argument("-o", "--output", metavar="DIR", help="results directory (default: the spec's output, else "
+                    "SPEC-sweep); finished points stored there are not computed again")
+    sw.add_argument("--scheduler", default="local", metavar="ADDR", help="'local' (default: a LocalCluster of "
+                    "processes on this machine), tcp://HOST:PORT of a running `dask scheduler`, or 'synchronous' "
+                    "(in this process)")
+    sw.add_argument("--workers", type=int, help="local worker processes (default: one per core)")
+    sw.add_argument("--pareto", metavar="M1,M2[,M3]", help="print the Pareto front of these metric columns "
+                    "(all minimised), e.g. cycles,dram_bytes")
+    sw.add_argument("--plot", metavar="OUT.png", help="draw the --pareto front (2 or 3 metrics), one panel per "
+                    "workload")
+    sw.add_argument("--rows", type=int, default=40, help="rows of the table to print (default 40)")
+    sw.add_argument("--quiet", action="store_true", help="no progress bar (shown only on a terminal)")
+    sw.set_defaults(func=cmd_sweep)
+
     go = sub.add_parser("golden", help="recompile + resimulate the golden traces (traces/) and diff; --update rewrites")
     go.add_argument("names", nargs="*", metavar="NAME", help="golden, workload or preset names (default: all)")
     go.add_argument("--update", action="store_true", help="rewrite the goldens' files and say which changed")
@@ -517,8 +625,13 @@ def build_parser() -> argparse.ArgumentParser:
     go.add_argument("--dir", help="the traces directory (default: traces/ of the source tree)")
     go.set_defaults(func=cmd_golden)
 
-    v = sub.add_parser("verify", help="statically check a program (bounds, alignment, semaphores)")
-    v.add_argument("program")
+    v = sub.add_parser("verify", help="statically check a program (bounds, alignment, semaphores; --races: data "
+                       "races)")
+    v.add_argument("program", help="assembly (.s) or binary (.npub) program")
+    v.add_argument("--races", action="store_true", help="also report every pair of accesses to common bytes (one a "
+                   "write) that no semaphore, queue order or barrier orders, one line each; exit 1 if any")
+    v.add_argument("--max-races", type=int, default=100, metavar="N",
+                   help="with --races: stop after N races (0: report all; default 100)")
     v.set_defaults(func=cmd_verify)
 
     sub.add_parser("presets", help="list the bundled Arch presets").set_defaults(func=cmd_presets)

@@ -1,5 +1,5 @@
-"""Row-wise ops on the vector unit: Softmax and LogSoftmax over any axis; LayerNormalization, ReduceMean and ReduceSum
-over the last axis."""
+"""Row-wise ops on the vector unit: Softmax and LogSoftmax over any axis, LayerNormalization over the last axis, and the
+row-wise program of ReduceMean and ReduceSum (their entries: :mod:`compiler.lower.reduce`)."""
 
 from __future__ import annotations
 
@@ -76,26 +76,9 @@ def _layernorm(node: Node, ctx: CanonContext) -> Node:
                                outputs=ctx.drop_extra_outputs(node, "the Mean/InvStdDev output"))
 
 
-def _reduce(node: Node, ctx: CanonContext) -> Node:
-    a, rank = node.attrs, len(ctx.shape(node.inputs[0]))
-    axes = a.get("axes")
-    if axes is None:
-        value = ctx.const(node, 1, "axes")
-        axes = () if value is None else tuple(value.tolist())
-    if not axes:
-        if a.get("noop_with_empty_axes", 0):
-            return dataclasses.replace(node, op="Identity", inputs=node.inputs[:1], attrs={})
-        axes = tuple(range(rank))
-    axes = tuple(sorted({norm_axis(int(x), rank, node.name, node.op) for x in axes}))
-    return dataclasses.replace(node, inputs=node.inputs[:1],
-                               attrs={"axes": axes, "keepdims": int(a.get("keepdims", 1))})
-
-
 OPS = (
     OpSpec("Softmax", lower_softmax, axis_attr(-1), npu="vector unit, any axis (strided views, no transpose)"),
     OpSpec("LogSoftmax", lower_softmax, axis_attr(-1), npu="vector unit, any axis (strided views, no transpose)"),
     OpSpec("LayerNormalization", lower_rows, _layernorm, _last_axis, npu="vector unit, last axis, constant scale "
            "and bias"),
-    OpSpec("ReduceMean", lower_rows, _reduce, _last_axis, npu="vector unit, last axis"),
-    OpSpec("ReduceSum", lower_rows, _reduce, _last_axis, npu="vector unit, last axis"),
 )
