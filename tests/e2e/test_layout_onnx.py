@@ -87,6 +87,20 @@ def test_split_num_outputs_opset_18(preset):
     _run(_model(nodes, [("x", (3, 10))], ["a", "b", "c", "d", "e"], opset=18), preset)
 
 
+@pytest.mark.parametrize("nodes, opset", [
+    ([helper.make_node("Split", ["x"], ["a", "b"], axis=1, split=[3, 5])], 11),           # sizes as an attribute
+    ([helper.make_node("Softmax", ["x"], ["a"], axis=1),                                     # softmax over dims 1..
+      helper.make_node("LogSoftmax", ["x"], ["b"], axis=2)], 11),
+    ([helper.make_node("Pad", ["x"], ["a"], mode="reflect", pads=[0, 1, 2, 0, 0, 2, 1, 3]),  # pads as an attribute
+      helper.make_node("Pad", ["x"], ["b"], mode="edge", pads=[1, 0, 0, 0, 3, 0, 0, 2])], 10),
+    ([helper.make_node("DepthToSpace", ["x"], ["a"], blocksize=2),
+      helper.make_node("SpaceToDepth", ["x"], ["b"], blocksize=2)], 9),
+])
+def test_older_opsets(nodes, opset):
+    _run(_model(nodes, [("x", (2, 8, 4, 8))], ["a", "b"], opset=opset), "mid32",
+         exact=nodes[0].op_type != "Softmax")
+
+
 @pytest.mark.parametrize("preset", PRESETS)
 def test_softmax_and_log_softmax_on_every_axis_without_a_transpose(preset):
     nodes = [_nhwc("c", "xc")]
