@@ -319,9 +319,14 @@ def _ort_options(graph: Graph):
 
 def _compare(got: np.ndarray, want: np.ndarray, quantized: bool = False) -> dict:
     """max |err| and the relative error max|err| / max|want|; fp32 models must agree within 1e-3 relative, integer
-    outputs and every output of a quantized model (int8, or float from DequantizeLinear of identical int8) exactly."""
-    err = float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max(initial=0))
-    rel = err / max(float(np.abs(want).max(initial=0)), 1e-30)
+    outputs and every output of a quantized model (int8, or float from DequantizeLinear of identical int8) exactly.
+    Equal infinities and NaN against NaN agree (a masked attention score is -inf on both sides); any other
+    non-finite difference is an infinite error."""
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    same = (g == w) | (np.isnan(g) & np.isnan(w))
+    with np.errstate(invalid="ignore"):   # inf - inf where the two disagree: counted as an infinite error
+        err = float(np.nan_to_num(np.where(same, 0.0, np.abs(g - w)), nan=np.inf).max(initial=0))
+    rel = err / max(float(np.abs(w[np.isfinite(w)]).max(initial=0)), 1e-30)
     exact = quantized or not np.issubdtype(want.dtype, np.floating)
     return {"max_abs_error": err, "max_rel_error": rel, "ok": err == 0 if exact else rel <= 1e-3,
             "rule": "exact" if exact else "max|err| / max|reference| <= 1e-3"}

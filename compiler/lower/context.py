@@ -17,7 +17,7 @@ import numpy as np
 
 from isa import DType, Program
 
-from .. import vector
+from .. import transpose
 from ..ir import Graph, Node
 from ..link import Segment
 from ..target import Target
@@ -121,7 +121,7 @@ class LoweringContext:
         out = self.alloc(b.shape, layout, b.dtype)
         rank = len(b.shape)
         perm = channels_last(rank) if layout == "nhwc" else channels_first(rank)
-        prog = vector.permute(b.phys, perm, b.dtype, self.target)
+        prog = transpose.permute(b.phys, perm, b.dtype, self.target)
         self.segments.append(Segment(f"{name}.to_{layout}", "Transpose", prog,
                                      {"X": ("ACT", b.offset), "Y": ("ACT", out.offset)}))
         self.bind[name] = out
