@@ -43,3 +43,17 @@ def test_one_stream_with_eight_and_two_instructions_per_tile():
         ops = [i.op if isinstance(i, VecBinary) else i.fn for i in prog.instrs if isinstance(i, (VecBinary, VecUnary))]
         tiles = len(ops) // len(want)
         assert tiles >= 8 and ops == want * tiles   # one pass through DRAM, every tile the whole sequence
+
+
+def test_tanh_gelu_in_the_graph_builder_form_validates_below_opset_20():
+    # the builder's Gelu(approximate='tanh') written out for an older opset (as PyTorch exports it) runs in
+    # onnxruntime and, re-imported, fuses back into one Gelu on the NPU
+    from compiler.builder import GraphBuilder, to_onnx
+
+    b = GraphBuilder("g")
+    b.output(b.gelu(b.input("x", (4, 96)), approximate="tanh", name="y"))
+    proto = to_onnx(b.build(), opset=17)
+    assert [n.op_type for n in proto.graph.node].count("Tanh") == 1
+    compiled, _, _, report = run_model(proto, load_arch("edge16"), validate=True)
+    assert report["validation"]["y"]["ok"] and report["validation"]["y"]["max_rel_error"] <= 1e-6
+    assert [(n.op, n.attrs) for n in compiled.graph.nodes] == [("Gelu", {"approximate": "tanh"})]
