@@ -6,7 +6,9 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from onnx import helper
 
+from compiler.errors import UnsupportedOpError
 from compiler.model import compile_model, run_passes
 from compiler.zoo import MODELS
 from isa.arch import load_arch
@@ -76,3 +78,16 @@ def test_fusion_saves_cycles_on_a_small_bert_layer():
     _, unfused, _, _ = run_model(m, arch, timing_only=True, fuse=False)
     assert report["validation"]["layer0.mlp.norm"]["max_rel_error"] <= 1e-5
     assert fused.cycles < 0.8 * unfused.cycles
+
+
+def test_no_fallback_accepts_what_fusion_removes():
+    # the importer cannot take an exported LayerNorm's Pow and Sqrt or a softmax's Exp on their own, but the fusion
+    # passes remove all of them: --no-fallback compiles the model; a Pow no pattern explains is still refused
+    arch = load_arch("edge16")
+    compiled, _, _, report = run_model(encoder_block(17, "gelu"), arch, timing_only=True, fallback=False)
+    assert report["host_ops"] == [] and "Pow" not in compiled.graph.op_counts()
+    m = encoder_block(17, "gelu")
+    m.graph.node.append(helper.make_node("Pow", ["/Add_1_output_0", "/ln1/Constant_output_0"], ["z"], name="pow"))
+    m.graph.output[0].name = "z"
+    with pytest.raises(UnsupportedOpError, match=r"^node '/ln1/Pow' \(Pow\)"):
+        load_model(m, fallback=False)
