@@ -46,15 +46,17 @@ def fuse_gelu(graph: Graph) -> Graph:
     return rw.graph()
 
 
-def product(graph: Graph, t: str, nodes: list[Node]) -> list[str]:
-    """The factors of the product ``t``: descends into the Mul nodes (and Pow by a constant 2 or 3) that compute it
-    and whose result nothing else reads, appending them to ``nodes``; anything else is one factor."""
+def product(graph: Graph, t: str, nodes: list[Node], depth: int = 3) -> list[str]:
+    """The factors of the product ``t``: descends (at most ``depth`` levels: the patterns have four factors) into
+    the Mul nodes (and Pow by a constant 2 or 3) that compute it and whose result nothing else reads, appending them
+    to ``nodes``; anything else is one factor."""
     p = graph.producer(t)
-    if p is None or p.domain not in ("", "ai.onnx") or t in graph.outputs or len(graph.consumers(t)) != 1:
+    if p is None or p.domain not in ("", "ai.onnx") or t in graph.outputs or len(graph.consumers(t)) != 1 or \
+            depth == 0:
         return [t]
     if p.op == "Mul":
         nodes.append(p)
-        return product(graph, p.inputs[0], nodes) + product(graph, p.inputs[1], nodes)
+        return product(graph, p.inputs[0], nodes, depth - 1) + product(graph, p.inputs[1], nodes, depth - 1)
     if p.op == "Pow" and scalar(graph, p.inputs[1]) in (2.0, 3.0):
         nodes.append(p)
         return [p.inputs[0]] * int(scalar(graph, p.inputs[1]))

@@ -273,3 +273,13 @@ def test_every_fusion_is_a_pass_of_its_own():
     run_passes(_graph(lambda b, x: erf_pytorch(b, linear(b, x))), dump_after="fuse_gelu", dump=dumped.append)
     ops = [line.split()[1] for line in dumped[0].splitlines()[3:]]
     assert ops == ["MatMul", "Add", "Gelu"]
+
+
+def test_a_long_chain_of_products_is_no_problem():
+    # 3000 chained Muls: the product search looks a few levels deep, so no recursion limit and no quadratic time
+    def chain(b, x):
+        for _ in range(3000):
+            x = b.mul(x, F(1.0001))
+        return x
+    g = _graph(chain)
+    assert run_passes(g).nodes == g.nodes
