@@ -1,14 +1,16 @@
-"""Gemm and MatMul on the matrix unit (:func:`compiler.gemm.tiled_gemm`), with what the fusion passes put into a
-MatMul, and a Gemm's bias, in the GEMM's epilogue."""
+"""Gemm and MatMul on the matrix unit (:func:`compiler.gemm.tiled_gemm`); what the fusion passes put into a MatMul
+rides in its GEMM's epilogue, a Gemm's bias is a vector step."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import numpy as np
 
 from isa import BinOp, DType
+from isa.cost import program_estimate
 
 from .. import vector
 from ..canonical import CanonContext
@@ -42,47 +44,54 @@ def gemm_into(low: LoweringContext, n: Node, a_off: int, b: np.ndarray | tuple[s
 
 
 def lower_gemm(low: LoweringContext, n: Node) -> None:
-    """``alpha * A @ B' + beta * C`` with a constant B (transposed offline if transB) and C; a C that is one value
-    per output column is added in the GEMM's epilogue, any other C by a vector step."""
+    """``alpha * A @ B' + beta * C`` with a constant B (transposed offline if transB) and C (a vector step). The
+    GEMM epilogue could take a per-column C, but on the zoo's classifiers that saves at most 0.05% and, with
+    prefetch and activations on chip, sometimes costs a few cycles, so the Gemm keeps its step."""
     a = n.attrs
     x = low.want(n.inputs[0], "rm")
     w = low.data(n.inputs[1]).astype(np.float32)
     w = (w.T if a.get("transB", 0) else w) * np.float32(a.get("alpha", 1.0))
     M, K = x.shape
-    N = w.shape[1]
-    c = low.data(n.inputs[2]).astype(np.float32) * np.float32(a.get("beta", 1.0)) if len(n.present_inputs) > 2 \
-        else None
-    fused = c is not None and c.size == N and (c.ndim == 0 or c.shape[-1] == N)
-    y = low.alloc((M, N), "rm")
-    saved = low.snapshot()
-    try:
-        gemm_into(low, n, x.offset, np.ascontiguousarray(w), M, N, K, y.offset, ep=Epilogue(bias=fused),
-                  bias_off=low.const(c.reshape(-1)) if fused else 0)
-    except TilingError:   # the bias does not fit beside the tiles: a vector step after the GEMM
-        low.restore(saved)
-        gemm_into(low, n, x.offset, np.ascontiguousarray(w), M, N, K, y.offset)
-        fused = False
-    if c is not None and not fused:
-        y = bias_step(low, n, y, c)
+    y = low.alloc((M, w.shape[1]), "rm")
+    gemm_into(low, n, x.offset, np.ascontiguousarray(w), M, w.shape[1], K, y.offset)
+    if len(n.present_inputs) > 2:
+        y = bias_step(low, n, y, low.data(n.inputs[2]).astype(np.float32) * np.float32(a.get("beta", 1.0)))
     low.bind[n.outputs[0]] = y
 
 
 def lower_matmul(low: LoweringContext, n: Node) -> None:
     """``A @ B`` with a constant 2-D B (one GEMM over all leading dims of A), or two activations with equal batch
     dims (one GEMM per batch element); what the fusion passes put into it (``compiler.ir.FUSED_ATTRS``: divisor,
-    bias, residual, activation) rides in each GEMM's epilogue, or, when that does not fit the SPM, follows as
-    vector steps."""
+    bias, residual, activation) rides in each GEMM's epilogue, or follows as vector steps where that is predicted
+    faster or the epilogue does not fit the SPM (:func:`cheapest`)."""
     ep = fused_epilogue(n, bool(n.attrs.get("bias")))
     bias = low.data(n.inputs[2]).astype(np.float32).reshape(-1) if ep.bias else None
-    saved = low.snapshot()
-    try:
-        _matmul(low, n, ep, bias)
-    except TilingError:
-        if not ep.active:
-            raise
+
+    def steps() -> None:
+        low.bind[n.outputs[0]] = _epilogue_steps(low, n, _matmul(low, n, NO_EPILOGUE, None), ep, bias)
+
+    cheapest(low, [lambda: _matmul(low, n, ep, bias), steps] if ep.active else [lambda: _matmul(low, n, ep, None)])
+
+
+def cheapest(low: LoweringContext, ways: list[Callable[[], None]]) -> None:
+    """Lower a node each of ``ways`` and keep the one whose segments :func:`isa.cost.program_estimate` predicts
+    fastest (the first on a tie); a way whose tiles do not fit (TilingError) is skipped, and if all of them fail the
+    last one's error is raised."""
+    saved, first, best = low.snapshot(), len(low.segments), None
+    for k, way in enumerate(ways):
         low.restore(saved)
-        y = _matmul(low, n, NO_EPILOGUE, None)
-        low.bind[n.outputs[0]] = _epilogue_steps(low, n, y, ep, bias)
+        try:
+            way()
+        except TilingError:
+            if k == len(ways) - 1 and best is None:
+                raise
+            continue
+        if len(ways) == 1:
+            return
+        est = sum(program_estimate(s.program, low.target.arch) for s in low.segments[first:])
+        if best is None or est < best[0]:
+            best = (est, low.snapshot())
+    low.restore(best[1])
 
 
 def _matmul(low: LoweringContext, n: Node, ep: Epilogue, bias: np.ndarray | None) -> Binding:
@@ -162,8 +171,7 @@ def _matmul_check(node: Node, graph: Graph) -> str | None:
 
 
 OPS = (
-    OpSpec("Gemm", lower_gemm, _gemm, _gemm_check, npu="matrix unit; transA=0, constant B and C (a C with one value "
-           "per output column in the epilogue, any other by a vector add)"),
+    OpSpec("Gemm", lower_gemm, _gemm, _gemm_check, npu="matrix unit; transA=0, constant B and C (C: a vector add)"),
     OpSpec("MatMul", lower_matmul, check=_matmul_check,
            npu="matrix unit: A @ constant 2-D B, or two activations with equal batch dims; a following division by a "
                "constant, bias Add, residual Add and activation (Relu, Clip, Gelu, Swish) fused into its epilogue"),

@@ -91,3 +91,51 @@ def test_no_fallback_accepts_what_fusion_removes():
     m.graph.output[0].name = "z"
     with pytest.raises(UnsupportedOpError, match=r"^node '/ln1/Pow' \(Pow\)"):
         load_model(m, fallback=False)
+
+
+def _fc(K: int, N: int, extra=None):
+    """x[8 or 1, K] @ W + bias (then ``extra(b, t)``), built in Python."""
+    from compiler.builder import GraphBuilder
+
+    rng = np.random.default_rng(K)
+    b = GraphBuilder("fc")
+    x = b.input("x", (1 if extra is None else 8, K))
+    t = b.matmul(x, (rng.standard_normal((K, N)) / np.sqrt(K)).astype(np.float32), name="mm")
+    if extra is None:
+        t = b.add(t, rng.standard_normal(N).astype(np.float32), name="y")
+    else:
+        t = extra(b, x, t, rng.standard_normal(N).astype(np.float32))
+    b.output(t)
+    return b.build()
+
+
+def test_the_epilogue_is_taken_where_it_is_predicted_faster():
+    # ResNet-50's classifier shape on edge16: the bias takes SPM the best tiles need, and the fused GEMM with smaller
+    # tiles is predicted slower than the plain one and a vector add, so the bias stays a step (the unfused cycles);
+    # on mid32 it rides in the epilogue and saves cycles
+    g = _fc(2048, 1000)
+    for preset, layers in (("edge16", ["mm", "mm.bias"]), ("mid32", ["mm"])):
+        compiled, res, _, report = run_model(g, load_arch(preset), validate=True)
+        _, unfused, _, _ = run_model(g, load_arch(preset), timing_only=True, fuse=False)
+        assert [lr.name for lr in compiled.layers] == layers and report["validation"]["y"]["ok"]
+        assert res.cycles == unfused.cycles if preset == "edge16" else res.cycles < unfused.cycles
+
+
+@pytest.mark.parametrize("kind", ["divisor_bias_tanh_gelu", "bias_residual_silu"])
+def test_an_epilogue_that_does_not_fit_becomes_vector_steps(kind):
+    # a 32 KiB bias on a 32 KiB SPM: no GEMM tiling has room for it, so each fused step is a vector pass of its own,
+    # in the fused order, and the values still match onnxruntime
+    def divisor_bias_tanh_gelu(b, x, t, bias):
+        return b.gelu(b.add(b.div(t, np.float32(2.0)), bias), "tanh", name="y")
+
+    def bias_residual_silu(b, x, t, bias):
+        r = b.relu(b.matmul(x, np.full((b.shape(x)[1], 8192), 0.01, np.float32)))
+        t = b.add(b.add(t, bias), r)
+        return b.mul(t, b.sigmoid(t), name="y")
+
+    build = {"divisor_bias_tanh_gelu": divisor_bias_tanh_gelu, "bias_residual_silu": bias_residual_silu}[kind]
+    compiled, _, _, report = run_model(_fc(64, 8192, build), load_arch("edge16", ["spm.size=32768"]), validate=True)
+    steps = [lr.name for lr in compiled.layers if lr.name.startswith("mm")]
+    assert steps == {"divisor_bias_tanh_gelu": ["mm", "mm.div", "mm.bias", "mm.gelu_tanh"],
+                     "bias_residual_silu": ["mm", "mm.bias", "mm.residual", "mm.silu"]}[kind]
+    assert report["validation"]["y"]["max_rel_error"] <= 1e-5
