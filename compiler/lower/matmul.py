@@ -70,7 +70,22 @@ def lower_matmul(low: LoweringContext, n: Node) -> None:
     def steps() -> None:
         low.bind[n.outputs[0]] = _epilogue_steps(low, n, _matmul(low, n, NO_EPILOGUE, None), ep, bias)
 
-    cheapest(low, [lambda: _matmul(low, n, ep, bias), steps] if ep.active else [lambda: _matmul(low, n, ep, None)])
+    fused = [lambda: _matmul(low, n, ep, bias)]
+    cheapest(low, fused if not ep.active or _same_tiles(low, n, ep) else fused + [steps])
+
+
+def _same_tiles(low: LoweringContext, n: Node, ep: Epilogue) -> bool:
+    """Whether the GEMM search takes the same tiling with epilogue ``ep`` as without it: then the epilogue only adds
+    vector work that overlaps the matrix unit, where each vector step it saves is a pass through DRAM."""
+    a, b = low.graph.tensor(n.inputs[0]), low.graph.tensor(n.inputs[1])
+    packed = b.is_const
+    M = math.prod(a.shape[:-1]) if packed else a.shape[-2]
+    K, N = a.shape[-1], b.shape[-1]
+    try:
+        fused = search_tiling(M, N, K, F32, low.target, packed, ep)
+    except TilingError:
+        return False
+    return fused == search_tiling(M, N, K, F32, low.target, packed)
 
 
 def cheapest(low: LoweringContext, ways: list[Callable[[], None]]) -> None:
