@@ -28,8 +28,6 @@ from functools import lru_cache
 import numpy as np
 
 from isa import (
-    Act,
-    BinOp,
     DmaCopy,
     DType,
     Halt,
@@ -40,21 +38,19 @@ from isa import (
     SemDecl,
     SemOp,
     Space,
-    VecBinary,
-    VecConvert,
-    VecUnary,
     View,
 )
 from isa.arch import Arch
 from isa.cost import instr_cost, program_estimate
 
 from .canonical import window_out
+from .epilogue import NO_EPILOGUE, Epilogue, epilogue_ops, synced_epilogue
 from .errors import CompileError, TilingError, UnsupportedOpError
 from .gemm import ACC_TYPE, _groups
 from .halo import padded_load
 from .ir import Node
 from .link import leading_constants
-from .pipeline import synced, with_sync
+from .pipeline import synced
 from .target import Target
 
 
@@ -446,43 +442,13 @@ def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch) -> float:
     return max(mm, ld, st, (x_bytes + w_bytes + y_bytes) / bw)
 
 
-@dataclass(frozen=True)
-class Epilogue:
-    """What the vector unit does to each finished accumulator tile before it is stored (fusion): add the per-channel
-    bias (region Bias, accumulator type, K elements), then ``relu`` or ``clamp`` to [lo, hi].
-
-    ``out`` set (an integer type) requantizes too, as onnxruntime's QLinearConv does: the i32 tile (plus bias) is
-    converted to f32, multiplied by the per-channel f32 scale (region Scale, K elements), [activation,] then rounded
-    half to even, offset by ``zp`` and saturated into ``out``; the tile is stored in ``out``.
-
-    ``residual``: a tensor shaped like Y (region R, NHWC, accumulator type) is added before the bias and activation;
-    the DMA loads its tile into the accumulators, so the products accumulate on top of it (no vector pass)."""
-
-    bias: bool = False
-    act: str | None = None
-    lo: float = 0.0
-    hi: float = 0.0
-    out: DType | None = None
-    zp: int = 0
-    residual: bool = False
-
-    @property
-    def active(self) -> bool:
-        return self.bias or self.act is not None or self.out is not None
-
-    @property
-    def spm_bytes(self) -> int:
-        """SPM bytes per output channel the epilogue's constants take (bias, scale)."""
-        return 4 * self.bias + 4 * (self.out is not None)
-
-
 def _epilogue_bytes(cs: ConvShape, epilogue: Epilogue, es: int) -> int:
     """SPM bytes the epilogue's per-channel constants take after the slots (+ word alignment)."""
     return cs.K * epilogue.spm_bytes + (3 if epilogue.spm_bytes and es % 4 else 0)
 
 
 def conv2d(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | None = None,
-           epilogue: Epilogue = Epilogue(), pad_value: int | float = 0) -> Program:
+           epilogue: Epilogue = NO_EPILOGUE, pad_value: int | float = 0) -> Program:
     """The program for one convolution; regions X (NHWC input), Wt (:func:`pack_weights`), Y (NHWC output), and Bias,
     Scale and R when the epilogue uses them. The halo padding reads ``pad_value`` (a quantized input's zero point).
 
@@ -635,9 +601,9 @@ def conv2d(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | Non
                         out_view = tile_view
                         if vector.active:
                             ch = (g * cs.Kg + nb0 * cols) * 4
-                            prog += _epilogue(vector, (toh, tow, ng), tile_view,
-                                              View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
-                                              View(Space.SPM, scale_base + ch, DType.F32, (0, 0, 4)), first=accs == 0)
+                            prog += synced_epilogue(vector, epilogue_ops(
+                                vector, (toh, tow, ng), tile_view, View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
+                                View(Space.SPM, scale_base + ch, DType.F32, (0, 0, 4))), first=accs == 0)
                             if epilogue.out is not None:   # the requantized tile, packed at the tile's base
                                 out_view = View(Space.ACC, acc_base, yt, (tow * ng * eo, ng * eo, eo))
                         last_store_at = len(prog)
@@ -677,36 +643,6 @@ def _conv_mm(dims: tuple[tuple[int, int, int, int], ...], acc: View, a: View, b:
     return [MatMul(shape=shape, acc=replace(acc, strides=tuple(d[1] for d in dims)),
                    a=replace(a, strides=tuple(d[2] for d in dims)), b=replace(b, strides=tuple(d[3] for d in dims)),
                    **kw)]
-
-
-def _epilogue(ep: Epilogue, shape: tuple[int, ...], tile: View, bias: View, scale: View, first: bool) -> list:
-    """Vector instructions applying ``ep`` in place to one accumulator tile, between the matrix unit and the store.
-    The activation rides in the last binary op before the output conversion (the bias add, or the scale multiply when
-    requantizing) as its fused ``act``; only an activation alone takes a vpu.act pass of its own."""
-    act = {} if ep.act is None else dict(act=Act.RELU) if ep.act == "relu" else dict(act=Act.CLAMP, lo=ep.lo,
-                                                                                       hi=ep.hi)
-    ops = []
-    if ep.bias:
-        ops.append(VecBinary(op=BinOp.ADD, shape=shape, dst=tile, src0=tile, src1=bias,
-                             **(act if ep.out is None else {})))
-    val = tile
-    if ep.out is not None:   # i32 -> f32 in place, times the per-channel scale
-        val = View(tile.space, tile.base, DType.F32, tile.strides)
-        ops += [VecConvert(shape=shape, dst=val, src=tile),
-                VecBinary(op=BinOp.MUL, shape=shape, dst=val, src0=val, src1=scale, **act)]
-    if act and not ops:
-        ops.append(VecUnary(fn=act["act"], shape=shape, dst=val, src=val, lo=act.get("lo", 0), hi=act.get("hi", 0)))
-    if ep.out is not None:   # round half to even, add the zero point, saturate; packed at the tile's base
-        eo = ep.out.size
-        ops.append(VecConvert(shape=shape, dst=View(tile.space, tile.base, ep.out,
-                                                    (shape[1] * shape[2] * eo, shape[2] * eo, eo)),
-                              src=val, zp_out=ep.zp))
-    consts = int(ep.bias) + int(ep.out is not None)
-    ops[0] = with_sync(ops[0], waits=("acc_full",))
-    if first and consts:
-        ops[0] = replace(ops[0], waits=ops[0].waits + (SemOp("bias_ready", consts),))
-    ops[-1] = with_sync(ops[-1], signals=("out_full",))
-    return ops
 
 
 def conv_inputs(cs: ConvShape, dtype: DType, rows: int, cols: int, seed: int = 0,

@@ -23,6 +23,11 @@ from .lower import ALIGN, REGISTRY, Binding, LoweringContext, npu_unsupported
 from .passes.fold_batchnorm import fold_batchnorm
 from .passes.fold_constants import fold_constants
 from .passes.fuse import fuse_activation, fuse_residual
+from .passes.fuse_gelu import fuse_gelu
+from .passes.fuse_layernorm import fuse_layernorm
+from .passes.fuse_matmul import fuse_matmul
+from .passes.fuse_silu import fuse_silu
+from .passes.fuse_softmax import fuse_softmax
 from .residency import place_in_spm
 from .target import Target
 
@@ -30,8 +35,14 @@ CONV_OPS = {"Conv", "QLinearConv"}   # re-lowered for half the SPM under prefetc
 RESIDENT_MIN_SPM = 1 << 23           # bytes: activations are kept in SPM by default from this SPM size (dc128)
 ARENA_FRACTION = 3 / 8               # of the SPM, for activations kept on chip (measured: see docs/compiler.md)
 PREFETCH_MIN_SPM = 1 << 20           # bytes: prefetch is on by default from this SPM size (mid32, dc128)
-PASSES: dict[str, Callable[[Graph], Graph]] = {"fold_constants": fold_constants, "fold_batchnorm": fold_batchnorm,
-                                                "fuse_activation": fuse_activation, "fuse_residual": fuse_residual}
+PASSES: dict[str, Callable[[Graph], Graph]] = {
+    "fold_constants": fold_constants, "fold_batchnorm": fold_batchnorm, "fuse_gelu": fuse_gelu,
+    "fuse_silu": fuse_silu, "fuse_layernorm": fuse_layernorm, "fuse_softmax": fuse_softmax,
+    "fuse_activation": fuse_activation, "fuse_residual": fuse_residual, "fuse_matmul": fuse_matmul}
+"""The graph passes by name, in the order they run (``--dump-after NAME`` prints the graph after one)."""
+FUSION_PASSES = ("fuse_gelu", "fuse_silu", "fuse_layernorm", "fuse_softmax", "fuse_activation", "fuse_residual",
+                 "fuse_matmul")
+"""The passes ``compile_model(fuse=False)`` skips."""
 
 
 @dataclass(frozen=True)
@@ -97,7 +108,8 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
 
     fallback: nodes the NPU cannot run (unknown ops, unsupported attributes or dtypes) run on the host CPU as
     ``host.call`` segments (listed in ``CompiledModel.host_ops``). Without it, UnsupportedOpError lists them.
-    fuse: run the fusion passes (off: every Relu/Clip and every residual Add is its own vector-unit layer).
+    fuse: run the fusion passes (off: every exporter pattern stays as its nodes and every Relu/Clip, bias Add and
+    residual Add is its own vector-unit layer).
     buffers: ring depth of every layer's load -> compute -> store pipeline (2: double buffering; 1: a step's loads
     wait until the previous step's compute freed its buffer, so loads, compute and stores of a layer do not
     overlap; tiles are unchanged, so this isolates what the overlap saves).
@@ -115,7 +127,7 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
     """
     if buffers not in (1, 2):
         raise CompileError(f"buffers must be 1 (single) or 2 (double buffering), not {buffers}")
-    graph = run_passes(graph, dump_after, skip=() if fuse else ("fuse_activation", "fuse_residual"))
+    graph = run_passes(graph, dump_after, skip=() if fuse else FUSION_PASSES)
     bad = dict(unsupported_nodes(graph))
     if bad and not fallback:
         (n, why), rest = next(iter(bad.items())), list(bad)[1:]

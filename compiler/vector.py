@@ -31,6 +31,7 @@ from isa import (
 from isa.view import MAX_EXTENT
 
 from .canonical import window_out
+from .epilogue import activation_ops
 from .errors import CompileError, TilingError
 from .halo import padded_load
 from .pipeline import RingPipeline, vector_config
@@ -179,6 +180,19 @@ def unary(fn: Act, shape: tuple[int, ...], dtype: DType, target: Target, lo: flo
     pipe = RingPipeline()
     _stream(pipe, tuple(shape), [_Operand("X", row_major(shape))], _Operand("Y", row_major(shape)), [dtype], dtype,
             spm, lambda dst, srcs, s: [VecUnary(fn=fn, shape=s, dst=dst, src=srcs[0], lo=lo, hi=hi)])
+    n = math.prod(shape) * dtype.size
+    return pipe.program(vector_config(spm), (Region("X", 0, n), Region("Y", 1, n)))
+
+
+def activation(act: str, shape: tuple[int, ...], dtype: DType, target: Target, lo: float = 0.0, hi: float = 0.0,
+               alpha: float = 1.0):
+    """``Y = act(X)`` for any activation of :mod:`compiler.epilogue` (``gelu_tanh``: eight instructions, ``silu``:
+    two, or three with ``alpha``) as one stream: per tile all of the activation's instructions, the output slot
+    serving as their scratch; regions X, Y."""
+    spm = target.spm
+    pipe = RingPipeline()
+    _stream(pipe, tuple(shape), [_Operand("X", row_major(shape))], _Operand("Y", row_major(shape)), [dtype], dtype,
+            spm, lambda dst, srcs, s: activation_ops(act, s, dst, srcs[0], dst, lo, hi, alpha))
     n = math.prod(shape) * dtype.size
     return pipe.program(vector_config(spm), (Region("X", 0, n), Region("Y", 1, n)))
 

@@ -24,7 +24,7 @@ from compiler.ir import Graph
 from compiler.link import LayerRange
 from compiler.lower import REGISTRY as OP_REGISTRY  # noqa: F401 (the op registry, for npusim.docgen)
 from compiler.lower.quant import QUANT_OPS
-from compiler.model import CompiledModel, compile_model
+from compiler.model import CompiledModel, compile_model, run_passes
 from compiler.target import Target
 from isa import DType, SimulationError
 from isa.arch import Arch
@@ -148,12 +148,23 @@ def run_topology(layers, arch: Arch, *, dtype: DType = DType.I8, ideal_memory: b
 
 def load_model(model, fallback: bool = True, dims: dict[str, int] | None = None) -> Graph:
     """A Graph from an ONNX file path, an onnx.ModelProto or a Graph; with ``fallback``, ops the compiler does not
-    know are kept (marked for the host CPU) instead of refused; ``dims`` fixes symbolic input dimensions by name."""
+    know are kept (marked for the host CPU) instead of refused (without it, unless the fusion passes remove every
+    such node: an exported LayerNorm's Pow and Sqrt, a written-out softmax's Exp); ``dims`` fixes symbolic input
+    dimensions by name."""
     if isinstance(model, Graph):
         return model
+    from compiler.errors import UnsupportedOpError
     from compiler.onnx_import import import_onnx
 
-    return import_onnx(model, allow_unknown=fallback, dims=dims)
+    try:
+        return import_onnx(model, allow_unknown=fallback, dims=dims)
+    except UnsupportedOpError:
+        if fallback:
+            raise
+        graph = import_onnx(model, allow_unknown=True, dims=dims)
+        if any(n.unsupported for n in run_passes(graph).nodes):
+            raise
+        return graph
 
 
 def host_functions(compiled: CompiledModel) -> dict[str, Callable]:
