@@ -80,7 +80,14 @@ def _gemm_check(node: Node, graph: Graph) -> str | None:
     return None
 
 
+def _matmul_check(node: Node, graph: Graph) -> str | None:
+    if min(graph.tensor(t).rank for t in node.inputs[:2]) < 2:
+        return "1-D operands are not supported"
+    return None
+
+
 OPS = (
     OpSpec("Gemm", lower_gemm, _gemm, _gemm_check, npu="matrix unit; transA=0, constant B and C (C: a vector add)"),
-    OpSpec("MatMul", lower_matmul, npu="matrix unit: A @ constant 2-D B, or two activations with equal batch dims"),
+    OpSpec("MatMul", lower_matmul, check=_matmul_check,
+           npu="matrix unit: A @ constant 2-D B, or two activations with equal batch dims"),
 )
