@@ -1,0 +1,392 @@
+"""Conformance data nobody here wrote: the onnx package's backend node tests and its model corpus.
+
+* :func:`node_cases`: onnx's node test cases (model + inputs + reference outputs), built once per process: onnx 1.23
+  ships them as code (``onnx/backend/test/case/node``) and builds them in memory; ``cmd_tools generate-data`` writes
+  only the model cases, there is no node data directory to generate.
+* :func:`claimed_cases`: those whose every node is an op the compiler's registry lowers to the NPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from isa import NpuSimError
+from isa.arch import Arch
+
+from . import driver
+from .driver import OP_REGISTRY
+from .onnx_backend import graph_inputs
+
+
+def claimed_ops() -> frozenset[str]:
+    """Default-domain ops the registry claims to run on the NPU (an entry with a lowering)."""
+    return frozenset(op for op, spec in OP_REGISTRY.items() if spec.lower is not None)
+
+
+@functools.cache
+def node_cases() -> tuple[list, float]:
+    """onnx's backend node test cases (``onnx.backend.test.case.test_case.TestCase``) and the seconds it took to
+    build them (every op's ``export*`` functions run numpy references; about 17 s of CPU)."""
+    from onnx.backend.test.loader import load_model_tests
+
+    t0 = time.process_time()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # the reference code's own overflow/divide warnings
+        cases = load_model_tests(kind="node")
+    return cases, time.process_time() - t0
+
+
+def case_ops(model: onnx.ModelProto) -> set[str]:
+    """The ops of a model's graph, default-domain ones by name, others as ``domain::op``."""
+    return {n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}" for n in model.graph.node}
+
+
+def claimed_cases() -> list:
+    """The node test cases whose every node is an op of :func:`claimed_ops`, sorted by name."""
+    claimed = claimed_ops()
+    return sorted((c for c in node_cases()[0] if case_ops(c.model) <= claimed), key=lambda c: c.name)
+
+
+def model_opset(model: onnx.ModelProto) -> int | None:
+    """The model's default-domain opset (None if it imports none)."""
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+
+
+# -- the model corpus ----------------------------------------------------------------------------------------------
+
+DATA = Path(onnx.__file__).parent / "backend" / "test" / "data"
+KINDS = ("light", "pytorch-converted", "pytorch-operator")
+"""The corpus directories of the onnx wheel: model-zoo classics with reduced weights and PyTorch-exported tests."""
+
+
+@dataclass(frozen=True)
+class CorpusModel:
+    """One model of the corpus with its reference data (inputs and outputs shipped by onnx)."""
+
+    kind: str
+    name: str
+    path: Path
+    rtol: float = 1e-3
+    atol: float = 1e-7
+
+    def load(self) -> onnx.ModelProto:
+        return onnx.load(str(self.path))
+
+    def data(self, model: onnx.ModelProto) -> tuple[dict[str, np.ndarray], list[np.ndarray]]:
+        """(inputs by name, reference outputs in graph output order). A light model's input is onnx's runner's
+        dummy input (``arange / size``) that its shipped reference output was computed with."""
+        from onnx.backend.test.runner import Runner
+
+        inputs = graph_inputs(model)
+        if self.kind == "light":
+            feeds = {i.name: Runner.generate_dummy_data(i, name=self.name) for i in inputs}
+            refs = [_read_tensor(self.path.with_name(f"{self.path.stem}_output_{k}.pb"))
+                    for k in range(len(model.graph.output))]
+            return feeds, refs
+        data_set = self.path.parent / "test_data_set_0"
+        feeds = {i.name: _read_tensor(data_set / f"input_{k}.pb") for k, i in enumerate(inputs)}
+        refs = [_read_tensor(data_set / f"output_{k}.pb") for k in range(len(model.graph.output))]
+        return feeds, refs
+
+
+def _read_tensor(path: Path) -> np.ndarray:
+    t = onnx.TensorProto()
+    t.ParseFromString(path.read_bytes())
+    return numpy_helper.to_array(t)
+
+
+def corpus(kinds: tuple[str, ...] = KINDS) -> list[CorpusModel]:
+    """The models of ``kinds`` in the installed onnx wheel, by kind and name."""
+    out = []
+    for kind in kinds:
+        if kind == "light":
+            for path in sorted((DATA / "light").glob("light_*.onnx")):
+                name = path.stem.removeprefix("light_")
+                meta = DATA / "real" / f"test_{name}" / "data.json"
+                tol = json.loads(meta.read_text()) if meta.exists() else {}
+                out.append(CorpusModel(kind, name, path, tol.get("rtol", 1e-3), tol.get("atol", 1e-7)))
+        else:
+            out += [CorpusModel(kind, p.parent.name.removeprefix("test_"), p)
+                    for p in sorted((DATA / kind).glob("*/model.onnx"))]
+    return out
+
+
+@dataclass
+class Outcome:
+    """How one corpus model fared on npusim. ``status``: ``npu`` (matches the reference, every node on the NPU),
+    ``host`` (matches, some nodes on the host CPU), ``refused`` (a one-line NpuSimError), ``mismatch`` (ran, wrong
+    values: a bug), ``crash`` (another exception: a bug)."""
+
+    model: CorpusModel
+    opset: int | None
+    nodes: int
+    status: str = "refused"
+    npu_nodes: int | None = None
+    host_ops: list[tuple[str, str]] = field(default_factory=list)
+    """(op, reason) of every node run on the host."""
+    cycles: int | None = None
+    reference: str = ""
+    """The outputs against onnx's reference outputs (``max rel err``, or what differs)."""
+    ort: str = ""
+    """onnxruntime's outputs against ours (``max rel err``) or against the reference when npusim did not run."""
+    error: str = ""
+    seconds: float = 0.0
+    converted_from: int | None = None
+    """The original opset when the harness converted the model (:func:`run_corpus` ``convert``)."""
+
+    def to_dict(self) -> dict:
+        d = {k: v for k, v in self.__dict__.items() if k != "model"}
+        return {"kind": self.model.kind, "name": self.model.name} | d
+
+
+def one_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {' '.join(str(e).split())}"
+
+
+def _rel_err(got: np.ndarray, want: np.ndarray) -> float:
+    err = float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max(initial=0))
+    return err / max(float(np.abs(want.astype(np.float64)).max(initial=0)), 1e-30)
+
+
+def _similar(got: list[np.ndarray], want: list[np.ndarray], rtol: float, atol: float) -> str | None:
+    """None if ``got`` matches ``want`` as onnx's backend runner checks it (shape, dtype, allclose), else why not."""
+    from onnx.backend.test.runner import Runner
+
+    try:
+        Runner.assert_similar_outputs(want, got, rtol, atol)
+    except AssertionError as e:
+        return " ".join(str(e).split())[:160]
+    return None
+
+
+def _ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray] | str:
+    """onnxruntime's outputs, or its one-line refusal."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        return sess.run([o.name for o in model.graph.output], feeds)
+    except Exception as e:   # onnxruntime raises its own exception types
+        return one_line(e)
+
+
+def _our_frame(e: BaseException) -> str:
+    """``file:line`` of the innermost traceback frame in this project's packages (else the innermost frame)."""
+    frames = traceback.extract_tb(e.__traceback__)
+    root = Path(__file__).resolve().parent.parent
+    ours = [f for f in frames if Path(f.filename).resolve().is_relative_to(root)] or frames
+    return f"{Path(ours[-1].filename).resolve().relative_to(root) if ours is not frames else ours[-1].filename}:" \
+           f"{ours[-1].lineno}"
+
+
+def run_one(cm: CorpusModel, arch: Arch, convert: int | None = None) -> Outcome:
+    """Run one corpus model on npusim (compile with host fallback, simulate with values) and compare it with the
+    reference outputs and with onnxruntime. ``convert``: first convert the model to that opset with
+    ``onnx.version_converter`` (a preview of what the importer will do), recorded in ``converted_from``."""
+    t0 = time.perf_counter()
+    model = cm.load()
+    out = Outcome(cm, model_opset(model), len(model.graph.node))
+    feeds, refs = cm.data(model)
+    if convert is not None:
+        from onnx import version_converter
+
+        try:
+            model = version_converter.convert_version(model, convert)
+        except Exception as e:   # the converter raises RuntimeError/ConvertError/IndexError
+            out.status, out.error = "refused", f"version_converter to opset {convert}: {one_line(e)}"
+            return out
+        out.converted_from, out.opset = out.opset, convert
+    ort_out = _ort(model, feeds)
+    try:
+        compiled, result, outputs, report = driver.run_model(model, arch, dict(feeds))
+    except NpuSimError as e:
+        out.error = one_line(e)
+    except Exception as e:   # a bug: anything else is not a clean refusal
+        out.status, out.error = "crash", f"{one_line(e)} (at {_our_frame(e)})"
+    else:
+        got = [outputs[o.name] for o in model.graph.output]
+        out.cycles, out.host_ops = result.cycles, [(h["op"], h["reason"]) for h in report["host_ops"]]
+        out.npu_nodes = len(compiled.graph.nodes) - len(out.host_ops)
+        why = _similar(got, refs, cm.rtol, cm.atol)
+        out.reference = f"max rel err {max(map(_rel_err, got, refs), default=0):.1e}" if why is None else why
+        out.status = "mismatch" if why else "host" if out.host_ops else "npu"
+        if isinstance(ort_out, list):
+            out.ort = f"max rel err {max(map(_rel_err, got, ort_out), default=0):.1e}"
+    if not out.ort:
+        out.ort = ort_out if isinstance(ort_out, str) else \
+            "matches reference" if _similar(ort_out, refs, cm.rtol, cm.atol) is None else "differs from reference"
+    out.seconds = time.perf_counter() - t0
+    return out
+
+
+def run_corpus(models: list[CorpusModel], arch: Arch, convert: int | None = None, progress: bool = False,
+               preview: int | None = None) -> tuple[list[Outcome], list[Outcome]]:
+    """:func:`run_one` on every model; with ``preview``, the models refused only for their opset run again converted
+    to that opset (second list). A tqdm bar on stderr with ``progress``."""
+    import onnxruntime
+    from tqdm import tqdm
+
+    onnxruntime.set_default_logger_severity(3)   # its warnings on every model with initializers listed as inputs
+
+    def each(ms, desc, conv):
+        bar = tqdm(ms, desc=desc, unit="model", disable=not progress, leave=False)
+        for cm in bar:
+            bar.set_postfix_str(cm.name, refresh=True)
+            yield run_one(cm, arch, conv)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        outcomes = list(each(models, "corpus", convert))
+        again = [o.model for o in outcomes if o.error.startswith("UnsupportedOpsetError")] if preview else []
+        return outcomes, list(each(again, f"preview (opset {preview})", preview))
+
+
+STATUS = {"npu": "NPU", "host": "host-assisted", "refused": "refused", "mismatch": "MISMATCH", "crash": "CRASH"}
+
+
+def table(outcomes: list[Outcome]) -> str:
+    """The per-model markdown table: model, opset, nodes, on NPU / on host, result against the reference and
+    onnxruntime, cycles, or the one-line error."""
+    lines = ["| model | opset | nodes | NPU / host | result | vs reference | vs onnxruntime | cycles | error |",
+             "|---|--:|--:|--:|---|---|---|--:|---|"]
+    for o in outcomes:
+        opset = f"{o.converted_from}->{o.opset}" if o.converted_from else str(o.opset)
+        split = f"{o.npu_nodes} / {len(o.host_ops)}" if o.npu_nodes is not None else ""
+        cycles = f"{o.cycles:,}" if o.cycles is not None else ""
+        error = _clip(o.error, 240).replace("|", "\\|")
+        lines.append(f"| {o.model.kind}/{o.model.name} | {opset} | {o.nodes} | {split} | {STATUS[o.status]} | "
+                     f"{_clip(o.reference, 100)} | {_clip(o.ort, 100).replace('|', '/')} | {cycles} | {error} |")
+    return "\n".join(lines)
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n - 1] + "…"
+
+
+def _reason(error: str) -> str:
+    """An error with its node and tensor names (quoted) and numbers blanked, so equal causes group together."""
+    import re
+
+    return re.sub(r"'[^']*'", "'…'", re.sub(r"\(and \d+ more[^)]*\)", "", error)).strip()
+
+
+def summary(outcomes: list[Outcome]) -> str:
+    """Counts by kind and status, then what the rest need: ops run on the host (with the reason, by number of
+    models) and refusals grouped by cause."""
+    from collections import Counter
+
+    kinds = list(dict.fromkeys(o.model.kind for o in outcomes))
+    lines = ["| corpus | models | " + " | ".join(STATUS.values()) + " |", "|---|--:|" + "--:|" * len(STATUS)]
+    for kind in [*kinds, "all"]:
+        sel = [o for o in outcomes if kind in ("all", o.model.kind)]
+        count = Counter(o.status for o in sel)
+        lines.append(f"| {kind} | {len(sel)} | " + " | ".join(str(count[s]) for s in STATUS) + " |")
+    host = Counter((op, _reason(why)) for o in outcomes for op, why in dict.fromkeys(o.host_ops))
+    nodes = Counter((op, _reason(why)) for o in outcomes for op, why in o.host_ops)
+    refused = Counter(_reason(o.error) for o in outcomes if o.status in ("refused", "crash"))
+    if host:
+        lines += ["", "Ops run on the host (models / nodes):", ""]
+        lines += [f"- {op}: {why} ({n} / {nodes[op, why]})" for (op, why), n in host.most_common()]
+    if refused:
+        lines += ["", "Refusals and crashes by cause (models):", ""]
+        lines += [f"- {_clip(why, 300)} ({n})" for why, n in refused.most_common()]
+    return "\n".join(lines)
+
+
+def markdown(outcomes: list[Outcome], preview: list[Outcome], arch: Arch, command: str, seconds: float) -> str:
+    """docs/conformance.md."""
+    import onnxruntime
+
+    text = [
+        "# Conformance: models nobody here wrote",
+        "",
+        f"Generated by `{command}` (onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__}, "
+        f"arch {arch.name}, {seconds:,.0f} s). Do not edit by hand.",
+        "",
+        "The corpus is what the onnx wheel ships in `onnx/backend/test/data`: `light/` (model-zoo classics with "
+        "reduced weights: their inputs are onnx's runner's dummy `arange / size`, their reference outputs ship with "
+        "them), `pytorch-converted/` and `pytorch-operator/` (PyTorch-exported modules and operators with one "
+        "input/output data set each). Every model is compiled for the arch with host fallback and simulated with "
+        "values (`npusim.driver.run_model`), then compared with the reference outputs as onnx's backend runner does "
+        "(shape, dtype, `allclose` with the model's rtol/atol) and with onnxruntime on the same inputs.",
+        "",
+        "Result: **NPU** matches, every node on the NPU; **host-assisted** matches, some nodes ran on the host CPU; "
+        "**refused** a one-line error (the reason is in the table); **MISMATCH** ran but gave wrong values and "
+        "**CRASH** raised something other than a clean error: both are bugs. *NPU / host* counts the compiled "
+        "graph's nodes (after folding and fusion). The onnx backend node tests of the ops the compiler claims run "
+        "in `make test` (tests/conformance/test_onnx_node.py, with the expected failures listed there).",
+        "",
+        "## Summary",
+        "",
+        summary(outcomes),
+        "",
+        "## Every model",
+        "",
+        table(outcomes),
+    ]
+    if preview:
+        text += [
+            "",
+            f"## Preview: the opset-refused models converted to opset {preview[0].opset or '?'}",
+            "",
+            "The harness converts each model refused only for its opset with `onnx.version_converter` and runs it "
+            "again: what those models need once the importer takes their opset (issue 13 section 2). The importer "
+            "may convert differently; this section disappears when no model is refused for its opset.",
+            "",
+            summary(preview),
+            "",
+            table(preview),
+        ]
+    return "\n".join(text) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    from isa.arch import load_arch
+
+    p = argparse.ArgumentParser(prog="python -m npusim.conformance",
+                                description="Run the onnx wheel's model corpus on npusim and print the table.")
+    p.add_argument("--arch", default="mid32", help="preset name or TOML path (default mid32)")
+    p.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS, help="corpus directories to run")
+    p.add_argument("--only", metavar="REGEX", help="only the models whose kind/name matches")
+    p.add_argument("--preview", type=int, default=17, metavar="OPSET",
+                   help="convert the models refused for their opset to OPSET and run them again (0: off)")
+    p.add_argument("--md", metavar="OUT.md", help="write the markdown report (docs/conformance.md)")
+    p.add_argument("--json", metavar="OUT.json", help="write every outcome as JSON")
+    args = p.parse_args(argv)
+    import re
+    import sys
+
+    arch = load_arch(args.arch)
+    models = [m for m in corpus(tuple(args.kinds)) if not args.only or re.search(args.only, f"{m.kind}/{m.name}")]
+    t0 = time.perf_counter()
+    outcomes, preview = run_corpus(models, arch, progress=sys.stderr.isatty(), preview=args.preview or None)
+    seconds = time.perf_counter() - t0
+    sys.stdout.write(summary(outcomes) + "\n\n" + table(outcomes) + "\n")
+    if preview:
+        sys.stdout.write(f"\npreview, converted to opset {args.preview}:\n\n{summary(preview)}\n\n{table(preview)}\n")
+    sys.stdout.write(f"\n{len(outcomes)} models in {seconds:,.0f} s\n")
+    command = "make conformance" if argv is None and not args.only and args.kinds == list(KINDS) else \
+        "python -m npusim.conformance " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.md:
+        Path(args.md).write_text(markdown(outcomes, preview, arch, command, seconds))
+    if args.json:
+        Path(args.json).write_text(json.dumps([o.to_dict() for o in outcomes + preview], indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
