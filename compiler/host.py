@@ -68,15 +68,18 @@ class HostOp:
     reason: str
 
     def subgraph(self, graph: Graph) -> Graph:
-        """The node alone as a graph (its inputs as graph inputs), for running it with an ONNX runtime."""
+        """The node alone as a graph (its inputs as graph inputs, the graph's opsets), for running it with an ONNX
+        runtime: :func:`compiler.builder.to_onnx` writes it as the ONNX node it was imported from."""
         names = (*(t.name for t in self.inputs), *(t.name for t in self.outputs))
         return Graph(f"host_{self.fn}", tuple(t.name for t in self.inputs), tuple(t.name for t in self.outputs),
-                     (self.node,), {n: graph.tensor(n) for n in names})
+                     (self.node,), {n: graph.tensor(n) for n in names}, graph.opsets)
 
 
 def storage_dtype(tensor: Tensor, node: Node | None = None) -> DType:
-    """The NPU type ``tensor`` is stored as in DRAM, where the host (and the caller's inputs) can read and write it;
-    :class:`UnsupportedDTypeError` naming the tensor (and ``node``) for any other numpy type."""
+    """The NPU type ``tensor`` is stored as in DRAM, where the host (and the caller's inputs) can read and write it
+    (a bool as a byte, u8); :class:`UnsupportedDTypeError` naming the tensor (and ``node``) for any other type."""
+    if tensor.dtype == np.bool_:
+        return DType.U8
     try:
         dtype = DType.from_numpy(tensor.dtype)
     except IsaError:

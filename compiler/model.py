@@ -231,15 +231,15 @@ def _host(low: LoweringContext, n: Node, reason: str) -> None:
             data = np.asarray(low.data(t))
             ins.append(HostTensor(t, "W", low.const(data), data.shape, data.dtype))
         else:
-            b = low.bind[t]
-            ins.append(HostTensor(t, "ACT", b.offset, b.shape, b.dtype.storage, b.layout))
+            b = low.bind[t]   # read as the graph's type (a bool tensor is stored as bytes)
+            ins.append(HostTensor(t, "ACT", b.offset, b.shape, g.tensor(t).dtype, b.layout))
     nhwc = any(t.layout == "nhwc" and len(t.shape) == 4 for t in ins)
     for t in (o for o in n.outputs if o):
         tensor = g.tensor(t)
         dtype = storage_dtype(tensor, n)
         layout = "nhwc" if nhwc and len(tensor.shape) == 4 else "rm"
         b = low.bind[t] = low.alloc(tensor.shape, layout, dtype)
-        outs.append(HostTensor(t, "ACT", b.offset, b.shape, dtype.storage, layout))
+        outs.append(HostTensor(t, "ACT", b.offset, b.shape, tensor.dtype, layout))
     fn = host_fn_name(len(low.host), n)
     prog = host_program(fn, sum(t.nbytes for t in ins), sum(t.nbytes for t in outs), host_ops(n, g),
                         low.target.config)

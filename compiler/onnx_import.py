@@ -1,6 +1,8 @@
 """ONNX to the compiler's IR: :func:`import_onnx`.
 
-Steps: check the opset (13 to 21); run ``onnx.shape_inference.infer_shapes(strict_mode=True, data_prop=True)``
+Steps: check the opset (any the installed onnx defines; a model below :data:`WORKING_OPSET` is converted up to it with
+``onnx.version_converter``); fix the symbolic dims the caller names (``dims``); check the model with
+``onnx.checker``; run ``onnx.shape_inference.infer_shapes(strict_mode=True, data_prop=True)``
 (where a shape stays unknown, fold the constant nodes into initializers and infer again); take initializers and
 ``Constant`` nodes as constant tensors, require a static shape for every tensor, convert attributes to plain Python
 (schema defaults filled in), fold constant subgraphs (:func:`compiler.passes.fold_constants`), then put each
@@ -10,6 +12,7 @@ for the host CPU), and check dtypes. Unless ``allow_unknown``, marked nodes are 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,8 +34,16 @@ from .ir import Graph, Node, Tensor, node_prefix, short_dtype
 from .lower import REGISTRY
 from .passes.fold_constants import FOLDERS, fold_constants, fold_node, remove_dead
 
-OPSETS = (13, 21)
-"""The default-domain opsets accepted, inclusive."""
+OPSETS = (1, onnx.defs.onnx_opset_version())
+"""The default-domain opsets accepted, inclusive: every one the installed onnx defines."""
+
+WORKING_OPSET = 13
+"""Models at an older default-domain opset are converted up to this one (``onnx.version_converter``); newer ones are
+taken as they are (the canonical forms of :mod:`compiler.lower` cover opsets 13 to :data:`OPSETS`)."""
+
+DATA_DEPENDENT = frozenset({"NonZero", "NonMaxSuppression", "Unique", "Compress", "TopK", "Loop", "If", "Scan",
+                            "StringSplit", "RegexFullMatch"})
+"""Ops whose output sizes can depend on the values of their inputs (no fixed dims make them static)."""
 
 UNKNOWN_OP = "operator is not supported by the compiler"
 
@@ -47,16 +58,23 @@ CONST_DTYPES = TENSOR_DTYPES + (np.dtype("int64"), np.dtype("bool"))
 """Element types of constants: activations' plus int64 and bool (shapes, indices, masks)."""
 
 
-def import_onnx(model: onnx.ModelProto | str | Path, allow_unknown: bool = False) -> Graph:
+def import_onnx(model: onnx.ModelProto | str | Path, allow_unknown: bool = False,
+                dims: Mapping[str, int] | None = None) -> Graph:
     """The IR of an ONNX model (a ``ModelProto`` or a path to a ``.onnx`` file).
 
-    Raises :class:`UnsupportedOpsetError`, :class:`DynamicShapeError`, :class:`UnsupportedOpError` and
-    :class:`UnsupportedDTypeError`. With ``allow_unknown``, an op the compiler does not support (or supports but
-    not with these attributes) is kept with ``Node.unsupported`` set to the reason, for a later pass to send to the
-    host CPU; its output shapes must still be inferable.
+    ``dims`` fixes symbolic dimensions of the graph inputs by name (``{"batch": 1, "seq": 128}``): a compiled program
+    has static shapes. Raises :class:`UnsupportedOpsetError`, :class:`DynamicShapeError`,
+    :class:`UnsupportedOpError` and :class:`UnsupportedDTypeError`. With ``allow_unknown``, an op the compiler does
+    not support (or supports but not with these attributes) is kept with ``Node.unsupported`` set to the reason, for
+    a later pass to send to the host CPU; its output shapes must still be inferable.
     """
     m = _load(model)
     opset = model_opset(m)
+    if opset < WORKING_OPSET:
+        m, opset = _convert(m, opset, WORKING_OPSET), WORKING_OPSET
+    if dims:
+        m = fix_dims(m, dims)
+    _check(m)
     unknown = _unknown_ops(m)
     try:
         m = _infer(m)
@@ -94,6 +112,96 @@ def model_opset(m: onnx.ModelProto) -> int:
     if not OPSETS[0] <= versions[0] <= OPSETS[1]:
         raise UnsupportedOpsetError(versions[0], *OPSETS)
     return versions[0]
+
+
+def _convert(m: onnx.ModelProto, opset: int, target: int) -> onnx.ModelProto:
+    """``m`` converted from ``opset`` to ``target`` by ``onnx.version_converter``; a CompileError naming the first
+    node that does not convert (each node is tried alone) and why, when the whole model does not."""
+    from onnx import version_converter
+
+    inputs = {i.name for i in m.graph.input}
+    if m.ir_version < 4 and any(i.name not in inputs for i in m.graph.initializer):
+        m = _copy(m)   # IR 4 let initializers be constants rather than defaulted inputs; the converter's
+        m.ir_version = 4       # IR reader needs that to see them at all
+    try:
+        out = version_converter.convert_version(m, target)
+    except Exception as e:   # the converter raises RuntimeError / its own C++ errors, one type per adapter
+        raise CompileError(f"cannot convert the model from opset {opset} to {target} with onnx.version_converter: "
+                           f"{_culprit(m, opset, target) or _first_line(e)}") from None
+    # IR versions before 4 require initializers to be graph inputs; the converted opset needs a newer IR anyway
+    out.ir_version = max(out.ir_version, helper.find_min_ir_version_for([helper.make_opsetid("", target)]))
+    return out
+
+
+def _culprit(m: onnx.ModelProto, opset: int, target: int) -> str | None:
+    """'node NAME (Op): reason' of the first node whose one-node model does not convert, or None."""
+    from onnx import version_converter
+
+    for k, on in enumerate(m.graph.node):
+        g = helper.make_graph([on], "one", [helper.make_tensor_value_info(i, onnx.TensorProto.UNDEFINED, None)
+                                            for i in on.input if i],
+                              [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in on.output
+                               if o])
+        one = helper.make_model(g, opset_imports=list(m.opset_import), ir_version=m.ir_version)
+        try:
+            version_converter.convert_version(one, target)
+        except Exception as e:
+            name = on.name or f"{node_prefix(on.op_type)}_{k}"
+            return f"node {name!r} ({on.op_type}): {_first_line(e)}"
+    return None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def fix_dims(m: onnx.ModelProto, dims: Mapping[str, int]) -> onnx.ModelProto:
+    """``m`` with the symbolic dimensions named in ``dims`` set to those sizes wherever they appear in the graph's
+    inputs, outputs and value infos; CompileError for a name no graph input uses or a size below 1."""
+    used = {d.dim_param for vi in m.graph.input for d in vi.type.tensor_type.shape.dim if d.dim_param}
+    for name, size in dims.items():
+        if name not in used:
+            known = ", ".join(sorted(used)) or "none"
+            raise CompileError(f"--dim {name}={size}: no input dimension is named {name!r}; symbolic input "
+                               f"dimensions: {known}")
+        if not isinstance(size, int) or size < 1:
+            raise CompileError(f"--dim {name} must be a positive integer, not {size!r}")
+    out = onnx.ModelProto()
+    out.CopyFrom(m)
+    for vi in (*out.graph.input, *out.graph.output, *out.graph.value_info):
+        for d in vi.type.tensor_type.shape.dim:
+            if d.dim_param in dims:
+                d.dim_value = dims[d.dim_param]   # (setting the value clears the param: a oneof)
+    return out
+
+
+def _check(m: onnx.ModelProto) -> None:
+    """CompileError with ``onnx.checker``'s reason for a model ONNX itself calls invalid (graph structure, node
+    order, attributes and arities against the schemas). Graph inputs and outputs declared without a shape, which
+    the checker insists on but onnxruntime and shape inference accept, are not held against the model."""
+    io = [vi for vi in (*m.graph.input, *m.graph.output) if vi.type.HasField("tensor_type")]
+    if any(not vi.type.tensor_type.HasField("shape") for vi in io):
+        m = _copy(m)
+        for vi in (*m.graph.input, *m.graph.output):
+            if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
+                vi.type.tensor_type.shape.SetInParent()
+    try:
+        onnx.checker.check_model(m)
+    except onnx.checker.ValidationError as e:
+        raise CompileError(f"the model is not valid ONNX: {_first_line(e)}") from None
+    seen: set[str] = set()
+    for on in m.graph.node:   # the checker allows it, onnxruntime refuses it
+        if on.name and on.name in seen:
+            raise CompileError(f"the model is not valid ONNX: two nodes are named {on.name!r}")
+        seen.add(on.name)
+
+
+def _copy(m: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``m`` to change (the caller's model stays as it is)."""
+    out = onnx.ModelProto()
+    out.CopyFrom(m)
+    return out
 
 
 def _unknown_ops(m: onnx.ModelProto) -> list[tuple[str, str]]:
@@ -196,14 +304,17 @@ def _raw_graph(m: onnx.ModelProto, opset: int) -> Graph:
         if on.op_type == "Constant" and on.domain in ("", "ai.onnx"):
             tensors[on.output[0]] = _constant(on, name)
             continue
-        nodes.append(Node(name, on.op_type, tuple(on.input), tuple(on.output), _attrs(on, name, opset), on.domain))
+        nodes.append(Node(name, on.op_type, tuple(on.input), tuple(on.output), _attrs(on, name, opset), on.domain,
+                          source=on))
     inputs = tuple(i.name for i in g.input if i.name not in tensors)
     types = {vi.name: vi.type for vi in (*g.input, *g.value_info, *g.output)}
     producers = {o: n for n in nodes for o in n.outputs}
+    params = {d.dim_param for i in g.input for d in i.type.tensor_type.shape.dim if d.dim_param}
     for name in (*inputs, *(o.name for o in g.output), *(t for n in nodes for t in (*n.inputs, *n.outputs))):
         if name and name not in tensors:
-            tensors[name] = _typed(name, types.get(name), producers.get(name))
-    return Graph(g.name or "graph", inputs, tuple(o.name for o in g.output), tuple(nodes), tensors)
+            tensors[name] = _typed(name, types.get(name), producers.get(name), params)
+    opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in m.opset_import}
+    return Graph(g.name or "graph", inputs, tuple(o.name for o in g.output), tuple(nodes), tensors, opsets)
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -212,8 +323,9 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _typed(name: str, tp: onnx.TypeProto | None, producer: Node | None) -> Tensor:
-    """The tensor ``name`` from its inferred type; DynamicShapeError unless its shape is fully static."""
+def _typed(name: str, tp: onnx.TypeProto | None, producer: Node | None, params: set[str] = frozenset()) -> Tensor:
+    """The tensor ``name`` from its inferred type; DynamicShapeError unless its shape is fully static (``params``:
+    the symbolic dims of the graph inputs, which the caller can fix)."""
     node, op = (producer.name, producer.qualified_op) if producer else (None, None)
     what = "" if producer else "(a graph input) "
     if tp is None or not tp.HasField("tensor_type"):
@@ -232,7 +344,13 @@ def _typed(name: str, tp: onnx.TypeProto | None, producer: Node | None) -> Tenso
         text = "(" + ", ".join(str(e.dim_value) if e.HasField("dim_value") else e.dim_param or "?"
                                for e in tt.shape.dim) + ")"
         kind = f"symbolic dim {i} ({d.dim_param!r})" if d.dim_param else f"unknown dim {i}"
-        raise DynamicShapeError(name, f"{what}has {kind} in shape {text}", node, op)
+        if producer is not None and producer.op in DATA_DEPENDENT:
+            raise DynamicShapeError(name, f"has {kind} in shape {text}: its size depends on the values of the data "
+                                    f"({producer.op}), which a program with static shapes cannot have", node, op,
+                                    fix="")
+        fix = f"; fix it with --dim {d.dim_param}=SIZE (Python: dims={{{d.dim_param!r}: SIZE}})" \
+            if d.dim_param in params else ""
+        raise DynamicShapeError(name, f"{what}has {kind} in shape {text}", node, op, fix=fix)
     if tt.elem_type == onnx.TensorProto.UNDEFINED:
         raise DynamicShapeError(name, f"{what}has no inferred element type", node, op)
     return Tensor(name, tuple(dims), np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)))

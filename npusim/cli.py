@@ -29,6 +29,20 @@ def _load_inputs(path: str | None) -> dict[str, np.ndarray]:
         raise NpuSimError(f"cannot read inputs {path}: {e}") from None
 
 
+def _dims(args) -> dict[str, int]:
+    """``--dim NAME=SIZE`` options as a dict."""
+    out = {}
+    for item in args.dim or ():
+        name, sep, size = item.partition("=")
+        try:
+            out[name.strip()] = int(size)
+        except ValueError:
+            raise NpuSimError(f"--dim must look like NAME=SIZE with an integer size, not {item!r}") from None
+        if not sep or not name.strip():
+            raise NpuSimError(f"--dim must look like NAME=SIZE with an integer size, not {item!r}")
+    return out
+
+
 def _write_json(text: str, dest: str) -> None:
     if dest == "-":
         sys.stdout.write(text + "\n")
@@ -255,7 +269,7 @@ def cmd_compile(args) -> int:
     from .driver import load_model
 
     fallback = not args.no_fallback
-    compiled = compile_model(load_model(args.model, fallback), _arch(args), dump_after=args.dump_after,
+    compiled = compile_model(load_model(args.model, fallback, _dims(args)), _arch(args), dump_after=args.dump_after,
                              fallback=fallback, prefetch=False if args.no_prefetch else None,
                              resident=False if args.no_resident else None)
     write_program(compiled.program, args.output)
@@ -284,7 +298,7 @@ def cmd_run(args) -> int:
     compiled, result, outputs, report = _run_with_progress(args, lambda bar: run_model(
         args.model, arch, inputs, timing_only=args.timing_only, validate=args.validate, seed=args.seed,
         dump_after=args.dump_after, fallback=not args.no_fallback, prefetch=False if args.no_prefetch else None,
-        resident=False if args.no_resident else None, progress=bar),
+        resident=False if args.no_resident else None, progress=bar, dims=_dims(args)),
         phase=f"compiling {args.model} for {arch.name} ...")
     if args.save_outputs and outputs:
         np.savez(args.save_outputs, **outputs)
@@ -351,6 +365,9 @@ def cmd_zoo(args) -> int:
 def cmd_golden(args) -> int:
     from .golden import TRACES, check_golden, golden_names, update_golden
 
+    if not args.dir and not TRACES.is_dir():   # an installed wheel has no traces/ (they belong to the source tree)
+        raise NpuSimError(f"no golden traces here: {TRACES} does not exist (they live in the source checkout's "
+                          f"traces/); run npusim golden from a source checkout, or pass --dir DIR")
     root, names = Path(args.dir) if args.dir else TRACES, golden_names(args.names)
     if args.update:
         if args.set:
@@ -382,7 +399,23 @@ def cmd_verify(args) -> int:
     report = verify(program)
     for w in report.warnings:
         print(f"warning: {w}")
-    print(f"{args.program}: {len(program.instrs)} instructions, ok")
+    if not args.races:
+        print(f"{args.program}: {len(program.instrs)} instructions, ok")
+        return 0
+    from isa.races import find_races
+
+    if args.max_races < 0:
+        raise NpuSimError(f"--max-races must be >= 0 (0: all), not {args.max_races}")
+    limit = args.max_races or None
+    races = find_races(program, limit)
+    for race in races:
+        print(race)
+    if races:
+        more = f" (stopped at --max-races {limit})" if len(races) == limit else ""
+        print(f"npusim: error: {args.program}: {len(races)} race{'s' * (len(races) > 1)}{more}: pairs of accesses "
+              f"to common bytes, one a write, that no semaphore, queue order or barrier orders", file=sys.stderr)
+        return 1
+    print(f"{args.program}: {len(program.instrs)} instructions, ok, no races")
     return 0
 
 
@@ -414,6 +447,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "the previous one (no cross-layer weight prefetch; see docs/compiler.md)")
         sp.add_argument("--no-resident", action="store_true", help="keep every activation in DRAM (no SPM arena "
                         "for activations on large SPMs; see docs/compiler.md)")
+        sp.add_argument("--dim", action="append", metavar="NAME=SIZE", help="fix a symbolic input dimension of the "
+                        "model (repeat for each, e.g. --dim batch=1 --dim seq=128)")
 
     def trace_args(sp, trace=True):
         if trace:
@@ -517,8 +552,13 @@ def build_parser() -> argparse.ArgumentParser:
     go.add_argument("--dir", help="the traces directory (default: traces/ of the source tree)")
     go.set_defaults(func=cmd_golden)
 
-    v = sub.add_parser("verify", help="statically check a program (bounds, alignment, semaphores)")
-    v.add_argument("program")
+    v = sub.add_parser("verify", help="statically check a program (bounds, alignment, semaphores; --races: data "
+                       "races)")
+    v.add_argument("program", help="assembly (.s) or binary (.npub) program")
+    v.add_argument("--races", action="store_true", help="also report every pair of accesses to common bytes (one a "
+                   "write) that no semaphore, queue order or barrier orders, one line each; exit 1 if any")
+    v.add_argument("--max-races", type=int, default=100, metavar="N",
+                   help="with --races: stop after N races (0: report all; default 100)")
     v.set_defaults(func=cmd_verify)
 
     sub.add_parser("presets", help="list the bundled Arch presets").set_defaults(func=cmd_presets)

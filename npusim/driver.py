@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from compiler.conv import ConvShape, conv2d, conv_inputs, conv_reference, search_conv_tiling
+from compiler.errors import CompileError
 from compiler.gemm import (
     ACC_TYPE,
     GemmTiling,
@@ -145,14 +146,14 @@ def run_topology(layers, arch: Arch, *, dtype: DType = DType.I8, ideal_memory: b
             "ideal_memory": ideal_memory, "wall_seconds": time.perf_counter() - t0}
 
 
-def load_model(model, fallback: bool = True) -> Graph:
+def load_model(model, fallback: bool = True, dims: dict[str, int] | None = None) -> Graph:
     """A Graph from an ONNX file path, an onnx.ModelProto or a Graph; with ``fallback``, ops the compiler does not
-    know are kept (marked for the host CPU) instead of refused."""
+    know are kept (marked for the host CPU) instead of refused; ``dims`` fixes symbolic input dimensions by name."""
     if isinstance(model, Graph):
         return model
     from compiler.onnx_import import import_onnx
 
-    return import_onnx(model, allow_unknown=fallback)
+    return import_onnx(model, allow_unknown=fallback, dims=dims)
 
 
 def host_functions(compiled: CompiledModel) -> dict[str, Callable]:
@@ -160,21 +161,44 @@ def host_functions(compiled: CompiledModel) -> dict[str, Callable]:
     runs the node alone in onnxruntime and writes its outputs back to DRAM."""
     if not compiled.host_ops:
         return {}
-    import onnxruntime as ort
-
     from compiler.builder import to_onnx
 
     fns = {}
     for h in compiled.host_ops:
-        sess = ort.InferenceSession(to_onnx(h.subgraph(compiled.graph)).SerializeToString(),
-                                    providers=["CPUExecutionProvider"])
+        what = f"node {h.node.name!r} ({h.node.qualified_op}) runs on the host, but onnxruntime"
+        sess = ort_session(to_onnx(h.subgraph(compiled.graph)), what=what)
 
-        def run(dram, h=h, sess=sess):
-            for t, value in zip(h.outputs, sess.run([t.name for t in h.outputs],
-                                                    {t.name: t.read(dram) for t in h.inputs})):
+        def run(dram, h=h, sess=sess, what=what):
+            feeds = {t.name: t.read(dram) for t in h.inputs}
+            try:
+                values = sess.run([t.name for t in h.outputs], feeds)
+            except Exception as e:   # onnxruntime's own error types, one per failure kind
+                raise SimulationError(f"{what} fails on it: {_first_line(e)}") from None
+            for t, value in zip(h.outputs, values):
                 t.write(dram, value)
         fns[h.fn] = run
     return fns
+
+
+def ort_session(model, options=None, what: str = "onnxruntime"):
+    """An onnxruntime CPU session for ``model`` (ModelProto or bytes) that logs only errors (its warnings about
+    unused initializers and the like would otherwise reach the user's terminal on every host call); a CompileError
+    ``<what> rejects the model: <reason>`` when onnxruntime cannot load it."""
+    import onnxruntime as ort
+
+    opts = options or ort.SessionOptions()
+    opts.log_severity_level = 3
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    try:
+        return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+    except Exception as e:   # onnxruntime raises its own Fail/InvalidGraph/NotImplemented types
+        raise CompileError(f"{what} rejects the model: {_first_line(e)}") from None
+
+
+def _first_line(e: BaseException) -> str:
+    """The first line of an exception's message, without onnxruntime's ``[ONNXRuntimeError] : N : KIND :`` prefix."""
+    text = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return text.split(" : ", 3)[-1] if text.startswith("[ONNXRuntimeError]") else text
 
 
 def layer_report(result: SimResult, layers) -> list[dict]:
@@ -221,7 +245,7 @@ def zoo_model(name: str):
 def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *, timing_only: bool = False,
               validate: bool = False, seed: int = 0, dump_after: str | None = None, fallback: bool = True,
               fuse: bool = True, buffers: int = 2, prefetch: bool | None = None, resident: bool | None = None,
-              serial: bool = False, progress=None):
+              serial: bool = False, progress=None, dims: dict[str, int] | None = None):
     """Compile an ONNX model (path, ModelProto or Graph) for ``arch`` and simulate it.
 
     Without ``inputs``, seeded random ones (standard normal for floats). Returns (compiled model, result, outputs by
@@ -229,9 +253,10 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
     onnxruntime). fallback: run the nodes the NPU cannot on the host CPU (else UnsupportedOpError lists them).
     fuse, buffers, prefetch, resident: compiler options (:func:`compiler.model.compile_model`); serial: simulate every
     instruction after the previous one retired (no overlap between units at all). ``progress`` is passed to
-    :func:`npusim.simulate` (``progress(retired, total, cycle)``).
+    :func:`npusim.simulate` (``progress(retired, total, cycle)``). ``dims`` fixes the model's symbolic input
+    dimensions by name (``{"batch": 1}``).
     """
-    graph = load_model(model, fallback)
+    graph = load_model(model, fallback, dims)
     compiled = compile_model(graph, arch, dump_after=dump_after, fallback=fallback, fuse=fuse, buffers=buffers,
                              prefetch=prefetch, resident=resident)
     rng = np.random.default_rng(seed)
@@ -254,13 +279,17 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
                           for h in compiled.host_ops]
     if validate and not timing_only:
         import onnx
-        import onnxruntime as ort
 
         from compiler.builder import to_onnx
 
         proto = to_onnx(graph) if isinstance(model, Graph) else model if isinstance(model, onnx.ModelProto) \
             else onnx.load(model)
-        sess = ort.InferenceSession(proto.SerializeToString(), _ort_options(graph), providers=["CPUExecutionProvider"])
+        try:
+            sess = ort_session(proto, _ort_options(graph), what="onnxruntime (the reference for --validate)")
+        except CompileError:   # an old opset onnxruntime no longer implements: the model as converted on import
+            if isinstance(model, Graph):
+                raise
+            sess = ort_session(to_onnx(graph), _ort_options(graph), what="onnxruntime (the reference for --validate)")
         refs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, dict(inputs))))
         quantized = any(n.op in QUANT_OPS for n in graph.nodes)
         report["validation"] = {name: _compare(outputs[name], refs[name], quantized) for name in outputs}
@@ -299,11 +328,9 @@ def check_layers(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None,
     ``tensor, node, op, shape, max_abs_error, max_rel_error`` (max |err| / max |reference|) and ``ok`` (the same rule
     as :func:`run_model`'s output validation). ``options`` go to :func:`run_model`.
     """
-    import onnxruntime as ort
-
     from compiler.builder import to_onnx
 
-    graph = load_model(model, options.get("fallback", True))
+    graph = load_model(model, options.get("fallback", True), options.get("dims"))
     compiled, result, _, _ = run_model(graph, arch, inputs, seed=seed, **options)
     produced = {t: n for n in graph.nodes for t in n.outputs if t}
     names = [t for t in produced if t in compiled.tensors]
@@ -311,7 +338,7 @@ def check_layers(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None,
         rng = np.random.default_rng(seed)   # the same draws as run_model's
         inputs = {n: rng.standard_normal(graph.tensor(n).shape).astype(graph.tensor(n).dtype) for n in graph.inputs}
     proto = to_onnx(replace(graph, outputs=tuple(dict.fromkeys(graph.outputs + tuple(names)))))
-    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = ort_session(proto, what="onnxruntime (the reference)")
     refs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, dict(inputs))))
     got = compiled.read_tensors(result.outputs["ACT"])
     return [{"tensor": t, "node": produced[t].name, "op": produced[t].op, "shape": tuple(refs[t].shape),

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from ..canonical import CanonContext
 from ..errors import UnsupportedOpError
 from ..ir import Node
@@ -35,11 +37,20 @@ def _batchnorm(node: Node, ctx: CanonContext) -> Node:
                                outputs=ctx.drop_extra_outputs(node, "a training output"))
 
 
+def _dropout(node: Node, ctx: CanonContext) -> Node:
+    """Dropout at inference is its input: an Identity (refused when training_mode may be on or the mask is used)."""
+    training = ctx.const(node, 2, "training_mode")
+    if training is not None and bool(np.asarray(training).ravel()[0]):
+        raise UnsupportedOpError(node.name, node.op, "training_mode=1 is not supported; export for inference")
+    return Node(node.name, "Identity", node.inputs[:1], ctx.drop_extra_outputs(node, "the mask output"))
+
+
 OPS = (
     *(OpSpec(op, None, _fold_only, npu=FOLDED)
       for op in ("Shape", "Size", "Constant", "ConstantOfShape", "Range", "Gather", "Expand", "Equal", "Where", "Neg",
                  "Sqrt", "Pow", "Reciprocal")),
     OpSpec("Cast", None, _cast, npu="free when it casts to the same type; else " + FOLDED),
+    OpSpec("Dropout", None, _dropout, npu="becomes an Identity at inference (when the mask output is unused)"),
     OpSpec("BatchNormalization", None, _batchnorm, npu="folded into the Conv before it (weights and bias rescaled "
            "offline); standalone on the host"),
 )
