@@ -25,7 +25,7 @@ from isa.arch import Arch
 
 from . import driver
 from .driver import OP_REGISTRY
-from .onnx_backend import graph_inputs
+from .onnx_backend import NpuBackend, graph_inputs
 
 
 def claimed_ops() -> frozenset[str]:
@@ -55,6 +55,43 @@ def claimed_cases() -> list:
     """The node test cases whose every node is an op of :func:`claimed_ops`, sorted by name."""
     claimed = claimed_ops()
     return sorted((c for c in node_cases()[0] if case_ops(c.model) <= claimed), key=lambda c: c.name)
+
+
+CONSTANT_INPUTS: dict[str, tuple[int, ...]] = {
+    "Conv": (1, 2), "Gemm": (1, 2), "Clip": (1, 2), "LayerNormalization": (1, 2), "Pad": (1, 2, 3),
+    "QuantizeLinear": (1, 2), "DequantizeLinear": (1, 2), "QLinearMatMul": (1, 2, 3, 4, 5, 6, 7),
+    "QLinearConv": (1, 2, 3, 4, 5, 6, 7, 8),
+}
+"""Input indices of each op that exported models carry as initializers (weights, biases, bounds, scales and zero
+points) and the NPU compiler takes only as constants: a node test feeds them as graph inputs, and the backend binds
+them as constants with the test's values (as onnx-mlir's backend tests do). int64/bool inputs (shapes, axes, pads)
+are always bound (:mod:`npusim.onnx_backend`)."""
+
+
+def constant_inputs(model: onnx.ModelProto) -> list[str]:
+    """The graph inputs of ``model`` that :data:`CONSTANT_INPUTS` binds as constants."""
+    inputs = {i.name for i in model.graph.input}
+    return sorted({n.input[i] for n in model.graph.node for i in CONSTANT_INPUTS.get(n.op_type, ())
+                   if i < len(n.input) and n.input[i] in inputs})
+
+
+def run_node_case(case, arch: Arch | str = "mid32") -> tuple[str, str]:
+    """One node test case on the NPU alone (no host fallback), checked as onnx's runner checks it: (``pass``, "")
+    or (``fail``, the one-line NpuSimError or output difference) or (``crash``, another exception and where)."""
+    from onnx.backend.test.runner import _normalize_tensor
+
+    try:
+        rep = NpuBackend.prepare(case.model, arch=arch, fallback=False, constant_inputs=constant_inputs(case.model))
+        for inputs, refs in case.data_sets:
+            got = rep.run([_normalize_tensor(x) for x in inputs])
+            why = _similar(list(got), [_normalize_tensor(r) for r in refs], case.rtol, case.atol)
+            if why:
+                return "fail", f"output differs: {why}"
+    except NpuSimError as e:
+        return "fail", one_line(e)
+    except Exception as e:   # a bug: anything else is not a clean refusal
+        return "crash", f"{one_line(e)} (at {_our_frame(e)})"
+    return "pass", ""
 
 
 def model_opset(model: onnx.ModelProto) -> int | None:
