@@ -36,5 +36,5 @@ def test_small_model_matches_or_is_refused_in_one_line(cm, request):
     if out.status == "refused":
         assert out.error and "\n" not in out.error, row
     else:
-        assert out.cycles > 0 and out.reference.startswith("max rel err"), row
+        assert out.cycles is not None and out.reference.startswith("max rel err"), row
         assert (out.status == "host") == bool(out.host_ops), row
