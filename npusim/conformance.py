@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import time
 import traceback
 import warnings
@@ -178,8 +179,6 @@ class Outcome:
     """onnxruntime's outputs against ours (``max rel err``) or against the reference when npusim did not run."""
     error: str = ""
     seconds: float = 0.0
-    converted_from: int | None = None
-    """The original opset when the harness converted the model (:func:`run_corpus` ``convert``)."""
 
     def to_dict(self) -> dict:
         d = {k: v for k, v in self.__dict__.items() if k != "model"}
@@ -228,23 +227,13 @@ def _our_frame(e: BaseException) -> str:
            f"{ours[-1].lineno}"
 
 
-def run_one(cm: CorpusModel, arch: Arch, convert: int | None = None) -> Outcome:
+def run_one(cm: CorpusModel, arch: Arch) -> Outcome:
     """Run one corpus model on npusim (compile with host fallback, simulate with values) and compare it with the
-    reference outputs and with onnxruntime. ``convert``: first convert the model to that opset with
-    ``onnx.version_converter`` (a preview of what the importer will do), recorded in ``converted_from``."""
+    reference outputs and with onnxruntime."""
     t0 = time.perf_counter()
     model = cm.load()
     out = Outcome(cm, model_opset(model), len(model.graph.node))
     feeds, refs = cm.data(model)
-    if convert is not None:
-        from onnx import version_converter
-
-        try:
-            model = version_converter.convert_version(model, convert)
-        except Exception as e:   # the converter raises RuntimeError/ConvertError/IndexError
-            out.status, out.error = "refused", f"version_converter to opset {convert}: {one_line(e)}"
-            return out
-        out.converted_from, out.opset = out.opset, convert
     ort_out = _ort(model, feeds)
     try:
         compiled, result, outputs, report = driver.run_model(model, arch, dict(feeds))
@@ -268,26 +257,20 @@ def run_one(cm: CorpusModel, arch: Arch, convert: int | None = None) -> Outcome:
     return out
 
 
-def run_corpus(models: list[CorpusModel], arch: Arch, convert: int | None = None, progress: bool = False,
-               preview: int | None = None) -> tuple[list[Outcome], list[Outcome]]:
-    """:func:`run_one` on every model; with ``preview``, the models refused only for their opset run again converted
-    to that opset (second list). A tqdm bar on stderr with ``progress``."""
+def run_corpus(models: list[CorpusModel], arch: Arch, progress: bool = False) -> list[Outcome]:
+    """:func:`run_one` on every model, with a tqdm bar on stderr if ``progress``."""
     import onnxruntime
     from tqdm import tqdm
 
     onnxruntime.set_default_logger_severity(3)   # its warnings on every model with initializers listed as inputs
-
-    def each(ms, desc, conv):
-        bar = tqdm(ms, desc=desc, unit="model", disable=not progress, leave=False)
-        for cm in bar:
-            bar.set_postfix_str(cm.name, refresh=True)
-            yield run_one(cm, arch, conv)
-
+    out = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        outcomes = list(each(models, "corpus", convert))
-        again = [o.model for o in outcomes if o.error.startswith("UnsupportedOpsetError")] if preview else []
-        return outcomes, list(each(again, f"preview (opset {preview})", preview))
+        bar = tqdm(models, desc="corpus", unit="model", disable=not progress, leave=False)
+        for cm in bar:
+            bar.set_postfix_str(cm.name, refresh=True)
+            out.append(run_one(cm, arch))
+    return out
 
 
 STATUS = {"npu": "NPU", "host": "host-assisted", "refused": "refused", "mismatch": "MISMATCH", "crash": "CRASH"}
@@ -299,11 +282,10 @@ def table(outcomes: list[Outcome]) -> str:
     lines = ["| model | opset | nodes | NPU / host | result | vs reference | vs onnxruntime | cycles | error |",
              "|---|--:|--:|--:|---|---|---|--:|---|"]
     for o in outcomes:
-        opset = f"{o.converted_from}->{o.opset}" if o.converted_from else str(o.opset)
         split = f"{o.npu_nodes} / {len(o.host_ops)}" if o.npu_nodes is not None else ""
         cycles = f"{o.cycles:,}" if o.cycles is not None else ""
         error = _clip(o.error, 240).replace("|", "\\|")
-        lines.append(f"| {o.model.kind}/{o.model.name} | {opset} | {o.nodes} | {split} | {STATUS[o.status]} | "
+        lines.append(f"| {o.model.kind}/{o.model.name} | {o.opset} | {o.nodes} | {split} | {STATUS[o.status]} | "
                      f"{_clip(o.reference, 100)} | {_clip(o.ort, 100).replace('|', '/')} | {cycles} | {error} |")
     return "\n".join(lines)
 
@@ -313,9 +295,7 @@ def _clip(text: str, n: int) -> str:
 
 
 def _reason(error: str) -> str:
-    """An error with its node and tensor names (quoted) and numbers blanked, so equal causes group together."""
-    import re
-
+    """An error with its node and tensor names (quoted) blanked, so equal causes group together."""
     return re.sub(r"'[^']*'", "'…'", re.sub(r"\(and \d+ more[^)]*\)", "", error)).strip()
 
 
@@ -342,7 +322,62 @@ def summary(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
-def markdown(outcomes: list[Outcome], preview: list[Outcome], arch: Arch, command: str, seconds: float) -> str:
+def run_node_cases(arch: Arch | str = "mid32", progress: bool = False) -> list[tuple[object, str, str]]:
+    """(case, status, error) of :func:`run_node_case` for every :func:`claimed_cases` case."""
+    from tqdm import tqdm
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return [(c, *run_node_case(c, arch)) for c in tqdm(claimed_cases(), desc="node tests", unit="test",
+                                                            disable=not progress, leave=False)]
+
+
+_DTYPE_REASONS = ((re.compile(r"tensor '…' has dtype (\S+), which is not supported"), "dtype not supported"),
+                  (re.compile(r"only float32 tensors are lowered, not (\S+) \('…'\)"), "only float32 is lowered"),
+                  (re.compile(r"the (?:input|output) \('…'\) must be int8 or uint8, not (\S+)"), "only int8/uint8"))
+
+
+def _why(error: str) -> tuple[str, str | None]:
+    """A node test's failure in a few words, and the dtype it names (grouped in :func:`node_table`)."""
+    text = _reason(error.split(FALLBACK_CUT)[0].split("; supported:")[0].split("; int8 through")[0])
+    text = re.sub(r"^\w+Error: (node '…' \([\w:.]+\): )?", "", text)
+    for pattern, key in _DTYPE_REASONS:
+        if m := pattern.search(text):
+            return key, m.group(1).rstrip(",")
+    return text, None
+
+
+def node_table(results: list[tuple[object, str, str]]) -> str:
+    """Per claimed op: its node tests, how many pass on the NPU, and why the others fail (grouped, with counts).
+    A function's expanded test (several nodes) counts under ``(expanded)``."""
+    from collections import defaultdict
+
+    by_op = defaultdict(list)
+    for case, status, error in results:
+        nodes = case.model.graph.node
+        by_op[nodes[0].op_type if len(nodes) == 1 else "(expanded)"].append((status, error))
+    lines = ["| op | tests | pass on the NPU | fail | why they fail (tests) |", "|---|--:|--:|--:|---|"]
+    for op in sorted(by_op):
+        rows = by_op[op]
+        why: dict[str, list[str | None]] = defaultdict(list)
+        for status, error in rows:
+            if status != "pass":
+                key, detail = _why(error)
+                why[key].append(detail)
+        text = "; ".join(f"{key}{': ' + ', '.join(dict.fromkeys(d)) if d[0] else ''} ({len(d)})"
+                         for key, d in sorted(why.items(), key=lambda kv: -len(kv[1])))
+        ok = sum(s == "pass" for s, _ in rows)
+        lines.append(f"| {op} | {len(rows)} | {ok} | {len(rows) - ok} | {text.replace('|', '/')} |")
+    ok = sum(s == "pass" for _, s, _ in results)
+    lines.append(f"| **all** | {len(results)} | {ok} | {len(results) - ok} | |")
+    return "\n".join(lines)
+
+
+FALLBACK_CUT = "; without --no-fallback"
+
+
+def markdown(outcomes: list[Outcome], arch: Arch, command: str, seconds: float,
+             nodes: list[tuple[object, str, str]] | None = None) -> str:
     """docs/conformance.md."""
     import onnxruntime
 
@@ -373,18 +408,19 @@ def markdown(outcomes: list[Outcome], preview: list[Outcome], arch: Arch, comman
         "",
         table(outcomes),
     ]
-    if preview:
+    if nodes:
         text += [
             "",
-            f"## Preview: the opset-refused models converted to opset {preview[0].opset or '?'}",
+            "## onnx's node tests of the ops the compiler claims",
             "",
-            "The harness converts each model refused only for its opset with `onnx.version_converter` and runs it "
-            "again: what those models need once the importer takes their opset (issue 13 section 2). The importer "
-            "may convert differently; this section disappears when no model is refused for its opset.",
+            f"onnx's backend node tests (built in memory from `onnx/backend/test/case/node`: "
+            f"{node_cases()[1]:.0f} s of CPU for all {len(node_cases()[0]):,}) whose every node is an op the "
+            "registry lowers, run on the NPU alone (no host fallback): a node the NPU cannot take fails. Weights, "
+            "bounds, scales and zero points the tests feed as inputs are bound as constants "
+            "(`npusim.conformance.CONSTANT_INPUTS`). `make test` runs the same tests through onnx's "
+            "`Runner` (tests/conformance/test_onnx_node.py) with the failures listed there as expected.",
             "",
-            summary(preview),
-            "",
-            table(preview),
+            node_table(nodes),
         ]
     return "\n".join(text) + "\n"
 
@@ -399,29 +435,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--arch", default="mid32", help="preset name or TOML path (default mid32)")
     p.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS, help="corpus directories to run")
     p.add_argument("--only", metavar="REGEX", help="only the models whose kind/name matches")
-    p.add_argument("--preview", type=int, default=17, metavar="OPSET",
-                   help="convert the models refused for their opset to OPSET and run them again (0: off)")
+    p.add_argument("--no-node-tests", dest="node_tests", action="store_false",
+                   help="skip onnx's node tests of the claimed ops")
     p.add_argument("--md", metavar="OUT.md", help="write the markdown report (docs/conformance.md)")
     p.add_argument("--json", metavar="OUT.json", help="write every outcome as JSON")
     args = p.parse_args(argv)
-    import re
     import sys
 
     arch = load_arch(args.arch)
     models = [m for m in corpus(tuple(args.kinds)) if not args.only or re.search(args.only, f"{m.kind}/{m.name}")]
     t0 = time.perf_counter()
-    outcomes, preview = run_corpus(models, arch, progress=sys.stderr.isatty(), preview=args.preview or None)
+    outcomes = run_corpus(models, arch, progress=sys.stderr.isatty())
+    nodes = run_node_cases(arch, progress=sys.stderr.isatty()) if args.node_tests else []
     seconds = time.perf_counter() - t0
     sys.stdout.write(summary(outcomes) + "\n\n" + table(outcomes) + "\n")
-    if preview:
-        sys.stdout.write(f"\npreview, converted to opset {args.preview}:\n\n{summary(preview)}\n\n{table(preview)}\n")
-    sys.stdout.write(f"\n{len(outcomes)} models in {seconds:,.0f} s\n")
-    command = "make conformance" if argv is None and not args.only and args.kinds == list(KINDS) else \
-        "python -m npusim.conformance " + " ".join(sys.argv[1:] if argv is None else argv)
+    if nodes:
+        sys.stdout.write(f"\nnode tests of the claimed ops on the NPU:\n\n{node_table(nodes)}\n")
+    sys.stdout.write(f"\n{len(outcomes)} models{f' and {len(nodes)} node tests' if nodes else ''} in "
+                     f"{seconds:,.0f} s\n")
+    full = not args.only and args.kinds == list(KINDS) and args.node_tests
+    command = "make conformance" if full else "python -m npusim.conformance " + " ".join(argv or sys.argv[1:])
     if args.md:
-        Path(args.md).write_text(markdown(outcomes, preview, arch, command, seconds))
+        Path(args.md).write_text(markdown(outcomes, arch, command, seconds, nodes))
     if args.json:
-        Path(args.json).write_text(json.dumps([o.to_dict() for o in outcomes + preview], indent=1, default=str))
+        Path(args.json).write_text(json.dumps({"corpus": [o.to_dict() for o in outcomes], "node_tests": [
+            {"name": c.name, "ops": sorted(case_ops(c.model)), "status": st, "error": e} for c, st, e in nodes]},
+            indent=1, default=str))
     return 0
 
 
