@@ -112,9 +112,23 @@ def expected_failure(case) -> str | None:
 
 
 class NpuOnly(NpuBackend):
-    """npusim on mid32 where a node the NPU cannot run is an error, not a host call."""
+    """npusim on mid32 where a node the NPU cannot run is an error, not a host call; every run also asserts that the
+    report's host_ops is empty."""
 
     fallback = False
+
+    @classmethod
+    def prepare(cls, model, device="CPU", **kwargs):
+        rep = super().prepare(model, device, **kwargs)
+        run = rep.run
+
+        def on_the_npu(inputs, **kw):
+            outputs = run(inputs, **kw)
+            assert rep.report["host_ops"] == [], f"ran on the host: {rep.report['host_ops']}"
+            return outputs
+
+        rep.run = on_the_npu
+        return rep
 
 
 CASES = claimed_cases()
