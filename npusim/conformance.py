@@ -295,8 +295,9 @@ def _clip(text: str, n: int) -> str:
 
 
 def _reason(error: str) -> str:
-    """An error with its node and tensor names (quoted) blanked, so equal causes group together."""
-    return re.sub(r"'[^']*'", "'…'", re.sub(r"\(and \d+ more[^)]*\)", "", error)).strip()
+    """An error with its node and tensor names (quoted) and instructions (backquoted) blanked, so equal causes group
+    together."""
+    return re.sub(r"`[^`]*`", "`…`", re.sub(r"'[^']*'", "'…'", re.sub(r"\(and \d+ more[^)]*\)", "", error))).strip()
 
 
 def summary(outcomes: list[Outcome]) -> str:
