@@ -215,11 +215,38 @@ def _unknown_ops(m: onnx.ModelProto) -> list[tuple[str, str]]:
     return bad
 
 
+SAME_SHAPE = frozenset({"GroupNormalization"})
+"""Ops whose output has their first input's type and shape but which ONNX's shape inference leaves without one."""
+
+
 def _infer(m: onnx.ModelProto) -> onnx.ModelProto:
     try:
-        return onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=True)
+        m = onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=True)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as e:
         raise CompileError(f"ONNX shape inference failed: {str(e).strip()}") from None
+    filled = _same_shape(m)
+    return m if filled is None else _infer(filled)
+
+
+def _same_shape(m: onnx.ModelProto) -> onnx.ModelProto | None:
+    """``m`` with the output types of :data:`SAME_SHAPE` nodes that have none (from their input's), or None."""
+    g = m.graph
+    types = {vi.name: vi.type for vi in (*g.input, *g.value_info, *g.output)}
+
+    def known(name: str) -> bool:
+        return name in types and types[name].tensor_type.HasField("shape")
+
+    todo = {n.output[0]: types[n.input[0]] for n in g.node if n.op_type in SAME_SHAPE and n.domain in ("", "ai.onnx")
+            and known(n.input[0]) and not known(n.output[0])}
+    if not todo:
+        return None
+    filled = onnx.ModelProto()
+    filled.CopyFrom(m)
+    for o in filled.graph.output:
+        if o.name in todo:
+            o.type.CopyFrom(todo.pop(o.name))
+    filled.graph.value_info.extend(helper.make_value_info(name, tp) for name, tp in todo.items())
+    return filled
 
 
 def _static_shape(tp: onnx.TypeProto | None) -> tuple[int, ...] | None:

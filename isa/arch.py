@@ -284,17 +284,7 @@ class Arch:
         """
         sections: dict[str, Any] = {}
         for item in overrides:
-            key, sep, text = item.partition("=")
-            sec, dot, name = key.strip().partition(".")
-            if not sep or not dot:
-                raise ArchError(f"override must look like section.field=value, not {item!r}")
-            if sec not in SECTIONS:
-                raise ArchError(f"unknown Arch section {sec!r} in override {item!r}{_suggest(sec, SECTIONS)}")
-            klass = SECTIONS[sec]
-            names = {f.name for f in fields(klass)}
-            if name not in names:
-                raise ArchError(f"unknown Arch field '{sec}.{name}'{_suggest(name, names, sec + '.')}")
-            value = _parse_text(klass, name, text.strip(), f"{sec}.{name}")
+            sec, name, value = parse_override(item, check=False)
             sections[sec] = dataclasses.replace(sections.get(sec, getattr(self, sec)), **{name: value})
         return dataclasses.replace(self, **sections) if sections else self
 
@@ -302,6 +292,28 @@ class Arch:
     def peak_macs_per_cycle(self) -> int:
         """MACs the matrix unit completes per cycle at full use (rows x cols)."""
         return self.matrix.rows * self.matrix.cols
+
+
+def parse_override(item: str, check: bool = True) -> tuple[str, str, Any]:
+    """``section.field=value`` as (section, field, value parsed by the field's type), e.g. ``("matrix", "rows", 32)``.
+
+    check: also run the field's own check (range, choices); checks across fields need a whole Arch
+    (:meth:`Arch.with_overrides`). Raises ArchError naming the unknown section or field, or the bad value.
+    """
+    key, sep, text = item.partition("=")
+    sec, dot, name = key.strip().partition(".")
+    if not sep or not dot:
+        raise ArchError(f"override must look like section.field=value, not {item!r}")
+    if sec not in SECTIONS:
+        raise ArchError(f"unknown Arch section {sec!r} in override {item!r}{_suggest(sec, SECTIONS)}")
+    klass = SECTIONS[sec]
+    meta = {f.name: f.metadata for f in fields(klass)}
+    if name not in meta:
+        raise ArchError(f"unknown Arch field '{sec}.{name}'{_suggest(name, meta, sec + '.')}")
+    value = _parse_text(klass, name, text.strip(), f"{sec}.{name}")
+    if check:
+        meta[name]["check"](f"{sec}.{name}", value)
+    return sec, name, value
 
 
 def _plain(v: Any) -> Any:

@@ -362,6 +362,62 @@ def cmd_zoo(args) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    from .sweep import load_spec, pareto, sweep
+
+    spec = load_spec(args.spec)
+    out = Path(args.output) if args.output else spec.output or Path(f"{Path(args.spec).stem}-sweep")
+    metrics = [m.strip() for m in args.pareto.split(",")] if args.pareto else []
+    if args.plot and len(metrics) not in (2, 3):
+        raise NpuSimError("--plot draws the Pareto front: give --pareto with two or three metrics, e.g. "
+                          "--pareto cycles,dram_bytes")
+    points = len(spec.points)
+    try:
+        df = sweep(spec, out=out, scheduler=args.scheduler, workers=args.workers,
+                   progress=not args.quiet and sys.stderr.isatty())
+    except KeyboardInterrupt:
+        from .sweep import ResultStore
+
+        print(f"npusim: interrupted; {len(ResultStore(out))} finished points are stored in {out}: run the same "
+              f"command again to compute only the rest", file=sys.stderr)
+        return 130
+    errors = int(df["error"].notna().sum())
+    print(f"{len(df)} rows ({points} Arch points x {len(spec.workloads)} workloads): {df.attrs['computed']} "
+          f"computed, {df.attrs['reused']} reused from {out}, {errors} with an error -> {out}/results.csv, "
+          f"{out}/results.parquet")
+    import pandas as pd
+
+    shown = df.assign(error=df["error"].fillna(""))
+    with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_colwidth", 60):
+        if metrics:
+            front = pareto(df, metrics)
+            print(f"Pareto front of {', '.join(metrics)} (minimised), per workload: {len(front)} rows")
+            print(shown.loc[front.index].to_string(index=False))
+        else:
+            print(shown.to_string(index=False, max_rows=args.rows))
+    if args.plot:
+        _plot_fronts(df, metrics, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def _plot_fronts(df, metrics: list[str], path: str) -> None:
+    """One Pareto plot per workload, side by side, written to ``path``."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from .plots import plot_pareto, plot_pareto_3d
+
+    names = list(dict.fromkeys(df["workload"]))
+    fig = Figure(figsize=(6 * len(names), 4.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    for i, name in enumerate(names):
+        ax = fig.add_subplot(1, len(names), i + 1, **({"projection": "3d"} if len(metrics) == 3 else {}))
+        (plot_pareto_3d if len(metrics) == 3 else plot_pareto)(df[df["workload"] == name], ax, *metrics)
+        ax.set_title(name, loc="left")
+    fig.savefig(path, dpi=110)
+
+
 def cmd_golden(args) -> int:
     from .golden import TRACES, check_golden, golden_names, update_golden
 
@@ -543,6 +599,23 @@ def build_parser() -> argparse.ArgumentParser:
     zo.add_argument("name")
     zo.add_argument("-o", "--output")
     zo.set_defaults(func=cmd_zoo)
+
+    sw = sub.add_parser("sweep", help="run every workload of a sweep spec (TOML) on every Arch point, on a dask "
+                        "cluster; resumable; writes CSV and Parquet (docs/sweep.md)")
+    sw.add_argument("spec", help="the sweep spec, a TOML file")
+    sw.add_argument("-o", "--output", metavar="DIR", help="results directory (default: the spec's output, else "
+                    "SPEC-sweep); finished points stored there are not computed again")
+    sw.add_argument("--scheduler", default="local", metavar="ADDR", help="'local' (default: a LocalCluster of "
+                    "processes on this machine), tcp://HOST:PORT of a running `dask scheduler`, or 'synchronous' "
+                    "(in this process)")
+    sw.add_argument("--workers", type=int, help="local worker processes (default: one per core)")
+    sw.add_argument("--pareto", metavar="M1,M2[,M3]", help="print the Pareto front of these metric columns "
+                    "(all minimised), e.g. cycles,dram_bytes")
+    sw.add_argument("--plot", metavar="OUT.png", help="draw the --pareto front (2 or 3 metrics), one panel per "
+                    "workload")
+    sw.add_argument("--rows", type=int, default=40, help="rows of the table to print (default 40)")
+    sw.add_argument("--quiet", action="store_true", help="no progress bar (shown only on a terminal)")
+    sw.set_defaults(func=cmd_sweep)
 
     go = sub.add_parser("golden", help="recompile + resimulate the golden traces (traces/) and diff; --update rewrites")
     go.add_argument("names", nargs="*", metavar="NAME", help="golden, workload or preset names (default: all)")

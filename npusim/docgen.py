@@ -183,11 +183,24 @@ def preset_table() -> str:
     return "\n".join(rows)
 
 
+def sweep_columns_table() -> str:
+    from npusim.sweep import COMPILE_FREE_FIELDS, METRICS
+
+    rows = ["| column | unit / meaning |", "|---|---|", "| `workload` | the workload's name |",
+            "| `section.field` | one per overridden Arch field: the value in effect at the point |"]
+    rows += [f"| `{name}` | {_cell(unit)} |" for name, (_, unit) in METRICS.items()]
+    rows.append("| `error` | empty, or why the point cannot run (`ExceptionType: message`); its metrics are empty |")
+    free = ", ".join(f"`{sec}.{name}`" for sec, name in COMPILE_FREE_FIELDS)
+    return "\n".join(rows) + f"\n\nFields the compiler never reads (points differing only in them compile once): " \
+        f"{free}."
+
+
 TABLES = {"docs/isa.md": {"instructions": instruction_table, "enums": enum_table, "semantics": semantics},
           "docs/arch.md": {"arch-fields": arch_table}, "README.md": {"presets": preset_table},
           "docs/ops.md": {"ops": ops_table},
           "docs/energy.md": {"energy-tables": energy_tables, "energy-presets": energy_presets_table},
-          "docs/validation.md": {"scalesim-gemm": validation_gemm_table, "scalesim-resnet18": validation_resnet_table}}
+          "docs/validation.md": {"scalesim-gemm": validation_gemm_table, "scalesim-resnet18": validation_resnet_table},
+          "docs/sweep.md": {"sweep-columns": sweep_columns_table}}
 
 
 def render(text: str, tables: dict) -> str:

@@ -242,6 +242,22 @@ def zoo_model(name: str):
     return MODELS[name]()
 
 
+def model_report(result: SimResult, compiled: CompiledModel, instructions: bool = True) -> dict:
+    """The JSON report of a model run: :meth:`SimResult.to_dict` (energy per inference over the batch, the first
+    input's leading dimension) plus ``layers`` (:func:`layer_report`), the model's ``macs`` and
+    ``matrix_utilization`` (its MACs over the peak) and ``host_ops``."""
+    graph = compiled.graph
+    first = graph.tensor(graph.inputs[0]).shape if graph.inputs else ()
+    report = result.to_dict(instructions, inferences=first[0] if len(first) >= 2 else 1)   # batch: leading dim
+    report["layers"] = layer_report(result, compiled.layers)
+    # the model's MACs: the instructions' also count the zero blocks of pixel-packed convolutions
+    report["macs"] = sum(lr.macs for lr in compiled.layers)
+    report["matrix_utilization"] = result.utilization(report["macs"])
+    report["host_ops"] = [{"name": h.node.name, "op": h.node.op, "fn": h.fn, "reason": h.reason}
+                          for h in compiled.host_ops]
+    return report
+
+
 def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *, timing_only: bool = False,
               validate: bool = False, seed: int = 0, dump_after: str | None = None, fallback: bool = True,
               fuse: bool = True, buffers: int = 2, prefetch: bool | None = None, resident: bool | None = None,
@@ -269,14 +285,7 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
                       timing_only=timing_only, host_functions=None if timing_only else host_functions(compiled),
                       serial=serial, progress=progress)
     outputs = {} if timing_only else compiled.read_outputs(result.outputs["ACT"])
-    first = graph.tensor(graph.inputs[0]).shape if graph.inputs else ()
-    report = result.to_dict(inferences=first[0] if len(first) >= 2 else 1)   # batch: the first input's leading dim
-    report["layers"] = layer_report(result, compiled.layers)
-    # the model's MACs: the instructions' also count the zero blocks of pixel-packed convolutions
-    report["macs"] = sum(lr.macs for lr in compiled.layers)
-    report["matrix_utilization"] = result.utilization(report["macs"])
-    report["host_ops"] = [{"name": h.node.name, "op": h.node.op, "fn": h.fn, "reason": h.reason}
-                          for h in compiled.host_ops]
+    report = model_report(result, compiled)
     if validate and not timing_only:
         import onnx
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from ..ir import Graph, Node
-from . import conv, elementwise, folded, layout, matmul, pool, quant, rows
+from . import conv, elementwise, folded, layout, matmul, norm, pool, quant, reduce, rows
 from .context import ALIGN, Binding, LoweringContext
 from .spec import OpSpec
 
 REGISTRY: MappingProxyType[str, OpSpec] = MappingProxyType(
-    {spec.op: spec for module in (conv, matmul, elementwise, pool, rows, layout, quant, folded)
+    {spec.op: spec for module in (conv, matmul, elementwise, pool, rows, reduce, norm, layout, quant, folded)
      for spec in module.OPS})
 """Every default-domain op the compiler takes, by ONNX name."""
 
@@ -27,6 +27,10 @@ def npu_unsupported(node: Node, graph: Graph) -> str | None:
     spec = REGISTRY.get(node.op) if node.domain in ("", "ai.onnx") else None
     if spec is None:
         return "not lowered to the NPU yet"
+    empty = next((t for t in (*node.present_inputs, *node.outputs)
+                  if t and not graph.is_const(t) and 0 in graph.tensor(t).shape), None)
+    if empty and spec.lower is not None:
+        return f"tensor {empty!r} is empty (shape {graph.tensor(empty).shape})"
     return spec.unsupported(node, graph)
 
 

@@ -1,10 +1,7 @@
 """Ops the compiler takes but does not lower: constant folding (:mod:`compiler.passes.fold_constants`) evaluates
-them when their inputs are constants (the shape arithmetic exporters emit), and BatchNormalization is folded into
-the convolution before it (:mod:`compiler.passes.fold_batchnorm`). What is left of them runs on the host."""
+them when their inputs are constants (the shape arithmetic exporters emit). What is left of them runs on the host."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 
@@ -29,14 +26,6 @@ def _cast(node: Node, ctx: CanonContext) -> Node:
     return _fold_only(node, ctx)
 
 
-def _batchnorm(node: Node, ctx: CanonContext) -> Node:
-    if node.attrs.get("training_mode", 0):
-        raise UnsupportedOpError(node.name, node.op, "training_mode=1 is not supported; export for inference")
-    return dataclasses.replace(node, attrs={"epsilon": float(node.attrs.get("epsilon", 1e-5)),
-                                            "momentum": float(node.attrs.get("momentum", 0.9))},
-                               outputs=ctx.drop_extra_outputs(node, "a training output"))
-
-
 def _dropout(node: Node, ctx: CanonContext) -> Node:
     """Dropout at inference is its input: an Identity (refused when training_mode may be on or the mask is used)."""
     training = ctx.const(node, 2, "training_mode")
@@ -47,10 +36,7 @@ def _dropout(node: Node, ctx: CanonContext) -> Node:
 
 OPS = (
     *(OpSpec(op, None, _fold_only, npu=FOLDED)
-      for op in ("Shape", "Size", "Constant", "ConstantOfShape", "Range", "Gather", "Expand", "Equal", "Where", "Neg",
-                 "Sqrt", "Pow", "Reciprocal")),
+      for op in ("Shape", "Size", "Constant", "ConstantOfShape", "Range", "Gather", "Expand", "Equal", "Where")),
     OpSpec("Cast", None, _cast, npu="free when it casts to the same type; else " + FOLDED),
     OpSpec("Dropout", None, _dropout, npu="becomes an Identity at inference (when the mask output is unused)"),
-    OpSpec("BatchNormalization", None, _batchnorm, npu="folded into the Conv before it (weights and bias rescaled "
-           "offline); standalone on the host"),
 )

@@ -1,4 +1,5 @@
-"""Row-wise ops over the last axis on the vector unit: Softmax, LayerNormalization, ReduceMean and ReduceSum."""
+"""Row-wise ops over the last axis on the vector unit: Softmax, LayerNormalization, and the row-wise program of
+ReduceMean and ReduceSum (their entries: :mod:`compiler.lower.reduce`)."""
 
 from __future__ import annotations
 
@@ -60,25 +61,8 @@ def _layernorm(node: Node, ctx: CanonContext) -> Node:
                                outputs=ctx.drop_extra_outputs(node, "the Mean/InvStdDev output"))
 
 
-def _reduce(node: Node, ctx: CanonContext) -> Node:
-    a, rank = node.attrs, len(ctx.shape(node.inputs[0]))
-    axes = a.get("axes")
-    if axes is None:
-        value = ctx.const(node, 1, "axes")
-        axes = () if value is None else tuple(value.tolist())
-    if not axes:
-        if a.get("noop_with_empty_axes", 0):
-            return dataclasses.replace(node, op="Identity", inputs=node.inputs[:1], attrs={})
-        axes = tuple(range(rank))
-    axes = tuple(sorted({norm_axis(int(x), rank, node.name, node.op) for x in axes}))
-    return dataclasses.replace(node, inputs=node.inputs[:1],
-                               attrs={"axes": axes, "keepdims": int(a.get("keepdims", 1))})
-
-
 OPS = (
     OpSpec("Softmax", lower_rows, axis_attr(-1), _last_axis, npu="vector unit, last axis"),
     OpSpec("LayerNormalization", lower_rows, _layernorm, _last_axis, npu="vector unit, last axis, constant scale "
            "and bias"),
-    OpSpec("ReduceMean", lower_rows, _reduce, _last_axis, npu="vector unit, last axis"),
-    OpSpec("ReduceSum", lower_rows, _reduce, _last_axis, npu="vector unit, last axis"),
 )

@@ -1,7 +1,6 @@
 """Depthwise convolution on the vector unit (compiler/depthwise.py) equals numpy for any kernel, stride, padding,
 dilation, channel multiplier and batch; concurrent runs equal serial ones bit for bit."""
 
-import time
 
 import numpy as np
 import pytest
@@ -127,21 +126,18 @@ def test_errors():
 @pytest.mark.parametrize("preset", ["edge16", "dc128"])
 def test_mobilenetv2_layer(preset):
     # MobileNetV2's 56x56x144 stride-2 depthwise 3x3: one weight load, then per step one window load, one vector
-    # instruction and one store; it runs timing-only in well under a second, much faster than the grouped
-    # matrix-unit lowering (one k = n = 1 group per matmul)
+    # instruction and one store; far fewer cycles than the grouped matrix-unit lowering (one k = n = 1 group per
+    # matmul). How fast it simulates is bench/'s business, not a test's.
     arch = PRESETS[preset]
     cs = ConvShape(1, 144, 56, 56, 144, 3, 3, stride=2, pad=1, groups=144)
-    t0 = time.perf_counter()
     prog = depthwise2d(cs, DType.F32, Target.of(arch))
     res = simulate(prog, arch, timing_only=True)
-    wall = time.perf_counter() - t0
     t = choose_depthwise_tiling(cs, DType.F32, Target.of(arch))
     steps = -(-cs.C // t.cb) * -(-cs.OH // t.toh) * -(-cs.OW // t.tow)
     assert t.resident and t.cb == cs.C
     assert len(prog.instrs) == 1 + 3 * steps + 1 <= 200
     assert sum(isinstance(i, VecBinary) for i in prog.instrs) == steps
     assert sum(isinstance(i, DmaCopy) for i in prog.instrs) == 1 + 2 * steps
-    assert wall < 0.5, wall
     assert res.cycles < simulate(prog, arch, timing_only=True, serial=True).cycles   # loads overlap compute
     grouped = conv2d(cs, DType.F32, Target.of(arch))
     assert 10 * res.cycles < simulate(grouped, arch, timing_only=True).cycles
