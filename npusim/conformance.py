@@ -61,12 +61,13 @@ def claimed_cases() -> list:
 CONSTANT_INPUTS: dict[str, tuple[int, ...]] = {
     "Conv": (1, 2), "Gemm": (1, 2), "Clip": (1, 2), "LayerNormalization": (1, 2), "Pad": (1, 2, 3),
     "QuantizeLinear": (1, 2), "DequantizeLinear": (1, 2), "QLinearMatMul": (1, 2, 3, 4, 5, 6, 7),
-    "QLinearConv": (1, 2, 3, 4, 5, 6, 7, 8),
+    "QLinearConv": (1, 2, 3, 4, 5, 6, 7, 8), "Pow": (1,), "BatchNormalization": (1, 2, 3, 4),
+    "InstanceNormalization": (1, 2), "GroupNormalization": (1, 2),
 }
 """Input indices of each op that exported models carry as initializers (weights, biases, bounds, scales and zero
-points) and the NPU compiler takes only as constants: a node test feeds them as graph inputs, and the backend binds
-them as constants with the test's values (as onnx-mlir's backend tests do). int64/bool inputs (shapes, axes, pads)
-are always bound (:mod:`npusim.onnx_backend`)."""
+points, exponents, statistics) and the NPU compiler takes only as constants: a node test feeds them as graph inputs,
+and the backend binds them as constants with the test's values (as onnx-mlir's backend tests do). int64/bool inputs
+(shapes, axes, pads) are always bound (:mod:`npusim.onnx_backend`)."""
 
 
 def constant_inputs(model: onnx.ModelProto) -> list[str]:
