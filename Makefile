@@ -9,7 +9,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test]'
 	touch $@
 
-.PHONY: demo test lint bench docs
+.PHONY: demo test lint bench docs conformance
 demo: $(VENV)/.installed
 	mkdir -p build
 	$(BIN)/npusim zoo resnet18 -o build/resnet18.onnx
@@ -24,3 +24,7 @@ bench: $(VENV)/.installed
 
 docs: $(VENV)/.installed
 	$(PY) -m npusim.docgen
+
+# onnx's model corpus (model-zoo classics, PyTorch exports) and node tests on mid32 -> docs/conformance.md (~15 min)
+conformance: $(VENV)/.installed
+	$(PY) -m npusim.conformance --md docs/conformance.md

@@ -167,6 +167,8 @@ def _gemm_check(node: Node, graph: Graph) -> str | None:
 
 
 def _matmul_check(node: Node, graph: Graph) -> str | None:
+    if min(graph.tensor(t).rank for t in node.inputs[:2]) < 2:
+        return "1-D operands are not supported"
     a, b = graph.tensor(node.inputs[0]), graph.tensor(node.inputs[1])
     out = graph.tensor(node.outputs[0]).shape
     if a.is_const:
