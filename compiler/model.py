@@ -20,6 +20,7 @@ from .host import HostOp, HostTensor, host_fn_name, host_ops, host_program, stor
 from .ir import Graph, Node
 from .link import LayerRange, Segment, leading_constants, link
 from .lower import ALIGN, REGISTRY, Binding, LoweringContext, npu_unsupported
+from .lower.layout import lower_constant_output
 from .passes.fold_batchnorm import fold_batchnorm
 from .passes.fold_constants import fold_constants
 from .passes.fuse import fuse_activation, fuse_residual
@@ -71,11 +72,16 @@ class CompiledModel:
         return {"W": self.weights, "ACT": act}
 
     def read_outputs(self, act: np.ndarray) -> dict[str, np.ndarray]:
-        return {name: b.from_memory(act) for name, b in self.outputs.items()}
+        """The graph outputs from the final ACT region, each in its ONNX type (a bool output is stored as u8)."""
+        return {name: _typed(b.from_memory(act), self.graph.tensor(name).dtype) for name, b in self.outputs.items()}
 
     def read_tensors(self, act: np.ndarray) -> dict[str, np.ndarray]:
         """Every tensor of :attr:`tensors` from the final ACT region (each has its own offset, none is reused)."""
         return {name: b.from_memory(act) for name, b in self.tensors.items()}
+
+
+def _typed(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    return x.astype(np.bool_) if dtype == np.bool_ else x
 
 
 def run_passes(graph: Graph, dump_after: str | None = None, dump: Callable[[str], None] = print,
@@ -161,6 +167,9 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
                 raise UnsupportedOpError(e.node, e.op, e.reason + FALLBACK_HINT) from None
             low.restore(saved)
             _host(low, node, e.reason)
+    for name in graph.outputs:
+        if name not in low.bind and graph.is_const(name):   # the model's result folded to a constant
+            lower_constant_output(low, name)
     outputs = {name: low.want(name, "nhwc" if low.bind[name].layout == "nhwc" else "rm") for name in graph.outputs}
     weights = np.concatenate(low.weights) if low.weights else np.zeros(ALIGN, np.uint8)
     segments = low.segments if buffers == 2 else [_ring_depth(s, buffers) for s in low.segments]

@@ -23,6 +23,7 @@ from isa.program import MAX_REGIONS
 from .. import transpose, vector
 from ..canonical import CanonContext, axis_attr, const_inputs, norm_axis
 from ..errors import CompileError, UnsupportedOpError
+from ..host import storage_dtype
 from ..ir import Graph, Node
 from ..staged_copy import Box, Operand, collapse_box, staged_copy
 from ..vector import row_major
@@ -99,6 +100,19 @@ def _copy(low: LoweringContext, n: Node, x: Binding, y: Binding, dims: list[tupl
         _emit_boxes(low, n, [box], {"X": (("ACT", x.offset), x.nbytes), "Y": (("ACT", y.offset), y.nbytes)},
                     x.dtype)
     low.bind[n.outputs[0]] = y
+
+
+def lower_constant_output(low: LoweringContext, name: str) -> None:
+    """A graph output that is a constant (a model whose result folds, such as a Where of constants): the DMA copies
+    its value from the weights (region W) into an activation the caller reads, as segment ``<name>.const``."""
+    t = low.graph.tensor(name)
+    y = low.alloc(t.shape, "rm", storage_dtype(t))
+    data = np.ascontiguousarray(t.data, y.dtype.storage)
+    if data.size:
+        box = Box((data.size,), Operand("Y", 0, (1,)), Operand("X", 0, (1,)))
+        _emit_boxes(low, Node(f"{name}.const", "Constant", (), (name,)), [box],
+                    {"X": (("W", low.const(data)), data.nbytes), "Y": (("ACT", y.offset), y.nbytes)}, y.dtype)
+    low.bind[name] = y
 
 
 def lower_concat(low: LoweringContext, n: Node) -> None:
@@ -296,7 +310,7 @@ def lower_pad(low: LoweringContext, n: Node) -> None:
 
 
 def lower_depth_space(low: LoweringContext, n: Node) -> None:
-    """DepthToSpace (modes DCR, CRD) and SpaceToDepth: one DMA copy, no vector pass. The output keeps the input's
+    """DepthToSpace and SpaceToDepth (modes DCR, CRD): one DMA copy, no vector pass. The output keeps the input's
     layout; each of (n, c, h, block row, w, block column) is one dimension of the copy with its stride on both sides,
     and the load walks the input in its memory order (long runs), the store the output in its own."""
     layout = _layout(low, n.inputs[0])
@@ -312,8 +326,9 @@ def lower_depth_space(low: LoweringContext, n: Node) -> None:
     else:
         y = low.alloc((N, C * b * b, H // b, W // b), layout, x.dtype)
         xs, ys = _axis_strides(x), _axis_strides(y)
-        dims = [(N, xs[0], ys[0]), (C, xs[1], ys[1]), (H // b, b * xs[2], ys[2]), (b, xs[2], b * C * ys[1]),
-                (W // b, b * xs[3], ys[3]), (b, xs[3], C * ys[1])]
+        cs = (1, b * C, C) if n.attrs["mode"] == "DCR" else (b * b, b, 1)   # output channel of (c, bh, bw)
+        dims = [(N, xs[0], ys[0]), (C, xs[1], cs[0] * ys[1]), (H // b, b * xs[2], ys[2]), (b, xs[2], cs[1] * ys[1]),
+                (W // b, b * xs[3], ys[3]), (b, xs[3], cs[2] * ys[1])]
     _check_shape(n, low, y.shape)
     _copy(low, n, x, y, dims, src_order=True)
 
@@ -538,7 +553,7 @@ def _split(node: Node, ctx: CanonContext) -> Node:
 
 
 def _depth_space(node: Node, ctx: CanonContext) -> Node:
-    mode = node.attrs.get("mode", "DCR") if node.op == "DepthToSpace" else "DCR"
+    mode = node.attrs.get("mode", "DCR")   # SpaceToDepth has a mode from opset 28 on
     attrs = {"blocksize": int(node.attrs["blocksize"])} if "blocksize" in node.attrs else {}
     return dataclasses.replace(node, attrs={**attrs, "mode": mode})
 

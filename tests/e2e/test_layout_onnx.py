@@ -231,3 +231,27 @@ def test_forms_not_lowered_say_why_and_run_on_the_host(nodes, consts, reason):
         with pytest.raises(UnsupportedOpError, match=reason):
             compile_model(graph, load_arch("edge16"), fallback=False)
         assert [h.node.op for h in compile_model(graph, load_arch("edge16")).host_ops] == [nodes[0].op_type]
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_space_to_depth_crd_mode_of_opset_28(preset):
+    # SpaceToDepth takes DepthToSpace's mode from opset 28 on: CRD keeps a channel's block positions together
+    x = np.arange(2 * 3 * 4 * 6, dtype=np.float32).reshape(2, 3, 4, 6)
+    model = _model([helper.make_node("SpaceToDepth", ["x"], ["y"], blocksize=2, mode="CRD")], [("x", x.shape)],
+                   ["y"], opset=28)
+    _run(model, preset, {"x": x})   # bit for bit against onnxruntime
+    _, _, outputs, _ = run_model(model, load_arch(preset), {"x": x})
+    assert np.array_equal(outputs["y"], x.reshape(2, 3, 2, 2, 3, 2).transpose(0, 1, 3, 5, 2, 4).reshape(2, 12, 2, 3))
+
+
+def test_a_graph_output_that_folds_to_a_constant_is_copied_out_by_the_dma():
+    # every input a constant (onnx's backend binds int64/bool inputs so): the Where folds and the model's output is
+    # the constant, which the program copies from the weights (a KeyError in compile_model before)
+    c = numpy_helper.from_array(np.array([[True, False], [False, True]]), "c")
+    x, y = (numpy_helper.from_array(v.astype(np.float32), k) for k, v in (("x", np.arange(4.0).reshape(2, 2)),
+                                                                         ("y", -np.ones((2, 2)))))
+    g = helper.make_graph([helper.make_node("Where", ["c", "x", "y"], ["z"])], "g", [],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, None)], [c, x, y])
+    compiled, result, outputs, report = run_model(helper.make_model(g), load_arch("mid32"), validate=True)
+    assert np.array_equal(outputs["z"], [[0, -1], [-1, 3]]) and report["validation"]["z"]["ok"]
+    assert [lr.op for lr in compiled.layers] == ["Constant"] and result.cycles > 0

@@ -96,7 +96,7 @@ topology = "topo.csv"
     assert zoo.options == (("prefetch", False),)
     assert zoo.digest != OnnxModel("x", zoo.data).digest   # options are part of the key
     assert gemm == Gemm("gemm 64x32x16 f16", 64, 32, 16, "f16")
-    assert isinstance(conv, Conv) and conv.name == "c3" and (conv.shape.OH, conv.shape.pad) == (10, 1)
+    assert isinstance(conv, Conv) and conv.name == "c3" and (conv.shape.OH, conv.shape.pad) == (10, (1, 1, 1, 1))
     assert isinstance(topo, Topology) and topo.name == "topo"
     assert topo.layers == tuple(read_topology(tmp_path / "topo.csv"))
     assert topo.layers[1].M == 8 * 8   # SCALE-Sim's geometry: ceil((14 - 1 + 2) / 2) = 8
