@@ -40,20 +40,35 @@ def window_out(size: int, kernel: int, stride: int, pad_begin: int, pad_end: int
     return out - 1 if ceil and (out - 1) * stride >= size + pad_begin else out
 
 
-def window_attrs(node: Node, spatial: int, kernel: Sequence[int], attrs: dict[str, Any]) -> dict[str, Any]:
+def window_attrs(node: Node, spatial: int, kernel: Sequence[int], attrs: dict[str, Any],
+                 sizes: Sequence[int] | None = None) -> dict[str, Any]:
     """``kernel_shape``, ``strides``, ``pads`` (``(begin..., end...)``) and ``dilations`` of a conv or pool over
-    ``spatial`` dims, defaults filled in and ``auto_pad`` VALID resolved; UnsupportedOpError for SAME_*."""
+    ``spatial`` dims of input ``sizes``, defaults filled in and ``auto_pad`` resolved to explicit pads.
+
+    SAME_UPPER / SAME_LOWER pad so that ``out = ceil(size / stride)``: ``total = max(0, (out - 1) * stride +
+    (kernel - 1) * dilation + 1 - size)`` split in half, the odd one at the end (UPPER) or the beginning (LOWER),
+    as ONNX defines it; VALID is no padding."""
     auto = attrs.get("auto_pad", "NOTSET")
-    if auto in ("SAME_UPPER", "SAME_LOWER"):
-        raise UnsupportedOpError(node.name, node.op, f"attribute auto_pad={auto!r} is not supported; use explicit "
-                                 f"pads")
-    if auto not in ("NOTSET", "VALID"):
+    if isinstance(auto, bytes):
+        auto = auto.decode()
+    if auto not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
         raise UnsupportedOpError(node.name, node.op, f"attribute auto_pad={auto!r} is not valid")
     k = spatial
-    return {"kernel_shape": tuple(attrs.get("kernel_shape") or kernel),
-            "strides": tuple(attrs.get("strides") or (1,) * k),
-            "pads": (0,) * 2 * k if auto == "VALID" else tuple(attrs.get("pads") or (0,) * 2 * k),
-            "dilations": tuple(attrs.get("dilations") or (1,) * k)}
+    out = {"kernel_shape": tuple(attrs.get("kernel_shape") or kernel),
+           "strides": tuple(attrs.get("strides") or (1,) * k),
+           "pads": (0,) * 2 * k if auto == "VALID" else tuple(attrs.get("pads") or (0,) * 2 * k),
+           "dilations": tuple(attrs.get("dilations") or (1,) * k)}
+    if auto.startswith("SAME"):
+        if sizes is None:
+            raise UnsupportedOpError(node.name, node.op, f"auto_pad={auto!r} needs the input's spatial sizes")
+        begin, end = [], []
+        for size, kern, stride, dil in zip(sizes, out["kernel_shape"], out["strides"], out["dilations"]):
+            total = max(0, (-(-size // stride) - 1) * stride + (kern - 1) * dil + 1 - size)
+            small = total // 2
+            begin.append(small if auto == "SAME_UPPER" else total - small)
+            end.append(total - begin[-1])
+        out["pads"] = (*begin, *end)
+    return out
 
 
 class CanonContext:

@@ -19,6 +19,7 @@ from isa import DType, Halt, HostCall, IsaError, Program, ProgramConfig
 
 from .errors import UnsupportedDTypeError
 from .ir import Graph, Node, Tensor, short_dtype
+from .lower.context import channels_first, channels_last
 
 STORED = tuple(d for d in DType if d is not DType.BF16)
 """Types a tensor the host reads or writes may have: those numpy holds natively (bf16 is raw bits on the NPU)."""
@@ -27,7 +28,7 @@ STORED = tuple(d for d in DType if d is not DType.BF16)
 @dataclass(frozen=True)
 class HostTensor:
     """A tensor the host reads or writes: DRAM ``region`` (ACT or W), byte ``offset``, logical ``shape`` stored in
-    ``layout`` (``rm`` row-major, or ``nhwc`` channels-last for a 4-D NCHW tensor)."""
+    ``layout`` (``rm`` row-major, or ``nhwc`` channels-last for a 3-D or 4-D ``(N, C, *spatial)`` tensor)."""
 
     name: str
     region: str
@@ -44,15 +45,16 @@ class HostTensor:
         """The logical (NCHW / row-major) value."""
         raw = dram[self.region][self.offset: self.offset + self.nbytes].view(self.dtype)
         if self.layout == "nhwc":
-            n, c, h, w = self.shape
-            return np.ascontiguousarray(raw.reshape(n, h, w, c).transpose(0, 3, 1, 2))
+            rank = len(self.shape)
+            return np.ascontiguousarray(raw.reshape([self.shape[i] for i in channels_last(rank)])
+                                        .transpose(channels_first(rank)))
         return raw.reshape(self.shape).copy()
 
     def write(self, dram: dict[str, np.ndarray], value: np.ndarray) -> None:
         """Store a logical value in this tensor's layout."""
         value = np.asarray(value, self.dtype).reshape(self.shape)
         if self.layout == "nhwc":
-            value = value.transpose(0, 2, 3, 1)
+            value = value.transpose(channels_last(value.ndim))
         data = np.ascontiguousarray(value).view(np.uint8).ravel()
         dram[self.region][self.offset: self.offset + data.size] = data
 

@@ -40,21 +40,21 @@ F32 = DType.F32
 
 
 def is_patchify(node, graph) -> bool:
-    """Whether ``node`` is a 2-D Conv this module lowers: square kernel > 1 with stride equal to it, no padding,
-    no dilation, one group, constant weights."""
+    """Whether ``node`` is a 2-D Conv this module lowers: a kernel larger than 1x1 with strides equal to it, no
+    padding, no dilation, one group, constant weights."""
     if node.op != "Conv" or len(node.present_inputs) < 2 or not graph.is_const(node.inputs[1]):
         return False
     if len(graph.tensor(node.inputs[0]).shape) != 4:
         return False
     a = node.attrs
     k = tuple(a.get("kernel_shape") or graph.tensor(node.inputs[1]).shape[2:])
-    return (len(k) == 2 and k[0] == k[1] > 1 and tuple(a.get("strides", (1, 1))) == k
+    return (len(k) == 2 and k[0] * k[1] > 1 and tuple(a.get("strides", (1, 1))) == k
             and not any(a.get("pads", (0,) * 4)) and all(d == 1 for d in a.get("dilations", (1, 1)))
             and a.get("group", 1) == 1)
 
 
 def _check(cs: ConvShape) -> None:
-    if not (cs.R == cs.S == cs.stride and cs.pad == 0 and cs.dilation == 1 and cs.groups == 1):
+    if not (cs.stride == (cs.R, cs.S) and not any(cs.pad) and cs.dilation == (1, 1) and cs.groups == 1):
         raise CompileError(f"patch lowering needs stride == kernel size, no padding/dilation and one group, not {cs}")
 
 

@@ -17,6 +17,7 @@ from .instructions import (
     BinOp,
     DmaCopy,
     DmaFill,
+    Gather,
     Halt,
     HostCall,
     Instr,
@@ -37,7 +38,7 @@ from .view import View
 
 __all__ = [
     "Act", "ArchError", "AsmSyntaxError", "Barrier", "BinOp", "DType", "DeadlockError", "DmaCopy", "DmaFill",
-    "EncodingError", "Halt", "HostCall", "INT_RANGE", "Instr", "IsaError", "MatMul", "NpuSimError", "Opcode", "Pad",
-    "Program", "ProgramConfig", "Queue", "Reduce", "Region", "SemDecl", "SemOp", "SimulationError", "Space", "Sync",
-    "UNIT_QUEUES", "VecBinary", "VecConvert", "VecRequant", "VecUnary", "VerifyError", "View", "reduction_dims",
+    "EncodingError", "Gather", "Halt", "HostCall", "INT_RANGE", "Instr", "IsaError", "MatMul", "NpuSimError", "Opcode",
+    "Pad", "Program", "ProgramConfig", "Queue", "Reduce", "Region", "SemDecl", "SemOp", "SimulationError", "Space",
+    "Sync", "UNIT_QUEUES", "VecBinary", "VecConvert", "VecRequant", "VecUnary", "VerifyError", "View", "reduction_dims",
 ]

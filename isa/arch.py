@@ -106,6 +106,8 @@ class VectorUnit(_Section):
     mul_interval: int = spec(1, _int(), "initiation interval of the mul class (mul/shifts/cvt/rq)", "cycles/vector")
     special_interval: int = spec(4, _int(), "initiation interval of the special class (div/exp/log/recip/sqrt/rsqrt/"
                                  "sigmoid/tanh/gelu/erf)", "cycles/vector")
+    gather_rows: int = spec(1, _int(), "table rows vpu.gather reads per cycle (G; above 1 assumes a conflict-free "
+                            "crossbar)", "rows/cycle")
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,7 @@ class Dma(_Section):
     setup_latency: int = spec(8, _int(0), "descriptor processing before the first request", "cycles")
     burst_bytes: int = spec(64, _int(pow2=True), "largest DRAM request; requests are aligned to it", "bytes")
     outstanding: int = spec(8, _int(), "DRAM requests one channel keeps in flight", "requests")
+    gather_issue: int = spec(1, _int(), "dma.ld.gather: cycles to fetch one index and issue its row", "cycles/index")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from .instructions import (
     BinOp,
     DmaCopy,
     DmaFill,
+    Gather,
     HostCall,
     Instr,
     MatMul,
@@ -277,7 +278,9 @@ def _onchip(view: View, shape: tuple[int, ...], arch: Arch, beat_elems: int | No
 
 
 def vpu_class(instr: Instr) -> str:
-    """Operation class of a vector instruction: ``alu``, ``mul`` or ``special``."""
+    """Operation class of a vector instruction: ``alu``, ``mul`` or ``special`` (``vpu.gather`` is alu)."""
+    if isinstance(instr, Gather):
+        return "alu"
     if isinstance(instr, VecBinary):
         return "alu" if instr.op in ALU_BINOPS else "special" if instr.op is BinOp.DIV else "mul"
     if isinstance(instr, VecUnary):
@@ -369,9 +372,100 @@ def host_cost(call: HostCall, arch: Arch) -> Cost:
     return Cost(cycles=cycles, dram_read=call.rd, dram_write=call.wr)
 
 
+# ---------------------------------------------------------------------------------------------------- gather
+@lru_cache(maxsize=4096)
+def _row_offsets(base: int, stride: int, rows: int, period: int) -> np.ndarray:
+    """The distinct offsets ``(base + i*stride) mod period`` of the starts of rows ``i < rows``, sorted."""
+    n = min(rows, period // math.gcd(stride % period, period))      # the offsets repeat with this period
+    return np.unique((base + np.arange(n, dtype=np.int64) * stride) % period)
+
+
+def gather_row_lines(g: Gather, line: int) -> int:
+    """SRAM lines of ``line`` bytes the worst row of the table touches: ``ceil(b / L)``, or one more when some row
+    ``i < N`` straddles a line boundary more than that (``b = row * es``). The same for every index value."""
+    b = g.row_bytes
+    o = _row_offsets(g.table.base, g.table.strides[0], g.rows, line)
+    return int(-(-(int(o.max()) + b) // line)) if o.size else -(-b // line)
+
+
+class GatherBursts(NamedTuple):
+    """The DRAM side of a ``dma.ld.gather``: the bus window of P rows and the bursts of one row."""
+
+    window: int
+    row_bursts: int
+
+
+def gather_bursts(g: Gather, arch: Arch) -> GatherBursts:
+    """Bus cycles of ``P`` table rows from DRAM and bursts per row, both independent of the index values.
+
+    A row of ``b`` bytes at region offset ``t + i*rs`` is cut into bursts aligned to ``dma.burst_bytes``, each taking
+    ``d = ceil(bytes / dram.bandwidth)`` bus cycles and issuing ``I = max(d, ceil((dram.latency + d) /
+    dma.outstanding))`` after the previous one (:func:`burst_interval`). Every row is charged as the table row whose
+    cut gives the longest window (when ``rs % burst_bytes == 0`` all rows are cut alike):
+    ``window = max over row offsets of (P * sum(I of the row) - I(last) + d(last))``.
+    """
+    burst, bw, d = arch.dma.burst_bytes, float(arch.dram.bandwidth), arch.dram
+    best = (-1, 0)
+    for o in _row_offsets(g.table.base, g.table.strides[0], g.rows, burst).tolist():
+        _, nbytes = _bursts(o, ((g.row_bytes, 1),), 1, burst)
+        cycles = np.ceil(nbytes / bw).astype(np.int64)
+        interval = burst_interval(cycles, d.latency, arch.dma.outstanding)
+        window = g.points * int(interval.sum()) - int(interval[-1]) + int(cycles[-1])
+        best = max(best, (window, int(nbytes.size)))
+    return GatherBursts(*best)
+
+
+def gather_cost(g: Gather, arch: Arch) -> Cost:
+    """Row gather, ``P`` index points of ``b = row * es`` bytes each; priced alike for every index value (a negative
+    index, which writes ``fill``, is charged as a row), so pricing and timing-only runs are exact.
+
+    ``r``: the SRAM lines (``banks * bank_width`` bytes of the table's memory) the worst table row touches
+    (:func:`gather_row_lines`: ``ceil(b / L)`` when no row straddles a line, as when ``rs % L == 0`` with an aligned
+    table, or ``rs`` divides L and ``b <= rs``; else one more). dst and idx stream through their banks as
+    :func:`bank_cycles` says.
+
+    - ``vpu.gather``: ``vector.alu_latency + max(ceil(P / G) * r, dst SRAM cycles, idx SRAM cycles)``, ``G =
+      vector.gather_rows`` rows per cycle, dst and idx ``vector.lanes`` elements per beat. A row reads whole
+      distinct words of distinct banks, so the table read has no bank conflicts.
+    - ``dma.ld.gather`` from SPM: ``dma.setup_latency + max(P * dma.gather_issue, P * r, dst SRAM cycles)``.
+    - ``dma.ld.gather`` from DRAM: ``W = max(P * dma.gather_issue, bus window) + dram.row_miss_latency`` (the bus
+      window of :func:`gather_bursts`; the row-miss term only under ``dram.model = "rowbuffer"``: one activation, the
+      others hidden behind bursts to other banks, every burst counted a row miss), ``cycles = setup + max(W, dst
+      SRAM cycles) + dram.latency``; busy, ``dram_latency`` and ``bank_conflict`` split as :func:`dma_cost` does.
+      DRAM bytes read: ``P * b``.
+    """
+    p, b, dma = g.points, g.row_bytes, g.queue is Queue.DMA_LD
+    dst_extra = ((g.row, g.dst.strides[-1]),)
+    dst = _onchip(g.dst, g.shape, arch, None if dma else arch.vector.lanes, dst_extra)
+    idx = _onchip(g.idx, g.shape, arch, None if dma else arch.vector.lanes)
+    moved = {Space.SPM: [0, 0], Space.ACC: [0, 0], Space.DRAM: [0, 0]}   # space -> [bytes, of them written]
+    moved[g.dst.space][0] += dst[2]
+    moved[g.dst.space][1] += dst[2]
+    moved[g.idx.space][0] += idx[2]
+    moved[g.table.space][0] += p * b
+    common = dict(spm_bytes=moved[Space.SPM][0], acc_bytes=moved[Space.ACC][0], spm_write=moved[Space.SPM][1],
+                  acc_write=moved[Space.ACC][1])
+    if g.table.space is Space.DRAM:
+        bus = gather_bursts(g, arch)
+        rowbuffer = arch.dram.model == "rowbuffer"
+        window = max(p * arch.dma.gather_issue, bus.window) + (arch.dram.row_miss_latency if rowbuffer else 0)
+        body, setup, latency = max(window, dst[0]), arch.dma.setup_latency, arch.dram.latency
+        return Cost(setup + body + latency, body - max(window, dst[1]), setup, window, dram_read=p * b,
+                    dram_latency=latency, row_misses=p * bus.row_bursts if rowbuffer else 0, **common)
+    mem = _mem(arch, g.table.space)
+    r = gather_row_lines(g, mem.banks * mem.bank_width)
+    if dma:
+        issue = max(p * arch.dma.gather_issue, p * r)
+        body = max(issue, dst[0])
+        return Cost(arch.dma.setup_latency + body, body - max(issue, dst[1]), arch.dma.setup_latency, **common)
+    rows = -(-p // arch.vector.gather_rows) * r
+    body = max(rows, dst[0], idx[0])
+    return Cost(arch.vector.alu_latency + body, body - max(rows, dst[1], idx[1]), **common)
+
+
 FREE = Cost(cycles=0)
 _COST = {MatMul: mxu_cost, DmaCopy: dma_cost, DmaFill: dma_cost, VecBinary: vpu_cost, VecUnary: vpu_cost,
-         VecConvert: vpu_cost, VecRequant: vpu_cost, HostCall: host_cost}
+         VecConvert: vpu_cost, VecRequant: vpu_cost, Gather: gather_cost, HostCall: host_cost}
 
 
 def instr_cost(instr: Instr, arch: Arch) -> Cost:
@@ -408,3 +502,4 @@ def clear_caches() -> None:
     """Forget the memoised SRAM and DRAM costs (benchmarks use it to measure cold runs)."""
     _bank_cycles.cache_clear()
     _dram.cache_clear()
+    _row_offsets.cache_clear()

@@ -199,19 +199,23 @@ def cmd_gemm(args) -> int:
     return _layer_report(f"GEMM {args.M}x{args.N}x{args.K} {args.dtype}", result, check, args)
 
 
+def _all(values: list[int]) -> int | tuple[int, ...]:
+    """A per-axis CLI option: one value for every axis (or side), else the tuple."""
+    return values[0] if len(values) == 1 else tuple(values)
+
+
 def cmd_conv(args) -> int:
     from compiler.conv import ConvShape
     from isa import DType
 
     from .driver import run_conv
 
-    cs = ConvShape(args.N, args.C, args.H, args.W, args.K, args.R, args.S, args.stride, args.pad, args.dilation,
-                   args.groups)
+    cs = ConvShape(args.N, args.C, args.H, args.W, args.K, args.R, args.S, _all(args.stride), _all(args.pad),
+                   _all(args.dilation), args.groups)
     result, check = _run_with_progress(args, lambda bar: run_conv(
         cs, DType.from_text(args.dtype), _arch(args), timing_only=args.timing_only, ideal_memory=args.ideal_memory,
         seed=args.seed, progress=bar))
-    title = (f"conv N={cs.N} C={cs.C} H={cs.H} W={cs.W} K={cs.K} {cs.R}x{cs.S} stride {cs.stride} pad {cs.pad} "
-             f"dilation {cs.dilation} groups {cs.groups} {args.dtype} -> {cs.OH}x{cs.OW}")
+    title = f"conv N={cs.N} C={cs.C} H={cs.H} W={cs.W} K={cs.K} {cs.R}x{cs.S} {cs.text} {args.dtype} -> {cs.OH}x{cs.OW}"
     return _layer_report(title, result, check, args, cs.macs)
 
 
@@ -540,8 +544,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=cmd_gemm)
     c = sub.add_parser("conv", help="compile and simulate one 2-D convolution (NCHW, OIHW), checked against numpy")
     layer_args(c, ("N", "C", "H", "W", "K", "R", "S"))
-    for opt, default in (("--stride", 1), ("--pad", 0), ("--dilation", 1), ("--groups", 1)):
-        c.add_argument(opt, type=int, default=default)
+    for opt, what in (("--stride", "1 value, or 2 (h w)"), ("--pad", "1 value, or 4 (top left bottom right)"),
+                      ("--dilation", "1 value, or 2 (h w)")):
+        c.add_argument(opt, type=int, nargs="+", default=[0 if opt == "--pad" else 1], help=what)
+    c.add_argument("--groups", type=int, default=1)
     c.set_defaults(func=cmd_conv)
 
     t = sub.add_parser("topo", help="simulate every layer of a SCALE-Sim topology file (GEMM view of each layer)")

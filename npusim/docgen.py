@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 MNEMONICS = {
     "DmaCopy": "`dma.ld`, `dma.st`", "DmaFill": "`dma.ld.fill`, `dma.st.fill`", "MatMul": "`mxu.mm[.z]`",
     "VecBinary": "`vpu.<op>[.<red>][.z]`", "VecUnary": "`vpu.act.<f>[.<red>][.z]`, `vpu.red.<red>[.z]`",
-    "VecConvert": "`vpu.cvt`", "VecRequant": "`vpu.rq`", "HostCall": "`host.call`",
+    "VecConvert": "`vpu.cvt`", "VecRequant": "`vpu.rq`", "Gather": "`vpu.gather`, `dma.ld.gather`",
+    "HostCall": "`host.call`",
     "Sync": "`dma.ld.sync`, `dma.st.sync`, `mxu.sync`, `vpu.sync`, `host.sync`",
     "Barrier": "`barrier`", "Halt": "`halt`"}
 

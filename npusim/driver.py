@@ -110,7 +110,7 @@ def run_conv(cs: ConvShape, dtype: DType, arch: Arch, *, timing_only: bool = Fal
     target = Target.of(arch)
     tiling = search_conv_tiling(cs, dtype, target)
     program = conv2d(cs, dtype, target, tiling)
-    inputs, x, w = conv_inputs(cs, dtype, target.rows, target.cols, seed, tiling.im2col, tiling.pack)
+    inputs, x, w = conv_inputs(cs, dtype, target.rows, target.cols, seed, tiling.im2col, tiling.pack, tiling.gpack)
     result = simulate(program, arch, None if timing_only else inputs, timing_only=timing_only,
                       ideal_memory=ideal_memory, progress=progress)
     if timing_only:

@@ -13,7 +13,7 @@ from itertools import chain
 
 import numpy as np
 
-from isa import DmaCopy, DmaFill, MatMul, Program, Queue, VecBinary, VecConvert, VecRequant, VecUnary
+from isa import DmaCopy, DmaFill, Gather, MatMul, Program, Queue, VecBinary, VecConvert, VecRequant, VecUnary
 from isa.arch import Arch
 from isa.cost import Cost, vpu_class
 from isa.techtable import TechTable, load_table
@@ -56,9 +56,10 @@ def leakage_w(arch: Arch) -> dict[str, float]:
 def instruction_energy(program: Program, costs: list[Cost], arch: Arch) -> np.ndarray:
     """Dynamic energy (pJ) of each instruction by kind: an array of shape ``(instructions, len(KINDS))``.
 
-    mac: MACs x ``mac_pj[operand type]``; vector: elements x ``vector_pj[class]``; spm/acc read and write: bytes x
-    the SRAM's per-byte energy at its size; dram: bytes x 8 x ``dram_pj_per_bit[energy.dram]``; dma: the bytes a DMA
-    instruction writes (to DRAM, SPM or ACC) x ``dma.pj_per_byte``.
+    mac: MACs x ``mac_pj[operand type]``; vector: elements x ``vector_pj[class]`` (``vpu.gather``: the elements it
+    writes, alu class); spm/acc read and write: bytes x the SRAM's per-byte energy at its size; dram: bytes x 8 x
+    ``dram_pj_per_bit[energy.dram]``; dma: the bytes a DMA instruction (copy, fill or gather) writes (to DRAM, SPM
+    or ACC) x ``dma.pj_per_byte``.
     """
     t, n = table_of(arch), len(program.instrs)
     c = np.fromiter(chain.from_iterable(costs), np.float64, n * len(Cost._fields)).reshape(n, -1).T
@@ -69,8 +70,10 @@ def instruction_energy(program: Program, costs: list[Cost], arch: Arch) -> np.nd
             mac_pj[pc] = t.mac_pj(ins.a.dtype.text)
         elif isinstance(ins, VECTOR):
             elems_pj[pc] = math.prod(ins.shape) * t.value("vector_pj", vpu_class(ins))
+        elif isinstance(ins, Gather) and ins.queue is Queue.VPU:   # the elements it moves, at the alu class
+            elems_pj[pc] = ins.points * ins.row * t.value("vector_pj", vpu_class(ins))
         else:
-            is_dma[pc] = isinstance(ins, DmaCopy | DmaFill)
+            is_dma[pc] = isinstance(ins, DmaCopy | DmaFill | Gather)
     spm_r, spm_w = t.sram_pj_per_byte(arch.spm.size), t.sram_pj_per_byte(arch.spm.size, write=True)
     acc_r, acc_w = t.sram_pj_per_byte(arch.acc.size), t.sram_pj_per_byte(arch.acc.size, write=True)
     dram = t.dram_pj_per_byte(arch.energy.dram)

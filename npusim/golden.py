@@ -8,7 +8,9 @@ Each golden ``<workload>-<preset>`` is a directory of three files:
 - ``summary.md``: a short table for humans (total cycles, per-unit utilization, top layers).
 
 :func:`check_golden` recompiles and resimulates one golden and lists readable differences from its files;
-:func:`update_golden` rewrites them. It reaches the compiler only through :mod:`npusim.driver`.
+:func:`update_golden` rewrites them. It reaches the compiler only through :mod:`npusim.driver`. An Arch field added
+after a golden was recorded reads as its default there (:func:`load`): defaults keep the behaviour the golden was
+recorded with, so a new field is not a difference, while any cycle it moved still is.
 """
 
 from __future__ import annotations
@@ -156,7 +158,15 @@ def load(name: str, root: Path = TRACES) -> Golden | None:
     if not programs or not (d / "report.json").is_file():
         return None
     text = _plain(programs[0].name, programs[0].read_bytes()).decode()
-    return Golden(text, json.loads((d / "report.json").read_text()))
+    report = json.loads((d / "report.json").read_text())
+    return Golden(text, report | {"arch": _with_new_fields(report["arch"])} if "arch" in report else report)
+
+
+def _with_new_fields(arch: dict[str, Any]) -> dict[str, Any]:
+    """A recorded Arch (its timing sections) with the fields added since it was recorded at their defaults."""
+    default = Arch().to_dict()
+    return arch | {sec: {k: v for k, v in default[sec].items() if k not in fields} | fields
+                   for sec, fields in arch.items() if isinstance(fields, dict) and sec in default}
 
 
 @dataclass(frozen=True)

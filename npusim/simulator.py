@@ -11,8 +11,6 @@ import numpy as np
 from isa import (
     UNIT_QUEUES,
     DeadlockError,
-    DmaCopy,
-    DmaFill,
     DType,
     HostCall,
     MatMul,
@@ -101,7 +99,7 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
             except SimulationError as e:
                 raise SimulationError(f"{where(pc, ins)}: {e}") from None
 
-    costs = [FREE if ideal_memory and isinstance(i, DmaCopy | DmaFill) else instr_cost(i, arch)
+    costs = [FREE if ideal_memory and i.queue in (Queue.DMA_LD, Queue.DMA_ST) else instr_cost(i, arch)
              for i in program.instrs]
     if serial:
         cycles, units, times = _run_serial(program, costs, execute, max_cycles)

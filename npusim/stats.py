@@ -12,6 +12,7 @@ import numpy as np
 
 from isa import Program, Queue
 from isa.arch import Arch
+from isa.asm import mnemonic
 from isa.cost import Cost, dma_stream_bandwidth
 
 from .energy import RunEnergy, area_mm2, run_energy
@@ -107,6 +108,17 @@ class SimResult:
     def energy(self) -> RunEnergy:
         """The run's energy by instruction, kind and part, priced by the Arch's technology table (npusim.energy)."""
         return run_energy(self.program, self.costs, self.arch, self.cycles)
+
+    def busy_by_mnemonic(self) -> dict[str, int]:
+        """Busy cycles of each kind of instruction, by mnemonic (``vpu.gather``, ``vpu.mul.sum``, ``dma.ld``...), in
+        order of first use: each instruction's ``cycles - conflict - dram_latency``, as its unit's ``busy`` counts
+        them, so a unit's mnemonics add up to its busy cycles."""
+        out: dict[str, int] = {}
+        for ins, c in zip(self.program.instrs, self.costs):
+            if ins.queue is not Queue.CTRL:
+                name = mnemonic(ins)
+                out[name] = out.get(name, 0) + c.cycles - c.conflict - c.dram_latency
+        return out
 
     @property
     def unit(self) -> dict[str, UnitStats]:

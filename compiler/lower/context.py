@@ -2,10 +2,10 @@
 so far) and :class:`Binding` (where an activation lives).
 
 Memory plan: constants (packed weights, biases, maps) in DRAM region ``W``; every activation in region ``ACT`` at its
-own offset, 64-byte aligned. A 4-D activation is kept channels-last (``nhwc``) when convolutions or pooling touch it,
-otherwise row-major in its logical shape (``rm``); a lowering asks for the layout it needs (:meth:`want`) and a
-transpose segment is inserted when the tensor is in the other one. Reshape-like ops are free aliases of row-major
-tensors.
+own offset, 64-byte aligned. A 4-D (or 3-D: 1-D convolutions and pooling) activation is kept channels-last (``nhwc``:
+NHWC, or NLC) when convolutions or pooling touch it, otherwise row-major in its logical shape (``rm``); a lowering
+asks for the layout it needs (:meth:`want`) and a transpose segment is inserted when the tensor is in the other one.
+Reshape-like ops are free aliases of row-major tensors.
 """
 
 from __future__ import annotations
@@ -26,9 +26,20 @@ ALIGN = 64
 """Bytes: every activation and constant starts at a multiple of this in its region."""
 
 
+def channels_last(rank: int) -> tuple[int, ...]:
+    """The permutation from a logical ``(N, C, *spatial)`` tensor to its channels-last memory order."""
+    return (0, *range(2, rank), 1)
+
+
+def channels_first(rank: int) -> tuple[int, ...]:
+    """The inverse of :func:`channels_last`: memory order back to the logical ``(N, C, *spatial)``."""
+    return (0, rank - 1, *range(1, rank - 1))
+
+
 @dataclass(frozen=True)
 class Binding:
-    """Where a tensor lives: byte ``offset`` in region ACT, logical ``shape``, ``layout`` nhwc or rm."""
+    """Where a tensor lives: byte ``offset`` in region ACT, logical ``shape``, ``layout`` nhwc (channels-last, of a
+    3-D or 4-D tensor) or rm."""
 
     offset: int
     shape: tuple[int, ...]
@@ -38,8 +49,7 @@ class Binding:
     @property
     def phys(self) -> tuple[int, ...]:
         """The shape in memory order."""
-        n, c, h, w = self.shape if self.layout == "nhwc" else (0, 0, 0, 0)
-        return (n, h, w, c) if self.layout == "nhwc" else self.shape
+        return tuple(self.shape[i] for i in channels_last(len(self.shape))) if self.layout == "nhwc" else self.shape
 
     @property
     def nbytes(self) -> int:
@@ -47,12 +57,12 @@ class Binding:
 
     def to_memory(self, x: np.ndarray) -> np.ndarray:
         """A logical array in this binding's memory order."""
-        return np.ascontiguousarray(x.transpose(0, 2, 3, 1) if self.layout == "nhwc" else x)
+        return np.ascontiguousarray(x.transpose(channels_last(x.ndim)) if self.layout == "nhwc" else x)
 
     def from_memory(self, raw: np.ndarray) -> np.ndarray:
         """This tensor's logical value from the ACT region's bytes."""
         arr = raw[self.offset: self.offset + self.nbytes].view(self.dtype.storage).reshape(self.phys)
-        return arr.transpose(0, 3, 1, 2) if self.layout == "nhwc" else arr
+        return arr.transpose(channels_first(arr.ndim)) if self.layout == "nhwc" else arr
 
 
 def aligned(nbytes: int) -> int:
@@ -103,13 +113,14 @@ class LoweringContext:
     def want(self, name: str, layout: str) -> Binding:
         """``name`` in ``layout``, inserting a transpose segment if it is in the other one."""
         b = self.bind[name]
-        if b.layout == layout or len(b.shape) != 4:
+        if b.layout == layout or len(b.shape) not in (3, 4):
             return b if b.layout == layout else self._convert(name, b, "rm")
         return self._convert(name, b, layout)
 
     def _convert(self, name: str, b: Binding, layout: str) -> Binding:
         out = self.alloc(b.shape, layout, b.dtype)
-        perm = (0, 2, 3, 1) if layout == "nhwc" else (0, 3, 1, 2)
+        rank = len(b.shape)
+        perm = channels_last(rank) if layout == "nhwc" else channels_first(rank)
         prog = vector.permute(b.phys, perm, b.dtype, self.target)
         self.segments.append(Segment(f"{name}.to_{layout}", "Transpose", prog,
                                      {"X": ("ACT", b.offset), "Y": ("ACT", out.offset)}))

@@ -1,7 +1,8 @@
 """Conv on the NPU, three ways: a patch-embedding conv (stride == kernel) as DMA im2col + GEMM
 (:mod:`compiler.patchify`), a depthwise conv on the vector unit (:mod:`compiler.depthwise`), every other one on the
 matrix unit (:func:`compiler.conv.conv2d`) with its bias, activation and residual add fused into the accumulator
-epilogue."""
+epilogue. Every ONNX form: per-axis strides and dilations, four pads (``auto_pad`` resolved by the importer), groups,
+and 1-D convolutions (NCL, lowered as one row of a 2-D one on a channels-last NLC tensor)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from isa import DType
 
 from ..canonical import CanonContext, window_attrs
 from ..conv import ConvShape, Epilogue, conv2d, conv_shape, pack_weights, search_conv_tiling
-from ..depthwise import depthwise2d, pack_depthwise
-from ..errors import CompileError, UnsupportedOpError
+from ..depthwise import depthwise2d, is_depthwise, pack_depthwise
+from ..errors import CompileError, TilingError, UnsupportedOpError
 from ..gemm import tiled_gemm
 from ..ir import Graph, Node
 from ..patchify import dma_estimate, is_patchify, pack_b_loads, patch_gemm, patch_matrix, patch_weights
@@ -33,12 +34,13 @@ def lower_conv(low: LoweringContext, n: Node) -> None:
     x = low.want(n.inputs[0], "nhwc")
     w = low.data(n.inputs[1]).astype(np.float32)
     cs = conv_shape(n, x.shape, w.shape)
+    w = w.reshape(cs.K, cs.Cg, cs.R, cs.S)   # (a 1-D conv's OIL weights as OIHW)
     target = low.target
-    y = low.alloc((cs.N, cs.K, cs.OH, cs.OW), "nhwc")
+    y = low.alloc(conv_out_shape(cs, len(x.shape)), "nhwc")
     act = a.get("activation")
     has_bias = len(n.inputs) > 2 and bool(n.inputs[2])
-    if cs.groups == cs.C and cs.K % cs.C == 0:   # depthwise: the vector unit, not 1/rows of the array per group
-        prog = depthwise2d(cs, F32, target)
+    if is_depthwise(cs.C, cs.K, cs.groups):   # the vector unit, not 1/rows of the array per group
+        prog = npu_tiling(n, depthwise2d, cs, F32, target)
         bind = {"X": ("ACT", x.offset), "Wd": ("W", low.const(pack_depthwise(w, cs))), "Y": ("ACT", y.offset)}
         low.emit(n, prog, bind, cs.macs)
         if has_bias:
@@ -49,9 +51,9 @@ def lower_conv(low: LoweringContext, n: Node) -> None:
         residual = bool(a.get("residual"))   # fuse_residual: the Add's other operand starts the accumulators
         ep = Epilogue(bias=has_bias, act=act[0] if act else None, lo=act[1] if act and len(act) > 1 else 0.0,
                       hi=act[2] if act and len(act) > 1 else 0.0, residual=residual)
-        tiling = search_conv_tiling(cs, F32, target, ep, hidden_constants=low.prefetched)
+        tiling = npu_tiling(n, search_conv_tiling, cs, F32, target, ep, hidden_constants=low.prefetched)
         prog = conv2d(cs, F32, target, tiling, ep)
-        wt = pack_weights(w, cs, target.rows, target.cols, tiling.im2col, tiling.pack)
+        wt = pack_weights(w, cs, target.rows, target.cols, tiling.im2col, tiling.pack, tiling.gpack)
         bind = {"X": ("ACT", x.offset), "Wt": ("W", low.const(wt)), "Y": ("ACT", y.offset)}
         if residual:
             bind["R"] = ("ACT", low.want(n.inputs[3], "nhwc").offset)
@@ -59,6 +61,20 @@ def lower_conv(low: LoweringContext, n: Node) -> None:
             bind["Bias"] = ("W", low.const(low.data(n.inputs[2]).astype(np.float32)))
         low.emit(n, prog, bind, cs.macs)
     low.bind[n.outputs[0]] = y
+
+
+def conv_out_shape(cs: ConvShape, rank: int) -> tuple[int, ...]:
+    """The logical output shape of ``cs``: NKL for a 1-D convolution (input ``rank`` 3), else NKHW."""
+    return (cs.N, cs.K, cs.OW) if rank == 3 else (cs.N, cs.K, cs.OH, cs.OW)
+
+
+def npu_tiling(n: Node, search, *args, **kw):
+    """``search(*args, **kw)`` (a tiling search or program generator); UnsupportedOpError (so ``n`` runs on the host)
+    when no tiling fits the NPU's SRAMs."""
+    try:
+        return search(*args, **kw)
+    except TilingError as e:
+        raise UnsupportedOpError(n.name, n.op, f"no tiling fits the NPU: {e}") from None
 
 
 def lower_patchify(low: LoweringContext, n: Node, *, fuse: bool | None = None, fold_bias: bool = True) -> None:
@@ -74,7 +90,7 @@ def lower_patchify(low: LoweringContext, n: Node, *, fuse: bool | None = None, f
     w = low.data(n.inputs[1]).astype(np.float32)
     K, C, R, S = w.shape
     N, _, H, W = x.shape
-    cs = ConvShape(N, C, H, W, K, R, S, a["strides"][0], 0, 1, 1)
+    cs = ConvShape(N, C, H, W, K, R, S, tuple(a["strides"]))
     bias = low.data(n.inputs[2]).astype(np.float32) if len(n.present_inputs) > 2 else None
     ones = bias is not None and fold_bias
     M, kp = N * cs.OH * cs.OW, R * S * C + ones
@@ -110,17 +126,18 @@ def conv_canonical(w_index: int) -> Canonical:
     """The canonical form of a Conv-like op whose weights are input ``w_index``: window attributes and ``group``."""
     def canon(node: Node, ctx: CanonContext) -> Node:
         w = ctx.shape(node.inputs[w_index])
-        attrs = window_attrs(node, len(w) - 2, w[2:], node.attrs)
+        attrs = window_attrs(node, len(w) - 2, w[2:], node.attrs, ctx.shape(node.inputs[0])[2:])
         return dataclasses.replace(node, attrs={**attrs, "group": int(node.attrs.get("group", 1))})
     return canon
 
 
 def conv_check(w_index: int) -> Check:
-    """Static NPU conditions of a Conv-like op (weights at input ``w_index``): 2-D, constant weights and bias, equal
-    strides and dilations, symmetric pads (a patch-embedding conv is always fine)."""
+    """Static NPU conditions of a Conv-like op (weights at input ``w_index``): 1-D or 2-D, constant weights and bias
+    (any strides, pads, dilations and groups)."""
     def check(node: Node, graph: Graph) -> str | None:
-        if len(graph.tensor(node.inputs[0]).shape) != 4:
-            return f"only 2-D convolutions (NCHW inputs), not rank {len(graph.tensor(node.inputs[0]).shape)}"
+        rank = len(graph.tensor(node.inputs[0]).shape)
+        if rank not in (3, 4):
+            return f"only 1-D and 2-D convolutions (NCL or NCHW inputs), not rank {rank}"
         consts = [node.inputs[w_index]] + [b for b in node.inputs[2:3] if b and w_index == 1]   # weights, bias
         if not all(graph.is_const(t) for t in consts):
             return "the weights and bias must be constants"
@@ -130,12 +147,15 @@ def conv_check(w_index: int) -> Check:
             conv_shape(node, graph.tensor(node.inputs[0]).shape, graph.tensor(node.inputs[w_index]).shape)
         except UnsupportedOpError as e:
             return e.reason
+        except CompileError as e:
+            return str(e)
         return None
     return check
 
 
 OPS = (
     OpSpec("Conv", lower_conv, conv_canonical(1), conv_check(1), nhwc=True,
-           npu="2-D; matrix unit (bias, activation and residual add fused), depthwise on the vector unit, "
-               "stride == kernel as im2col + GEMM; equal strides and dilations, symmetric pads"),
+           npu="1-D and 2-D, any strides, pads (auto_pad too), dilations and groups; matrix unit (bias, activation "
+               "and residual add fused; groups of few channels packed into one array tile), depthwise on the vector "
+               "unit, stride == kernel as im2col + GEMM"),
 )

@@ -29,7 +29,7 @@ from ..errors import UnsupportedDTypeError, UnsupportedOpError
 from ..gemm import pack_b, search_tiling, tiled_gemm
 from ..ir import Node
 from .context import LoweringContext
-from .conv import conv_canonical, conv_check
+from .conv import conv_canonical, conv_check, conv_out_shape, npu_tiling
 from .spec import OpSpec
 
 QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul"})
@@ -128,16 +128,16 @@ def lower_qlinear_conv(low: LoweringContext, n: Node) -> None:
     y_scale, y_zp = _scalar(low, n, 6, "the output scale"), int(_scalar(low, n, 7, "the output zero point")[0])
     yd = _int_type(low, n, n.outputs[0], "the output")
     cs = conv_shape(n, x.shape, w.shape)
-    N = cs.N
+    w = w.reshape(cs.K, cs.Cg, cs.R, cs.S)   # (a 1-D conv's OIL weights as OIHW)
     bias = _const(low, n, 8, "the bias")
     bias = np.zeros(cs.K, np.int64) if bias is None else bias.astype(np.int64)
     bias = _i32(bias - x_zp * w.reshape(cs.K, -1).astype(np.int64).sum(1), n)
     target = low.target
-    y = low.alloc((N, cs.K, cs.OH, cs.OW), "nhwc", yd)
+    y = low.alloc(conv_out_shape(cs, len(x.shape)), "nhwc", yd)
     ep = Epilogue(bias=True, out=yd, zp=y_zp)
-    tiling = search_conv_tiling(cs, xd, target, ep, hidden_constants=low.prefetched)
+    tiling = npu_tiling(n, search_conv_tiling, cs, xd, target, ep, hidden_constants=low.prefetched)
     prog = conv2d(cs, xd, target, tiling, ep, pad_value=x_zp)
-    wt = pack_weights(w, cs, target.rows, target.cols, tiling.im2col, tiling.pack)
+    wt = pack_weights(w, cs, target.rows, target.cols, tiling.im2col, tiling.pack, tiling.gpack)
     low.emit(n, prog, {"X": ("ACT", x.offset), "Wt": ("W", low.const(wt)),
                        "Y": ("ACT", y.offset), "Bias": ("W", low.const(bias)),
                        "Scale": ("W", low.const(_out_scale(x_scale, w_scale, y_scale, cs.K)))}, cs.macs)
@@ -186,8 +186,8 @@ OPS = (
     OpSpec("DequantizeLinear", lower_dequantize, _qdq, dtypes=None,
            npu="vector unit, int8/uint8 activations to f32; " + _EXACT),
     OpSpec("QLinearConv", lower_qlinear_conv, conv_canonical(3), conv_check(3), dtypes=None, nhwc=True,
-           npu="matrix unit (i8 x i8 -> i32) with bias and requantization fused; symmetric weights (per-channel "
-               "scales fine); " + _EXACT),
+           npu="1-D and 2-D, every Conv form; matrix unit (i8 x i8 -> i32) with bias and requantization fused; "
+               "symmetric weights (per-channel scales fine); " + _EXACT),
     OpSpec("QLinearMatMul", lower_qlinear_matmul, dtypes=None,
            npu="matrix unit, constant 2-D B, then a requantization pass; symmetric B; " + _EXACT),
 )

@@ -89,14 +89,25 @@ def test_import_from_path(tmp_path):
     assert import_onnx(path).tensor("y").shape == import_onnx(str(path)).tensor("y").shape == (1, 4, 6, 6)
 
 
-def test_auto_pad_same_is_refused():
+@pytest.mark.parametrize("auto_pad,strides,pads", [("SAME_UPPER", [1, 1], (1, 1, 1, 1)),
+                                                   ("SAME_UPPER", [2, 2], (0, 0, 1, 1)),
+                                                   ("SAME_LOWER", [2, 2], (1, 1, 0, 0)),
+                                                   ("SAME_LOWER", [3, 1], (1, 1, 0, 1))])
+def test_auto_pad_same_is_resolved_to_explicit_pads(auto_pad, strides, pads):
+    # ONNX: out = ceil(8 / stride), total = (out - 1) * stride + 3 - 8 split in half, the odd one at the end (UPPER)
+    # or the beginning (LOWER); shape inference agrees on the output
+    g = import_onnx(conv_model(auto_pad=auto_pad, strides=strides))
+    assert g.nodes[0].attrs["pads"] == pads
+    assert g.tensor("y").shape == (1, 4, -(-8 // strides[0]), -(-8 // strides[1]))
+
+
+def test_invalid_auto_pad_is_refused():
     with pytest.raises(UnsupportedOpError) as e:
-        import_onnx(conv_model(auto_pad="SAME_UPPER"))
-    assert str(e.value) == ("node 'conv_3' (Conv): attribute auto_pad='SAME_UPPER' is not supported; use explicit pads"
-                            + FALLBACK_HINT)
+        import_onnx(conv_model(auto_pad="SAME"))
+    assert str(e.value) == "node 'conv_3' (Conv): attribute auto_pad='SAME' is not valid" + FALLBACK_HINT
     assert (e.value.node, e.value.op) == ("conv_3", "Conv")
-    g = import_onnx(conv_model(auto_pad="SAME_LOWER"), allow_unknown=True)
-    assert g.nodes[0].unsupported.startswith("attribute auto_pad='SAME_LOWER'")
+    g = import_onnx(conv_model(auto_pad="SAME"), allow_unknown=True)
+    assert g.nodes[0].unsupported.startswith("attribute auto_pad='SAME'")
 
 
 @pytest.mark.parametrize("opset", [7, 9, 11, 12, 13, 17, 21, 22, 28])

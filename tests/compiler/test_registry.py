@@ -28,8 +28,9 @@ def _graph(build):
     (lambda b, x: b.softmax(x, axis=1), "only the last axis, not (1,)"),
     (lambda b, x: b.pad(x, (0, 0, 1, 0, 0, 0, 0, 1), mode="reflect"), "only mode='constant' is supported, not "
                                                                          "'reflect'"),
-    (lambda b, x: b.maxpool(x, 2, ceil_mode=True), "only square windows, equal strides, symmetric pads, "
-                                                   "ceil_mode=0 and no dilation"),
+    (lambda b, x: b.maxpool(x, (3, 2), (2, 1), (0, 1, 1, 0), (1, 2), ceil_mode=True), None),
+    (lambda b, x: b.maxpool(b.reshape(x, (1, 4, 6, 6, 1)), (2, 2, 1)), "only 1-D and 2-D pooling (NCL or NCHW "
+                                                                        "inputs), not rank 5"),
     (lambda b, x: b.gemm(b.flatten(x), np.ones((144, 3), np.float32), trans_a=False, trans_b=False,
                          c=np.ones(3, np.float32)), None),
 ])

@@ -17,8 +17,9 @@ from npusim.driver import load_model, run_model
 from npusim.simulator import simulate
 
 
-def _model(extra_nodes=(), maxpool_ceil=False) -> onnx.ModelProto:
-    """conv -> Sin (unknown to the compiler) -> 1x1 conv -> Floor (unknown) [-> MaxPool ceil_mode=1]."""
+def _model(extra_nodes=(), host_conv=False) -> onnx.ModelProto:
+    """conv -> Sin (unknown to the compiler) -> 1x1 conv -> Floor (unknown) [-> Add -> a 3x3 stride-2 conv
+    whose weights are computed (w3 * input s), which the NPU refuses]."""
     rng = np.random.default_rng(1)
     w1 = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
     w2 = rng.standard_normal((4, 8, 1, 1)).astype(np.float32)
@@ -26,16 +27,18 @@ def _model(extra_nodes=(), maxpool_ceil=False) -> onnx.ModelProto:
              helper.make_node("Sin", ["a"], ["b"], name="sin"),
              helper.make_node("Conv", ["b", "w2"], ["c"], name="conv2"),
              helper.make_node("Floor", ["c"], ["y"], name="floor")]
-    out = [1, 4, 8, 8]
-    if maxpool_ceil:
-        nodes += [helper.make_node("Add", ["y", "one"], ["z"], name="add"),
-                  helper.make_node("MaxPool", ["z"], ["p"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1,
-                                   name="pool")]
+    out, inputs = [1, 4, 8, 8], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])]
+    if host_conv:
+        nodes = [helper.make_node("Mul", ["w3", "s"], ["w3s"], name="scale")] + nodes + [
+            helper.make_node("Add", ["y", "one"], ["z"], name="add"),
+            helper.make_node("Conv", ["z", "w3s"], ["p"], strides=[2, 2], pads=[1, 1, 1, 1], name="pool")]
         out = [1, 4, 4, 4]
+        inputs.append(helper.make_tensor_value_info("s", TensorProto.FLOAT, [1]))
     inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2"),
-             numpy_helper.from_array(np.ones((1, 4, 8, 8), np.float32), "one")]
-    g = helper.make_graph(nodes, "fallback", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-                          [helper.make_tensor_value_info("p" if maxpool_ceil else "y", TensorProto.FLOAT, out)],
+             numpy_helper.from_array(np.ones((1, 4, 8, 8), np.float32), "one"),
+             numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype(np.float32), "w3")]
+    g = helper.make_graph(nodes, "fallback", inputs,
+                          [helper.make_tensor_value_info("p" if host_conv else "y", TensorProto.FLOAT, out)],
                           initializer=inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
@@ -60,12 +63,12 @@ def test_host_ops_validate_against_onnxruntime_and_show_in_the_report():
 
 
 def test_a_lowering_that_refuses_an_attribute_falls_back_without_leftovers():
-    # MaxPool with ceil_mode=1: the registry's check refuses it before lowering (no channels-last conversion is
-    # emitted for it) and the host reads the tensor where it is
-    compiled, _, _, report = run_model(_model(maxpool_ceil=True), load_arch("edge16"), validate=True)
+    # a Conv whose weights are computed: the registry's check refuses it before lowering (no channels-last
+    # conversion is emitted for it) and the host reads the tensor where it is
+    compiled, _, _, report = run_model(_model(host_conv=True), load_arch("edge16"), validate=True)
     assert report["validation"]["p"]["ok"]
-    assert [h["op"] for h in report["host_ops"]] == ["Sin", "Floor", "MaxPool"]
-    assert "ceil_mode=0" in report["host_ops"][2]["reason"]
+    assert [h["op"] for h in report["host_ops"]] == ["Sin", "Floor", "Conv"]
+    assert report["host_ops"][2]["reason"] == "the weights and bias must be constants"
     assert not any(lr.op == "Transpose" for lr in compiled.layers)
 
 
@@ -73,9 +76,9 @@ def test_no_fallback_lists_every_unsupported_op():
     with pytest.raises(UnsupportedOpError, match=r"^node 'sin' \(Sin\): operator is not supported by the "
                        r"compiler \(and 1 more nodes: Floor\); without --no-fallback"):
         load_model(_model(), fallback=False)
-    graph = load_model(_model(maxpool_ceil=True), fallback=True)
+    graph = load_model(_model(host_conv=True), fallback=True)
     with pytest.raises(UnsupportedOpError, match=r"^node 'sin' \(Sin\): operator is not supported by the "
-                       r"compiler \(and 2 more: Floor, MaxPool\)"):
+                       r"compiler \(and 2 more: Conv, Floor\)"):
         compile_model(graph, load_arch("edge16"), fallback=False)
 
 

@@ -20,6 +20,7 @@ from isa import (
     DmaCopy,
     DmaFill,
     DType,
+    Gather,
     Halt,
     HostCall,
     Instr,
@@ -44,10 +45,14 @@ from isa.instructions import (
     FLOAT_ONLY_ACTS,
     FLOAT_ONLY_BINOPS,
     FUSED_ACTS,
+    GATHER_QUEUES,
+    GATHER_TABLE_SPACES,
     INT_ONLY_BINOPS,
+    MAX_GATHER_DIMS,
     MAX_PAD,
     MAX_SEM_COUNT,
     MAX_SYNC_SLOTS,
+    MAX_TABLE_ROWS,
     MXU_FLOAT,
     MXU_INT,
 )
@@ -199,6 +204,20 @@ def vec_requants(draw, sems: Sequence[SemDecl] = ()) -> VecRequant:
 
 
 @st.composite
+def gathers(draw, regions: Sequence[Region] = (), sems: Sequence[SemDecl] = ()) -> Gather:
+    queue = draw(st.sampled_from(GATHER_QUEUES))
+    shape = draw(shapes(MAX_GATHER_DIMS))
+    nd, size = len(shape), draw(st.sampled_from((1, 2, 4)))
+    same = [d for d in DType if d.size == size]
+    dst = draw(views(nd + 1, dtypes=same))
+    table = draw(views(1, GATHER_TABLE_SPACES[queue], same, regions))
+    return Gather(queue=queue, shape=shape, row=draw(extents), rows=draw(st.one_of(st.integers(1, 64),
+                                                                                    st.integers(1, MAX_TABLE_ROWS))),
+                  dst=dst, table=table, idx=draw(views(nd, dtypes=(DType.I32,))), fill=draw(values(dst.dtype)),
+                  **draw(sem_ops(sems)))
+
+
+@st.composite
 def syncs(draw, sems: Sequence[SemDecl] = ()) -> Sync:
     return Sync(on=draw(st.sampled_from(UNIT_QUEUES)), **draw(sem_ops(sems)))
 
@@ -212,7 +231,8 @@ def host_calls(draw, sems: Sequence[SemDecl] = ()) -> HostCall:
 def instructions(regions: Sequence[Region] = (), sems: Sequence[SemDecl] = ()) -> st.SearchStrategy[Instr]:
     """Any instruction kind, naming only the given regions and semaphores."""
     return st.one_of(dma_copies(regions, sems), dma_fills(regions, sems), matmuls(sems), vec_binaries(sems),
-                     vec_unaries(sems), vec_converts(sems), vec_requants(sems), host_calls(sems), syncs(sems),
+                     vec_unaries(sems), vec_converts(sems), vec_requants(sems), gathers(regions, sems),
+                     host_calls(sems), syncs(sems),
                      st.just(Barrier()),
                      st.just(Halt()))
 

@@ -250,3 +250,92 @@ def test_requantizing_epilogue_fuses_the_activation_into_the_scale_multiply():
     v = np.clip(acc * scale, np.float32(-3.0), np.float32(40.0))
     want = np.clip(np.rint(v) - 5, -128, 127).astype(np.int8)
     assert (y == want).all() and (v == 40).any() and (v == -3).any()
+
+
+@st.composite
+def conv_forms(draw, max_pad: int = 3):
+    """A random convolution of any ONNX form: per-axis strides and dilations, four pads (sometimes wider than the
+    DMA's 15), groups (depthwise too), or 1-D (H = R = 1, no vertical padding)."""
+    one_d = draw(st.booleans())
+    groups = draw(st.sampled_from([1, 1, 2, 3, 4]))
+    C, K = groups * draw(st.integers(1, 12)), groups * draw(st.integers(1, 12))
+    R, S = (1 if one_d else draw(st.integers(1, 4))), draw(st.integers(1, 4))
+    wide = draw(st.booleans()) and draw(st.booleans())                 # a quarter: pads of 16 to 20 on one side
+    pads = [draw(st.integers(0, max_pad)) for _ in range(4)]
+    if wide:
+        pads[draw(st.integers(1 if one_d else 0, 3))] = draw(st.integers(16, 20))
+    if one_d:
+        pads[0] = pads[2] = 0
+    stride = (1 if one_d else draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    dilation = (1 if one_d else draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    H = 1 if one_d else draw(st.integers(max(1, dilation[0] * (R - 1) + 1 - pads[0] - pads[2]), 12))
+    W = draw(st.integers(max(1, dilation[1] * (S - 1) + 1 - pads[1] - pads[3]), 14))
+    return ConvShape(draw(st.integers(1, 2)), C, H, W, K, R, S, stride, tuple(pads), dilation, groups)
+
+
+@settings(max_examples=30, deadline=None)
+@given(cs=conv_forms(), dtype=st.sampled_from([DType.I8, DType.F32]), seed=st.integers(0, 999))
+def test_random_conv_forms_match_numpy(cs, dtype, seed):
+    # the search's tiling (group packing, pixel packing, im2col where they apply), the whole program simulated:
+    # int8 exactly, f32 within the fp32 accumulation bound of run_conv's validation
+    _, check = run_conv(cs, dtype, load_arch("edge16"), seed=seed)
+    assert check.ok, (cs, check)
+
+
+@settings(max_examples=30, deadline=None)
+@given(cs=conv_forms(max_pad=2), toh=st.integers(1, 6), tow=st.integers(1, 10), tcb=st.integers(1, 3),
+       tnb=st.integers(1, 3), x_all=st.booleans(), acc_bufs=st.sampled_from([1, 2]), im2col=st.booleans(),
+       pack=st.sampled_from([1, 2, 4]), gpack=st.integers(1, 4), residual=st.booleans(), bias=st.booleans(),
+       seed=st.integers(0, 99))
+def test_any_tiling_of_any_form_matches_numpy(cs, toh, tow, tcb, tnb, x_all, acc_bufs, im2col, pack, gpack, residual,
+                                              bias, seed):
+    # every ConvTiling field on every form: groups packed into array tiles (gpack, any divisor of groups), pixels
+    # packed, patches gathered, where each applies; with a residual and a bias in the accumulators
+    import numpy as np
+
+    from compiler.conv import Epilogue, TilingError, grouped, im2col_allowed, pack_allowed
+    from npusim.simulator import region_array
+
+    gpack = gpack if cs.groups % gpack == 0 else 1
+    gs = grouped(cs, gpack)
+    tow = min(tow, cs.OW)
+    im2col = im2col and im2col_allowed(gs)
+    pack = pack if pack_allowed(gs, pack, tow, 16, im2col) else 1
+    t = ConvTiling(min(toh, cs.OH), tow, tcb, tnb, x_all, acc_bufs, im2col, pack, gpack)
+    arch = load_arch("edge16")
+    try:
+        p = conv2d(cs, DType.I8, Target.of(arch), t, epilogue=Epilogue(bias=bias, residual=residual))
+    except TilingError:
+        assume(False)
+    inputs, x, w = conv_inputs(cs, DType.I8, 16, 16, seed, im2col, pack, gpack)
+    rng = np.random.default_rng(seed)
+    r = rng.integers(-1000, 1000, (cs.N, cs.OH, cs.OW, cs.K)).astype(np.int32)
+    bias_k = rng.integers(-5000, 5000, cs.K).astype(np.int32)
+    inputs |= ({"R": r} if residual else {}) | ({"Bias": bias_k} if bias else {})
+    y = region_array(simulate(p, arch, inputs), "Y", DType.I32, (cs.N, cs.OH, cs.OW, cs.K))
+    want = conv_reference(x, w, cs).transpose(0, 2, 3, 1) + (r if residual else 0) + (bias_k if bias else 0)
+    assert (y == want).all()
+
+
+@pytest.mark.parametrize("cs", [ConvShape(1, 4, 7, 9, 6, 3, 2, (2, 1), (0, 1, 2, 0), (1, 2)),
+                                ConvShape(2, 6, 1, 17, 4, 1, 3, (1, 2), (0, 4, 0, 1), (1, 3), groups=2),
+                                ConvShape(1, 4, 5, 6, 8, 3, 3, (1, 2), (17, 0, 1, 20), 1, groups=4)])
+def test_conv_reference_matches_onnxruntime(cs):
+    # the numpy reference the program tests trust, against onnxruntime's Conv for asymmetric forms and 1-D
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    from tests.compiler.util import model, ort_run, vi
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((cs.N, cs.C, cs.H, cs.W)).astype(np.float32)
+    w = rng.standard_normal((cs.K, cs.Cg, cs.R, cs.S)).astype(np.float32)
+    one_d = cs.H == cs.R == 1 and cs.pad[0] == cs.pad[2] == 0
+    xs, ws = (x[:, :, 0], w[:, :, 0]) if one_d else (x, w)
+    (pt, pl, pb, pr), axes = cs.pad, slice(1, 2) if one_d else slice(0, 2)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], strides=list(cs.stride[axes]),
+                            dilations=list(cs.dilation[axes]), group=cs.groups,
+                            pads=[pl, pr] if one_d else [pt, pl, pb, pr])
+    (y,) = ort_run(model([node], [vi("x", list(xs.shape))], [vi("y", None)], 17, [numpy_helper.from_array(ws, "w")]),
+                   {"x": xs})
+    np.testing.assert_allclose(conv_reference(x, w, cs).reshape(y.shape), y, rtol=1e-5, atol=1e-5)

@@ -119,8 +119,6 @@ def test_errors():
         depthwise2d(ConvShape(1, 8, 8, 8, 8, 3, 3, groups=4), DType.F32, _target(edge, 1 << 16))
     with pytest.raises(CompileError, match="operands"):
         depthwise2d(ConvShape(1, 8, 8, 8, 8, 3, 3, groups=8), DType.I16, _target(edge, 1 << 16))
-    with pytest.raises(CompileError, match="padding"):
-        depthwise2d(ConvShape(1, 8, 8, 8, 8, 3, 3, pad=16, groups=8), DType.F32, _target(edge, 1 << 16))
 
 
 @pytest.mark.parametrize("preset", ["edge16", "dc128"])

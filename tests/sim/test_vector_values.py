@@ -114,8 +114,10 @@ def test_pooling_nhwc(H, k, stride, pad, C, kind):
     if kind == "max":
         xp = np.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0)), constant_values=-np.inf)
         ref = np.max(_windows(xp, k, stride, OH, OW), axis=0)
-    else:
-        inputs["RC"] = rc = avgpool_reciprocals(H, H + 1, k, stride, pad)
+    else:   # the per-position reciprocals (an immediate when no window reaches the padding)
+        rc = avgpool_reciprocals(H, H + 1, k, stride, pad)
+        assert any(r.name == "RC" for r in p.regions) == (pad > 0)
+        inputs |= {"RC": rc} if pad else {}
         xp = np.pad(x, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
         ref = np.sum(_windows(xp, k, stride, OH, OW), axis=0, dtype=np.float32) * rc[None, :, :, None]
     np.testing.assert_allclose(run(p, inputs, (2, OH, OW, C)), ref, rtol=1e-6, atol=1e-6)
