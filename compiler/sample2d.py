@@ -8,7 +8,11 @@ weights them; with C innermost a "pixel" is a row of C channels, so both stages 
    (output ``o = s*t + phi`` reads ``x1 = d*t + a_phi`` with weights constant per phase: power-of-two Resize with
    half_pixel / pytorch_half_pixel / asymmetric, integer down-sampling) the taps are plain strided SPM views of the
    input window (:func:`affine_runs`: class 1, no gather); the border outputs whose coordinate onnxruntime clamps
-   are runs of their own with onnxruntime's clamped weights, never edge replication with interior weights.
+   are runs of their own with onnxruntime's clamped weights, never edge replication with interior weights. Every
+   other Resize (class 2) loads the same source box into a gather table (pixel pitch :func:`gather_pitch`, whole
+   SRAM lines) and ``vpu.gather``s its taps by index: a tap's row in the box is the sum of a per-output-row and a
+   per-output-column constant (one ``vpu.add``), its weight the product of a row and a column weight (one
+   ``vpu.mul``), both from region Wt.
 2. **Weighting** on the vector unit, onnxruntime's product order bit for bit:
    ``((w11*p11 + w12*p12) + w21*p21) + w22*p22`` as ``vpu.mul`` (tap 11) then ``vpu.mul.sum`` without ``.z`` (tap
    12: no reduction dimension, ``dst += w*p``) and ``vpu.mul.sum`` over the two taps of row y2 (a reduction of 2 in
@@ -31,7 +35,22 @@ from functools import cached_property
 
 import numpy as np
 
-from isa import Act, BinOp, DmaCopy, DmaFill, DType, Program, Queue, Reduce, Region, Space, VecBinary, VecUnary, View
+from isa import (
+    Act,
+    BinOp,
+    DmaCopy,
+    DmaFill,
+    DType,
+    Gather,
+    Program,
+    Queue,
+    Reduce,
+    Region,
+    Space,
+    VecBinary,
+    VecUnary,
+    View,
+)
 from isa.view import MAX_EXTENT
 
 from .errors import CompileError, TilingError
@@ -278,6 +297,11 @@ class ResizePlan:
 
 # --------------------------------------------------------------------------------------------------- tiling
 
+METHODS = ("affine", "gather")
+"""How a Resize fetches its taps: ``affine`` (class 1, strided views of the source box) or ``gather`` (class 2, a
+``vpu.gather`` of the source box by the constant per-axis index tables)."""
+
+
 def pixel_pitch(cb: int, steps: tuple[int, ...], target: Target, count: int = 64) -> int:
     """Bytes per pixel of an SPM tile of ``cb``-channel f32 pixels that vector views walk ``steps`` pixels at a time
     (a phase of an up-sampled output, every other source pixel): ``cb*4`` padded by whole banks (seed-ops.md 6) to
@@ -300,11 +324,30 @@ def pixel_pitch(cb: int, steps: tuple[int, ...], target: Target, count: int = 64
     return best[1]
 
 
-def _pitches(plan: ResizePlan, cb: int, target: Target) -> tuple[int, int]:
-    """(source window, output tile) pixel pitches for channel blocks of ``cb``."""
+def gather_pitch(cb: int, target: Target) -> int:
+    """Bytes per pixel of a gather table: ``cb*4`` rounded up to whole SRAM lines, or to the power of two that
+    divides a line when a pixel is shorter, so no table row straddles a line (the gather's row-stride rule,
+    seed-ops.md 4.6): the table reads then cost ``ceil(cb*4 / line)`` cycles per row, whatever the indices."""
+    line, b = target.bank_row, cb * ES
+    return -(-b // line) * line if b >= line else 1 << (b - 1).bit_length()
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Pixel pitches (bytes) of one channel block: ``src`` source box, ``out`` output tile, ``taps`` gathered taps."""
+
+    src: int
+    out: int
+    taps: int = 0
+
+
+def _layout(plan: ResizePlan, cb: int, method: str, target: Target) -> Layout:
+    if method == "gather":
+        return Layout(gather_pitch(cb, target), pixel_pitch(cb, (1,), target), pixel_pitch(cb, (1,), target))
     runs = affine_runs(plan.tx, plan.tx.lo, plan.tx.hi, plan.px) if plan.tx.hi > plan.tx.lo else []
     src = tuple({max(1, abs(r.di)) for r in runs} | {1})
-    return pixel_pitch(cb, src, target), pixel_pitch(cb, (plan.px, 1), target)
+    return Layout(pixel_pitch(cb, src, target), pixel_pitch(cb, (plan.px, 1), target))
+
 
 @dataclass(frozen=True)
 class SampleTiling:
@@ -336,36 +379,68 @@ def _axis_boxes(axis: AxisTaps, t: int) -> tuple[int, int, int]:
     return len(lens), sum(lens), max(lens)
 
 
-def _slot_bytes(t: SampleTiling, box_r: int, box_c: int, pitches: tuple[int, int]) -> int:
-    return _up(box_r * box_c * pitches[0]) + _up(t.toh * t.tow * pitches[1])
+@dataclass(frozen=True)
+class Slot:
+    """Byte offsets inside one ring slot (every part starts on an SRAM line) and the slot's size."""
+
+    src: int
+    idx: int
+    wts: int
+    taps: int
+    out: int
+    size: int
 
 
-def choose_tiling(plan: ResizePlan, target: Target) -> SampleTiling:
+def _slot(plan: ResizePlan, method: str, t: SampleTiling, rows: int, cols: int, lay: Layout, line: int) -> Slot:
+    """The parts of a ring slot: the source box (``rows`` x ``cols`` pixels), for gathers the index tile (4 or 1 i32
+    per output), the weight tile (4 f32 per output) and the gathered taps, then the output tile."""
+    up = lambda n: _up(n, line)   # noqa: E731
+    pts = t.toh * t.tow
+    src = up(rows * cols * lay.src)
+    taps = 4 if plan.linear else 1
+    idx = up(pts * taps * 4) if method == "gather" else 0
+    wts = up(pts * 4 * ES) if method == "gather" and plan.linear else 0
+    tap = up(pts * 4 * lay.taps) if method == "gather" and plan.linear else 0
+    out = up(pts * lay.out)
+    return Slot(0, src, src + idx, src + idx + wts, src + idx + wts + tap, src + idx + wts + tap + out)
+
+
+def _resident(plan: ResizePlan, method: str) -> int:
+    """Bytes of the constants kept in SPM for the whole program (the weight table, or the gather's axis tables)."""
+    if method == "affine":
+        return plan.weight_table().nbytes if plan.linear else 0
+    return (plan.ho + plan.wo) * (16 if plan.linear else 4)
+
+
+def choose_tiling(plan: ResizePlan, target: Target, method: str = "affine") -> SampleTiling:
     """The tiling of least estimated cost (DRAM bytes moved, plus :data:`RUN_BYTES` per contiguous run,
-    :data:`DMA_BYTES` per DMA and :data:`INSTR_BYTES` per vector instruction) whose two ring slots and the weight
-    table fit the SPM."""
-    spm = target.spm - _up(plan.weight_table().nbytes)
+    :data:`DMA_BYTES` per DMA and :data:`INSTR_BYTES` per vector instruction) whose two ring slots and the resident
+    constants fit the SPM."""
+    line = target.bank_row
+    spm = target.spm - _up(_resident(plan, method), line)
     vh, vw = plan.ty.hi - plan.ty.lo, plan.tx.hi - plan.tx.lo
     rows = {t: _axis_boxes(plan.ty, t) for t in _sizes(vh)}
     cols = {t: _axis_boxes(plan.tx, t) for t in _sizes(vw)}
     best: tuple[float, SampleTiling] | None = None
-    taps = 3 if plan.linear else 1
     for cb in _channel_blocks(plan.c, target.lanes):
         if best is not None and cb * ES < RUN_BYTES:
             break
         nb = -(-plan.c // cb)
-        pitches = _pitches(plan, cb, target)
+        lay = _layout(plan, cb, method, target)
         for toh, (ry, rsum, rmax) in rows.items():
             for tow, (cx, csum, cmax) in cols.items():
                 t = SampleTiling(toh, tow, cb)
-                if 2 * _slot_bytes(t, rmax, cmax, pitches) > spm or max(rmax, cmax, toh, tow, cb) > MAX_EXTENT:
+                if 2 * _slot(plan, method, t, rmax, cmax, lay, line).size > spm or \
+                        max(rmax, cmax, toh, tow, cb, toh * tow * 4) > MAX_EXTENT:
                     continue
                 steps = plan.n * nb * ry * cx
                 moved = plan.n * nb * rsum * csum * cb * ES + plan.n * vh * vw * plan.c * ES
                 whole = cb == plan.c
                 runs = plan.n * nb * (rsum * (cx if whole else csum) + vh * (cx if whole else vw))
-                instrs = steps * taps * min(toh, plan.py + 2) * min(tow, plan.px + 2)
-                cost = (moved + RUN_BYTES * runs + DMA_BYTES * 2 * steps + INSTR_BYTES * instrs) * (1 + FILL / steps)
+                per_step = 5 if method == "gather" else (3 if plan.linear else 1) * min(toh, plan.py + 2) * \
+                    min(tow, plan.px + 2)
+                cost = (moved + RUN_BYTES * runs + DMA_BYTES * 2 * steps + INSTR_BYTES * per_step * steps) * \
+                    (1 + FILL / steps)
                 if best is None or cost < best[0]:
                     best = cost, t
     if best is None:
@@ -376,15 +451,22 @@ def choose_tiling(plan: ResizePlan, target: Target) -> SampleTiling:
 
 # -------------------------------------------------------------------------------------------------- program
 
+@dataclass(frozen=True)
+class SampleProgram:
+    """A Resize program and the image of its constant region ``Wt``."""
+
+    program: Program
+    consts: np.ndarray
+    method: str
+    tiling: SampleTiling
+
+
 def _fills(plan: ResizePlan) -> list[DmaFill]:
     """dma.st.fill of the output frame outside the valid rectangle (extrapolation_value), per batch image."""
     (y0, y1), (x0, x1) = (plan.ty.lo, plan.ty.hi), (plan.tx.lo, plan.tx.hi)
-    if y1 <= y0 or x1 <= x0:
-        y0 = y1 = 0
-        x0 = x1 = 0
     pix, row = plan.c * ES, plan.wo * plan.c * ES
     boxes = [(0, y0, 0, plan.wo), (y1, plan.ho, 0, plan.wo), (y0, y1, 0, x0), (y0, y1, x1, plan.wo)] \
-        if y1 > y0 else [(0, plan.ho, 0, plan.wo)]
+        if y1 > y0 and x1 > x0 else [(0, plan.ho, 0, plan.wo)]
     out = []
     for n in range(plan.n):
         for r0, r1, c0, c1 in boxes:
@@ -396,12 +478,12 @@ def _fills(plan: ResizePlan) -> list[DmaFill]:
 
 
 def _affine_compute(plan: ResizePlan, oy: tuple[int, int], ox: tuple[int, int], box: tuple[int, int, int],
-                    cb: int, win: int, out: int, tow: int, wtab: int, pitches: tuple[int, int]) -> list:
+                    cb: int, win: int, out: int, tow: int, wtab: int, lay: Layout) -> list:
     """The vector instructions of one class-1 tile: per (row run, column run) block, the taps are views of the
-    window at ``win`` (``[rows][box_cols][cb]`` at pixel pitch ``pitches[0]``, first source row/column
-    ``box[0]``/``box[1]``) written into the tile at ``out`` (``[toh][tow][cb]`` at pixel pitch ``pitches[1]``)."""
+    window at ``win`` (``[rows][box_cols][cb]`` at pixel pitch ``lay.src``, first source row/column
+    ``box[0]``/``box[1]``) written into the tile at ``out`` (``[toh][tow][cb]`` at pixel pitch ``lay.out``)."""
     ry0, rx0, bw = box
-    pix, opix = pitches
+    pix, opix = lay.src, lay.out
     instrs = []
     for ry in affine_runs(plan.ty, *oy, plan.py):
         for rx in affine_runs(plan.tx, *ox, plan.px):
@@ -428,27 +510,125 @@ def _affine_compute(plan: ResizePlan, oy: tuple[int, int], ox: tuple[int, int], 
     return instrs
 
 
-def resize2d(plan: ResizePlan, target: Target, tiling: SampleTiling | None = None) -> Program:
-    """The class-1 program of ``plan`` (CompileError if an axis is not affine by phase): regions X, Y, Wt."""
-    if not plan.affine:
+def weighting(pts: tuple[int, ...], cb: int, out: View, taps: View, wts: View, order: str = "product"
+              ) -> list[VecBinary]:
+    """The depthwise weighting of seed-ops.md 4.4 over points of shape ``pts``: ``taps`` holds 4 rows of ``cb``
+    values per point (``p11, p12, p21, p22``; its strides: the points', then the tap stride), ``wts`` 4 f32 per
+    point (its strides: the points', then 4 bytes apart), ``out`` the result rows (the points' strides).
+
+    ``product``: ``wts = (w11, w12, w21, w22)``, ``vpu.mul`` of tap 0 then ``vpu.mul.sum`` (no ``.z``) over taps 1-3
+    in order: ``((w11*p11 + w12*p12) + w21*p21) + w22*p22``. ``separable``: ``wts = (dx2, dx1, dy2, dy1)``; ``taps``
+    rows are then reused for the horizontal pass ``h_k = dx2*p_k1 + dx1*p_k2`` written over ``p_k1``, and ``out =
+    dy2*h_1 + dy1*h_2``."""
+    *ps, tap = taps.strides[:-1]
+    nd = len(pts)
+    if order == "product":
+        return [VecBinary(op=BinOp.MUL, shape=(*pts, cb), dst=out, src0=taps.with_strides((*ps, ES)),
+                          src1=wts.with_strides((*wts.strides[:nd], 0))),
+                VecBinary(op=BinOp.MUL, reduce=Reduce.SUM, shape=(*pts, 3, cb),
+                          dst=out.with_strides((*out.strides[:nd], 0, ES)),
+                          src0=View(Space.SPM, taps.base + tap, F32, (*ps, tap, ES)),
+                          src1=View(Space.SPM, wts.base + ES, F32, (*wts.strides[:nd], ES, 0)))]
+    w = wts.strides[:nd]
+    h = View(Space.SPM, taps.base, F32, (*ps, 2 * tap, ES))          # h_k over p_k1 (row k's first tap)
+    return [VecBinary(op=BinOp.MUL, shape=(*pts, 2, cb), dst=h, src0=h,
+                      src1=View(Space.SPM, wts.base, F32, (*w, 0, 0))),
+            VecBinary(op=BinOp.MUL, reduce=Reduce.SUM, shape=(*pts, 2, cb), dst=h,
+                      src0=View(Space.SPM, taps.base + tap, F32, (*ps, 2 * tap, ES)),
+                      src1=View(Space.SPM, wts.base + ES, F32, (*w, 0, 0))),
+            VecBinary(op=BinOp.MUL, shape=(*pts, cb), dst=out, src0=h.with_strides((*ps, ES)),
+                      src1=View(Space.SPM, wts.base + 2 * ES, F32, (*w, 0))),
+            VecBinary(op=BinOp.MUL, reduce=Reduce.SUM, shape=(*pts, cb), dst=out,
+                      src0=View(Space.SPM, taps.base + 2 * tap, F32, (*ps, ES)),
+                      src1=View(Space.SPM, wts.base + 3 * ES, F32, (*w, 0)))]
+
+
+def _gather_compute(plan: ResizePlan, oy: tuple[int, int], ox: tuple[int, int], rows: int, cb: int,
+                    base: int, sl: Slot, lay: Layout, res: dict[str, int]) -> list:
+    """The vector instructions of one class-2 tile: indices (row part + column part, one ``vpu.add``), one
+    ``vpu.gather`` of every tap from the source box (rows of ``res['cmax']`` pixels), the weights (``wy * wx``,
+    one ``vpu.mul``) and the weighting."""
+    th, tw = oy[1] - oy[0], ox[1] - ox[0]
+    i32 = DType.I32
+    table = View(Space.SPM, base + sl.src, F32, (lay.src,))
+    nrows = rows * res["cmax"]
+    idx = base + sl.idx
+    out = View(Space.SPM, base + sl.out, F32, (tw * lay.out, lay.out, ES))
+    if not plan.linear:
+        return [VecBinary(op=BinOp.ADD, shape=(th, tw), dst=View(Space.SPM, idx, i32, (tw * 4, 4)),
+                          src0=View(Space.SPM, res["rows"] + oy[0] * 4, i32, (4, 0)),
+                          src1=View(Space.SPM, res["cols"] + ox[0] * 4, i32, (0, 4))),
+                Gather(queue=Queue.VPU, shape=(th, tw), row=cb, rows=nrows, dst=out, table=table,
+                       idx=View(Space.SPM, idx, i32, (tw * 4, 4)))]
+    tp = lay.taps
+    taps = View(Space.SPM, base + sl.taps, F32, (tw * 4 * tp, 4 * tp, tp, ES))
+    wts = View(Space.SPM, base + sl.wts, F32, (tw * 16, 16, 4))
+    idx_v = View(Space.SPM, idx, i32, (2 * tw * 8, tw * 8, 8, 4))       # [toh][ty][tow][tx]
+    return [VecBinary(op=BinOp.ADD, shape=(th, 2, tw, 2), dst=idx_v,
+                      src0=View(Space.SPM, res["rows"] + oy[0] * 8, i32, (8, 4, 0, 0)),
+                      src1=View(Space.SPM, res["cols"] + ox[0] * 8, i32, (0, 0, 8, 4))),
+            Gather(queue=Queue.VPU, shape=(th, 2, tw, 2), row=cb, rows=nrows, table=table, idx=idx_v,
+                   dst=View(Space.SPM, taps.base, F32, (tw * 4 * tp, 2 * tp, 4 * tp, tp, ES))),
+            VecBinary(op=BinOp.MUL, shape=(th, tw, 2, 2), dst=View(Space.SPM, wts.base, F32, (tw * 16, 16, 8, 4)),
+                      src0=View(Space.SPM, res["wy"] + oy[0] * 8, F32, (8, 0, 4, 0)),
+                      src1=View(Space.SPM, res["wx"] + ox[0] * 8, F32, (0, 8, 0, 4))),
+            *weighting((th, tw), cb, out, taps, wts)]
+
+
+def _gather_tables(plan: ResizePlan, t: SampleTiling, cmax: int) -> np.ndarray:
+    """Region Wt of the gather method: per output row ``(wy1, wy2)`` and per column ``(wx1, wx2)`` (f32), then
+    per output row ``(y_k - box row) * cmax`` and per column ``x_k - box column`` (i32), ``k`` the tap (one of each
+    for nearest): a tap's row in its tile's source box is their sum."""
+    def rel(a: AxisTaps, size: int, scale: int) -> np.ndarray:
+        taps = np.stack([a.i1, a.i2], axis=1) if plan.linear else a.i1[:, None]
+        first = np.zeros(len(a.i1), np.int64)
+        for o0 in range(a.lo, a.hi, size):
+            first[o0:o0 + size] = a.box(o0, min(o0 + size, a.hi))[0]
+        return ((taps - first[:, None]) * scale).astype(np.int32)
+    parts = []
+    if plan.linear:
+        parts += [np.stack([plan.ty.w1, plan.ty.w2], 1).astype(np.float32),
+                  np.stack([plan.tx.w1, plan.tx.w2], 1).astype(np.float32)]
+    parts += [rel(plan.ty, t.toh, cmax).view(np.float32), rel(plan.tx, t.tow, 1).view(np.float32)]
+    return np.concatenate([p.ravel() for p in parts])
+
+
+def resize_program(plan: ResizePlan, target: Target, method: str | None = None,
+                   tiling: SampleTiling | None = None) -> SampleProgram:
+    """The program of ``plan`` (regions X, Y, Wt) and its constants. ``method``: ``affine`` (class 1; CompileError
+    unless both axes are affine by phase) or ``gather`` (class 2, any Resize); None picks affine when it applies."""
+    method = method or ("affine" if plan.affine else "gather")
+    if method not in METHODS:
+        raise CompileError(f"method must be one of {', '.join(METHODS)}, not {method!r}")
+    if method == "affine" and not plan.affine:
         raise CompileError("this Resize is not affine by phase on both axes (class 1); it needs index tables")
     empty = plan.ty.hi <= plan.ty.lo or plan.tx.hi <= plan.tx.lo
-    t = tiling or (SampleTiling(1, 1, plan.c) if empty else choose_tiling(plan, target))
-    table = plan.weight_table()
-    spm = target.spm - _up(table.nbytes)
+    t = tiling or (SampleTiling(1, 1, plan.c) if empty else choose_tiling(plan, target, method))
+    line = target.bank_row
     vy, vx = ((0, 0), (0, 0)) if empty else ((plan.ty.lo, plan.ty.hi), (plan.tx.lo, plan.tx.hi))
     rmax = max((b - a for a, b in (plan.ty.box(o, min(o + t.toh, vy[1])) for o in range(*vy, t.toh))), default=1)
     cmax = max((b - a for a, b in (plan.tx.box(o, min(o + t.tow, vx[1])) for o in range(*vx, t.tow))), default=1)
-    pitches = _pitches(plan, t.cb, target) if not empty else (t.cb * ES, t.cb * ES)
-    in_slot = _up(rmax * cmax * pitches[0])
-    slot = in_slot + _up(t.toh * t.tow * pitches[1])
-    if 2 * slot > spm:
-        raise TilingError(f"Resize tiling {t} needs {2 * slot} B of SPM for two ring slots, more than {spm} B")
-    wtab = 2 * slot
+    lay = _layout(plan, t.cb, method, target)
+    sl = _slot(plan, method, t, rmax, cmax, lay, line)
+    consts = (plan.weight_table() if plan.linear else np.zeros(1, np.float32)) if method == "affine" else \
+        _gather_tables(plan, t, cmax)
+    if 2 * sl.size + _up(consts.nbytes, line) > target.spm:
+        raise TilingError(f"Resize tiling {t} needs {2 * sl.size + _up(consts.nbytes, line)} B of SPM for two ring "
+                          f"slots and its constants, more than {target.spm} B")
+    res_at = 2 * sl.size
+    res = {}
+    if method == "gather":
+        k = 2 if plan.linear else 1
+        off = res_at
+        for name, count in (("wy", plan.ho * 2 if plan.linear else 0), ("wx", plan.wo * 2 if plan.linear else 0),
+                            ("rows", plan.ho * k), ("cols", plan.wo * k)):
+            res[name], off = off, off + count * 4
+        res["cmax"] = cmax
     pipe = RingPipeline()
     pipe.instrs += _fills(plan)
     pix_in, row_in = plan.c * ES, plan.w * plan.c * ES
     pix_out, row_out = plan.c * ES, plan.wo * plan.c * ES
+    need_consts = method == "gather" or plan.linear
     for n in range(plan.n):
         for c0 in range(0, plan.c, t.cb):
             cb = min(t.cb, plan.c - c0)
@@ -458,26 +638,30 @@ def resize2d(plan: ResizePlan, target: Target, tiling: SampleTiling | None = Non
                 for ox0 in range(*vx, t.tow):
                     ox = (ox0, min(ox0 + t.tow, vx[1]))
                     rx0, rx1 = plan.tx.box(*ox)
-                    base = pipe.slot * slot
-                    loads = [] if pipe.steps or not plan.linear else [DmaCopy(queue=Queue.DMA_LD, shape=(table.size,),
-                                                           dst=View(Space.SPM, wtab, F32, (ES,)),
-                                                           src=View(Space.DRAM, 0, F32, (ES,), "Wt"))]
+                    base = pipe.slot * sl.size
+                    loads = [] if pipe.steps or not need_consts else [
+                        DmaCopy(queue=Queue.DMA_LD, shape=(consts.size,), dst=View(Space.SPM, res_at, F32, (ES,)),
+                                src=View(Space.DRAM, 0, F32, (ES,), "Wt"))]
                     bh, bw = ry1 - ry0, rx1 - rx0
+                    pitch_row = (cmax if method == "gather" else bw) * lay.src
                     loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(bh, bw, cb),
-                                         dst=View(Space.SPM, base, F32, (bw * pitches[0], pitches[0], ES)),
+                                         dst=View(Space.SPM, base + sl.src, F32, (pitch_row, lay.src, ES)),
                                          src=View(Space.DRAM, ((n * plan.h + ry0) * plan.w + rx0) * pix_in + c0 * ES,
                                                   F32, (row_in, pix_in, ES), "X")))
-                    out = base + in_slot
                     th, tw = oy[1] - oy[0], ox[1] - ox[0]
-                    compute = _affine_compute(plan, oy, ox, (ry0, rx0, bw), cb, base, out, tw, wtab, pitches)
+                    if method == "affine":
+                        compute = _affine_compute(plan, oy, ox, (ry0, rx0, bw), cb, base + sl.src, base + sl.out,
+                                                  tw, res_at, lay)
+                    else:
+                        compute = _gather_compute(plan, oy, ox, bh, cb, base, sl, lay, res)
                     store = DmaCopy(queue=Queue.DMA_ST, shape=(th, tw, cb),
-                                    src=View(Space.SPM, out, F32, (tw * pitches[1], pitches[1], ES)),
+                                    src=View(Space.SPM, base + sl.out, F32, (tw * lay.out, lay.out, ES)),
                                     dst=View(Space.DRAM, ((n * plan.ho + oy[0]) * plan.wo + ox[0]) * pix_out + c0 * ES,
                                              F32, (row_out, pix_out, ES), "Y"))
                     pipe.step(loads, compute, [store])
     regions = (Region("X", 0, plan.n * plan.h * plan.w * plan.c * ES),
-               Region("Y", 1, plan.n * plan.ho * plan.wo * plan.c * ES), Region("Wt", 2, table.nbytes))
-    return pipe.program(vector_config(target.spm), regions)
+               Region("Y", 1, plan.n * plan.ho * plan.wo * plan.c * ES), Region("Wt", 2, consts.nbytes))
+    return SampleProgram(pipe.program(vector_config(target.spm), regions), consts, method, t)
 
 
 # ------------------------------------------------------------------------------------------------ AffineGrid

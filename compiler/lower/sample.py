@@ -1,9 +1,10 @@
 """Resampling ops: Resize (nearest, linear) and AffineGrid on the NPU (:mod:`compiler.sample2d`).
 
-Resize keeps the image channels-last (its source pixels are rows of C channels) and runs as Sample2D + one
-weighting pass in onnxruntime's float32 order, bit for bit. Cubic mode, antialias and exclude_outside stay on the
-host. AffineGrid of a run-time theta is three vector instructions per block of grid rows; of a constant theta it is
-folded (:func:`compiler.sample2d.affine_grid_values`).
+Resize keeps the image channels-last (its source pixels are rows of C channels) and runs as Sample2D (class 1:
+strided views; class 2: constant index tables + ``vpu.gather``) + one weighting pass in onnxruntime's float32
+order, bit for bit. Cubic mode, antialias and exclude_outside stay on the host. AffineGrid of a run-time theta is
+three vector instructions per block of grid rows; of a constant theta it is folded
+(:func:`compiler.sample2d.affine_grid_values`).
 """
 
 from __future__ import annotations
@@ -89,21 +90,20 @@ def _resize_check(node: Node, graph: Graph) -> str | None:
         return f"coordinate_transformation_mode {a['coordinate_transformation_mode']!r} / nearest_mode " \
                f"{a['nearest_mode']!r} is not one onnxruntime knows"
     try:
-        plan = resize_plan(node, graph)
+        resize_plan(node, graph)
     except CompileError as e:
         return str(e)
-    if not plan.affine:
-        return "this resize needs index tables and the row gather (vpu.gather), which the ISA does not have yet"
     return None
 
 
 def lower_resize(low: LoweringContext, n: Node) -> None:
-    """Class 1 (affine views) of :mod:`compiler.sample2d` on the channels-last input."""
+    """Class 1 (affine views) when both axes are affine by phase, else class 2 (index tables + vpu.gather), on the
+    channels-last input (:func:`compiler.sample2d.resize_program`)."""
     plan = resize_plan(n, low.graph)
     x = low.want(n.inputs[0], "nhwc")
     y = low.alloc(low.graph.tensor(n.outputs[0]).shape, "nhwc")
-    prog = sample2d.resize2d(plan, low.target)
-    low.emit(n, prog, {"X": ("ACT", x.offset), "Y": ("ACT", y.offset), "Wt": ("W", low.const(plan.weight_table()))})
+    sp = sample2d.resize_program(plan, low.target)
+    low.emit(n, sp.program, {"X": ("ACT", x.offset), "Y": ("ACT", y.offset), "Wt": ("W", low.const(sp.consts))})
     low.bind[n.outputs[0]] = y
 
 
@@ -139,9 +139,9 @@ def lower_affine_grid(low: LoweringContext, n: Node) -> None:
 OPS = (
     OpSpec("Resize", lower_resize, _resize, _resize_check, const_operands=True, nhwc=True,
            npu="Sample2D + vector weighting on channels-last tiles, bit-exact with onnxruntime; nearest and linear, "
-               "2-D (N and C unscaled), when both axes are affine by phase (power-of-two half_pixel/"
-               "pytorch_half_pixel/asymmetric, integer down-sampling, any mode that maps that way); other maps "
-               "need the row gather; cubic, antialias and exclude_outside run on the host"),
+               "2-D (N and C unscaled), every coordinate and nearest mode: strided views where both axes are affine "
+               "by phase (power-of-two half_pixel/pytorch_half_pixel/asymmetric, integer down-sampling), else "
+               "constant index tables + vpu.gather; cubic, antialias and exclude_outside run on the host"),
     OpSpec("AffineGrid", lower_affine_grid, _affine_grid, _affine_grid_check, const_operands=True,
            npu="vector unit, 2-D, bit-exact with onnxruntime; a constant theta is folded"),
 )

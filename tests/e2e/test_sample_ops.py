@@ -8,6 +8,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from compiler.onnx_import import import_onnx
+from isa import Gather
 from isa.arch import load_arch
 from npusim.driver import run_model
 from npusim.sampling import affine_grid, resize
@@ -65,6 +66,7 @@ CLASS1 = [  # (shape, scales or sizes, attrs): power-of-two up, integer down, an
                                                    coordinate_transformation_mode="asymmetric")),
     ((1, 9, 8, 8), dict(scales=[1, 1, 0.5, 0.5]), dict(mode="nearest", nearest_mode="ceil",
                                                        coordinate_transformation_mode="align_corners")),
+    ((1, 3, 20, 20), dict(sizes=[1, 3, 6, 6]), dict(mode="nearest")),   # 14.4999990 is onnxruntime's tie
 ]
 
 
@@ -75,6 +77,44 @@ def test_class1_resizes_are_onnxruntime_bit_for_bit(preset):
         compiled, out = _on_npu(_resize_model(shape, **sizing, **attrs), preset, {"x": x})
         want = resize(x, sizing.get("scales"), sizing.get("sizes"), **attrs)
         assert same_bits(out["y"], want), (shape, sizing, attrs)
+
+
+CLASS2 = [  # every map that is not affine by phase: index tables + vpu.gather (class 2)
+    ((1, 5, 7, 6), dict(scales=[1, 1, 1.5, 2.5]), dict(mode="linear")),
+    ((2, 20, 9, 8), dict(scales=[1, 1, 2, 2]), dict(mode="linear", coordinate_transformation_mode="align_corners")),
+    ((1, 6, 10, 12), dict(sizes=[1, 6, 7, 5]), dict(mode="linear")),
+    ((1, 4, 6, 7), dict(scales=[1, 1, 3, 3]),
+     dict(mode="linear", coordinate_transformation_mode="half_pixel_symmetric")),
+    ((1, 3, 16, 16), dict(scales=[1, 1, 0.75, 1.5]), dict(mode="nearest")),
+    ((1, 3, 17, 19), dict(scales=[1, 1, 1.7, 1.3]), dict(mode="nearest", nearest_mode="round_prefer_ceil",
+                                                       coordinate_transformation_mode="pytorch_half_pixel")),
+    ((1, 70, 6, 5), dict(scales=[1, 1, 1.5, 1.5]), dict(mode="linear", coordinate_transformation_mode="asymmetric")),
+]
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_class2_resizes_are_onnxruntime_bit_for_bit(preset):
+    for shape, sizing, attrs in CLASS2:
+        x = RNG.standard_normal(shape).astype(np.float32)
+        x.flat[::7] = -0.0
+        compiled, out = _on_npu(_resize_model(shape, **sizing, **attrs), preset, {"x": x})
+        assert any(isinstance(i, Gather) for i in compiled.program.instrs)
+        want = resize(x, sizing.get("scales"), sizing.get("sizes"), **attrs)
+        assert same_bits(out["y"], want), (shape, sizing, attrs)
+
+
+def test_tf_crop_and_resize_fills_outside_its_roi():
+    """The extrapolated frame is filled in DRAM, the rest gathered (class 2) or viewed (class 1)."""
+    shape = (1, 4, 6, 8)
+    x = RNG.standard_normal(shape).astype(np.float32)
+    roi = numpy_helper.from_array(np.array([0, 0, -0.2, 0.1, 1, 1, 1.1, 0.7], np.float32), "roi")
+    for scales, mode in (([1, 1, 1.5, 2], "linear"), ([1, 1, 2, 0.5], "nearest")):
+        s = numpy_helper.from_array(np.array(scales, np.float32), "s")
+        node = helper.make_node("Resize", ["x", "roi", "s"], ["y"], mode=mode, extrapolation_value=-3.5,
+                                coordinate_transformation_mode="tf_crop_and_resize")
+        m = model([node], [vi("x", list(shape))], [vi("y", None)], opset=19, inits=[roi, s])
+        _, out = _on_npu(m, "edge16", {"x": x})
+        assert (out["y"] == -3.5).any() and same_bits(out["y"], ort_run(m, {"x": x})[0]), (scales, mode)
 
 
 @pytest.mark.parametrize("opset", [11, 13, 18, 19])
