@@ -13,7 +13,9 @@ import dataclasses
 
 import numpy as np
 
-from .. import sample2d
+from isa import DType
+
+from .. import grid_sample, sample2d
 from ..canonical import CanonContext
 from ..errors import CompileError, UnsupportedOpError
 from ..ir import Graph, Node
@@ -136,12 +138,73 @@ def lower_affine_grid(low: LoweringContext, n: Node) -> None:
     low.bind[n.outputs[0]] = g
 
 
+# ------------------------------------------------------------------------------------------------ GridSample
+
+def _grid_sample(node: Node, ctx: CanonContext) -> Node:
+    """Opset 16's mode names (bilinear, bicubic) as opset 20's (linear, cubic); the defaults written out."""
+    a = node.attrs
+    mode = a.get("mode", "linear")
+    return dataclasses.replace(node, attrs={"mode": {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode),
+                                            "padding_mode": a.get("padding_mode", "zeros"),
+                                            "align_corners": int(a.get("align_corners", 0))})
+
+
+def grid_spec(node: Node, graph: Graph) -> grid_sample.GridSpec:
+    n, c, h, w = graph.tensor(node.inputs[0]).shape
+    _, ho, wo, _ = graph.tensor(node.inputs[1]).shape
+    a = node.attrs
+    return grid_sample.GridSpec(n, c, h, w, ho, wo, a["mode"], a["padding_mode"], a["align_corners"])
+
+
+def _grid_sample_check(node: Node, graph: Graph) -> str | None:
+    a = node.attrs
+    if a["mode"] not in grid_sample.MODES:
+        return f"GridSample mode {a['mode']!r} (cubic) runs on the host"
+    if a["padding_mode"] not in grid_sample.PADDINGS:
+        return f"unknown padding_mode {a['padding_mode']!r}"
+    xs, gs = graph.tensor(node.inputs[0]).shape, graph.tensor(node.inputs[1]).shape
+    if len(xs) != 4 or len(gs) != 4 or gs[-1] != 2 or gs[0] != xs[0]:
+        return f"only 2-D GridSample (X (N, C, H, W), grid (N, Ho, Wo, 2)), not {xs} and {gs}"
+    if a["padding_mode"] == "reflection" and not graph.is_const(node.inputs[1]):
+        return "reflection padding of a run-time grid runs on the host (a constant grid is gathered on the NPU)"
+    if xs[2] * xs[3] > grid_sample.MAX_TABLE_ROWS:
+        return f"an image of {xs[2] * xs[3]} pixels is more than a gather table holds"
+    return None
+
+
+def lower_grid_sample(low: LoweringContext, n: Node) -> None:
+    """Class 2 (a constant grid: index and weight tables computed here) or class 3 (a run-time grid: a coordinate
+    program on the vector unit writes them), then the gather + weighting program (:mod:`compiler.grid_sample`)."""
+    spec = grid_spec(n, low.graph)
+    x = low.want(n.inputs[0], "nhwc")
+    y = low.alloc(low.graph.tensor(n.outputs[0]).shape, "nhwc")
+    if low.graph.is_const(n.inputs[1]):
+        idx, wts = grid_sample.grid_taps(spec, low.data(n.inputs[1]))
+        tables = {"I": ("W", low.const(idx)), "Wt": ("W", low.const(wts if spec.taps > 1 else wts[:1, :1]))}
+    else:
+        g = low.want(n.inputs[1], "rm")
+        ib = low.alloc((spec.n, spec.points, spec.taps), "rm", DType.I32)
+        wb = low.alloc((spec.n, spec.points, 4 if spec.taps > 1 else 1), "rm")
+        low.emit(n, grid_sample.grid_coordinates(spec, low.target),
+                 {"G": ("ACT", g.offset), "K": ("W", low.const(grid_sample.grid_constants(spec))),
+                  "I": ("ACT", ib.offset), "Wt": ("ACT", wb.offset)}, suffix=".coords")
+        tables = {"I": ("ACT", ib.offset), "Wt": ("ACT", wb.offset)}
+    low.emit(n, grid_sample.sample_points(spec, low.target),
+             {"X": ("ACT", x.offset), "Y": ("ACT", y.offset), **tables})
+    low.bind[n.outputs[0]] = y
+
+
 OPS = (
     OpSpec("Resize", lower_resize, _resize, _resize_check, const_operands=True, nhwc=True,
            npu="Sample2D + vector weighting on channels-last tiles, bit-exact with onnxruntime; nearest and linear, "
                "2-D (N and C unscaled), every coordinate and nearest mode: strided views where both axes are affine "
                "by phase (power-of-two half_pixel/pytorch_half_pixel/asymmetric, integer down-sampling), else "
                "constant index tables + vpu.gather; cubic, antialias and exclude_outside run on the host"),
+    OpSpec("GridSample", lower_grid_sample, _grid_sample, _grid_sample_check, const_operands=True, nhwc=True,
+           npu="row gathers from the channels-last image (dma.ld.gather) + vector weighting, bit-exact with "
+               "onnxruntime; nearest and linear, zeros/border/reflection, align_corners 0/1, 2-D: a constant grid's "
+               "index and weight tables are computed at compile time, a run-time grid's on the vector unit "
+               "(reflection there runs on the host); cubic runs on the host"),
     OpSpec("AffineGrid", lower_affine_grid, _affine_grid, _affine_grid_check, const_operands=True,
            npu="vector unit, 2-D, bit-exact with onnxruntime; a constant theta is folded"),
 )

@@ -11,7 +11,7 @@ from compiler.onnx_import import import_onnx
 from isa import Gather
 from isa.arch import load_arch
 from npusim.driver import run_model
-from npusim.sampling import affine_grid, resize
+from npusim.sampling import affine_grid, grid_sample, resize
 from tests.compiler.util import model, ort_run, vi
 
 PRESETS = ("edge16", "mid32", "dc128")
@@ -199,3 +199,71 @@ def test_affine_grid_of_a_constant_theta_is_folded():
     assert same_bits(folded.data, ort_run(helper.make_model(helper.make_graph(
         [helper.make_node("AffineGrid", ["t", "size"], ["g"])], "g", [], [vi("g", None)], [theta, size]),
         opset_imports=[helper.make_opsetid("", 20)]), {})[0])
+
+
+# ------------------------------------------------------------------------------------------------ GridSample
+
+def _grid_model(xs, gs, grid=None, opset=20, **attrs):
+    """GridSample of input x at grid g: a constant (class 2) when ``grid`` is given, else a graph input (class 3)."""
+    inits = [numpy_helper.from_array(grid, "g")] if grid is not None else []
+    ins = [vi("x", list(xs))] + ([] if grid is not None else [vi("g", list(gs))])
+    return model([helper.make_node("GridSample", ["x", "g"], ["y"], **attrs)], ins, [vi("y", None)], opset=opset,
+                 inits=inits)
+
+
+def _grid(n, ho, wo, h, w):
+    """Points over [-1.3, 1.3] (some outside), pixel centres and corners for both align_corners, exact half-pixel
+    ties of nearest (x = 0.5, 1.5, 2.5 and W - 0.5) and integer coordinates."""
+    g = RNG.uniform(-1.3, 1.3, (n, ho, wo, 2)).astype(np.float32)
+    special = [(-1, -1), (1, 1), (0, 0), (2 * 0.5 / w - 1, 2 * 1.5 / h - 1),     # ac=0: pixel centres
+               ((2 * 1.0 + 1) / w - 1, (2 * 2.0 + 1) / h - 1),                  # ac=0: x = 0.5... ties
+               ((2 * 2.5 + 1) / w - 1, (2 * (h - 0.5) + 1) / h - 1),           # 2.5 -> 2, H - 0.5 -> outside
+               (2 * 1.5 / (w - 1) - 1, 2 * 0.5 / (h - 1) - 1),                  # ac=1: x = 1.5, y = 0.5 ties
+               (2 * 3 / (w - 1) - 1, 2 * 2 / (h - 1) - 1), (-1.3, 1.3), (1.0 + 1 / w, -1.0 - 1 / h)]
+    g.reshape(-1, 2)[:len(special)] = np.array(special, np.float32)
+    return g
+
+
+GRID_FORMS = [(mode, pad, ac) for mode in ("linear", "nearest") for pad in ("zeros", "border", "reflection")
+              for ac in (0, 1)]
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_grid_sample_every_form_bit_for_bit(preset):
+    """Nearest/linear x zeros/border/reflection x align_corners, a constant grid (class 2) and a run-time one
+    (class 3; reflection there stays on the host, with that reason), against onnxruntime and the reference."""
+    xs, gs = (2, 24, 6, 7), (2, 5, 9, 2)
+    x = RNG.standard_normal(xs).astype(np.float32)
+    x.flat[::11] = -0.0
+    g = _grid(2, 5, 9, 6, 7)
+    for mode, pad, ac in GRID_FORMS:
+        want = grid_sample(x, g, mode=mode, padding_mode=pad, align_corners=ac)
+        _, out = _on_npu(_grid_model(xs, gs, g, mode=mode, padding_mode=pad, align_corners=ac), preset, {"x": x},
+                         ops=("GridSample",))
+        assert same_bits(out["y"], want), ("constant", mode, pad, ac)
+        m = _grid_model(xs, gs, mode=mode, padding_mode=pad, align_corners=ac)
+        if pad == "reflection":
+            _, _, out, report = run_model(m, load_arch(preset), {"x": x, "g": g}, validate=True)
+            assert "reflection padding of a run-time grid" in report["host_ops"][0]["reason"]
+        else:
+            compiled, out = _on_npu(m, preset, {"x": x, "g": g}, ops=("GridSample",))
+        assert same_bits(out["y"], want), ("run-time", mode, pad, ac)
+
+
+@pytest.mark.parametrize("opset", [16, 20, 22])
+def test_grid_sample_opsets(opset):
+    """Opset 16 spells linear 'bilinear'; 20 and 22 'linear'; the defaults (linear, zeros, align_corners=0)."""
+    xs, gs = (1, 8, 5, 6), (1, 4, 4, 2)
+    x = RNG.standard_normal(xs).astype(np.float32)
+    g = _grid(1, 4, 4, 5, 6)
+    for attrs in ({}, dict(mode="nearest"), dict(mode="bilinear" if opset == 16 else "linear", align_corners=1)):
+        m = _grid_model(xs, gs, opset=opset, **attrs)
+        _, out = _on_npu(m, "mid32", {"x": x, "g": g}, ops=("GridSample",))
+        assert same_bits(out["y"], ort_run(m, {"x": x, "g": g})[0]), (opset, attrs)
+
+
+def test_grid_sample_cubic_stays_on_the_host():
+    xs, gs = (1, 2, 4, 4), (1, 3, 3, 2)
+    m = _grid_model(xs, gs, mode="cubic")
+    _, _, _, report = run_model(m, load_arch("edge16"), validate=True)
+    assert "cubic" in report["host_ops"][0]["reason"] and all(v["ok"] for v in report["validation"].values())
