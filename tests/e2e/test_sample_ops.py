@@ -267,3 +267,15 @@ def test_grid_sample_cubic_stays_on_the_host():
     m = _grid_model(xs, gs, mode="cubic")
     _, _, _, report = run_model(m, load_arch("edge16"), validate=True)
     assert "cubic" in report["host_ops"][0]["reason"] and all(v["ok"] for v in report["validation"].values())
+
+
+def test_rotate_example_runs_both_forms_on_the_npu():
+    """examples/rotate.py: AffineGrid + GridSample with a constant theta (folded: class 2) and a run-time theta
+    (AffineGrid on the vector unit, class 3), both validated against onnxruntime with no host op."""
+    import runpy
+    from pathlib import Path
+
+    ns = runpy.run_path(str(Path(__file__).resolve().parents[2] / "examples" / "rotate.py"))
+    const, runtime = ns["run"](size=12, channels=8, angle=33.0, preset="edge16")
+    assert const["host_ops"] == runtime["host_ops"] == [] and const["max_abs_error"] == runtime["max_abs_error"] == 0
+    assert len(const["layers"]) == 1 and len(runtime["layers"]) == 3   # AffineGrid, coordinates, sampling
