@@ -276,14 +276,15 @@ def grid_coordinates(spec: GridSpec, target: Target, pt: int | None = None) -> P
     if spec.padding == "reflection":
         raise CompileError("reflection padding of a run-time grid is not computed on chip")
     t, line = spec.taps, target.bank_row
-    per = 8 + 96 + 16 + t * 4 + 16
-    pt = pt or _points_per_step(per, spec.points, target.spm - 4 * line)
-    if 2 * (per * pt + 5 * line) + line > target.spm or pt * 2 > MAX_EXTENT:
-        raise TilingError(f"GridSample coordinates of {pt} points need more than {target.spm} B of SPM")
+    per = 8 + t * 4 + 16 + 80                  # grid, indices, weights, temporaries: bytes per point
+    pt = pt or _points_per_step(per, spec.points, target.spm - 10 * line)
     g_at, i_at = 0, _up(8 * pt, line)
     w_at = i_at + _up(t * 4 * pt, line)
     tmp = w_at + _up(16 * pt, line)
     slot = tmp + _up(80 * pt, line)
+    if 2 * slot + line > target.spm or pt * 2 > MAX_EXTENT:
+        raise TilingError(f"GridSample coordinates of {pt} points need {2 * slot + line} B of SPM, the target has "
+                          f"{target.spm} B")
     k = 2 * slot
     pipe = RingPipeline()
     for b in range(spec.n):
