@@ -152,7 +152,8 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
     low = LoweringContext(graph, target)
     for name in graph.inputs:
         t = graph.tensor(name)
-        nhwc = t.rank in (3, 4) and any(getattr(REGISTRY.get(u.op), "nhwc", False) for u in graph.consumers(name))
+        nhwc = t.rank in (3, 4) and any(getattr(REGISTRY.get(u.op), "nhwc", False) and u.inputs[0] == name
+                                        for u in graph.consumers(name))
         low.bind[name] = low.alloc(t.shape, "nhwc" if nhwc else "rm", storage_dtype(t))
     inputs = {n: low.bind[n] for n in graph.inputs}   # where the caller writes them (before any layout change)
     for node in graph.nodes:

@@ -130,7 +130,29 @@ def _convert(m: onnx.ModelProto, opset: int, target: int) -> onnx.ModelProto:
                            f"{_culprit(m, opset, target) or _first_line(e)}") from None
     # IR versions before 4 require initializers to be graph inputs; the converted opset needs a newer IR anyway
     out.ir_version = max(out.ir_version, helper.find_min_ir_version_for([helper.make_opsetid("", target)]))
+    _legacy_resize(m, out, opset)
     return out
+
+
+def _legacy_resize(m: onnx.ModelProto, out: onnx.ModelProto, opset: int) -> None:
+    """Give the Resize nodes ``version_converter`` made of Upsample (opsets 7-9) and Resize-10 their old coordinate
+    rule: the converter leaves ``coordinate_transformation_mode`` out, which opset 11+ reads as half_pixel, while
+    those ops sample asymmetrically (``x = xr / scale``) and onnxruntime's nearest takes ``floor`` (``ceil`` for a
+    Resize-10 whose constant scales all shrink). Matched by output name; ``out`` is changed in place."""
+    if opset >= 11:
+        return
+    legacy = {on.output[0]: on for on in m.graph.node if on.domain in ("", "ai.onnx") and on.output
+              and on.op_type in ("Upsample", "Resize")}
+    consts = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    for on in out.graph.node:
+        old = legacy.get(on.output[0]) if on.op_type == "Resize" and on.output else None
+        if old is None or any(a.name == "coordinate_transformation_mode" for a in on.attribute):
+            continue
+        on.attribute.append(helper.make_attribute("coordinate_transformation_mode", "asymmetric"))
+        scales = consts.get(old.input[1]) if old.op_type == "Resize" and len(old.input) > 1 else None
+        shrink = scales is not None and all(s < 1 for s in np.asarray(scales).ravel() if s != 1)
+        if any(a.name == "mode" and a.s == b"nearest" for a in on.attribute):
+            on.attribute.append(helper.make_attribute("nearest_mode", "ceil" if shrink else "floor"))
 
 
 def _culprit(m: onnx.ModelProto, opset: int, target: int) -> str | None:

@@ -49,7 +49,7 @@ class OpSpec:
     const_operands: bool = False
     """Constant operands of any type are fine (shapes, starts, pads, indices): only activations are checked."""
     nhwc: bool = False
-    """It works on channels-last 4-D activations (graph inputs it reads are stored NHWC)."""
+    """It works on channels-last 4-D activations (a graph input that is its first input is stored NHWC)."""
     npu: str = ""
     """When it runs on the NPU and how, in a few words (for ``docs/ops.md``)."""
 
