@@ -192,13 +192,13 @@ def host_functions(compiled: CompiledModel) -> dict[str, Callable]:
 
 
 def ort_session(model, options=None, what: str = "onnxruntime"):
-    """An onnxruntime CPU session for ``model`` (ModelProto or bytes) that logs only errors (its warnings about
+    """An onnxruntime CPU session for ``model`` (ModelProto or bytes) that logs only fatal errors (its warnings about
     unused initializers and the like would otherwise reach the user's terminal on every host call); a CompileError
     ``<what> rejects the model: <reason>`` when onnxruntime cannot load it."""
     import onnxruntime as ort
 
     opts = options or ort.SessionOptions()
-    opts.log_severity_level = 3
+    opts.log_severity_level = 4   # errors too: a session that fails to load is reported in our one line
     data = model if isinstance(model, bytes) else model.SerializeToString()
     try:
         return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
