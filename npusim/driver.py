@@ -7,7 +7,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from compiler.conv import ConvShape, conv2d, conv_inputs, conv_reference, search_conv_tiling
+from compiler.conv import ConvShape, ConvTiling, conv2d, conv_inputs, conv_reference, search_conv_tiling
+from compiler.conv_transpose import (
+    ConvTransposeShape,
+    conv_transpose2d,
+    conv_transpose_inputs,
+    conv_transpose_reference,
+    search_conv_transpose_tiling,
+)
 from compiler.errors import CompileError
 from compiler.gemm import (
     ACC_TYPE,
@@ -121,6 +128,29 @@ def run_conv(cs: ConvShape, dtype: DType, arch: Arch, *, timing_only: bool = Fal
     bound = None
     if dtype.is_float:
         bound = (cs.Cg * cs.R * cs.S + 1) * np.finfo(np.float32).eps * conv_reference(np.abs(xs), np.abs(ws), cs)
+    return result, _validate(got, want, bound)
+
+
+def run_conv_transpose(ct: ConvTransposeShape, dtype: DType, arch: Arch, *, mode: str = "split",
+                       tiling: ConvTiling | None = None, timing_only: bool = False, seed: int = 0,
+                       progress=None) -> tuple[SimResult, Validation | None]:
+    """Compile one transposed convolution (:func:`compiler.conv_transpose.conv_transpose2d`, ``mode`` split or
+    swell_spm) for ``arch``, simulate it on seeded random inputs and check Y against the float64/int64 scatter
+    reference (floats within the fp32 accumulation bound of the taps each output sums)."""
+    target = Target.of(arch)
+    tiling = tiling or search_conv_transpose_tiling(ct, dtype, target, mode=mode)
+    program = conv_transpose2d(ct, dtype, target, tiling, mode=mode)
+    inputs, x, w = conv_transpose_inputs(ct, dtype, target.rows, target.cols, seed, mode, tiling.gpack)
+    result = simulate(program, arch, None if timing_only else inputs, timing_only=timing_only, progress=progress)
+    if timing_only:
+        return result, None
+    got = region_array(result, "Y", ACC_TYPE[dtype], (ct.N, ct.OH, ct.OW, ct.K)).transpose(0, 3, 1, 2)
+    xs, ws = to_compute(x, dtype), to_compute(w, dtype)
+    want = conv_transpose_reference(xs, ws, ct)
+    bound = None
+    if dtype.is_float:
+        taps = ct.Cg * -(-ct.R // ct.stride[0]) * -(-ct.S // ct.stride[1])
+        bound = (taps + 1) * np.finfo(np.float32).eps * conv_transpose_reference(np.abs(xs), np.abs(ws), ct)
     return result, _validate(got, want, bound)
 
 
