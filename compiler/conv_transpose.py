@@ -42,7 +42,6 @@ from isa.cost import instr_cost, program_estimate
 
 from .conv import (
     ConvShape,
-    ConvTiling,
     Epilogue,
     _conv_mm,
     _epilogue,
@@ -340,10 +339,34 @@ def phase_tap_sums(w: np.ndarray, ct: ConvTransposeShape, mode: str = "split") -
 
 
 # ------------------------------------------------------------------------------------------- the tiling plan
-def _plan(ct: ConvTransposeShape, ph: AxisPlan, pw: AxisPlan, t: ConvTiling, es: int, rows: int, cols: int,
+@dataclass(frozen=True)
+class TransposeTiling:
+    """A tiling of :func:`conv_transpose2d`: output tiles of ``toh x tow`` coarse positions (``s_h*toh x s_w*tow``
+    outputs under splitting; ``tow <= matrix.max_rows``) of ``tnb`` output-channel blocks (of ``cols`` channels) in
+    the accumulators, ``tcb`` input-channel blocks (of ``rows`` channels) per step; ``x_all``, ``acc_bufs`` and
+    ``gpack`` as :class:`compiler.conv.ConvTiling` has them.
+
+    ``order``: ``"tile"`` walks the channel blocks inside each output tile (the window stays for all of them);
+    ``"nb"`` walks the output tiles inside each run of ``tnb`` channel blocks, so that run's weights stay in SPM for
+    the whole layer while the windows are read once per run (weight-stationary, as the GEMM's ``nm`` order: the
+    better one when the weights do not all fit the SPM and are larger than the input)."""
+
+    toh: int
+    tow: int
+    tcb: int = 1 << 16
+    tnb: int = 1
+    x_all: bool = False
+    acc_bufs: int = 2
+    gpack: int = 1
+    order: str = "tile"
+
+
+ORDERS = ("tile", "nb")
+
+
+def _plan(ct: ConvTransposeShape, ph: AxisPlan, pw: AxisPlan, t: TransposeTiling, es: int, rows: int, cols: int,
           spm: int) -> _Plan:
-    """What tiling ``t`` (coarse toh x tow) implies: window and weight bytes, blocks, residency (see
-    :class:`compiler.conv._Plan`)."""
+    """What tiling ``t`` implies: window and weight bytes, blocks, residency (see :class:`compiler.conv._Plan`)."""
     ct = ct.grouped(t.gpack)
     th, tw = t.toh + ph.halo, t.tow + pw.halo
     taps = sum(len(a.kernel) * len(b.kernel) for a, b, _ in _taps(ph, pw))
@@ -351,7 +374,8 @@ def _plan(ct: ConvTransposeShape, ph: AxisPlan, pw: AxisPlan, t: ConvTiling, es:
     tcb, tnb = min(t.tcb, cbs), min(t.tnb, nbs)
     x_all = t.x_all or tcb >= cbs
     x_slot = th * tw * (ct.Cg if x_all else tcb * rows) * es
-    windows = ct.N * ct.groups * -(-ph.coarse // t.toh) * -(-pw.coarse // t.tow)
+    windows = ct.N * ct.groups * -(-ph.coarse // t.toh) * -(-pw.coarse // t.tow) * (-(-nbs // tnb) if t.order == "nb"
+                                                                                      else 1)
     x_slots = 1 if x_all and windows == 1 else 2
     w_chunk = tnb * taps * tcb * rows * cols * es
     chunks = ct.groups * -(-nbs // tnb) * -(-cbs // tcb)
@@ -365,34 +389,44 @@ def _const_bytes(ct: ConvTransposeShape, epilogue: Epilogue, phases: int) -> int
     return ct.K * 4 * (phases * epilogue.bias + (epilogue.out is not None)) + (3 if epilogue.spm_bytes else 0)
 
 
-def _fits(ct, ph, pw, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int, max_rows: int) -> bool:
-    p = _plan(ct, ph, pw, t, es, rows, cols, spm)
-    return p.spm <= spm and t.acc_bufs * p.acc_tile <= acc and t.tow <= max_rows
+def _fits(ct, ph, pw, t: TransposeTiling, es: int, target: Target, spm: int) -> bool:
+    p = _plan(ct, ph, pw, t, es, target.rows, target.cols, spm)
+    return p.spm <= spm and t.acc_bufs * p.acc_tile <= target.acc and t.tow <= target.max_rows
 
 
 def choose_tiling(ct: ConvTransposeShape, dtype: DType, target: Target, mode: str = "split",
-                  const_bytes: int = 0) -> ConvTiling:
+                  const_bytes: int = 0) -> TransposeTiling:
     """The tallest tile (coarse positions; full width up to ``max_rows``) that fits, with as many input-channel
-    blocks per step as fit; TilingError if not even one coarse row of one channel block fits."""
+    blocks per step as fit; TilingError if not even one coarse position of one channel block fits."""
     ph, pw = plans(ct, mode)
-    rows, cols, acc, spm = target.rows, target.cols, target.acc, target.spm - const_bytes
+    spm = target.spm - const_bytes
     for tow in dict.fromkeys((min(pw.coarse, target.max_rows), 1)):
-        for tcb in range(-(-ct.Cg // rows), 0, -1):
+        for tcb in range(-(-ct.Cg // target.rows), 0, -1):
             for toh in range(ph.coarse, 0, -1):
-                t = ConvTiling(toh, tow, tcb)
-                if _fits(ct, ph, pw, t, dtype.size, rows, cols, spm, acc, target.max_rows):
+                t = TransposeTiling(toh, tow, tcb)
+                if _fits(ct, ph, pw, t, dtype.size, target, spm):
                     return t
-    raise TilingError(f"no tiling of the transposed convolution {ct} fits {spm} B of SPM and {acc} B of ACC")
+    raise TilingError(f"no tiling of the transposed convolution {ct} fits {spm} B of SPM and {target.acc} B of ACC "
+                      f"(its weights for one tap group and channel block, or one window, are too large)")
 
 
-def _fit_tcb(ct, ph, pw, t: ConvTiling, es: int, target: Target, spm: int) -> int:
+def _fit_tcb(ct, ph, pw, t: TransposeTiling, es: int, target: Target, spm: int) -> int:
     """The most input-channel blocks per step with which ``t`` fits, or 0."""
     cbs = -(-ct.grouped(t.gpack).Cg // target.rows)
-    return next((tcb for tcb in range(cbs, 0, -1) if _fits(ct, ph, pw, replace(t, tcb=tcb), es, target.rows,
-                                                           target.cols, spm, target.acc, target.max_rows)), 0)
+    return next((tcb for tcb in range(cbs, 0, -1) if _fits(ct, ph, pw, replace(t, tcb=tcb), es, target, spm)), 0)
 
 
-def _rough_cycles(ct: ConvTransposeShape, ph: AxisPlan, pw: AxisPlan, t: ConvTiling, p: _Plan, arch: Arch) -> float:
+def _loads(p: _Plan, t: TransposeTiling, tiles: int) -> tuple[int, int]:
+    """(window loads, weight chunk loads) of a layer of ``tiles`` output tiles (per group) under plan ``p``."""
+    nbg, csteps = -(-p.nbs // p.tnb), -(-p.cbs // p.tcb)
+    x_loads = tiles * (nbg if t.order == "nb" else 1) * (1 if p.x_all else csteps) * \
+        (1 if p.x_all or t.order == "nb" else nbg)
+    once = p.resident or (t.order == "nb" and csteps == 1)
+    return x_loads, p.chunks if once else tiles * nbg * csteps
+
+
+def _rough_cycles(ct: ConvTransposeShape, ph: AxisPlan, pw: AxisPlan, t: TransposeTiling, p: _Plan,
+                  arch: Arch) -> float:
     """A quick estimate (cycles) ranking tilings before the exact pricing: the busiest of the matrix unit (each
     phase's taps stream the tile's coarse pixels), the load and store queues and the DRAM bus."""
     r, c = arch.matrix.rows, arch.matrix.cols
@@ -400,10 +434,8 @@ def _rough_cycles(ct: ConvTransposeShape, ph: AxisPlan, pw: AxisPlan, t: ConvTil
     tiles = ct.N * ct.groups * -(-ph.coarse // t.toh) * -(-pw.coarse // t.tow)
     nbg, csteps = -(-p.nbs // p.tnb), -(-p.cbs // p.tcb)
     s = t.toh * t.tow
-    phases = len(_taps(ph, pw))
-    mm = tiles * nbg * csteps * (p.tnb * p.taps * p.tcb * max(s, r) + phases * (2 * r + c))
-    x_loads = tiles * (1 if p.x_all else nbg * csteps)
-    w_loads = p.chunks if p.resident else tiles * nbg * csteps
+    mm = tiles * nbg * csteps * (p.tnb * p.taps * p.tcb * max(s, r) + len(_taps(ph, pw)) * (2 * r + c))
+    x_loads, w_loads = _loads(p, t, tiles)
     x_bytes, w_bytes = x_loads * p.x_slot, w_loads * p.w_chunk
     y_bytes = ct.N * ct.OH * ct.OW * ct.K * 4
     per_dma = arch.dma.setup_latency + arch.dram.latency + arch.dram.row_miss_latency
@@ -420,16 +452,18 @@ _CONSTANTS = {"Wt": ("W", 0), "Bias": ("W", 0), "Scale": ("W", 0)}
 
 
 @lru_cache(maxsize=256)
-def search_conv_transpose_tiling(ct: ConvTransposeShape, dtype: DType, target: Target, epilogue: Epilogue | None = None,
-                  mode: str = "split", per_phase_bias: bool = False, hidden_constants: bool = False) -> ConvTiling:
+def search_conv_transpose_tiling(ct: ConvTransposeShape, dtype: DType, target: Target,
+                                 epilogue: Epilogue | None = None, mode: str = "split", per_phase_bias: bool = False,
+                                 hidden_constants: bool = False) -> TransposeTiling:
     """The tiling of :func:`conv_transpose2d` with the fewest predicted cycles on ``target``.
 
-    Candidates, as :func:`compiler.conv.search_conv_tiling` draws them (in coarse positions): heights splitting the
-    coarse rows into 1 to 8 tiles, 1, 2 and 4 rows, and the tallest that fits; the widest tile, its halves and
-    quarters; 1, 2, 4, ... or all output-channel blocks per accumulator tile; the window with each step's channels or
-    all of them; one or two accumulator tiles; each with the most input-channel blocks per step that fit; all of it
-    for each number of groups per array tile. Ranked by :func:`_rough_cycles`, the best ``SEARCH_PRICED`` of each
-    accumulator depth built and priced with :func:`isa.cost.program_estimate`."""
+    Candidates, drawn as :func:`compiler.conv.search_conv_tiling` draws them (in coarse positions): heights
+    splitting the coarse rows into 1 to 8 tiles, 1, 2 and 4 rows, and the tallest that fits; the widest tile, its
+    halves and quarters; 1, 2, 4, ... or all output-channel blocks per accumulator tile; both loop orders; the
+    window with each step's channels or all of them; one or two accumulator tiles; each with the most input-channel
+    blocks per step that fit; all of it for each number of groups per array tile. Ranked by :func:`_rough_cycles`,
+    the best ``SEARCH_PRICED`` of each accumulator depth built and priced with :func:`isa.cost.program_estimate`
+    (``hidden_constants``: not counting the leading constant loads, which cross-layer prefetch hides)."""
     epilogue = epilogue or Epilogue()
     arch, r, c, es = target.arch, target.rows, target.cols, dtype.size
     ph, pw = plans(ct, mode)
@@ -446,9 +480,11 @@ def search_conv_transpose_tiling(ct: ConvTransposeShape, dtype: DType, target: T
         widths = {-(-tallest.tow // n) for n in (1, 2, 4)}
         nbs = -(-gs.Kg // c)
         blocks = {nbs} | {1 << i for i in range(nbs.bit_length()) if 1 << i < nbs}
-        for toh, tow, tnb in sorted(itertools.product(heights, widths, blocks), reverse=True):
+        for toh, tow, tnb, order in sorted(itertools.product(heights, widths, blocks, ORDERS), reverse=True):
+            if order == "nb" and tnb >= nbs:   # one run of blocks: the same as tile order
+                continue
             for x_all, bufs in itertools.product((False, True), (2, 1)):
-                t = ConvTiling(toh, tow, 1, tnb, x_all, bufs, gpack=gpack)
+                t = TransposeTiling(toh, tow, 1, tnb, x_all, bufs, gpack, order)
                 tcb = _fit_tcb(ct, ph, pw, t, es, target, spm)
                 if tcb:
                     t = replace(t, tcb=tcb)
@@ -487,7 +523,31 @@ def _window_load(ph: AxisPlan, pw: AxisPlan, q0h: int, q0w: int, toh: int, tow: 
     return out
 
 
-def conv_transpose2d(ct: ConvTransposeShape, dtype: DType, target: Target, tiling: ConvTiling | None = None,
+@dataclass(frozen=True)
+class _Step:
+    """One step of the program: an output tile (batch b, coarse origin q0h, q0w), a group, a run of output-channel
+    blocks from nb0, a run of input-channel blocks from cb0 (the si-th of its tile)."""
+
+    b: int
+    q0h: int
+    q0w: int
+    g: int
+    nb0: int
+    cb0: int
+    si: int
+
+
+def _steps(ct: ConvTransposeShape, ph: AxisPlan, pw: AxisPlan, t: TransposeTiling, p: _Plan) -> list[_Step]:
+    """The steps in program order: channel runs inside tiles (order ``tile``) or tiles inside channel runs
+    (``nb``); the input-channel steps innermost."""
+    tiles = list(itertools.product(range(ct.N), range(0, ph.coarse, t.toh), range(0, pw.coarse, t.tow)))
+    runs = list(itertools.product(range(ct.groups), range(0, p.nbs, p.tnb)))
+    cs = list(enumerate(range(0, p.cbs, p.tcb)))
+    pairs = [(tl, r) for r in runs for tl in tiles] if t.order == "nb" else [(tl, r) for tl in tiles for r in runs]
+    return [_Step(*tl, *r, cb0, si) for tl, r in pairs for si, cb0 in cs]
+
+
+def conv_transpose2d(ct: ConvTransposeShape, dtype: DType, target: Target, tiling: TransposeTiling | None = None,
                      epilogue: Epilogue | None = None, pad_value: int | float = 0, mode: str = "split",
                      per_phase_bias: bool = False) -> Program:
     """The program for one transposed convolution (``mode`` ``split``, or ``swell_spm``: see the module
@@ -495,13 +555,14 @@ def conv_transpose2d(ct: ConvTransposeShape, dtype: DType, target: Target, tilin
     Scale when the epilogue uses them. ``per_phase_bias``: Bias holds a value per (phase_h, phase_w, channel)
     (:func:`phase_bias`; the quantized path folds an input zero point per phase). The zero halo reads ``pad_value``.
 
-    Per output tile (``toh x tow`` coarse positions, ``tnb`` channel blocks): the window is loaded once when it
-    holds all its channels (``x_all``), the weights once per layer when they all fit the SPM (else per step, ring of
-    2); the accumulator tile starts from the bias (copied from SPM by the store queue after the store that freed
-    it), from zeros when some phase has no taps and there is no bias, else from the first product (``mxu.mm.z``).
-    Per phase one ``mxu.mm`` per run of equal blocks loops ``[nb, kh, kw, cb, oh]`` over its taps, streaming the
-    tile's coarse pixels into its interleaved accumulator positions; one ``dma.st`` writes the tile's outputs (the
-    rows and columns inside the output) in NHWC order."""
+    Per step (an output tile of ``toh x tow`` coarse positions, ``tnb`` output-channel blocks, ``tcb`` input-channel
+    blocks; :class:`TransposeTiling` orders them): the window is loaded when the step needs another one (once per
+    tile and run of output blocks with ``x_all``), a weight chunk when it needs another one (each once per layer when
+    all fit the SPM, ring of 2 otherwise); the accumulator tile starts from the bias (copied from SPM by the store
+    queue after the store that freed it), from zeros when some phase has no taps and there is no bias, else from the
+    first product (``mxu.mm.z``). Per phase one ``mxu.mm`` per run of equal blocks loops ``[nb, kh, kw, cb, oh]``
+    over its taps, streaming the tile's coarse pixels into its interleaved accumulator positions; one ``dma.st``
+    writes the tile's outputs (the rows and columns inside the output) in NHWC order."""
     epilogue = epilogue or Epilogue()
     es, at = dtype.size, ACC_TYPE[dtype]
     rows, cols, spm, acc = target.rows, target.cols, target.spm, target.acc
@@ -514,11 +575,10 @@ def conv_transpose2d(ct: ConvTransposeShape, dtype: DType, target: Target, tilin
     p = _plan(ct, ph, pw, t, es, rows, cols, spm - const)
     if epilogue.residual:
         raise CompileError("a transposed convolution takes no residual")
-    if p.spm + const > spm or t.acc_bufs * p.acc_tile > acc or t.acc_bufs not in (1, 2) or t.tow > target.max_rows:
+    if p.spm + const > spm or t.acc_bufs * p.acc_tile > acc or t.acc_bufs not in (1, 2) or t.tow > target.max_rows \
+            or t.order not in ORDERS:
         raise TilingError(f"tiling {t} needs {p.spm + const} B of SPM and {t.acc_bufs * p.acc_tile} B of ACC (1 or 2 "
-                          f"accumulator tiles, tiles at most {target.max_rows} wide)")
-    if t.im2col or t.pack != 1:
-        raise TilingError(f"tiling {t}: a transposed convolution has no im2col or pixel packing")
+                          f"accumulator tiles, tiles at most {target.max_rows} wide, order one of {ORDERS})")
     full = ct
     ct = ct.grouped(t.gpack)
     phases = _taps(ph, pw)
@@ -536,99 +596,104 @@ def conv_transpose2d(ct: ConvTransposeShape, dtype: DType, target: Target, tilin
     nb_stride = p.taps * p.tcb * tile
     row_bytes = p.acc_tile // (ph.expand * t.toh * pw.expand * t.tow)        # one accumulator pixel
     acc_pix_row = pw.expand * t.tow * row_bytes                              # one accumulator row of pixels
-    c_steps, nb_groups = list(range(0, p.cbs, p.tcb)), list(range(0, p.nbs, p.tnb))
+    csteps = -(-p.cbs // p.tcb)
+    steps = _steps(ct, ph, pw, t, p)
+
+    def window(s: _Step) -> tuple:
+        return (s.b, s.q0h, s.q0w, s.g) + ((s.nb0,) * (t.order == "nb") if p.x_all else (s.nb0, s.cb0))
+
+    def chunk_id(s: _Step) -> int:
+        return (s.g * -(-p.nbs // p.tnb) + s.nb0 // p.tnb) * csteps + s.si
+
     prog, xs, ws, accs = [], 0, 0, 0
+    loaded: set[int] = set()
     if epilogue.bias:
         prog.append(DmaCopy(queue=Queue.DMA_LD, shape=(bias_len,), dst=View(Space.SPM, bias_base, at, (4,)),
                             src=View(Space.DRAM, 0, at, (4,), "Bias"), signals=(SemOp("bias_init"),)))
     if epilogue.out is not None:
         prog.append(DmaCopy(queue=Queue.DMA_LD, shape=(ct.K,), dst=View(Space.SPM, scale_base, DType.F32, (4,)),
                             src=View(Space.DRAM, 0, DType.F32, (4,), "Scale"), signals=(SemOp("bias_ready"),)))
-    first_tile = True
-    for b, q0h, q0w in itertools.product(range(ct.N), range(0, ph.coarse, t.toh), range(0, pw.coarse, t.tow)):
-        toh, tow = min(t.toh, ph.coarse - q0h), min(t.tow, pw.coarse - q0w)
-        tw = tow + pw.halo
-        eh, ew = ph.expand * toh, pw.expand * tow                  # accumulator rows x columns of the tile
-        for g in range(ct.groups):
-            for gi, nb0 in enumerate(nb_groups):
-                nbn = min(p.tnb, p.nbs - nb0)
-                ng = min(nbn * cols, ct.Kg - nb0 * cols)
-                acc_base = (accs % t.acc_bufs) * p.acc_tile
-                tile_view = View(Space.ACC, acc_base, at, (acc_pix_row, row_bytes, 4))
-                for si, cb_first in enumerate(c_steps):
-                    ncb = min(p.tcb, p.cbs - cb_first)
-                    c0, tc = cb_first * rows, min(ct.Cg - cb_first * rows, ncb * rows)
-                    x_new = not p.x_all or (gi == 0 and si == 0)
-                    x_last = not p.x_all or (gi == len(nb_groups) - 1 and si == len(c_steps) - 1)
-                    slot = xs % 2 if x_new else (xs - 1) % 2
-                    x_base = slot % p.x_slots * p.x_slot
-                    xc, xc0 = (ct.Cg, 0) if p.x_all else (tc, c0)
-                    pix = xc * es
-                    row = tw * pix
-                    x_at = len(prog)
-                    if x_new:
-                        prog += _window_load(
-                            ph, pw, q0h, q0w, toh, tow, xc, View(Space.SPM, x_base, dtype, (row, pix, es)),
-                            View(Space.DRAM, (b * ct.H * ct.W * ct.C + g * ct.Cg + xc0) * es, dtype,
-                                 (ct.W * ct.C * es, ct.C * es, es), "X"),
-                            pad_value, (SemOp("x_empty"),), (SemOp("x_full"),))
-                        xs += 1
-                    cid = (g * len(nb_groups) + gi) * len(c_steps) + si
-                    w_base = w_base0 + (cid if p.resident else ws % 2) * p.w_chunk
-                    w_new = first_tile or not p.resident
-                    if w_new:
-                        prog.insert(x_at if first_tile and cid == 0 else len(prog), DmaCopy(
-                            queue=Queue.DMA_LD, shape=(nbn, p.taps, ncb, rows * cols),
-                            dst=View(Space.SPM, w_base, dtype, (nb_stride, p.tcb * tile, tile, es)),
-                            src=View(Space.DRAM, (g * p.nbs + nb0) * chunk + cb_first * tile, dtype,
-                                     (chunk, p.cbs * tile, tile, es), "Wt"),
-                            waits=() if p.resident else (SemOp("w_empty"),), signals=(SemOp("w_full"),)))
-                        ws += 1
-                    first, last = si == 0, si == len(c_steps) - 1
-                    if first and init:   # after the store that freed this tile (ring of 2: two back)
-                        ch = g * ct.Kg + nb0 * cols
-                        dst = View(Space.ACC, acc_base, at, (acc_pix_row, row_bytes, 4))
-                        sync = dict(waits=(SemOp("bias_init"),) * (accs == 0 and epilogue.bias),
-                                    signals=(SemOp("init_full"),))
-                        if not epilogue.bias:
-                            fill = DmaFill(queue=Queue.DMA_ST, shape=(eh, ew, ng), dst=dst, value=0, **sync)
-                        elif per_phase_bias and nphase > 1:   # [phase_h][phase_w][K] onto the interleaved tile
-                            fill = DmaCopy(queue=Queue.DMA_ST, shape=(toh, ph.expand, tow, pw.expand, ng),
-                                           dst=View(Space.ACC, acc_base, at, (ph.expand * acc_pix_row, acc_pix_row,
-                                                                              pw.expand * row_bytes, row_bytes, 4)),
-                                           src=View(Space.SPM, bias_base + ch * 4, at,
-                                                    (0, pw.expand * ct.K * 4, 0, ct.K * 4, 4)), **sync)
-                        else:
-                            fill = DmaCopy(queue=Queue.DMA_ST, shape=(eh, ew, ng), dst=dst,
-                                           src=View(Space.SPM, bias_base + ch * 4, at, (0, 0, 4)), **sync)
-                        prog.insert(len(prog) if last_store_at is None or t.acc_bufs == 1 else last_store_at, fill)
-                    zero = first and not init
-                    mms = [mm for a, bp, tap0 in phases for mm in _phase_mms(
-                        a, bp, toh, tow, ng, tc, zero, target, es,
-                        View(Space.ACC, acc_base + a.acc * acc_pix_row + bp.acc * row_bytes, at, ()),
-                        (ph.expand * acc_pix_row, pw.expand * row_bytes),
-                        View(Space.SPM, x_base + (c0 - xc0) * es + a.first * row + bp.first * pix, dtype, (row, pix)),
-                        View(Space.SPM, w_base + tap0 * p.tcb * tile, dtype, ()), nb_stride, p.tcb * tile)]
-                    waits = ("x_full",) * x_new + ("w_full",) * w_new + ("init_full" if init else acc_empty,) * first
-                    signals = ("x_empty",) * x_last + ("w_empty",) * (not p.resident) + ("acc_full",) * last
-                    prog += synced(mms, waits, signals)
-                out_view = tile_view
-                if vector.active:
-                    ch = (g * ct.Kg + nb0 * cols) * 4
-                    prog += _epilogue(vector, (eh, ew, ng), tile_view, View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
-                                      View(Space.SPM, scale_base + ch, DType.F32, (0, 0, 4)), first=accs == 0)
-                    if epilogue.out is not None:
-                        out_view = View(Space.ACC, acc_base, yt, (ew * ng * eo, ng * eo, eo))
-                (r0, nr, oh0), (c0_, nc, ow0) = ph.stored(q0h, toh), pw.stored(q0w, tow)
-                y_off = (((b * full.OH + oh0) * full.OW + ow0) * full.K + g * ct.Kg + nb0 * cols) * eo
-                last_store_at = len(prog)
-                prog.append(DmaCopy(queue=Queue.DMA_ST, shape=(nr, nc, ng),
-                                    dst=View(Space.DRAM, y_off, yt, (full.OW * full.K * eo, full.K * eo, eo), "Y"),
-                                    src=replace(out_view, base=out_view.base + r0 * out_view.strides[0]
-                                                + c0_ * out_view.strides[1]),
-                                    waits=(SemOp(ready),), signals=() if init else (SemOp(acc_empty),)))
-                accs += 1
-        first_tile = False
+    for k, s in enumerate(steps):
+        prev, nxt = steps[k - 1] if k else None, steps[k + 1] if k + 1 < len(steps) else None
+        toh, tow = min(t.toh, ph.coarse - s.q0h), min(t.tow, pw.coarse - s.q0w)
+        eh, ew, tw = ph.expand * toh, pw.expand * tow, tow + pw.halo
+        nbn = min(p.tnb, p.nbs - s.nb0)
+        ng = min(nbn * cols, ct.Kg - s.nb0 * cols)
+        acc_base = (accs % t.acc_bufs) * p.acc_tile
+        ncb = min(p.tcb, p.cbs - s.cb0)
+        c0, tc = s.cb0 * rows, min(ct.Cg - s.cb0 * rows, ncb * rows)
+        x_new = prev is None or window(prev) != window(s)
+        x_last = nxt is None or window(nxt) != window(s)
+        slot = xs % 2 if x_new else (xs - 1) % 2
+        x_base = slot % p.x_slots * p.x_slot
+        xc, xc0 = (ct.Cg, 0) if p.x_all else (tc, c0)
+        pix = xc * es
+        row = tw * pix
+        x_at = len(prog)
+        if x_new:
+            prog += _window_load(ph, pw, s.q0h, s.q0w, toh, tow, xc, View(Space.SPM, x_base, dtype, (row, pix, es)),
+                                 View(Space.DRAM, (s.b * ct.H * ct.W * ct.C + s.g * ct.Cg + xc0) * es, dtype,
+                                      (ct.W * ct.C * es, ct.C * es, es), "X"),
+                                 pad_value, (SemOp("x_empty"),), (SemOp("x_full"),))
+            xs += 1
+        cid = chunk_id(s)
+        w_new = cid not in loaded if p.resident else prev is None or chunk_id(prev) != cid
+        w_last = not p.resident and (nxt is None or chunk_id(nxt) != cid)
+        if w_new:
+            prog.insert(x_at if k == 0 else len(prog), DmaCopy(
+                queue=Queue.DMA_LD, shape=(nbn, p.taps, ncb, rows * cols),
+                dst=View(Space.SPM, w_base0 + (cid if p.resident else ws % 2) * p.w_chunk, dtype,
+                         (nb_stride, p.tcb * tile, tile, es)),
+                src=View(Space.DRAM, (s.g * p.nbs + s.nb0) * chunk + s.cb0 * tile, dtype,
+                         (chunk, p.cbs * tile, tile, es), "Wt"),
+                waits=() if p.resident else (SemOp("w_empty"),), signals=(SemOp("w_full"),)))
+            loaded.add(cid)
+            ws += 1
+        w_base = w_base0 + (cid if p.resident else (ws - 1) % 2) * p.w_chunk
+        first, last = s.si == 0, s.si == csteps - 1
+        if first and init:   # after the store that freed this tile (ring of 2: two back)
+            ch = s.g * ct.Kg + s.nb0 * cols
+            dst = View(Space.ACC, acc_base, at, (acc_pix_row, row_bytes, 4))
+            sync = dict(waits=(SemOp("bias_init"),) * (accs == 0 and epilogue.bias), signals=(SemOp("init_full"),))
+            if not epilogue.bias:
+                start = DmaFill(queue=Queue.DMA_ST, shape=(eh, ew, ng), dst=dst, value=0, **sync)
+            elif per_phase_bias and nphase > 1:   # [phase_h][phase_w][K] onto the interleaved tile
+                start = DmaCopy(queue=Queue.DMA_ST, shape=(toh, ph.expand, tow, pw.expand, ng),
+                                dst=View(Space.ACC, acc_base, at, (ph.expand * acc_pix_row, acc_pix_row,
+                                                                   pw.expand * row_bytes, row_bytes, 4)),
+                                src=View(Space.SPM, bias_base + ch * 4, at, (0, pw.expand * ct.K * 4, 0, ct.K * 4, 4)),
+                                **sync)
+            else:
+                start = DmaCopy(queue=Queue.DMA_ST, shape=(eh, ew, ng), dst=dst,
+                                src=View(Space.SPM, bias_base + ch * 4, at, (0, 0, 4)), **sync)
+            prog.insert(len(prog) if last_store_at is None or t.acc_bufs == 1 else last_store_at, start)
+        mms = [mm for a, bp, tap0 in phases for mm in _phase_mms(
+            a, bp, toh, tow, ng, tc, first and not init, target, es,
+            View(Space.ACC, acc_base + a.acc * acc_pix_row + bp.acc * row_bytes, at, ()),
+            (ph.expand * acc_pix_row, pw.expand * row_bytes),
+            View(Space.SPM, x_base + (c0 - xc0) * es + a.first * row + bp.first * pix, dtype, (row, pix)),
+            View(Space.SPM, w_base + tap0 * p.tcb * tile, dtype, ()), nb_stride, p.tcb * tile)]
+        waits = ("x_full",) * x_new + ("w_full",) * w_new + ("init_full" if init else acc_empty,) * first
+        signals = ("x_empty",) * x_last + ("w_empty",) * w_last + ("acc_full",) * last
+        prog += synced(mms, waits, signals)
+        if not last:
+            continue
+        tile_view = out_view = View(Space.ACC, acc_base, at, (acc_pix_row, row_bytes, 4))
+        if vector.active:
+            ch = (s.g * ct.Kg + s.nb0 * cols) * 4
+            prog += _epilogue(vector, (eh, ew, ng), tile_view, View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
+                              View(Space.SPM, scale_base + ch, DType.F32, (0, 0, 4)), first=accs == 0)
+            if epilogue.out is not None:
+                out_view = View(Space.ACC, acc_base, yt, (ew * ng * eo, ng * eo, eo))
+        (r0, nr, oh0), (q0, nc, ow0) = ph.stored(s.q0h, toh), pw.stored(s.q0w, tow)
+        y_off = (((s.b * full.OH + oh0) * full.OW + ow0) * full.K + s.g * ct.Kg + s.nb0 * cols) * eo
+        last_store_at = len(prog)
+        prog.append(DmaCopy(queue=Queue.DMA_ST, shape=(nr, nc, ng),
+                            dst=View(Space.DRAM, y_off, yt, (full.OW * full.K * eo, full.K * eo, eo), "Y"),
+                            src=replace(out_view, base=out_view.base + r0 * out_view.strides[0]
+                                        + q0 * out_view.strides[1]),
+                            waits=(SemOp(ready),), signals=() if init else (SemOp(acc_empty),)))
+        accs += 1
     prog.append(Halt())
     sems = (SemDecl("x_full", 0), SemDecl("x_empty", 2), SemDecl("w_full", 0), SemDecl("acc_full", 0))
     sems += (SemDecl("init_full", 0),) + (SemDecl("bias_init", 0),) * epilogue.bias if init \

@@ -7,9 +7,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from compiler.conv import ConvShape, ConvTiling, conv2d, conv_inputs, conv_reference, search_conv_tiling
+from compiler.conv import ConvShape, conv2d, conv_inputs, conv_reference, search_conv_tiling
 from compiler.conv_transpose import (
     ConvTransposeShape,
+    TransposeTiling,
     conv_transpose2d,
     conv_transpose_inputs,
     conv_transpose_reference,
@@ -132,7 +133,7 @@ def run_conv(cs: ConvShape, dtype: DType, arch: Arch, *, timing_only: bool = Fal
 
 
 def run_conv_transpose(ct: ConvTransposeShape, dtype: DType, arch: Arch, *, mode: str = "split",
-                       tiling: ConvTiling | None = None, timing_only: bool = False, seed: int = 0,
+                       tiling: TransposeTiling | None = None, timing_only: bool = False, seed: int = 0,
                        progress=None) -> tuple[SimResult, Validation | None]:
     """Compile one transposed convolution (:func:`compiler.conv_transpose.conv_transpose2d`, ``mode`` split or
     swell_spm) for ``arch``, simulate it on seeded random inputs and check Y against the float64/int64 scatter
