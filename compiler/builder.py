@@ -586,7 +586,7 @@ def _onnx_nodes(node: Node, graph: Graph, opset: int, consts: list) -> list:
                                                    const("hi", np.asarray(act[2], dt))], [out], name=p + "clip"))
         return nodes
     if node.domain in ("", "ai.onnx"):
-        if node.op in ("ReduceSum", "ReduceMean") and "axes" in attrs and (node.op == "ReduceSum" or opset >= 18):
+        if node.op.startswith("Reduce") and "axes" in attrs and (node.op == "ReduceSum" or opset >= 18):
             inputs = inputs[:1] + [const("axes", np.asarray(attrs.pop("axes"), np.int64))]
         elif node.op == "AveragePool" and opset < 19:
             if any(d != 1 for d in attrs.pop("dilations", ())):

@@ -206,7 +206,7 @@ class _Norm:
 
     sp: Space5
     lay: _Layout
-    channels: int
+    n_affine: int   # gamma values (as many beta values follow them)
     eps: float
     fold: bool   # gamma is constant over a group: folded into its 1/std
 
@@ -222,7 +222,7 @@ class _Norm:
         """gamma (or beta) for a tile at ``start`` (over its kept dimensions alone when ``kept``)."""
         chan = [c for c, k in zip(self.sp.chan, self.keep) if k or not kept] or [0]
         return View(Space.SPM, self.lay.extra + 4 * (sum(i * c for i, c in zip(start, self.sp.chan))
-                                                     + beta * self.channels), F32, tuple(c * 4 for c in chan))
+                                                     + beta * self.n_affine), F32, tuple(c * 4 for c in chan))
 
     def total(self, x, ext, first: bool) -> list:
         return [VecUnary(fn=Act.MOV, shape=ext, dst=self.stats(ext)[0], src=x, reduce=Reduce.SUM, zero=first)]

@@ -173,7 +173,9 @@ def _client(client, scheduler: str, workers: int) -> Iterator:
     if scheduler == LOCAL:
         with _sigint_ignored():   # the workers inherit it: Ctrl-C reaches them too, and only this process handles it
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                                   silence_logs=logging.ERROR)
+                                   silence_logs=logging.CRITICAL)   # a worker whose scheduler closed on Ctrl-C logs
+                                                                    # a heartbeat traceback at ERROR; failed points
+                                                                    # are reported through their futures
         with cluster, Client(cluster) as c:
             yield c
         return
