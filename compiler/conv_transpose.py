@@ -55,6 +55,7 @@ from .gemm import ACC_TYPE, _groups
 from .halo import padded_load
 from .link import leading_constants
 from .pipeline import synced
+from .staged_copy import Box, Operand, staged_copy
 from .target import Target
 
 MODES = ("split", "swell_spm", "swell_dram")
@@ -725,6 +726,45 @@ def _phase_mms(a: PhaseTaps, b: PhaseTaps, toh: int, tow: int, ng: int, tc: int,
                                acc=replace(acc, base=acc.base + nbi * cols * 4), acc_row=acc_strides[1],
                                a=View(Space.SPM, x.base + cb0 * rows * es, x.dtype, ()), a_row=pix,
                                b=View(Space.SPM, w.base + nbi * nb_stride + cb0 * tile, w.dtype, ()))]
+
+
+def swell_shape(ct: ConvTransposeShape) -> ConvShape:
+    """The convolution the ``swell_dram`` baseline runs: stride 1, no padding, ``ct``'s dilation and groups, over the
+    zero-inserted input padded by ``(k-1)*d - p_b`` in front and ``(k-1)*d - p_e + op`` behind (TVM's
+    ``bpad_top``/``bpad_bottom``; negative values crop)."""
+    (dh, dw) = ct.dilation
+    return ConvShape(ct.N, ct.C, ct.OH + (ct.R - 1) * dh, ct.OW + (ct.S - 1) * dw, ct.K, ct.R, ct.S, 1, 0,
+                     ct.dilation, ct.groups)
+
+
+def swell_weights(w: np.ndarray, ct: ConvTransposeShape) -> np.ndarray:
+    """ONNX's ``(C, K/g, R, S)`` weights as the OIHW weights of :func:`swell_shape`'s convolution: output and input
+    channels swapped within each group, the kernel rotated 180 degrees."""
+    wg = w.reshape(ct.groups, ct.Cg, ct.Kg, ct.R, ct.S)[:, :, :, ::-1, ::-1]
+    return np.ascontiguousarray(wg.transpose(0, 2, 1, 3, 4).reshape(ct.K, ct.Cg, ct.R, ct.S))
+
+
+def swell_input(ct: ConvTransposeShape, dtype: DType, target: Target, fill: int | float = 0) -> Program:
+    """The ``swell_dram`` baseline's first segment, DMA only (:func:`compiler.staged_copy.staged_copy`): region Xs
+    (:func:`swell_shape`'s input, NHWC) filled with ``fill``, then every pixel of X (NHWC) copied to its place in
+    it, ``stride`` apart and offset by the front padding."""
+    cs, es = swell_shape(ct), dtype.size
+    (sh, sw), (dh, dw), (pt, pl, _, _) = ct.stride, ct.dilation, ct.pad
+    first, count = [], []
+    for size, out, s, lead in ((ct.H, cs.H, sh, (ct.R - 1) * dh - pt), (ct.W, cs.W, sw, (ct.S - 1) * dw - pl)):
+        i0 = max(0, -(lead // s))                       # the first input element inside the swelled buffer
+        i1 = min(size - 1, (out - 1 - lead) // s)
+        first.append((i0, s * i0 + lead))
+        count.append(max(0, i1 - i0 + 1))
+    (ih, oh), (iw, ow) = first
+    C = ct.C
+    boxes = [Box((ct.N * cs.H * cs.W * C,), Operand("Xs", 0, (1,)), fill=fill)]
+    if min(count):
+        boxes.append(Box((ct.N, count[0], count[1], C),
+                         Operand("Xs", (oh * cs.W + ow) * C, (cs.H * cs.W * C, sh * cs.W * C, sw * C, 1)),
+                         Operand("X", (ih * ct.W + iw) * C, (ct.H * ct.W * C, ct.W * C, C, 1))))
+    return staged_copy(boxes, dtype, (Region("X", 0, ct.N * ct.H * ct.W * C * es),
+                                      Region("Xs", 1, ct.N * cs.H * cs.W * C * es)), target)
 
 
 def conv_transpose_inputs(ct: ConvTransposeShape, dtype: DType, rows: int, cols: int, seed: int = 0,

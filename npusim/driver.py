@@ -292,20 +292,22 @@ def model_report(result: SimResult, compiled: CompiledModel, instructions: bool 
 def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *, timing_only: bool = False,
               validate: bool = False, seed: int = 0, dump_after: str | None = None, fallback: bool = True,
               fuse: bool = True, buffers: int = 2, prefetch: bool | None = None, resident: bool | None = None,
-              serial: bool = False, progress=None, dims: dict[str, int] | None = None):
+              serial: bool = False, progress=None, dims: dict[str, int] | None = None,
+              conv_transpose: str = "split"):
     """Compile an ONNX model (path, ModelProto or Graph) for ``arch`` and simulate it.
 
     Without ``inputs``, seeded random ones (standard normal for floats). Returns (compiled model, result, outputs by
     ONNX name, report dict with ``layers``, ``host_ops`` and, when ``validate``, ``validation`` per output against
     onnxruntime). fallback: run the nodes the NPU cannot on the host CPU (else UnsupportedOpError lists them).
-    fuse, buffers, prefetch, resident: compiler options (:func:`compiler.model.compile_model`); serial: simulate every
+    fuse, buffers, prefetch, resident, conv_transpose: compiler options (:func:`compiler.model.compile_model`); serial:
+    simulate every
     instruction after the previous one retired (no overlap between units at all). ``progress`` is passed to
     :func:`npusim.simulate` (``progress(retired, total, cycle)``). ``dims`` fixes the model's symbolic input
     dimensions by name (``{"batch": 1}``).
     """
     graph = load_model(model, fallback, dims)
     compiled = compile_model(graph, arch, dump_after=dump_after, fallback=fallback, fuse=fuse, buffers=buffers,
-                             prefetch=prefetch, resident=resident)
+                             prefetch=prefetch, resident=resident, conv_transpose=conv_transpose)
     rng = np.random.default_rng(seed)
     if inputs is None:
         inputs = {n: rng.standard_normal(graph.tensor(n).shape).astype(graph.tensor(n).dtype) for n in graph.inputs}
