@@ -24,6 +24,7 @@ from .lower import ALIGN, REGISTRY, Binding, LoweringContext, npu_unsupported
 from .passes.fold_batchnorm import fold_batchnorm
 from .passes.fold_constants import fold_constants
 from .passes.fuse import fuse_activation, fuse_residual
+from .passes.qdq import fuse_qdq_conv_transpose
 from .residency import place_in_spm
 from .target import Target
 
@@ -32,6 +33,7 @@ RESIDENT_MIN_SPM = 1 << 23           # bytes: activations are kept in SPM by def
 ARENA_FRACTION = 3 / 8               # of the SPM, for activations kept on chip (measured: see docs/compiler.md)
 PREFETCH_MIN_SPM = 1 << 20           # bytes: prefetch is on by default from this SPM size (mid32, dc128)
 PASSES: dict[str, Callable[[Graph], Graph]] = {"fold_constants": fold_constants, "fold_batchnorm": fold_batchnorm,
+                                                "fuse_qdq": fuse_qdq_conv_transpose,
                                                 "fuse_activation": fuse_activation, "fuse_residual": fuse_residual}
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from compiler.conv_transpose import ConvTransposeShape, conv_transpose_reference
 from compiler.errors import CompileError
@@ -166,3 +166,61 @@ def test_unknown_lowering_mode_is_refused():
     m = transpose_forms(17)
     with pytest.raises(CompileError, match="conv_transpose must be one of split, swell_spm, swell_dram"):
         run_model(m, load_arch("edge16"), conv_transpose="gather")
+
+
+def qdq_model(x_shape, w_shape, per_channel: bool, bias: bool, x_type=TensorProto.INT8, seed: int = 0, **attrs):
+    """``DequantizeLinear(x_q) -> ConvTranspose(., DequantizeLinear(w_q)[, DequantizeLinear(b_q)]) ->
+    QuantizeLinear``, as onnxruntime's quantization tools write it (symmetric int8 weights, int32 bias at scale
+    x_scale * w_scale); (model, int input)."""
+    rng = np.random.default_rng(seed)
+    kg = w_shape[1]
+    k = kg * attrs.get("group", 1)
+    ws = (rng.random(kg if per_channel else 1) * 0.02 + 0.005).astype(np.float32)
+    xs, ys = np.float32(0.05), np.float32(0.3)
+    xt = np.int8 if x_type == TensorProto.INT8 else np.uint8
+    inits = [numpy_helper.from_array(rng.integers(-127, 128, w_shape).astype(np.int8), "wq"),
+             numpy_helper.from_array(ws if per_channel else ws[0], "ws"),
+             numpy_helper.from_array(np.zeros(ws.shape, np.int8) if per_channel else np.int8(0), "wzp"),
+             numpy_helper.from_array(xs, "xs"), numpy_helper.from_array(xt(3), "xzp"),
+             numpy_helper.from_array(ys, "ys"), numpy_helper.from_array(np.int8(-2), "yzp")]
+    nodes = [helper.make_node("DequantizeLinear", ["xq", "xs", "xzp"], ["xf"]),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wzp"], ["wf"], axis=1)]
+    if bias:
+        inits += [numpy_helper.from_array(rng.integers(-3000, 3000, k).astype(np.int32), "bq"),
+                  numpy_helper.from_array(np.resize(xs * ws, k).astype(np.float32), "bs")]
+        nodes.append(helper.make_node("DequantizeLinear", ["bq", "bs"], ["bf"], axis=0))
+    nodes += [helper.make_node("ConvTranspose", ["xf", "wf"] + ["bf"] * bias, ["yf"], **attrs),
+              helper.make_node("QuantizeLinear", ["yf", "ys", "yzp"], ["y"])]
+    m = model(nodes, [vi("xq", list(x_shape), x_type)], [vi("y", None, TensorProto.INT8)], 17, inits)
+    info = np.iinfo(xt)
+    return m, rng.integers(info.min, info.max + 1, x_shape).astype(xt)
+
+
+QDQ_FORMS = [((1, 8, 5, 6), (8, 6, 3, 3), True, True, {"strides": [2, 2], "pads": [1, 1, 1, 1],
+                                                      "output_padding": [1, 1]}),
+             ((1, 16, 4, 4), (16, 16, 2, 2), False, False, {"strides": [2, 2]}),
+             ((1, 6, 5, 4), (6, 3, 4, 3), False, True, {"strides": [2, 3], "pads": [1, 0, 2, 1], "group": 2}),
+             ((2, 6, 7), (6, 5, 4), True, False, {"strides": [2], "pads": [1, 1]})]
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_qdq_conv_transpose_runs_int8_on_the_npu(preset):
+    """Fused into one int8 ConvTranspose (no DequantizeLinear/QuantizeLinear layer left); onnxruntime computes the
+    QDQ graph in float32 and rounds once, the NPU accumulates exactly in int32 and requantizes as QLinearConv: the
+    two may differ by one step where a value lies within float rounding of a half-step (none did here)."""
+    for x_shape, w_shape, per_channel, bias, attrs in QDQ_FORMS:
+        m, x = qdq_model(x_shape, w_shape, per_channel, bias, **attrs)
+        _, _, outputs, report = run_model(m, load_arch(preset), {"xq": x})
+        assert report["host_ops"] == [] and [lr["op"] for lr in report["layers"]] == ["ConvTranspose"], report
+        want = ort_run(m, {"xq": x})[0]
+        assert outputs["y"].dtype == np.int8 and outputs["y"].shape == want.shape
+        diff = np.abs(outputs["y"].astype(np.int64) - want)
+        assert diff.max() <= 1 and (diff > 0).mean() <= 0.01, (x_shape, w_shape, int(diff.max()))
+
+
+def test_qdq_forms_not_fused_stay_correct_on_the_host():
+    # uint8 activations (the NPU's int8 matrix unit takes int8 x int8): the float ConvTranspose runs on the host
+    m, x = qdq_model((1, 4, 3, 3), (4, 4, 3, 3), True, True, TensorProto.UINT8, strides=[2, 2])
+    _, _, _, report = run_model(m, load_arch("mid32"), {"xq": x}, validate=True)
+    assert "ConvTranspose" in {h["op"] for h in report["host_ops"]}
+    assert all(v["ok"] for v in report["validation"].values()), report["validation"]
