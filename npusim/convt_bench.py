@@ -7,8 +7,10 @@ counted). Columns (cycles, bytes, MACs):
 
 - ``useful_macs``: the split's count (:attr:`compiler.conv_transpose.ConvTransposeShape.macs`), the same for every
   variant, and ``util`` = useful MACs / (cycles * rows * cols); ``instr_macs``: what the matrix unit ran.
-- ``input_bytes``: input bytes the DMA wrote into the SPM windows the matrix unit streams (inserted zeros included;
-  the swell segment excluded): what swelling multiplies by about ``s_h * s_w``.
+- ``input_tensor``: bytes of the input the convolution runs over: X itself under splitting, the zero-inserted and
+  padded input under swelling (seed-ops.md 3.5's "input bytes"; :func:`input_tensor_bytes`).
+- ``input_bytes``: input bytes the DMA wrote into the SPM windows the matrix unit streams (inserted zeros and halo
+  re-reads included; the swell segment excluded), i.e. ``input_tensor`` times the times the tiling reads it.
 - ``dram_rd``, ``dram_wr``: all DRAM traffic (weights, swell pass, output); ``spm_peak``: one past the highest SPM
   byte any instruction touches.
 - ``resident=False``: the swelled input of ``swell_dram`` goes to DRAM on every preset (dc128's activation arena
@@ -22,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.conv_transpose import MODES, ConvTransposeShape
+from compiler.conv_transpose import MODES, ConvTransposeShape, swell_shape
 from compiler.model import _spm_top
 from isa import DmaCopy, DmaFill, Space
 from isa.arch import load_arch
@@ -43,8 +45,8 @@ SMALL_CASES = ("C",)
 
 VARIANTS = ("swell_dram", "swell_spm", "split")
 
-COLUMNS = ("case", "variant", "preset", "cycles", "useful_macs", "util", "instr_macs", "input_bytes", "dram_rd",
-           "dram_wr", "spm_peak", "validated")
+COLUMNS = ("case", "variant", "preset", "cycles", "useful_macs", "util", "instr_macs", "input_tensor", "input_bytes",
+           "dram_rd", "dram_wr", "spm_peak", "validated")
 
 
 def conv_transpose_model(ct: ConvTransposeShape, opset: int = 17, bias: bool = True, seed: int = 0):
@@ -62,6 +64,15 @@ def conv_transpose_model(ct: ConvTransposeShape, opset: int = 17, bias: bool = T
                               initializer=inits)
     opsets = [helper.make_opsetid("", opset)]
     return helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets))
+
+
+def input_tensor_bytes(ct: ConvTransposeShape, variant: str, es: int = 4) -> int:
+    """Bytes of the input the ``variant``'s convolution runs over (``es`` bytes an element): ``ct``'s input for
+    ``split``, :func:`compiler.conv_transpose.swell_shape`'s zero-inserted, padded input for the swelling ones."""
+    if variant == "split":
+        return ct.N * ct.C * ct.H * ct.W * es
+    cs = swell_shape(ct)
+    return cs.N * cs.C * cs.H * cs.W * es
 
 
 def input_window_bytes(program, layers, arch) -> int:
@@ -93,6 +104,7 @@ def conv_transpose_row(case: str, variant: str, preset: str, *, timing_only: boo
     validated = "-" if v is None else "tol" if v["ok"] else f"rel {v['max_rel_error']:.2e}"
     return {"case": case, "variant": variant, "preset": preset, "cycles": result.cycles, "useful_macs": ct.macs,
             "util": ct.macs / (result.cycles * arch.matrix.rows * arch.matrix.cols), "instr_macs": result.macs,
+            "input_tensor": input_tensor_bytes(ct, variant),
             "input_bytes": input_window_bytes(compiled.program, compiled.layers, arch),
             "dram_rd": result.dram_bytes_read, "dram_wr": result.dram_bytes_written,
             "spm_peak": _spm_top(compiled.program), "validated": validated}
@@ -112,7 +124,8 @@ def conv_transpose_rows(cases=tuple(CASES), presets=("edge16", "mid32", "dc128")
 
 
 def gains(rows: list[dict]) -> list[dict]:
-    """Per (case, preset): split against each swelling variant, as fractions: input bytes (``-0.75`` is -75%),
+    """Per (case, preset): split against each swelling variant, as fractions: input tensor and window bytes
+    (``-0.75`` is -75%),
     utilization (``+0.5`` is +50%), cycles (speed-up ``swelled / split``)."""
     by = {(r["case"], r["preset"], r["variant"]): r for r in rows}
     out = []
@@ -123,6 +136,7 @@ def gains(rows: list[dict]) -> list[dict]:
             b = by.get((case, preset, base))
             if b:
                 out.append({"case": case, "preset": preset, "against": base,
+                            "input_tensor": s["input_tensor"] / b["input_tensor"] - 1,
                             "input_bytes": s["input_bytes"] / b["input_bytes"] - 1,
                             "util": s["util"] / b["util"] - 1, "speedup": b["cycles"] / s["cycles"],
                             "spm_peak": s["spm_peak"] / b["spm_peak"] - 1})
