@@ -46,7 +46,8 @@ def test_run_validates_and_reports_layers(capsys, tmp_path):
 
 @pytest.mark.parametrize("argv,message", [
     (["--dump-after", "nope"],
-     "--dump-after must be one of fold_constants, fold_batchnorm, fuse_activation, fuse_residual, not 'nope'"),
+     "--dump-after must be one of fold_constants, fold_batchnorm, fuse_qdq, fuse_activation, fuse_residual, "
+     "not 'nope'"),
 ])
 def test_run_errors(capsys, tmp_path, argv, message):
     model = tmp_path / "tiny.onnx"

@@ -86,8 +86,8 @@ def transpose_forms(opset: int):
     return model(nodes, [vi("x", [1, 8, 5, 6])], [vi(y, None) for y in outs], opset, inits)
 
 
-@pytest.mark.parametrize("preset", PRESETS)
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("preset, mode", [(p, "split") for p in PRESETS] + [("mid32", "swell_spm"),
+                                                                             ("edge16", "swell_dram")])
 def test_conv_transpose_forms_match_onnxruntime(preset, mode):
     _check(transpose_forms(17), preset, mode)
 
@@ -105,8 +105,7 @@ def test_conv_transpose_1d(preset):
              _node("y3", "w3", strides=[2], auto_pad="SAME_UPPER")]
     inits = _inits(rng, {"w1": (6, 5, 4), "b1": (5,), "w2": (6, 2, 3), "w3": (6, 4, 3)})
     m = model(nodes, [vi("x", [2, 6, 9])], [vi(f"y{i}", None) for i in (1, 2, 3)], 17, inits)
-    for mode in MODES:
-        _check(m, preset, mode)
+    _check(m, preset, "split")
 
 
 @st.composite
@@ -134,7 +133,7 @@ def layers(draw):
     return (draw(i(1, 2)), c, h, w), (c, k // g, r, s), attrs, draw(st.booleans())
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(layers(), st.sampled_from(PRESETS), st.sampled_from(MODES))
 def test_conv_transpose_sweep_matches_onnxruntime(layer, preset, mode):
     xs, ws, attrs, bias = layer
