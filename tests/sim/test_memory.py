@@ -10,8 +10,9 @@ from bench.memory_micro import dram_patterns, run, spm_patterns
 from compiler.gemm import tiled_gemm
 from isa import ArchError, DmaCopy, DType, Halt, Program, ProgramConfig, Queue, Region, Space, View
 from isa.arch import load_arch
-from isa.cost import _addresses, _runs, dram_window, instr_cost
+from isa.cost import dram_window, instr_cost
 from npusim import simulate
+from tests.isa.cost_oracle import _addresses, _runs
 
 EDGE = load_arch("edge16")
 
