@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from compiler.conv import ConvShape, conv2d, conv_inputs, conv_reference, search_conv_tiling
+from compiler.errors import CompileError
 from compiler.gemm import (
     ACC_TYPE,
     GemmTiling,
@@ -22,11 +23,13 @@ from compiler.gemm import (
 from compiler.ir import Graph
 from compiler.link import LayerRange
 from compiler.model import CompiledModel, compile_model
-from isa import DType, SimulationError
+from isa import DType
 from isa.arch import Arch
 from isa.dtypes import to_compute
 
+from .inputs import for_model
 from .intervals import time_split, unit_role
+from .limits import LIMITS, Limits
 from .simulator import SimResult, region_array, simulate
 from .stats import UNIT_NAMES
 
@@ -62,13 +65,33 @@ def ideal_memory_arch(M: int, N: int, K: int, dtype: DType, arch: Arch) -> Arch:
                                 f"matrix.max_rows={max(M, arch.matrix.max_rows)}"])
 
 
+def _positive(**dims: int) -> None:
+    for name, v in dims.items():
+        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
+            raise CompileError(f"{name} must be a positive integer, not {v!r}")
+
+
+def layer_work(outputs: int, macs: int, dram: int, arch: Arch) -> tuple[int, int, int]:
+    """(instructions at least, element operations, bytes of memory) of one layer with ``outputs`` accumulator
+    elements, ``macs`` and ``dram`` bytes of inputs and outputs: a step's output tile must fit half the accumulator
+    (two tiles overlap), and each step is at least one instruction; the host keeps the inputs and the reference."""
+    steps = -(-outputs * 4 * 2 // arch.acc.size)
+    return steps, macs + dram, arch.spm.size + arch.acc.size + 3 * dram + 16 * outputs
+
+
 def run_gemm(M: int, N: int, K: int, dtype: DType, arch: Arch, *, timing_only: bool = False,
-             ideal_memory: bool = False, seed: int = 0, progress=None) -> tuple[SimResult, Validation | None]:
+             ideal_memory: bool = False, seed: int = 0, progress=None,
+             limits: Limits | None = LIMITS) -> tuple[SimResult, Validation | None]:
     """Compile ``C = A @ B`` for ``arch``, simulate it on seeded random inputs and check C against numpy.
 
     ideal_memory: the whole GEMM is one tile in SRAMs sized to hold it, and data movement is free (see
-    :func:`ideal_memory_arch`); the matrix unit's busy cycles then follow SCALE-Sim's accounting.
+    :func:`ideal_memory_arch`); the matrix unit's busy cycles then follow SCALE-Sim's accounting. limits: the layer's
+    instructions, element operations and memory are estimated before anything is built (LimitError above them).
     """
+    _positive(M=M, N=N, K=K)
+    if limits is not None:
+        limits.check(f"GEMM {M}x{N}x{K}", *layer_work(M * N, M * N * K, (M * K + K * N) * dtype.size + M * N * 4,
+                                                      arch), timing_only)
     packed = not ideal_memory   # B pre-blocked offline, as weights are (ideal memory keeps SCALE-Sim's setting)
     if ideal_memory:
         arch, tiling = ideal_memory_arch(M, N, K, dtype, arch), GemmTiling(M, N, K)
@@ -103,8 +126,14 @@ def _validate(got: np.ndarray, want: np.ndarray, bound: np.ndarray | None) -> Va
 
 
 def run_conv(cs: ConvShape, dtype: DType, arch: Arch, *, timing_only: bool = False, ideal_memory: bool = False,
-             seed: int = 0, progress=None) -> tuple[SimResult, Validation | None]:
-    """Compile one convolution for ``arch``, simulate it on seeded random inputs and check Y against numpy."""
+             seed: int = 0, progress=None, limits: Limits | None = LIMITS) -> tuple[SimResult, Validation | None]:
+    """Compile one convolution for ``arch``, simulate it on seeded random inputs and check Y against numpy.
+    limits: as :func:`run_gemm`'s, checked before the tiling search."""
+    if limits is not None:
+        outputs = cs.N * cs.K * cs.OH * cs.OW
+        dram = (cs.N * cs.C * cs.H * cs.W + cs.K * cs.Cg * cs.R * cs.S) * dtype.size + outputs * 4
+        limits.check(f"conv {cs.N}x{cs.C}x{cs.H}x{cs.W} * {cs.K}x{cs.Cg}x{cs.R}x{cs.S}",
+                     *layer_work(outputs, cs.macs, dram, arch), timing_only)
     r, c = arch.matrix.rows, arch.matrix.cols
     tiling = search_conv_tiling(cs, dtype, arch)
     program = conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, tiling=tiling, max_rows=arch.matrix.max_rows)
@@ -208,6 +237,11 @@ def single_layer_report(result: SimResult, name: str, op: str) -> list[dict]:
     return layer_report(result, [LayerRange(name, op, 0, len(result.program.instrs), result.macs)])
 
 
+def model_inputs(graph: Graph) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """A graph's inputs: name -> (shape, dtype)."""
+    return {n: (graph.tensor(n).shape, graph.tensor(n).dtype) for n in graph.inputs}
+
+
 def zoo_model(name: str):
     """The ONNX model of zoo entry ``name`` (seeded, default sizes)."""
     from compiler.zoo import MODELS
@@ -218,28 +252,29 @@ def zoo_model(name: str):
 def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *, timing_only: bool = False,
               validate: bool = False, seed: int = 0, dump_after: str | None = None, fallback: bool = True,
               fuse: bool = True, buffers: int = 2, prefetch: bool | None = None, resident: bool | None = None,
-              serial: bool = False, progress=None):
+              serial: bool = False, progress=None, limits: Limits | None = LIMITS):
     """Compile an ONNX model (path, ModelProto or Graph) for ``arch`` and simulate it.
 
-    Without ``inputs``, seeded random ones (standard normal for floats). Returns (compiled model, result, outputs by
-    ONNX name, report dict with ``layers``, ``host_ops`` and, when ``validate``, ``validation`` per output against
-    onnxruntime). fallback: run the nodes the NPU cannot on the host CPU (else UnsupportedOpError lists them).
+    ``inputs``: input name -> array of exactly the input's shape and dtype (or one array for a one-input model),
+    checked before compiling; without them, seeded random ones (standard normal for floats). Returns (compiled
+    model, result, outputs by ONNX name, report dict with ``layers``, ``host_ops`` and, when ``validate``,
+    ``validation`` per output against onnxruntime). fallback: run the nodes the NPU cannot on the host CPU (else
+    UnsupportedOpError lists them).
     fuse, buffers, prefetch, resident: compiler options (:func:`compiler.model.compile_model`); serial: simulate every
-    instruction after the previous one retired (no overlap between units at all). ``progress`` is passed to
-    :func:`npusim.simulate` (``progress(retired, total, cycle)``).
+    instruction after the previous one retired (no overlap between units at all). ``progress`` and ``limits`` are
+    passed to :func:`npusim.simulate` (``progress(retired, total, cycle)``).
     """
     graph = load_model(model, fallback)
+    if inputs is not None:
+        inputs = for_model(model_inputs(graph), inputs)
     compiled = compile_model(graph, arch, dump_after=dump_after, fallback=fallback, fuse=fuse, buffers=buffers,
                              prefetch=prefetch, resident=resident)
     rng = np.random.default_rng(seed)
     if inputs is None:
         inputs = {n: rng.standard_normal(graph.tensor(n).shape).astype(graph.tensor(n).dtype) for n in graph.inputs}
-    missing = [n for n in graph.inputs if n not in inputs]
-    if missing:
-        raise SimulationError(f"inputs lack {', '.join(missing)}; the model's inputs are {', '.join(graph.inputs)}")
     result = simulate(compiled.program, arch, None if timing_only else compiled.dram_inputs(inputs),
                       timing_only=timing_only, host_functions=None if timing_only else host_functions(compiled),
-                      serial=serial, progress=progress)
+                      serial=serial, progress=progress, limits=limits)
     outputs = {} if timing_only else compiled.read_outputs(result.outputs["ACT"])
     report = result.to_dict()
     report["layers"] = layer_report(result, compiled.layers)
