@@ -1,10 +1,15 @@
-"""The ``npusim`` command line. Every NpuSimError becomes one readable line on stderr and exit status 1."""
+"""The ``npusim`` command line. Whatever goes wrong is one line on stderr: ``npusim: error: ...`` and exit status 1
+for a bad input (every NpuSimError, unreadable files), argparse's usage message and exit status 2 for a bad command
+line, ``npusim: internal error: ...`` and exit status 70 for a bug (any other exception; ``NPUSIM_DEBUG=1`` shows its
+traceback). 3 means a run finished but its values did not match the reference; 130 an interrupt."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -19,14 +24,22 @@ def _arch(args):
     return load_arch(args.arch, tuple(args.set or ()))
 
 
-def _load_inputs(path: str | None) -> dict[str, np.ndarray]:
+EXIT_USER, EXIT_USAGE, EXIT_MISMATCH, EXIT_INTERNAL, EXIT_INTERRUPT = 1, 2, 3, 70, 130
+
+
+def _load_inputs(path: str | None):
+    """The arrays of ``--inputs`` (an .npz by name, or one .npy array), or None."""
     if not path:
-        return {}
-    try:
-        with np.load(path) as data:
-            return {k: data[k] for k in data.files}
-    except (OSError, ValueError) as e:
-        raise NpuSimError(f"cannot read inputs {path}: {e}") from None
+        return None
+    from .inputs import load_file
+
+    return load_file(path)
+
+
+def _limits(args):
+    from .limits import LIMITS
+
+    return None if args.no_limits else LIMITS
 
 
 def _write_json(text: str, dest: str) -> None:
@@ -113,7 +126,7 @@ def cmd_simulate(args) -> int:
     program = read_program(args.program)
     result = _run_with_progress(args, lambda bar: simulate(
         program, arch, _load_inputs(args.inputs), timing_only=args.timing_only, serial=args.serial,
-        max_cycles=args.max_cycles, progress=bar))
+        max_cycles=args.max_cycles, progress=bar, limits=_limits(args)))
     if args.save_outputs:
         np.savez(args.save_outputs, **result.outputs)
     if args.json:
@@ -131,7 +144,7 @@ def cmd_gemm(args) -> int:
 
     result, check = _run_with_progress(args, lambda bar: run_gemm(
         args.M, args.N, args.K, DType.from_text(args.dtype), _arch(args), timing_only=args.timing_only,
-        ideal_memory=args.ideal_memory, seed=args.seed, progress=bar))
+        ideal_memory=args.ideal_memory, seed=args.seed, progress=bar, limits=_limits(args)))
     return _layer_report(f"GEMM {args.M}x{args.N}x{args.K} {args.dtype}", result, check, args)
 
 
@@ -145,7 +158,7 @@ def cmd_conv(args) -> int:
                    args.groups)
     result, check = _run_with_progress(args, lambda bar: run_conv(
         cs, DType.from_text(args.dtype), _arch(args), timing_only=args.timing_only, ideal_memory=args.ideal_memory,
-        seed=args.seed, progress=bar))
+        seed=args.seed, progress=bar, limits=_limits(args)))
     title = (f"conv N={cs.N} C={cs.C} H={cs.H} W={cs.W} K={cs.K} {cs.R}x{cs.S} stride {cs.stride} pad {cs.pad} "
              f"dilation {cs.dilation} groups {cs.groups} {args.dtype} -> {cs.OH}x{cs.OW}")
     return _layer_report(title, result, check, args, cs.macs)
@@ -228,11 +241,11 @@ def cmd_run(args) -> int:
     from .driver import run_model
 
     arch = _arch(args)
-    inputs = _load_inputs(args.inputs) or None
+    inputs = _load_inputs(args.inputs)
     compiled, result, outputs, report = _run_with_progress(args, lambda bar: run_model(
         args.model, arch, inputs, timing_only=args.timing_only, validate=args.validate, seed=args.seed,
         dump_after=args.dump_after, fallback=not args.no_fallback, prefetch=False if args.no_prefetch else None,
-        resident=False if args.no_resident else None, progress=bar),
+        resident=False if args.no_resident else None, progress=bar, limits=_limits(args)),
         phase=f"compiling {args.model} for {arch.name} ...")
     if args.save_outputs and outputs:
         np.savez(args.save_outputs, **outputs)
@@ -262,6 +275,8 @@ def _window(text: str | None) -> tuple[int, int] | None:
         c0, c1 = (int(x.replace("_", "")) for x in text.split(":"))
     except ValueError:
         raise NpuSimError(f"--window must be C0:C1 (two cycle numbers), not {text!r}") from None
+    if not 0 <= c0 < c1:
+        raise NpuSimError(f"--window C0:C1 must have 0 <= C0 < C1, not {text!r}")
     return c0, c1
 
 
@@ -269,8 +284,8 @@ def cmd_plot(args) -> int:
     from .plots import render
 
     try:
-        report = json.loads(Path(args.report).read_text())
-    except json.JSONDecodeError as e:
+        report = json.loads(Path(args.report).read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise NpuSimError(f"{args.report} is not a JSON report: {e}") from None
     render(report, args.kind, args.output, title=args.title if args.title is not None else Path(args.report).stem,
            window=_window(args.window), color_by=args.color_by, buckets=args.buckets)
@@ -344,17 +359,61 @@ def cmd_arch(args) -> int:
     return 0
 
 
+class _Help(argparse.HelpFormatter):
+    """Help that shows every option's default (when it has a meaningful one)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or "default" in text or action.nargs == 0:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _count(lo: int, hi: int | None = None, what: str = "an integer"):
+    """An argparse type: an integer in [lo, hi] (a usage error otherwise)."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text.replace("_", ""), 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}") from None
+        if v < lo or hi is not None and v > hi:
+            bound = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+            raise argparse.ArgumentTypeError(f"must be {what} {bound}, not {v}")
+        return v
+    parse.__name__ = what   # argparse names the type in "invalid <type> value"
+    return parse
+
+
+DIM = _count(1)
+DTYPES = ["i8", "u8", "f16", "bf16", "f32"]
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="npusim", description="Cycle-accurate NPU simulator with real tensor values.")
+    from compiler.model import PASSES
+
+    p = argparse.ArgumentParser(prog="npusim", description="Cycle-accurate NPU simulator with real tensor values.",
+                                epilog="Exit status: 0 ok, 1 bad input (one line on stderr), 2 bad command line, "
+                                       "3 values differ from the reference, 70 internal error (a bug: rerun with "
+                                       "NPUSIM_DEBUG=1 for the traceback).")
     p.add_argument("--version", action="version", version=f"npusim {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, help: str):
+        return sub.add_parser(name, help=help, description=help, formatter_class=_Help)
 
     def arch_args(sp):
-        sp.add_argument("--arch", default="edge16", help="preset name or TOML file (default edge16)")
-        sp.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="override one Arch field")
+        sp.add_argument("--arch", default="edge16", metavar="PRESET|FILE.toml",
+                        help=f"Arch preset ({', '.join(preset_names())}) or TOML file")
+        sp.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE",
+                        help="override one Arch field, e.g. matrix.rows=32 (repeat for more)")
+
+    def limit_args(sp):
+        sp.add_argument("--no-limits", action="store_true", help="start even when the estimated instructions, "
+                        "element operations or memory exceed the limits (docs: README, Limits)")
 
     def compile_args(sp):
-        sp.add_argument("--dump-after", metavar="PASS", help="print the graph IR after this pass")
+        sp.add_argument("--dump-after", metavar="PASS", choices=list(PASSES),
+                        help=f"print the graph IR after this pass: one of {', '.join(PASSES)}")
         sp.add_argument("--no-fallback", action="store_true", help="fail on ops the NPU cannot run instead of "
                         "running them on the host CPU")
         sp.add_argument("--no-prefetch", action="store_true", help="keep every layer in the whole SPM, waiting for "
@@ -367,117 +426,153 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace (docs/trace.md)")
         sp.add_argument("--quiet", action="store_true", help="no progress bar (shown only on a terminal)")
 
-    s = sub.add_parser("simulate", help="run an assembly (.s) or binary (.npub) program")
-    s.add_argument("program")
+    s = add("simulate", "run an assembly (.s) or binary (.npub) program")
+    s.add_argument("program", help="the program: .npub is the binary encoding, anything else UTF-8 assembly")
     arch_args(s)
-    s.add_argument("--inputs", help=".npz whose arrays fill the DRAM regions of the same names")
+    s.add_argument("--inputs", metavar="IN.npz|IN.npy", help=".npz whose numeric arrays fill the DRAM regions of "
+                   "the same names (bytes no more than the region's); .npy for a program with one region")
     s.add_argument("--json", metavar="OUT|-", help="write the full JSON report to a file or stdout")
     s.add_argument("--save-outputs", metavar="OUT.npz", help="save every DRAM region's bytes after the run")
     s.add_argument("--timing-only", action="store_true", help="skip the value kernels (same cycles)")
     s.add_argument("--serial", action="store_true", help="one instruction at a time in program order")
-    s.add_argument("--max-cycles", type=int, help="stop with an error after this many cycles")
+    s.add_argument("--max-cycles", type=_count(0, what="a cycle count"), metavar="CYCLES",
+                   help="stop with an error after this many cycles (a deadlock is reported as one either way)")
+    limit_args(s)
     trace_args(s)
     s.set_defaults(func=cmd_simulate)
 
     def layer_args(sp, dims):
-        for dim in dims:
-            sp.add_argument(dim, type=int)
-        sp.add_argument("--dtype", default="i8", choices=["i8", "u8", "f16", "bf16", "f32"])
+        for dim, what in dims:
+            sp.add_argument(dim, type=DIM, help=what)
+        sp.add_argument("--dtype", default="i8", choices=DTYPES, help="operand type")
         arch_args(sp)
         sp.add_argument("--json", metavar="OUT|-", help="write the JSON report (with validation) to a file or stdout")
         sp.add_argument("--timing-only", action="store_true", help="skip values and validation")
-        sp.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+        sp.add_argument("--seed", type=_count(0, 2**63 - 1, "a seed"), default=0, help="seed of the random inputs")
         sp.add_argument("--ideal-memory", action="store_true",
                         help="data movement is free (DMA takes no time); gemm also fits one tile in SRAM")
+        limit_args(sp)
         trace_args(sp, trace=False)
 
-    g = sub.add_parser("gemm", help="compile and simulate one GEMM C[M,N] = A[M,K] @ B[K,N], checked against numpy")
-    layer_args(g, ("M", "N", "K"))
+    g = add("gemm", "compile and simulate one GEMM C[M,N] = A[M,K] @ B[K,N], checked against numpy")
+    layer_args(g, (("M", "rows of A and C"), ("N", "columns of B and C"), ("K", "columns of A, rows of B")))
     g.set_defaults(func=cmd_gemm)
-    c = sub.add_parser("conv", help="compile and simulate one 2-D convolution (NCHW, OIHW), checked against numpy")
-    layer_args(c, ("N", "C", "H", "W", "K", "R", "S"))
-    for opt, default in (("--stride", 1), ("--pad", 0), ("--dilation", 1), ("--groups", 1)):
-        c.add_argument(opt, type=int, default=default)
+    c = add("conv", "compile and simulate one 2-D convolution (NCHW, OIHW), checked against numpy")
+    layer_args(c, (("N", "batch"), ("C", "input channels"), ("H", "input height"), ("W", "input width"),
+                   ("K", "output channels (filters)"), ("R", "filter height"), ("S", "filter width")))
+    for opt, default, lo, what in (("--stride", 1, 1, "stride of the window, both axes"),
+                                   ("--pad", 0, 0, "zero padding on every side"),
+                                   ("--dilation", 1, 1, "spacing of the filter taps"),
+                                   ("--groups", 1, 1, "channel groups (C and K must be multiples)")):
+        c.add_argument(opt, type=_count(lo), default=default, help=what)
     c.set_defaults(func=cmd_conv)
 
-    t = sub.add_parser("topo", help="simulate every layer of a SCALE-Sim topology file (GEMM view of each layer)")
-    t.add_argument("topology")
+    t = add("topo", "simulate every layer of a SCALE-Sim topology file (GEMM view of each layer)")
+    t.add_argument("topology", help="SCALE-Sim topology CSV (header line, then one layer per line)")
     t.add_argument("--gemm", action="store_true", help="rows are 'name, M, N, K' instead of conv rows")
     arch_args(t)
-    t.add_argument("--dtype", default="i8", choices=["i8", "u8", "f16", "bf16", "f32"])
+    t.add_argument("--dtype", default="i8", choices=DTYPES, help="operand type")
     t.add_argument("--ideal-memory", action="store_true",
                    help="operands already on chip (SCALE-Sim's setting): only the matrix unit's time counts")
     t.add_argument("--json", metavar="OUT|-", help="write the JSON report to a file or stdout")
     t.set_defaults(func=cmd_topo)
 
-    co = sub.add_parser("compile", help="compile an ONNX model to a program (.s assembly or .npub binary)")
-    co.add_argument("model")
+    co = add("compile", "compile an ONNX model to a program (.s assembly or .npub binary)")
+    co.add_argument("model", help="ONNX model file")
     arch_args(co)
-    co.add_argument("-o", "--output", required=True)
+    co.add_argument("-o", "--output", required=True, metavar="OUT.s|OUT.npub",
+                    help="program file to write; .npub writes the binary encoding")
     compile_args(co)
     co.set_defaults(func=cmd_compile)
 
-    ru = sub.add_parser("run", help="compile and simulate an ONNX model; per-layer table; --validate vs onnxruntime")
-    ru.add_argument("model")
+    ru = add("run", "compile and simulate an ONNX model; per-layer table; --validate vs onnxruntime")
+    ru.add_argument("model", help="ONNX model file (`npusim zoo NAME -o FILE` writes one)")
     arch_args(ru)
-    ru.add_argument("--inputs", help=".npz keyed by the model's input names (default: seeded random)")
+    ru.add_argument("--inputs", metavar="IN.npz|IN.npy", help=".npz keyed by the model's input names, each array of "
+                    "exactly the input's shape and dtype; .npy for a one-input model (default: seeded random)")
     ru.add_argument("--save-outputs", metavar="OUT.npz", help="save the outputs keyed by the model's output names")
     ru.add_argument("--validate", action="store_true", help="run onnxruntime on the same inputs and compare")
     ru.add_argument("--timing-only", action="store_true", help="skip the value kernels (same cycles)")
     ru.add_argument("--json", metavar="OUT|-", help="write the JSON report to a file or stdout")
-    ru.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    ru.add_argument("--seed", type=_count(0, 2**63 - 1, "a seed"), default=0, help="seed of the random inputs")
     compile_args(ru)
     ru.add_argument("--timeline", metavar="OUT.png", help="draw the Gantt timeline of the run (as `npusim plot`)")
+    limit_args(ru)
     trace_args(ru)
     ru.set_defaults(func=cmd_run)
 
-    pl = sub.add_parser("plot", help="draw a plot of a `run --json` report: timeline, util, layers or roofline")
+    from .plots import KINDS
+
+    pl = add("plot", "draw a plot of a `run --json` report: timeline, util, layers or roofline")
     pl.add_argument("report", help="JSON report of `npusim run` (timeline and util also take `simulate`'s)")
-    pl.add_argument("--kind", required=True, choices=["timeline", "util", "layers", "roofline"])
-    pl.add_argument("-o", "--output", required=True, help="image file; .png, .svg or .pdf")
+    pl.add_argument("--kind", required=True, choices=KINDS, help="which plot")
+    pl.add_argument("-o", "--output", required=True, metavar="OUT.png|OUT.svg|OUT.pdf",
+                    help="image file; the suffix picks the format")
     pl.add_argument("--window", metavar="C0:C1", help="timeline: show only cycles [C0, C1)")
     pl.add_argument("--color-by", default="layer", choices=["layer", "op"], help="timeline: bar colours")
-    pl.add_argument("--buckets", type=int, default=100, help="util: number of time buckets (default 100)")
+    pl.add_argument("--buckets", type=_count(1, 10_000, "a bucket count"), default=100,
+                    help="util: number of time buckets")
     pl.add_argument("--title", help="title prefix (default: the report's file name)")
     pl.set_defaults(func=cmd_plot)
 
-    zo = sub.add_parser("zoo", help="'zoo list' or 'zoo NAME -o MODEL.onnx': models built in code")
-    zo.add_argument("name")
-    zo.add_argument("-o", "--output")
+    zo = add("zoo", "'zoo list' or 'zoo NAME -o MODEL.onnx': models built in code")
+    zo.add_argument("name", help="'list', or the model to write (see `npusim zoo list`)")
+    zo.add_argument("-o", "--output", metavar="OUT.onnx", help="file to write (default: NAME.onnx)")
     zo.set_defaults(func=cmd_zoo)
 
-    go = sub.add_parser("golden", help="recompile + resimulate the golden traces (traces/) and diff; --update rewrites")
+    go = add("golden", "recompile + resimulate the golden traces (traces/) and diff; --update rewrites")
     go.add_argument("names", nargs="*", metavar="NAME", help="golden, workload or preset names (default: all)")
     go.add_argument("--update", action="store_true", help="rewrite the goldens' files and say which changed")
     go.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE",
-                    help="check with this Arch override (shows what a change would do)")
+                    help="check with this Arch override (shows what a change would do; repeat for more)")
     go.add_argument("--dir", help="the traces directory (default: traces/ of the source tree)")
     go.set_defaults(func=cmd_golden)
 
-    v = sub.add_parser("verify", help="statically check a program (bounds, alignment, semaphores)")
-    v.add_argument("program")
+    v = add("verify", "statically check a program (bounds, alignment, semaphores)")
+    v.add_argument("program", help="the program: .npub is the binary encoding, anything else UTF-8 assembly")
     v.set_defaults(func=cmd_verify)
 
-    sub.add_parser("presets", help="list the bundled Arch presets").set_defaults(func=cmd_presets)
-    a = sub.add_parser("arch", help="print an Arch (preset or file, with overrides) as TOML")
+    add("presets", "list the bundled Arch presets").set_defaults(func=cmd_presets)
+    a = add("arch", "print an Arch (preset or file, with overrides) as TOML")
     arch_args(a)
     a.set_defaults(func=cmd_arch)
     return p
 
 
+def _internal(e: BaseException) -> str:
+    """``internal error: <Type> in <function> (<file>:<line>); ...`` at the innermost frame of npusim's own code."""
+    root = Path(__file__).resolve().parents[1]
+    frames = [(Path(f.filename).resolve(), f) for f in traceback.extract_tb(e.__traceback__)]
+    ours = [(path, f) for path, f in frames if path.is_relative_to(root) and path.parts[len(root.parts)] in
+            ("isa", "compiler", "npusim", "tests")] or frames
+    at = ""
+    if ours:
+        path, f = ours[-1]
+        at = f" in {f.name} ({path.relative_to(root) if path.is_relative_to(root) else path.name}:{f.lineno})"
+    return f"internal error: {type(e).__name__}{at}; rerun with NPUSIM_DEBUG=1 for the traceback"
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command line; returns the exit status (0 ok, 1 bad input, 2 bad command line, 3 values differ from the
+    reference, 70 internal error, 130 interrupted). ``NPUSIM_DEBUG=1`` lets internal errors raise."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except NpuSimError as e:
         print(f"npusim: error: {' '.join(str(e).split())}", file=sys.stderr)
-        return 1
+        return EXIT_USER
     except OSError as e:
-        print(f"npusim: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
-        return 2
+        where = f": {e.filename}" if e.filename else ""
+        print(f"npusim: error: {' '.join(str(e.strerror or e).split())}{where}", file=sys.stderr)
+        return EXIT_USER
     except KeyboardInterrupt:
         print("npusim: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPT
+    except Exception as e:  # noqa: BLE001 - a bug: one line, not a wall of text
+        if os.environ.get("NPUSIM_DEBUG"):
+            raise
+        print(f"npusim: {_internal(e)}", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -282,6 +282,9 @@ def render(report: dict, kind: str, path: str | Path, *, title: str = "", window
            color_by: str = "layer", buckets: int = 100):
     """Draw plot ``kind`` (one of KINDS) of ``report`` on a new figure sized for it and write it to ``path`` (the
     suffix picks the format: .png, .svg, .pdf). Returns what the plot function returned."""
+    if not isinstance(report, dict):
+        raise PlotError(f"a report must be a JSON object (what `npusim run --json` or `simulate --json` writes), not "
+                        f"a {type(report).__name__}")
     if kind not in KINDS:
         raise PlotError(f"the plot kind must be one of {', '.join(KINDS)}, not {kind!r}")
     fmt = Path(path).suffix.lstrip(".").lower()
@@ -309,7 +312,8 @@ def render(report: dict, kind: str, path: str | Path, *, title: str = "", window
     arch = report.get("arch", {}).get("name", "")
     if kind == "timeline" and window is not None:
         what += f" of cycles {window[0]:,} to {window[1]:,}"
-    ax.set_title(f"{title + ': ' if title else ''}{what} on {arch} ({report['cycles']:,} cycles)", loc="left")
+    cycles = _need(report, "cycles", kind, "write the report with `npusim run --json` or `npusim simulate --json`")
+    ax.set_title(f"{title + ': ' if title else ''}{what} on {arch} ({cycles:,} cycles)", loc="left")
     fig.savefig(path, dpi=110)
     return drawn
 

@@ -91,7 +91,7 @@ def test_malformed_assembly_names_line_and_column(capsys, tmp_path):
 
 def test_missing_program_file(capsys, tmp_path):
     code, _, err = run(capsys, "simulate", str(tmp_path / "none.s"))
-    assert code == 2 and err.startswith("npusim: error: No such file or directory")
+    assert code == 1 and err == f"npusim: error: No such file or directory: {tmp_path / 'none.s'}\n"
 
 
 def test_inputs_for_unknown_region(capsys, tmp_path):
