@@ -36,6 +36,7 @@ def _int(lo: int = 1, pow2: bool = False, hi: int = INT_MAX, why: str = ""):
         if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi or (pow2 and v & (v - 1)):
             what = f"an integer in [{_bound(lo)}, {_bound(hi)}]" + (" and a power of two" if pow2 else "")
             raise ArchError(f"{name} must be {what}{f' ({why})' if why else ''}, not {v!r}")
+    check.allowed = f"[{_bound(lo)}, {_bound(hi)}]" + (", power of 2" if pow2 else "")
     return check
 
 
@@ -47,6 +48,7 @@ def _float(lo: float = 0.0, hi: float = FLOAT_MAX, why: str = ""):
             low = f"[{lo:g}" if lo > 0 else f"({lo:g}"
             raise ArchError(f"{name} must be a number in {low}, {_bound(hi)}]{f' ({why})' if why else ''}, "
                             f"not {v!r}")
+    check.allowed = f"{'[' if lo > 0 else '('}{lo:g}, {_bound(hi)}]"
     return check
 
 
@@ -65,6 +67,7 @@ def _choice(options: tuple[str, ...]):
     def check(name: str, v: Any) -> None:
         if v not in options:
             raise ArchError(f"{name} must be one of {', '.join(map(repr, options))}, not {v!r}")
+    check.allowed = ", ".join(options)
     return check
 
 
@@ -72,6 +75,7 @@ def _subset(options: tuple[str, ...]):
     def check(name: str, v: Any) -> None:
         if not isinstance(v, tuple) or not v or any(x not in options for x in v):
             raise ArchError(f"{name} must be a non-empty list drawn from {', '.join(options)}, not {v!r}")
+    check.allowed = "non-empty list of " + ", ".join(options)
     return check
 
 
@@ -80,9 +84,15 @@ def _bool(name: str, v: Any) -> None:
         raise ArchError(f"{name} must be true or false, not {v!r}")
 
 
+_bool.allowed = "true, false"
+
+
 def _text(name: str, v: Any) -> None:
     if not isinstance(v, str):
         raise ArchError(f"{name} must be a string, not {v!r}")
+
+
+_text.allowed = "text"
 
 
 LATENCY = 1_000_000
@@ -94,7 +104,8 @@ RATE_MIN = 0.001
 
 
 def spec(default: Any, check, doc: str, unit: str = ""):
-    """A validated Arch field with its documentation and unit (used by docs and error messages)."""
+    """A validated Arch field with its documentation and unit (used by docs and error messages); ``check(name,
+    value)`` raises ArchError, and its ``allowed`` attribute (if any) says what it allows for the docs."""
     return field(default=default, metadata={"check": check, "doc": doc, "unit": unit})
 
 
