@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from isa import DmaCopy, DmaFill, LimitError, MatMul, Program, VecBinary, VecConvert, VecRequant, VecUnary
 from isa.arch import Arch
 
+ACC_UPDATE = 32
+"""Element operations an accumulator update costs besides its MACs (reading and writing the accumulator element):
+a matmul of many tiny tiles is slow for its MACs."""
 CYCLE_MAX = 1 << 62
 """Cycle counts live in int64 arrays: a run that could reach 2**62 cycles is refused whatever the limits."""
 
@@ -16,8 +19,10 @@ CYCLE_MAX = 1 << 62
 @dataclass(frozen=True)
 class Limits:
     """The most a run may need: ``instructions`` in the program, element operations of the value kernels
-    (``elements``: elements moved or computed, MACs for the matrix unit) and bytes of device memory (``memory``: SPM,
-    ACC and every DRAM region), both only when values are computed. ``None`` for a field lifts it."""
+    (``elements``: elements moved or computed; for the matrix unit its MACs plus :data:`ACC_UPDATE` per accumulator
+    element it updates) and bytes of device memory (``memory``: SPM, ACC and every DRAM region), both only when values
+    are computed. ``None`` for a field lifts it. The defaults allow about a minute of simulation (ResNet-50 with
+    values needs 6e9 element operations)."""
 
     instructions: int | None = 20_000_000
     elements: int | None = 1 << 34
@@ -45,7 +50,7 @@ def program_work(program: Program, arch: Arch) -> tuple[int, int, int]:
     elements = 0
     for i in program.instrs:
         if isinstance(i, MatMul):
-            elements += i.macs
+            elements += i.macs + ACC_UPDATE * math.prod(i.shape) * i.m * i.n
         elif isinstance(i, DmaCopy | DmaFill | VecBinary | VecUnary | VecConvert | VecRequant):
             elements += math.prod(i.shape)
     memory = arch.spm.size + arch.acc.size + sum(r.size for r in program.regions)

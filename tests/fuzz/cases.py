@@ -259,20 +259,19 @@ def arch_cases(draw) -> Case:
         data, broken = _bytes_noise(draw, text.encode("utf-8", "surrogatepass"))
         return Case("arch", "toml", data, True if broken or bad else bad)
     d: dict[str, Any] = {}
-    bad = None
     for _ in range(draw(st.integers(0, 6))):
         if draw(st.integers(0, 9)) == 0:
             d[draw(st.sampled_from(("name", "description", "bogus", "base")))] = _arch_value(draw)[1]
             continue
-        sec, name, typ = draw(st.sampled_from(table))
-        v = _arch_value(draw)[1]
-        d.setdefault(sec, {})[name] = v
-        if _certainly_bad(v, typ):
-            bad = True
+        sec, name, _ = draw(st.sampled_from(table))
+        d.setdefault(sec, {})[name] = _arch_value(draw)[1]
     if draw(st.booleans()):
         d["base"] = draw(st.sampled_from(("edge16", "mid32", "dc128")))
-    if isinstance(d.get("name"), int | float | list | bool) or isinstance(d.get("description"), int | float | list):
-        bad = True
+    types = {(s, n): t for s, n, t in table}
+    bad = any(_certainly_bad(v, types[sec, n]) for sec, values in d.items() if isinstance(values, dict)
+              for n, v in values.items())
+    bad |= any(not isinstance(d[k], str) for k in ("name", "description") if k in d)
+    bad = True if bad else None
     return Case("arch", "dict", d, bad)
 
 
@@ -424,7 +423,7 @@ def cli_cases(draw) -> Case:
     if cmd in ("simulate", "verify"):
         prog, b = _pick(draw, PROGRAMS, BAD_PROGRAMS)
         argv.append(prog)
-        bad |= b
+        bad |= b and not (cmd == "verify" and prog == "{deadlock.s}")   # verify only warns about the deadlock
         if cmd == "simulate":
             arch()
             if prog not in ("{good.s}", "{good.npub}"):
@@ -499,8 +498,7 @@ def cli_cases(draw) -> Case:
         argv.append(topo)
         bad |= b
         if draw(st.booleans()):
-            argv.append("--gemm")
-            bad |= topo == "{topo.csv}"
+            argv.append("--gemm")        # a conv row read as GEMM rows is a (different) valid topology
         else:
             bad |= topo == "{topo_gemm.csv}"
         arch()
@@ -508,12 +506,14 @@ def cli_cases(draw) -> Case:
         name = draw(st.sampled_from(("list", "nonesuch", "")))
         argv.append(name)
         bad |= name != "list"
+    helps = False
     if draw(st.integers(0, 19)) == 0:
         argv.append(draw(st.sampled_from(("--bogus", "--help", "-h", "--quiet", "extra"))))
         bad |= argv[-1] in ("--bogus", "extra")
+        helps = argv[-1] in ("--help", "-h")     # help may win over what else is wrong: either outcome is fine
     if cmd in ("bogus", ""):
         bad = True
-    return Case("cli", cmd or "none", argv, True if bad else None)
+    return Case("cli", cmd or "none", argv, True if bad and not helps else None)
 
 
 STRATEGIES = {"asm": asm_cases, "binary": binary_cases, "arch": arch_cases, "inputs": input_cases, "cli": cli_cases}

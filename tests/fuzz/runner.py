@@ -50,6 +50,24 @@ class Result:
     detail: str = ""
 
 
+FUZZ_ELEMENTS = 2 * 10**8
+"""The element operations a fuzz case may simulate with values: a few seconds, well inside the time bound (the
+default limits allow about a minute; a case above this one is refused, as the default would refuse a larger one)."""
+
+
+def _limited(**kw):
+    """``kw`` plus limits=... where the simulator takes them (an older checkout does not)."""
+    import inspect
+
+    from npusim import simulate
+
+    if "limits" in inspect.signature(simulate).parameters:
+        from npusim.limits import Limits
+
+        kw["limits"] = Limits(elements=FUZZ_ELEMENTS)
+    return kw
+
+
 class Oracle(Exception):
     """An accepted input whose result breaks an oracle."""
 
@@ -89,6 +107,8 @@ class Context:
         for name in ("edge16", "mid32"):
             _drive(load_arch(name))
         _inputs(Case("inputs", "run_model", tiny_inputs()), self)
+        for kind in ("timeline", "util"):
+            run_cli(["plot", self.files["sim.json"], "--kind", kind, "-o", self.out() + ".png"])
 
     def out(self) -> str:
         return str(self.dir / f"out{next(self.counter)}")
@@ -146,7 +166,7 @@ def _check_program(program) -> None:
     arch = load_arch("edge16")
     timing = simulate(program, arch, timing_only=True)
     hosts = {i.fn: (lambda dram: None) for i in program.instrs if isinstance(i, HostCall)}
-    values = simulate(program, arch, host_functions=hosts)
+    values = simulate(program, arch, host_functions=hosts, **_limited())
     if values.cycles != timing.cycles:
         raise Oracle(f"timing-only {timing.cycles} cycles, with values {values.cycles}")
 
@@ -204,7 +224,7 @@ def _drive(arch) -> None:
                         r=16 * e, w=512 * e, a="f32" if t.is_float else "i32")
     program = parse_program(text)
     timing = simulate(program, arch, timing_only=True)
-    values = simulate(program, arch, host_functions={"f": lambda dram: None})
+    values = simulate(program, arch, host_functions={"f": lambda dram: None}, **_limited())
     if values.cycles != timing.cycles:
         raise Oracle(f"probe: timing-only {timing.cycles} cycles, with values {values.cycles}")
     run_gemm(24, 40, 8, t, arch, timing_only=True)
@@ -222,7 +242,7 @@ def _inputs(case: Case, ctx: Context) -> Result:
         from .fixtures import seed_programs
 
         program = parse_program(seed_programs()[0])
-        values = simulate(program, arch, case.data)
+        values = simulate(program, arch, case.data, **_limited())
         timing = simulate(program, arch, timing_only=True)
         if values.cycles != timing.cycles:
             raise Oracle(f"timing-only {timing.cycles} cycles, with values {values.cycles}")
