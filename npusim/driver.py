@@ -7,7 +7,15 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from compiler.conv import ConvShape, conv2d, conv_inputs, conv_reference, search_conv_tiling
+from compiler.conv import (
+    ConvShape,
+    choose_conv_tiling,
+    conv2d,
+    conv_inputs,
+    conv_instructions,
+    conv_reference,
+    search_conv_tiling,
+)
 from compiler.errors import CompileError
 from compiler.gemm import (
     ACC_TYPE,
@@ -23,7 +31,7 @@ from compiler.gemm import (
 from compiler.ir import Graph
 from compiler.link import LayerRange
 from compiler.model import CompiledModel, compile_model
-from isa import DType
+from isa import DType, LimitError
 from isa.arch import Arch
 from isa.dtypes import to_compute
 
@@ -71,6 +79,13 @@ def _positive(**dims: int) -> None:
             raise CompileError(f"{name} must be a positive integer, not {v!r}")
 
 
+def _regions_fit(what: str, **sizes: int) -> None:
+    """A LimitError unless every DRAM region fits the ISA's 32-bit region sizes."""
+    for name, size in sizes.items():
+        if size >= 1 << 32:
+            raise LimitError(f"{what}: region {name} would be {size:,} bytes; a DRAM region holds less than 4 GiB")
+
+
 def layer_work(outputs: int, macs: int, dram: int, arch: Arch) -> tuple[int, int, int]:
     """(instructions at least, element operations, bytes of memory) of one layer with ``outputs`` accumulator
     elements, ``macs`` and ``dram`` bytes of inputs and outputs: a step's output tile must fit half the accumulator
@@ -92,6 +107,7 @@ def run_gemm(M: int, N: int, K: int, dtype: DType, arch: Arch, *, timing_only: b
     if limits is not None:
         limits.check(f"GEMM {M}x{N}x{K}", *layer_work(M * N, M * N * K, (M * K + K * N) * dtype.size + M * N * 4,
                                                       arch), timing_only)
+    _regions_fit(f"GEMM {M}x{N}x{K}", A=M * K * dtype.size, B=K * N * dtype.size, C=M * N * 4)
     packed = not ideal_memory   # B pre-blocked offline, as weights are (ideal memory keeps SCALE-Sim's setting)
     if ideal_memory:
         arch, tiling = ideal_memory_arch(M, N, K, dtype, arch), GemmTiling(M, N, K)
@@ -129,12 +145,16 @@ def run_conv(cs: ConvShape, dtype: DType, arch: Arch, *, timing_only: bool = Fal
              seed: int = 0, progress=None, limits: Limits | None = LIMITS) -> tuple[SimResult, Validation | None]:
     """Compile one convolution for ``arch``, simulate it on seeded random inputs and check Y against numpy.
     limits: as :func:`run_gemm`'s, checked before the tiling search."""
+    what = f"conv {cs.N}x{cs.C}x{cs.H}x{cs.W} * {cs.K}x{cs.Cg}x{cs.R}x{cs.S}"
+    outputs, r, c = cs.N * cs.K * cs.OH * cs.OW, arch.matrix.rows, arch.matrix.cols
     if limits is not None:
-        outputs = cs.N * cs.K * cs.OH * cs.OW
         dram = (cs.N * cs.C * cs.H * cs.W + cs.K * cs.Cg * cs.R * cs.S) * dtype.size + outputs * 4
-        limits.check(f"conv {cs.N}x{cs.C}x{cs.H}x{cs.W} * {cs.K}x{cs.Cg}x{cs.R}x{cs.S}",
-                     *layer_work(outputs, cs.macs, dram, arch), timing_only)
-    r, c = arch.matrix.rows, arch.matrix.cols
+        _, elements, memory = layer_work(outputs, cs.macs, dram, arch)
+        tallest = choose_conv_tiling(cs, dtype, r, c, arch.spm.size, arch.acc.size, arch.matrix.max_rows)
+        limits.check(what, conv_instructions(cs, tallest, dtype.size, r, c, arch.spm.size), elements, memory,
+                     timing_only)
+    _regions_fit(what, X=cs.N * cs.C * cs.H * cs.W * dtype.size, Wt=cs.K * cs.Cg * cs.R * cs.S * dtype.size,
+                 Y=outputs * 4)
     tiling = search_conv_tiling(cs, dtype, arch)
     program = conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, tiling=tiling, max_rows=arch.matrix.max_rows)
     inputs, x, w = conv_inputs(cs, dtype, r, c, seed, tiling.im2col, tiling.pack)

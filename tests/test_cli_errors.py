@@ -71,7 +71,7 @@ def test_a_huge_gemm_is_refused_at_once_with_the_numbers(capsys):
     """`npusim gemm 1000000 1000000 1000000` died of MemoryError after 7.7 s."""
     code, _, err = run(capsys, "gemm", 1000000, 1000000, 1000000)
     assert code == 1 and one_line(err).startswith("npusim: error: GEMM 1000000x1000000x1000000 would need "
-                                                  "122,070,313 instructions (limit 20,000,000); ")
+                                                  "122,070,313 instructions (limit 2,000,000); ")
     assert err.rstrip().endswith("lift the limits with --no-limits (Python: limits=None)")
 
 

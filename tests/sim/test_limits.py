@@ -65,11 +65,11 @@ def test_layers_are_estimated_before_anything_is_built():
     with pytest.raises(LimitError) as e:
         run_gemm(10**6, 10**6, 10**6, DType.I8, EDGE)
     assert str(e.value) == (
-        "GEMM 1000000x1000000x1000000 would need 122,070,313 instructions (limit 20,000,000); "
+        "GEMM 1000000x1000000x1000000 would need 122,070,313 instructions (limit 2,000,000); "
         "1,000,006,000,000,000,000 element operations (limit 17,179,869,184); 34,000,000,327,680 bytes of memory "
         "(limit 4,294,967,296); lift the limits with --no-limits (Python: limits=None)")
     from compiler.conv import ConvShape
 
-    with pytest.raises(LimitError, match=r"^conv 1x64x4096x4096 \* 64x64x3x3 would need 130,945 instructions \("):
+    with pytest.raises(LimitError, match=r"^conv 1x64x4096x4096 \* 64x64x3x3 would need 262,016 instructions \("):
         run_conv(ConvShape(1, 64, 4096, 4096, 64, 3, 3), DType.I8, EDGE, limits=Limits(instructions=10_000))
     assert time.perf_counter() - t0 < 1
