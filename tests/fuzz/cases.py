@@ -228,9 +228,8 @@ def arch_cases(draw) -> Case:
         elif which == "partial":
             lines = text.splitlines()
             keep = draw(st.lists(st.integers(0, len(lines) - 1), unique=True, max_size=len(lines) - 1))
-            if len(keep) < len(lines) - 3:
-                bad = True   # fields missing and no base preset named
             text = "\n".join(lines[i] for i in sorted(keep)) + "\n"
+            bad = True if _lacks_fields(text, table) else None   # and no base preset named
         elif which == "based":
             sec, name, typ = draw(st.sampled_from(table))
             vt, v = _arch_value(draw)
@@ -273,6 +272,18 @@ def arch_cases(draw) -> Case:
     bad |= any(not isinstance(d[k], str) for k in ("name", "description") if k in d)
     bad = True if bad else None
     return Case("arch", "dict", d, bad)
+
+
+def _lacks_fields(text: str, table) -> bool:
+    """Whether TOML ``text`` parses and leaves out a field of the Arch (name and description included)."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return False
+    have = lambda sec, name: isinstance(data.get(sec), dict) and name in data[sec]
+    return "name" not in data or "description" not in data or not all(have(s, n) for s, n, _ in table)
 
 
 _UNPARSED = object()
@@ -339,30 +350,39 @@ def input_cases(draw) -> Case:
     target = draw(st.sampled_from(("simulate", "run_model")))
     base = gemm_inputs() if target == "simulate" else tiny_inputs()
     inputs: dict[str, Any] = {}
-    bad = False
     for name, a in base.items():
-        if draw(st.integers(0, 9)) == 0:
-            bad |= target == "run_model"        # a model input left out
+        if draw(st.integers(0, 9)) == 0:      # left out
             continue
-        v, what = _mutate_array(draw, a)
-        inputs[name] = v
-        arr = np.asarray(v) if what != "list" else None
-        if what.startswith("dtype") and what.split()[1] in ("object", "str", "bytes", "complex64"):
-            bad = True
-        if target == "run_model" and what not in ("same", "strided"):
-            bad = True   # a model input's name, shape and dtype are fixed
-        if target == "simulate" and arr is not None and arr.nbytes > {"A": 10752, "B": 8960, "C": 30720}[name]:
-            bad = True
+        inputs[name] = _mutate_array(draw, a)[0]
     if draw(st.integers(0, 7)) == 0:
         inputs[draw(st.sampled_from(("Q", "x", "A", "", "C")))] = np.zeros(4, np.int8)
-        extra = [k for k in inputs if k not in (("A", "B", "C") if target == "simulate" else TINY_INPUTS)]
-        bad |= bool(extra)
-    return Case("inputs", target, inputs, True if bad else None)
+    return Case("inputs", target, inputs, True if _bad_inputs(target, inputs) else None)
+
+
+REGIONS = {"A": 10752, "B": 8960, "C": 30720}
+"""The DRAM regions of examples/gemm_int8.s and their bytes."""
+
+
+def _bad_inputs(target: str, inputs: dict[str, Any]) -> bool:
+    """Inputs the target must refuse: for a program, a name that is no region, an array of no numbers or larger
+    than its region; for the model, anything but its two inputs exactly (names, shapes, dtypes)."""
+    if target == "run_model":
+        return set(inputs) != set(TINY_INPUTS) or any(
+            not isinstance(v, np.ndarray) or (v.shape, v.dtype) != TINY_INPUTS[k] for k, v in inputs.items())
+    for name, v in inputs.items():
+        try:
+            arr = np.asarray(v)
+        except ValueError:
+            return True
+        if name not in REGIONS or arr.dtype.kind not in "biuf" or arr.nbytes > REGIONS[name]:
+            return True
+    return False
 
 
 # ---- CLI ---------------------------------------------------------------------------------------------------------
-DIMS = ("1", "3", "8", "16", "17", "32", "0", "-4", "abc", "1e3", "1000000", "2147483648", "4.5")
 SMALL = ("1", "3", "8", "16", "17", "32")
+BAD_DIMS = ("0", "-4", "abc", "1e3", "4.5", "")
+HUGE_DIMS = ("1000000", "2147483648")
 ARCHES = ("edge16", "mid32", "dc128", "{good.toml}", "{empty.toml}", "{partial.toml}", "{based.toml}",
           "{latin1.toml}", "{badname.toml}", "{huge.toml}", "nonesuch", "{missing.toml}")
 BAD_ARCHES = {"{empty.toml}", "{partial.toml}", "{latin1.toml}", "{badname.toml}", "{huge.toml}", "nonesuch",
@@ -387,10 +407,6 @@ BAD_MODEL_INPUTS = set(MODEL_INPUTS) - {"{tiny.npz}"}
 def _pick(draw, pool, bad_pool=()) -> tuple[str, bool]:
     v = draw(st.sampled_from(pool))
     return v, v in bad_pool
-
-
-def _dims_bad(dims: list[str]) -> bool:
-    return any(not re.fullmatch(r"[0-9]+", d) or int(d) < 1 for d in dims)
 
 
 @st.composite
@@ -438,13 +454,19 @@ def cli_cases(draw) -> Case:
             opt("--trace", ("{out}.trace.json",), (), 0.1)
     elif cmd in ("gemm", "conv"):
         n = 3 if cmd == "gemm" else 7
-        small = draw(st.integers(0, 3)) > 0
-        dims = [draw(st.sampled_from(SMALL if small else DIMS)) for _ in range(n)]
-        if cmd == "conv" and small:
+        dims = [draw(st.sampled_from(SMALL)) for _ in range(n)]
+        if cmd == "conv":
             dims[5] = dims[6] = draw(st.sampled_from(("1", "3")))   # a filter that fits
             dims[2] = dims[3] = draw(st.sampled_from(("8", "16")))
+        mode = draw(st.sampled_from(("small", "small", "small", "bad", "huge")))
+        if mode == "bad":          # a value that is no positive integer
+            dims[draw(st.integers(0, n - 1))] = draw(st.sampled_from(BAD_DIMS))
+        elif mode == "huge":       # two huge dimensions: some DRAM region would hold 10**12 bytes or more
+            pair = draw(st.sampled_from(((0, 2), (1, 2), (0, 1)) if cmd == "gemm" else ((0, 1), (1, 4), (2, 3))))
+            for i in pair:
+                dims[i] = draw(st.sampled_from(HUGE_DIMS))
         argv += dims
-        bad |= _dims_bad(dims)
+        bad |= mode != "small"
         arch()
         opt("--dtype", ("i8", "f16", "f32", "bf16", "u8", "i4", "float"), ("i4", "float"))
         flag("--timing-only", 0.6)

@@ -73,3 +73,17 @@ def test_layers_are_estimated_before_anything_is_built():
     with pytest.raises(LimitError, match=r"^conv 1x64x4096x4096 \* 64x64x3x3 would need 262,016 instructions \("):
         run_conv(ConvShape(1, 64, 4096, 4096, 64, 3, 3), DType.I8, EDGE, limits=Limits(instructions=10_000))
     assert time.perf_counter() - t0 < 1
+
+
+def test_a_matmul_of_tiny_tiles_counts_its_accumulator_updates():
+    """A fuzzed binary: mxu.mm over 3 x 3 x 65535 points of 6 x 8 x 16 took 13 s with values for 453 M MACs (the
+    kernel pays per accumulator element); the estimate counts 32 operations per update besides the MACs."""
+    program = parse_program(
+        ".config rows=16 cols=16 spm=262144 acc=65536\n"
+        "mxu.mm.z shape[3,3,65535] m=6 k=8 n=16 acc=acc:0x0<i32>{0,0,0} acc.row=64 a=spm:0x0<i8>{64,8,0} a.row=8 "
+        "b=spm:0x200<i8>{768,256,0}\n")
+    macs, updates = 3 * 3 * 65535 * 6 * 8 * 16, 3 * 3 * 65535 * 6 * 16
+    with pytest.raises(LimitError, match=rf"would need {macs + 32 * updates:,} element operations \(limit "
+                                         r"200,000,000\)"):
+        simulate(program, EDGE, limits=Limits(elements=2 * 10**8))
+    assert simulate(program, EDGE, timing_only=True, limits=Limits(elements=2 * 10**8)).cycles > 0
