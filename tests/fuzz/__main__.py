@@ -68,7 +68,7 @@ class Pool:
         p = self.ctx.Process(target=_worker, args=(child, os.path.join(self.root, f"w{k}"), self.seconds,
                                                    self.memory), daemon=True)
         p.start()
-        if not parent.poll(120) or parent.recv() != "ready":
+        if not parent.poll(900) or parent.recv() != "ready":   # the first warm-up may compile the kernels
             raise RuntimeError("fuzz worker did not start")
         return {"k": k, "proc": p, "conn": parent, "job": None, "t0": 0.0}
 
