@@ -380,7 +380,6 @@ def _count(lo: int, hi: int | None = None, what: str = "an integer"):
             bound = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
             raise argparse.ArgumentTypeError(f"must be {what} {bound}, not {v}")
         return v
-    parse.__name__ = what   # argparse names the type in "invalid <type> value"
     return parse
 
 

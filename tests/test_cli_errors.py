@@ -198,3 +198,27 @@ def test_help_describes_every_argument_shows_defaults_and_choices():
     assert "one of fold_constants, fold_batchnorm, fuse_activation, fuse_residual" in run_help
     assert "{timeline,util,layers,roofline}" in _actions(parser)["plot"].format_help()
     assert "70 internal error" in " ".join(parser.format_help().split())
+
+
+@pytest.mark.parametrize("report,message", [
+    ('{"instructions": 5, "units": {}}', "the report's instructions must be a list, not '5'"),
+    ('{"instructions": [{"pc": 0, "unit": "matrix", "start": "a", "end": 3}], "units": {"matrix": {}}, "cycles": 5}',
+     "the report's instructions[0].start must be an integer, not 'a'"),
+    ('{"instructions": [], "units": [], "cycles": 5}', "the report's units must be an object of objects"),
+    ('{"instructions": [], "units": {}, "cycles": -1}', "the report's cycles must be an integer >= 0, not '-1'"),
+])
+def test_plot_of_a_malformed_report(capsys, tmp_path, report, message):
+    """A report whose fields have the wrong types was a TypeError in plots._instructions (exit 70)."""
+    path = tmp_path / "r.json"
+    path.write_text(report)
+    code, _, err = run(capsys, "plot", path, "--kind", "util", "-o", tmp_path / "u.png")
+    assert code == 1 and one_line(err).startswith(f"npusim: error: {message}")
+
+
+def test_topology_that_is_not_utf8(capsys, tmp_path):
+    """A Latin-1 topology file was a UnicodeDecodeError in read_topology (exit 70)."""
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"Layer, M, N, K,\ng\xe9, 8, 8, 8,\n")
+    code, _, err = run(capsys, "topo", path, "--gemm")
+    assert code == 1 and one_line(err) == (f"npusim: error: {path}:2:2: not UTF-8 text: byte 0xe9 (invalid "
+                                           f"continuation byte); save {path} as UTF-8")
