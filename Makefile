@@ -17,7 +17,7 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(BIN)/ruff check .
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n 2 --dist loadfile
 
 # a seeded fuzz run over every input surface (about an hour on 2 cores); prints counts by surface and outcome
 fuzz: $(VENV)/.installed

@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from compiler.gemm import GemmTiling, tiled_gemm
+from compiler.target import Target
 from isa import DType
 from isa.arch import load_arch
 from npusim import simulate
@@ -27,8 +28,7 @@ def main() -> None:
     arch = load_arch(args.arch)
     n, r = args.size, arch.matrix.rows
     t0 = time.perf_counter()
-    program = tiled_gemm(n, n, n, DType.I8, r, arch.matrix.cols, arch.spm.size, arch.acc.size,
-                         tiling=GemmTiling(tm=r, tn=arch.matrix.cols, tk=r))
+    program = tiled_gemm(n, n, n, DType.I8, Target.of(arch), GemmTiling(tm=r, tn=arch.matrix.cols, tk=r))
     build = time.perf_counter() - t0
     rng = np.random.default_rng(0)
     inputs = {"A": rng.integers(-128, 128, (n, n), dtype=np.int8), "B": rng.integers(-128, 128, (n, n), dtype=np.int8)}

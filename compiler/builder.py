@@ -17,14 +17,16 @@ canonical ones of :mod:`compiler.ir` (defaults filled in, axes non-negative, pad
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from .canonical import norm_axis, window_out
 from .errors import CompileError, GraphError, ShapeError
-from .ir import Graph, Node, Tensor, node_prefix
+from .ir import FUSED_ATTRS, Graph, Node, Tensor, node_prefix
 
 Operand = str | np.ndarray | float | int
 """A tensor name, or a value that becomes a constant."""
@@ -50,19 +52,6 @@ def _pads(v: int | Sequence[int] | None, k: int, node: str, op: str) -> tuple[in
     if len(v) == k:
         return v + v
     return _tuple(v, 2 * k, 0, "pads", node, op)
-
-
-def window_out(size: int, kernel: int, stride: int, pad_begin: int, pad_end: int, dilation: int = 1,
-               ceil: bool = False) -> int:
-    """Output length of a sliding window (conv or pool) over ``size`` elements padded by ``pad_begin``/``pad_end``.
-
-    With ``ceil`` (pooling's ceil_mode) a last window that would start in the end padding is dropped, as
-    onnxruntime and PyTorch do (ONNX's shape inference keeps it; :func:`~compiler.onnx_import.import_onnx` refuses
-    such pools).
-    """
-    span = size + pad_begin + pad_end - dilation * (kernel - 1) - 1
-    out = (-(-span // stride) if ceil else span // stride) + 1
-    return out - 1 if ceil and (out - 1) * stride >= size + pad_begin else out
 
 
 class GraphBuilder:
@@ -334,10 +323,7 @@ class GraphBuilder:
                                                                  "momentum": float(momentum)})
 
     def _axis(self, n: str, op: str, axis: int, rank: int, inclusive: bool = False) -> int:
-        hi = rank + 1 if inclusive else rank
-        if not -hi <= axis < hi:
-            raise ShapeError(n, op, f"axis {axis} is out of range for rank {rank}")
-        return axis + rank if axis < 0 else axis
+        return norm_axis(axis, rank, n, op, ShapeError, inclusive)
 
     def softmax(self, x: str, axis: int = -1, name: str | None = None) -> str:
         n = self._node_name("Softmax", name)
@@ -548,17 +534,31 @@ def _onnx_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
         elif isinstance(v, (tuple, list)):
             if not v:
                 continue
-            v = list(v)
+            v = [x.item() if isinstance(x, np.generic) else x for x in v]
         elif isinstance(v, bool):
             v = int(v)
+        elif isinstance(v, np.generic):
+            v = v.item()
         out[k] = v
     return out
 
 
+def _as_imported(node: Node) -> bool:
+    """Whether ``node`` is still exactly the ONNX node it was imported from (no pass rewired or fused it)."""
+    s = node.source
+    return (s is not None and s.op_type == node.op and (s.domain or "") == (node.domain or "")
+            and tuple(s.input) == node.inputs and tuple(s.output) == node.outputs
+            and not any(a in node.attrs for a in FUSED_ATTRS))
+
+
 def _onnx_nodes(node: Node, graph: Graph, opset: int, consts: list) -> list:
-    """The ONNX node(s) for one IR node at ``opset``; constants it needs are appended to ``consts``."""
+    """The ONNX node(s) for one IR node at ``opset``: the node it was imported from when it is unchanged, else its
+    IR form written out (fused activations and residuals as nodes of their own); constants it needs are appended to
+    ``consts``."""
     from onnx import helper
 
+    if _as_imported(node):
+        return [node.source]
     attrs = dict(node.attrs)
     inputs = list(node.inputs)
 
@@ -566,8 +566,27 @@ def _onnx_nodes(node: Node, graph: Graph, opset: int, consts: list) -> list:
         consts.append(Tensor.const(f"{node.name}/{suffix}", value))
         return f"{node.name}/{suffix}"
 
+    act, residual = attrs.pop("activation", None), attrs.pop("residual", False)
+    if act or residual:   # the op, then its fused Add and activation, through intermediate tensors
+        out, p = node.outputs[0], node.name + "/"
+        r = inputs[3] if residual else ""
+        inputs = inputs[:3] if residual else inputs
+        while inputs and not inputs[-1]:
+            inputs.pop()
+        core = dataclasses.replace(node, attrs=attrs, inputs=tuple(inputs), outputs=(p + "core",), source=None)
+        nodes = _onnx_nodes(core, graph, opset, consts)
+        last = p + "core"
+        if residual:
+            nodes.append(helper.make_node("Add", [last, r], [p + "sum" if act else out], name=p + "residual"))
+            last = p + "sum"
+        if act:
+            dt = graph.tensor(out).dtype
+            nodes.append(helper.make_node("Relu", [last], [out], name=p + "relu") if act[0] == "relu" else
+                         helper.make_node("Clip", [last, const("lo", np.asarray(act[1], dt)),
+                                                   const("hi", np.asarray(act[2], dt))], [out], name=p + "clip"))
+        return nodes
     if node.domain in ("", "ai.onnx"):
-        if node.op in ("ReduceSum", "ReduceMean") and "axes" in attrs and (node.op == "ReduceSum" or opset >= 18):
+        if node.op.startswith("Reduce") and "axes" in attrs and (node.op == "ReduceSum" or opset >= 18):
             inputs = inputs[:1] + [const("axes", np.asarray(attrs.pop("axes"), np.int64))]
         elif node.op == "AveragePool" and opset < 19:
             if any(d != 1 for d in attrs.pop("dilations", ())):
@@ -592,14 +611,17 @@ def _onnx_nodes(node: Node, graph: Graph, opset: int, consts: list) -> list:
                              **_onnx_attrs(attrs))]
 
 
-def to_onnx(graph: Graph, opset: int = 17):
-    """``graph`` as an ``onnx.ModelProto`` at ``opset`` (constants as initializers, every tensor's type recorded).
+def to_onnx(graph: Graph, opset: int | None = None):
+    """``graph`` as an ``onnx.ModelProto`` at ``opset`` (default: the opsets it was imported at, else 17), constants
+    as initializers, every tensor's type recorded.
 
-    Canonical IR forms are written back in that opset's spelling (ReduceSum/ReduceMean axes as inputs where the
-    opset wants them, Gelu expanded to ``0.5 * x * (1 + Erf(x / sqrt 2))`` before opset 20).
+    A node that is still the ONNX node it was imported from is written as that node; others in their canonical IR
+    form, in that opset's spelling (ReduceSum/ReduceMean axes as inputs where the opset wants them, Gelu expanded to
+    ``0.5 * x * (1 + Erf(x / sqrt 2))`` before opset 20, a fused activation or residual as its own node).
     """
     from onnx import helper, numpy_helper
 
+    opset = opset or graph.opsets.get("", 17)
     consts: list[Tensor] = []
     nodes = [o for n in graph.nodes for o in _onnx_nodes(n, graph, opset, consts)]
 
@@ -613,7 +635,7 @@ def to_onnx(graph: Graph, opset: int = 17):
     g = helper.make_graph(nodes, graph.name, [info(i) for i in graph.inputs], [info(o) for o in graph.outputs],
                           initializer=inits, value_info=value_info)
     domains = sorted({n.domain for n in graph.nodes} - {"", "ai.onnx"})
-    opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, 1) for d in domains]
+    opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, graph.opsets.get(d, 1)) for d in domains]
     model = helper.make_model(g, opset_imports=opsets, producer_name="npusim.compiler",
                               ir_version=helper.find_min_ir_version_for(opsets))
     return model

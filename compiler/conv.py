@@ -1,20 +1,22 @@
-"""Direct 2-D convolution (no im2col in DRAM) as a double-buffered ISA program: ``Y = conv(X, W)``, any stride,
-padding, dilation and groups.
+"""Direct 2-D convolution (no im2col in DRAM) as a double-buffered ISA program: ``Y = conv(X, W)``, any strides,
+pads and dilations per axis (a 1-D convolution is one row), any groups.
 
 DRAM: X as NHWC in the operand dtype; W pre-blocked offline into array tiles ``[g][nb][kh][kw][cb][k][n]`` (k input
 channels x n output channels, each tile in a full ``rows x cols`` slot); Y as NHWC in the accumulator type (or the
 epilogue's requantized type).
 
 One output tile is ``toh x tow`` pixels of ``tnb`` output-channel blocks (:class:`ConvTiling`). ``dma.ld`` brings the
-tile's input window (the halo padding is inserted by the DMA), once for all the tile's channel blocks when every input
-channel fits one step, and the weights, once per convolution when all of them fit the SPM. Each ``mxu.mm`` loops
-``[nb, kh, kw, cb, oh]`` with ``oh`` innermost, so a weight tile stays in the array while all the tile's pixels stream,
-and one ``dma.st`` writes the tile's pixels with all their channels. Input slots, weight chunks and accumulator tiles
-are rings of 2, so loads, matrix work, the vector epilogue (bias, activation, requantization) and stores overlap.
+tile's input window (the halo padding is inserted by the DMA, :func:`compiler.halo.padded_load`), once for all the
+tile's channel blocks when every input channel fits one step, and the weights, once per convolution when all of them
+fit the SPM. Each ``mxu.mm`` loops ``[nb, kh, kw, cb, oh]`` with ``oh`` innermost, so a weight tile stays in the array
+while all the tile's pixels stream, and one ``dma.st`` writes the tile's pixels with all their channels. Input slots,
+weight chunks and accumulator tiles are rings of 2, so loads, matrix work, the vector epilogue (bias, activation,
+requantization) and stores overlap.
 With ``im2col`` the DMA also gathers each pixel's ``R x S x C`` patch in SPM, so a few-channel input (a stem's RGB)
 fills the array's rows. With ``pack`` P consecutive output pixels share one array row (block-diagonal weights), so
-channels that fill at most half of the array stream P times fewer rows. :func:`search_conv_tiling` picks the tiling by
-the simulator's own cost formulas.
+channels that fill at most half of the array stream P times fewer rows; with ``gpack`` G consecutive groups share
+one array tile (block-diagonal weights again), so groups of few channels do not each stream every pixel through a
+corner of the array. :func:`search_conv_tiling` picks the tiling by the simulator's own cost formulas.
 """
 
 from __future__ import annotations
@@ -30,13 +32,10 @@ from isa import (
     Act,
     BinOp,
     DmaCopy,
-    DmaFill,
     DType,
     Halt,
     MatMul,
-    Pad,
     Program,
-    ProgramConfig,
     Queue,
     Region,
     SemDecl,
@@ -50,16 +49,31 @@ from isa import (
 from isa.arch import Arch
 from isa.cost import instr_cost, program_estimate
 
+from .canonical import window_out
 from .errors import CompileError, TilingError, UnsupportedOpError
 from .gemm import ACC_TYPE, _groups
+from .halo import padded_load
 from .ir import Node
 from .link import leading_constants
 from .pipeline import synced, with_sync
+from .target import Target
+
+
+def _ints(value: int | tuple[int, ...], n: int, what: str) -> tuple[int, ...]:
+    """``value`` as a tuple of ``n`` ints (one int repeated)."""
+    out = (int(value),) * n if isinstance(value, (int, np.integer)) else tuple(int(v) for v in value)
+    if len(out) != n:
+        raise CompileError(f"{what} needs 1 or {n} values, not {value!r}")
+    return out
 
 
 @dataclass(frozen=True)
 class ConvShape:
-    """A convolution: batch N, C input channels of H x W, K filters of R x S, stride, padding, dilation, groups."""
+    """A convolution: batch N, C input channels of H x W, K filters of R x S, strides, pads, dilations, groups.
+
+    ``stride`` and ``dilation`` are per axis ``(h, w)``, ``pad`` is ONNX's ``(top, left, bottom, right)``; one int
+    stands for all of them (they are stored as tuples). A 1-D convolution is one with ``H = R = 1`` (and no
+    vertical padding)."""
 
     N: int
     C: int
@@ -68,25 +82,30 @@ class ConvShape:
     K: int
     R: int
     S: int
-    stride: int = 1
-    pad: int = 0
-    dilation: int = 1
+    stride: tuple[int, int] = 1
+    pad: tuple[int, int, int, int] = 0
+    dilation: tuple[int, int] = 1
     groups: int = 1
 
     def __post_init__(self) -> None:
+        for name, n in (("stride", 2), ("pad", 4), ("dilation", 2)):
+            object.__setattr__(self, name, _ints(getattr(self, name), n, name))
+        if min(self.stride + self.dilation) < 1 or min(self.pad) < 0:
+            raise CompileError(f"strides and dilations must be >= 1 and pads >= 0, not stride={self.stride} "
+                               f"dilation={self.dilation} pad={self.pad}")
         if self.C % self.groups or self.K % self.groups:
             raise CompileError(f"groups={self.groups} must divide C={self.C} and K={self.K}")
         if self.OH < 1 or self.OW < 1:
-            raise CompileError(f"a {self.R}x{self.S} filter (dilation {self.dilation}) does not fit the padded "
-                             f"{self.H}x{self.W} input")
+            raise CompileError(f"a {self.R}x{self.S} filter (dilation {_text(self.dilation)}) does not fit the "
+                               f"padded {self.H}x{self.W} input")
 
     @property
     def OH(self) -> int:
-        return (self.H + 2 * self.pad - self.dilation * (self.R - 1) - 1) // self.stride + 1
+        return window_out(self.H, self.R, self.stride[0], self.pad[0], self.pad[2], self.dilation[0])
 
     @property
     def OW(self) -> int:
-        return (self.W + 2 * self.pad - self.dilation * (self.S - 1) - 1) // self.stride + 1
+        return window_out(self.W, self.S, self.stride[1], self.pad[1], self.pad[3], self.dilation[1])
 
     @property
     def Cg(self) -> int:
@@ -100,15 +119,44 @@ class ConvShape:
     def macs(self) -> int:
         return self.N * self.OH * self.OW * self.K * self.Cg * self.R * self.S
 
+    @property
+    def text(self) -> str:
+        """Strides, pads, dilation and groups in a few words (one number when all of its values are equal)."""
+        return (f"stride {_text(self.stride)} pad {_text(self.pad)} dilation {_text(self.dilation)} "
+                f"groups {self.groups}")
+
+
+def _text(values: tuple[int, ...]) -> str:
+    return str(values[0]) if len(set(values)) == 1 else "x".join(map(str, values))
+
+
+def grouped(cs: ConvShape, gpack: int) -> ConvShape:
+    """The convolution that :attr:`ConvTiling.gpack` = ``gpack`` computes: ``gpack`` consecutive groups as one, with
+    block-diagonal weights (:func:`pack_weights`), so each array tile holds ``gpack`` groups' channels."""
+    if gpack == 1:
+        return cs
+    if cs.groups % gpack:
+        raise TilingError(f"gpack={gpack} must divide groups={cs.groups}")
+    return replace(cs, groups=cs.groups // gpack)
+
 
 def pack_weights(w: np.ndarray, shape: ConvShape, rows: int, cols: int, im2col: bool = False,
-                 pack: int = 1) -> np.ndarray:
+                 pack: int = 1, gpack: int = 1) -> np.ndarray:
     """OIHW weights ``(K, C/g, R, S)`` blocked into array tiles ``[g][nb][kh][kw][cb][k][n]`` (zero-filled slots).
 
     im2col (:attr:`ConvTiling.im2col`): the weights of the equivalent 1x1 convolution over ``R * S * C`` channels in
     patch order (kh, kw, c). pack (:attr:`ConvTiling.pack`): the block-diagonal weights (``pack`` copies of the
-    ``C x K`` block) of the equivalent convolution over ``pack * C`` input and ``pack * K`` output channels."""
+    ``C x K`` block) of the equivalent convolution over ``pack * C`` input and ``pack * K`` output channels. gpack
+    (:attr:`ConvTiling.gpack`): each run of ``gpack`` groups as one group with block-diagonal weights
+    (:func:`grouped`); applied first."""
     cs = shape
+    if gpack > 1:
+        g2, G, Kg, Cg = cs.groups // gpack, gpack, cs.Kg, cs.Cg
+        diag = np.zeros((g2, G, Kg, G, Cg, cs.R, cs.S), dtype=w.dtype)
+        blocks = w.reshape(g2, G, Kg, Cg, cs.R, cs.S)
+        for j in range(G):
+            diag[:, j, :, j] = blocks[:, j]
+        return pack_weights(diag.reshape(cs.K, G * Cg, cs.R, cs.S), grouped(cs, gpack), rows, cols, im2col, pack)
     if im2col:
         K, C, R, S = w.shape
         return pack_weights(w.transpose(0, 2, 3, 1).reshape(K, R * S * C, 1, 1), _im2col_shape(cs), rows, cols,
@@ -156,6 +204,12 @@ class ConvTiling:
     consecutive pixels' channels side by side and block-diagonal weights (``pack_weights(..., pack=pack)``) give their
     outputs side by side, so ``pack`` times fewer rows stream through each weight tile. One group, a stride of 1 after
     the subsampled load (or im2col) and tiles whose width is a multiple of ``pack``; the window holds every channel."""
+    gpack: int = 1
+    """Groups per array tile (group packing, a divisor of ``groups``): ``gpack`` consecutive groups run as one group
+    of ``gpack * C/groups`` input and ``gpack * K/groups`` output channels with block-diagonal weights
+    (``pack_weights(..., gpack=gpack)``), so a grouped convolution with few channels per group fills the array's rows
+    and columns instead of streaming every pixel once per group through a ``C/g x K/g`` corner of it. All the other
+    fields apply to that convolution (:func:`grouped`)."""
 
 
 def _im2col_shape(cs: ConvShape) -> ConvShape:
@@ -164,8 +218,9 @@ def _im2col_shape(cs: ConvShape) -> ConvShape:
 
 
 def im2col_allowed(cs: ConvShape) -> bool:
-    """Whether :attr:`ConvTiling.im2col` can lower ``cs``: one group, no dilation, a kernel larger than 1x1."""
-    return cs.groups == 1 and cs.dilation == 1 and cs.R * cs.S > 1
+    """Whether :attr:`ConvTiling.im2col` can lower ``cs``: one group, no horizontal dilation (a patch row is one run
+    of ``S * C`` channels), a kernel larger than 1x1."""
+    return cs.groups == 1 and cs.dilation[1] == 1 and cs.R * cs.S > 1
 
 
 def pack_allowed(cs: ConvShape, pack: int, tow: int, cols: int, im2col: bool = False) -> bool:
@@ -174,7 +229,7 @@ def pack_allowed(cs: ConvShape, pack: int, tow: int, cols: int, im2col: bool = F
     every column tile (``tow`` and the last one) a multiple of ``pack`` pixels."""
     if pack == 1:
         return True
-    dense = im2col or cs.stride == _skip(cs)
+    dense = im2col or cs.stride[1] == _skip(cs)[1]
     return (cs.groups == 1 and pack * cs.K <= cols and dense and tow % pack == 0
             and cs.OW % tow % pack == 0)
 
@@ -218,6 +273,7 @@ class _Plan:
 
 
 def _plan(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> _Plan:
+    cs = grouped(cs, t.gpack)
     th, tw = _window(cs, t.toh, t.tow)
     kc, taps = (cs.R * cs.S * cs.Cg, 1) if t.im2col else (cs.Cg, cs.R * cs.S)  # reduced channels per tap
     cbs, nbs = -(-t.pack * kc // rows), -(-t.pack * cs.Kg // cols)
@@ -242,12 +298,12 @@ def _fits(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int,
     return p.spm <= spm and t.acc_bufs * p.acc_tile <= acc and (not t.im2col or p.tcb >= p.cbs)
 
 
-def choose_conv_tiling(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int,
-                       max_rows: int = 256) -> ConvTiling:
+def choose_conv_tiling(cs: ConvShape, dtype: DType, target: Target) -> ConvTiling:
     """The tallest output tile (full width up to max_rows, one output-channel block) that fits, with as many
     input-channel blocks per step as fit (all of them when possible: no split reduction). Binary searches (see
     :func:`_largest`): O(log OH * log C) fit checks, the result of trying every height and block count."""
-    tow, cbs = min(cs.OW, max_rows), -(-cs.Cg // rows)
+    rows, cols, spm, acc = target.rows, target.cols, target.spm, target.acc
+    tow, cbs = min(cs.OW, target.max_rows), -(-cs.Cg // rows)
 
     def fits(tcb: int, toh: int) -> bool:
         return _fits(cs, ConvTiling(toh, tow, tcb), dtype.size, rows, cols, spm, acc)
@@ -279,80 +335,97 @@ def _largest(top: int, fits: Callable[[int], bool]) -> int:
     return lo
 
 
-def _fit_tcb(cs: ConvShape, toh: int, tow: int, tnb: int, es: int, rows: int, cols: int, spm: int, acc: int,
-             im2col: bool = False, x_all: bool = False, acc_bufs: int = 2, pack: int = 1) -> int:
-    """The most input-channel blocks per step with which a ``toh x tow x tnb`` tile fits, or 0."""
-    kc = pack * (cs.R * cs.S * cs.Cg if im2col else cs.Cg)   # (the plan's reduction, needed before there is a plan)
-    return _largest(-(-kc // rows), lambda tcb: _fits(cs, ConvTiling(toh, tow, tcb, tnb, x_all, acc_bufs, im2col,
-                                                                      pack), es, rows, cols, spm, acc))
+def _fit_tcb(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> int:
+    """The most input-channel blocks per step with which tiling ``t`` (its ``tcb`` aside) fits, or 0 (a binary
+    search, :func:`_largest`)."""
+    gs = grouped(cs, t.gpack)
+    kc = t.pack * (gs.R * gs.S * gs.Cg if t.im2col else gs.Cg)   # (the plan's reduction, needed before a plan)
+    return _largest(-(-kc // rows), lambda tcb: _fits(cs, replace(t, tcb=tcb), es, rows, cols, spm, acc))
 
 
 def conv_shape(n: Node, x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> ConvShape:
-    """The ConvShape of Conv-like node ``n`` (canonical attrs) on an NCHW input and OIHW weights; UnsupportedOpError
-    for unequal strides or dilations and asymmetric pads."""
+    """The ConvShape of Conv-like node ``n`` (canonical attrs) on an NCHW input and OIHW weights, or an NCL input
+    and OIL weights (a 1-D convolution: H = R = 1); UnsupportedOpError for other ranks."""
     a = n.attrs
-    (sh, sw), (dh, dw), pads = a["strides"], a["dilations"], a["pads"]
-    if sh != sw or dh != dw or len(set(pads)) != 1:
-        raise UnsupportedOpError(n.name, n.op, f"only equal strides/dilations and symmetric pads, not "
-                                 f"strides={a['strides']} dilations={a['dilations']} pads={pads}")
+    if len(x_shape) == 3 and len(w_shape) == 3:   # 1-D: the 2-D convolution of one row
+        (s,), (d,), (p0, p1) = a["strides"], a["dilations"], a["pads"]
+        (N, C, L), (K, _, S) = x_shape, w_shape
+        return ConvShape(N, C, 1, L, K, 1, S, (1, s), (0, p0, 0, p1), (1, d), a["group"])
+    if len(x_shape) != 4 or len(w_shape) != 4:
+        raise UnsupportedOpError(n.name, n.op, f"only 1-D and 2-D convolutions (NCL or NCHW inputs), not rank "
+                                 f"{len(x_shape)}")
     N, C, H, W = x_shape
-    return ConvShape(N, C, H, W, w_shape[0], w_shape[2], w_shape[3], sh, pads[0], dh, a["group"])
+    return ConvShape(N, C, H, W, w_shape[0], w_shape[2], w_shape[3], tuple(a["strides"]), tuple(a["pads"]),
+                     tuple(a["dilations"]), a["group"])
 
 
-def _skip(cs: ConvShape) -> int:
-    """Input pixels a 1x1 unpadded convolution skips between outputs: its loads read only the pixels it uses."""
-    return cs.stride if cs.R == cs.S == 1 and cs.pad == 0 else 1
+def _skip(cs: ConvShape) -> tuple[int, int]:
+    """Input rows and columns an unpadded axis of one filter tap skips between outputs (its stride, else 1): the
+    loads read only the pixels such an axis uses."""
+    (sh, sw), (pt, pl, pb, pr) = cs.stride, cs.pad
+    return sh if cs.R == 1 and pt == pb == 0 else 1, sw if cs.S == 1 and pl == pr == 0 else 1
 
 
 def _window(cs: ConvShape, toh: int, tow: int) -> tuple[int, int]:
     """Input rows x columns one output tile loads into SPM."""
-    if _skip(cs) > 1:
-        return toh, tow
-    return (toh - 1) * cs.stride + (cs.R - 1) * cs.dilation + 1, (tow - 1) * cs.stride + (cs.S - 1) * cs.dilation + 1
+    (sh, sw), (dh, dw), (kh, kw) = cs.stride, cs.dilation, _skip(cs)
+    return (toh if kh > 1 else (toh - 1) * sh + (cs.R - 1) * dh + 1,
+            tow if kw > 1 else (tow - 1) * sw + (cs.S - 1) * dw + 1)
 
 
 @lru_cache(maxsize=512)
-def search_conv_tiling(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilogue | None = None,
-                       hidden_constants: bool = False) -> ConvTiling:
-    """The tiling with the fewest predicted cycles on ``arch``, from the simulator's own formulas.
+def search_conv_tiling(cs: ConvShape, dtype: DType, target: Target, epilogue: Epilogue | None = None,
+                       hidden_constants: bool = False, group_packing: bool = True) -> ConvTiling:
+    """The tiling with the fewest predicted cycles on ``target``, from the simulator's own formulas.
 
     Candidates: output heights that split OH evenly into 1 to 8 tiles, 1, 2 and 4 rows, and the tallest tile that
     fits; the widest tile and its halves and quarters; 1, 2, 4, ... or all output-channel blocks per accumulator tile;
     direct or im2col; 1, 2 or 4 pixels per array row where :func:`pack_allowed`; the window with only each step's
     channels or all of them; one or two accumulator tiles; each with the most input-channel blocks per step that
-    fit. All are ranked by :func:`_rough_cycles`; the best ``SEARCH_PRICED`` of each accumulator depth are built and
-    priced with :func:`isa.cost.program_estimate` (a single accumulator tile serializes matrix work, epilogue and
-    store). Ties go to the earlier (larger) candidate.
+    fit; all of it for each number of groups per array tile (:func:`group_packs`). All are ranked by
+    :func:`_rough_cycles`; the best ``SEARCH_PRICED`` of each accumulator depth are built and priced with
+    :func:`isa.cost.program_estimate` (a single accumulator tile serializes matrix work, epilogue and store). Ties go
+    to the earlier (larger) candidate.
 
     hidden_constants: the program's leading loads of constants (weights, bias, scale) overlap the previous layer
-    (cross-layer prefetch, :func:`compiler.link.link`), so the pricing does not count them.
+    (cross-layer prefetch, :func:`compiler.link.link`), so the pricing does not count them. group_packing=False:
+    one group per array tile only (``gpack=1``; for comparisons).
     """
     epilogue = epilogue or Epilogue()
-    r, c, es = arch.matrix.rows, arch.matrix.cols, dtype.size
-    spm = arch.spm.size - _epilogue_bytes(cs, epilogue, es)
-    tallest = choose_conv_tiling(cs, dtype, r, c, spm, arch.acc.size, arch.matrix.max_rows)
-    heights = {tallest.toh} | {-(-cs.OH // n) for n in range(1, 9)} | {h for h in (1, 2, 4) if h < cs.OH}
-    widths = {-(-tallest.tow // n) for n in (1, 2, 4)}
-    nbs = -(-cs.Kg // c)
-    blocks = {nbs} | {1 << i for i in range(nbs.bit_length()) if 1 << i < nbs}
-    modes = (False, True) if im2col_allowed(cs) else (False,)
-    fitting = []
-    for toh, tow, tnb, im2col, pack in sorted(itertools.product(heights, widths, blocks, modes, (1, 2, 4)),
-                                              reverse=True):   # pack: pixels per array row
-        if not pack_allowed(cs, pack, tow, c, im2col) or pack > 1 and tnb > 1:
+    arch, r, c, es = target.arch, target.rows, target.cols, dtype.size
+    spm = target.spm - _epilogue_bytes(cs, epilogue, es)
+    fitting, refused = [], None
+    for gpack in group_packs(cs, r, c) if group_packing else (1,):
+        gs = grouped(cs, gpack)
+        try:
+            tallest = choose_conv_tiling(gs, dtype, target.with_spm(spm))
+        except TilingError as e:
+            refused = refused or e
             continue
-        for x_all, bufs in itertools.product((False, True) if not im2col and pack == 1 else (False,), (2, 1)):
-            tcb = _fit_tcb(cs, toh, tow, tnb, es, r, c, spm, arch.acc.size, im2col, x_all, bufs, pack)
-            if tcb:
-                t = ConvTiling(toh, tow, tcb, tnb, x_all, bufs, im2col, pack)
-                fitting.append((_rough_cycles(cs, t, _plan(cs, t, es, r, c, spm), arch), t))
+        heights = {tallest.toh} | {-(-gs.OH // n) for n in range(1, 9)} | {h for h in (1, 2, 4) if h < gs.OH}
+        widths = {-(-tallest.tow // n) for n in (1, 2, 4)}
+        nbs = -(-gs.Kg // c)
+        blocks = {nbs} | {1 << i for i in range(nbs.bit_length()) if 1 << i < nbs}
+        modes = (False, True) if im2col_allowed(gs) else (False,)
+        for toh, tow, tnb, im2col, pack in sorted(itertools.product(heights, widths, blocks, modes, (1, 2, 4)),
+                                                  reverse=True):   # pack: pixels per array row
+            if not pack_allowed(gs, pack, tow, c, im2col) or pack > 1 and tnb > 1:
+                continue
+            for x_all, bufs in itertools.product((False, True) if not im2col and pack == 1 else (False,), (2, 1)):
+                t = ConvTiling(toh, tow, 1, tnb, x_all, bufs, im2col, pack, gpack)
+                tcb = _fit_tcb(cs, t, es, r, c, spm, target.acc)
+                if tcb:
+                    t = replace(t, tcb=tcb)
+                    fitting.append((_rough_cycles(cs, t, _plan(cs, t, es, r, c, spm), arch), t))
+    if not fitting:
+        raise refused or TilingError(f"no tiling of {cs} fits {spm} B of SPM and {target.acc} B of ACC")
     fitting.sort(key=lambda e: e[0])
     if conv_instructions(cs, fitting[0][1], es, r, c, spm) > PRICE_MAX:
         return fitting[0][1]    # too large to build every candidate: the best rough estimate
     best = None
     priced = [t for bufs in (2, 1) for t in [t for _, t in fitting if t.acc_bufs == bufs][:SEARCH_PRICED]]
     for t in priced:
-        prog = conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, t, arch.matrix.max_rows, epilogue)
+        prog = conv2d(cs, dtype, target, t, epilogue)
         est = program_estimate(prog, arch) - (leading_constants(prog, arch, _CONSTANTS) if hidden_constants else 0)
         if t.acc_bufs == 1:   # one accumulator tile: matrix work, epilogue and store take turns
             est = max(est, sum(instr_cost(i, arch).cycles for i in prog.instrs if i.queue is not Queue.DMA_LD))
@@ -372,9 +445,18 @@ minutes (no layer of the zoo models comes within a factor of five)."""
 def conv_instructions(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> int:
     """At least how many instructions :func:`conv2d` emits for tiling ``t``: two per step (a load and a matmul; 2.3
     to 3.3 measured), a step being one tile's output-channel block group and input-channel step."""
-    p = _plan(cs, t, es, rows, cols, spm)
-    tiles = cs.N * cs.groups * -(-cs.OH // t.toh) * -(-cs.OW // t.tow)
+    p, gs = _plan(cs, t, es, rows, cols, spm), grouped(cs, t.gpack)
+    tiles = gs.N * gs.groups * -(-gs.OH // t.toh) * -(-gs.OW // t.tow)
     return 2 * tiles * -(-p.nbs // p.tnb) * -(-p.cbs // p.tcb)
+
+
+def group_packs(cs: ConvShape, rows: int, cols: int) -> tuple[int, ...]:
+    """The groups per array tile (:attr:`ConvTiling.gpack`) the search tries: 1, the most (a divisor of groups)
+    whose input channels fit the array's rows, and the most whose input and output channels fit its rows and
+    columns. Fewer never stream fewer rows: every pixel streams once per array tile of channels."""
+    divisors = [g for g in range(2, cs.groups + 1) if cs.groups % g == 0 and g * cs.Cg <= rows]
+    both = [g for g in divisors if g * cs.Kg <= cols]
+    return tuple(dict.fromkeys((1, *divisors[-1:], *both[-1:])))
 
 
 def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch) -> float:
@@ -382,6 +464,7 @@ def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch) -> float:
     matrix unit (folds of ``toh * tow / pack`` streamed rows), the load and store queues (bytes over the bandwidth plus
     each DMA's setup, latency and first row activation) and the DRAM bus."""
     r, c = arch.matrix.rows, arch.matrix.cols
+    cs = grouped(cs, t.gpack)
     tiles = cs.N * -(-cs.OH // t.toh) * -(-cs.OW // t.tow) * cs.groups
     nbg, csteps = -(-p.nbs // p.tnb), -(-p.cbs // p.tcb)
     s = t.toh * t.tow // t.pack
@@ -437,9 +520,8 @@ def _epilogue_bytes(cs: ConvShape, epilogue: Epilogue, es: int) -> int:
     return cs.K * epilogue.spm_bytes + (3 if epilogue.spm_bytes and es % 4 else 0)
 
 
-def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int,
-           tiling: ConvTiling | None = None, max_rows: int = 256, epilogue: Epilogue = Epilogue(),
-           pad_value: int | float = 0) -> Program:
+def conv2d(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | None = None,
+           epilogue: Epilogue = Epilogue(), pad_value: int | float = 0) -> Program:
     """The program for one convolution; regions X (NHWC input), Wt (:func:`pack_weights`), Y (NHWC output), and Bias,
     Scale and R when the epilogue uses them. The halo padding reads ``pad_value`` (a quantized input's zero point).
 
@@ -451,10 +533,12 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
     one ``dma.st`` writes the tile's pixels with all their tnb * cols channels (accumulator rows of ``tnb * cols``
     elements, so DRAM runs are that long)."""
     es, at = dtype.size, ACC_TYPE[dtype]
+    rows, cols, spm, acc = target.rows, target.cols, target.spm, target.acc
     yt, eo = epilogue.out or at, (epilogue.out or at).size
     bias_bytes = _epilogue_bytes(cs, epilogue, es)
-    t = tiling or choose_conv_tiling(cs, dtype, rows, cols, spm - bias_bytes, acc, max_rows)
+    t = tiling or choose_conv_tiling(cs, dtype, target.with_spm(spm - bias_bytes))
     p = _plan(cs, t, es, rows, cols, spm - bias_bytes)
+    cs = grouped(cs, t.gpack)   # from here on, packed groups are one group
     if p.spm + bias_bytes > spm or t.acc_bufs * p.acc_tile > acc or t.acc_bufs not in (1, 2):
         raise TilingError(f"tiling {t} needs {p.spm + bias_bytes} B of SPM and {t.acc_bufs * p.acc_tile} B of ACC "
                           f"(1 or 2 accumulator tiles)")
@@ -462,6 +546,9 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
         raise TilingError(f"tiling {t} cannot pack {t.pack} pixels per array row of {cs}: that needs one group, "
                           f"pack * K <= {cols} columns, stride 1 (or a subsampled 1x1, or im2col) and tile widths "
                           f"(tow and OW % tow) that are multiples of pack; use pack=1")
+    if t.im2col and not im2col_allowed(cs):
+        raise TilingError(f"tiling {t} cannot gather patches of {cs}: im2col needs one group (after gpack), no "
+                          f"horizontal dilation and a kernel larger than 1x1")
     acc_empty = "acc_empty" if t.acc_bufs == 2 else "acc1_empty"   # free accumulator tiles (1 or 2)
     w_base0 = p.x_bytes
     bias_base = -(-p.spm // 4) * 4    # the i32/f32 constants after the slots, word-aligned
@@ -477,8 +564,10 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
     tile, chunk = rows * cols * es, p.taps * p.cbs * rows * cols * es    # packed bytes of one (g, nb)
     nb_stride = p.taps * p.tcb * tile                                      # SPM bytes of one nb in a chunk
     row_bytes = p.acc_tile // (t.toh * t.tow)                 # one accumulator pixel (tnb * cols, or Kg if packed)
-    skip = _skip(cs)              # subsampled load: the SPM tile is dense, the conv then has stride 1
-    step = 1 if t.im2col else cs.stride // skip   # im2col: the patches are dense
+    (sh, sw), (dh, dw), (pt, pl, _, _) = cs.stride, cs.dilation, cs.pad
+    skip_h, skip_w = _skip(cs)    # subsampled load: the SPM tile is dense, the conv then has stride 1 on that axis
+    win_h, win_w = sh // skip_h, sw // skip_w     # the stride between output pixels in the loaded window
+    step_h, step_w = (1, 1) if t.im2col else (win_h, win_w)   # im2col: the patches are dense
     c_steps = list(range(0, p.cbs, p.tcb))
     nb_groups = list(range(0, p.nbs, p.tnb))
     prog, xs, ws, accs = [], 0, 0, 0
@@ -496,12 +585,10 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
             for ow0 in range(0, cs.OW, t.tow):
                 tow = min(t.tow, cs.OW - ow0)
                 th, tw = _window(cs, toh, tow)
-                ih0, iw0 = oh0 * cs.stride - cs.pad, ow0 * cs.stride - cs.pad
+                ih0, iw0 = oh0 * sh - pt, ow0 * sw - pl
                 top, left = max(0, -ih0), max(0, -iw0)
-                bottom, right = max(0, ih0 + (th - 1) * skip + 1 - cs.H), max(0, iw0 + (tw - 1) * skip + 1 - cs.W)
-                pads = tuple(Pad(d, lo, hi) for d, lo, hi in ((0, top, bottom), (1, left, right)) if lo or hi)
-                in_padding = top + bottom >= th or left + right >= tw
-
+                pads = ((top, max(0, ih0 + (th - 1) * skip_h + 1 - cs.H)),
+                        (left, max(0, iw0 + (tw - 1) * skip_w + 1 - cs.W)))
                 x_src = ((b * cs.H + max(ih0, 0)) * cs.W + max(iw0, 0)) * cs.C * es
                 for g in range(cs.groups):
                     for gi, nb0 in enumerate(nb_groups):
@@ -520,20 +607,17 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                             row = tw * pix
                             x_at = len(prog)   # the first step loads its weights before its input (prefetch)
                             if x_new:
-                                dst = View(Space.SPM, x_base, dtype, (row, pix, es))
                                 sync = {} if t.im2col else dict(waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),))
-                                prog.append(DmaFill(queue=Queue.DMA_LD, shape=(th, tw, xc), dst=dst, value=pad_value,
-                                                    **sync) if in_padding else  # wholly in the padding
-                                            DmaCopy(queue=Queue.DMA_LD, shape=(th, tw, xc), pad=pads, fill=pad_value,
-                                                    dst=dst, src=View(Space.DRAM, x_src + (g * cs.Cg + xc0) * es,
-                                                                      dtype, (skip * cs.W * cs.C * es,
-                                                                              skip * cs.C * es, es), "X"), **sync))
+                                prog += padded_load((th, tw, xc), View(Space.SPM, x_base, dtype, (row, pix, es)),
+                                                    View(Space.DRAM, x_src + (g * cs.Cg + xc0) * es, dtype,
+                                                         (skip_h * cs.W * cs.C * es, skip_w * cs.C * es, es), "X"),
+                                                    pads, pad_value, **sync)
                                 if t.im2col:   # gather the (kh, kw, c) patch of every pixel behind each other
                                     prog.append(DmaCopy(
                                         queue=Queue.DMA_LD, shape=(toh, tow, cs.R, cs.S * cs.C),
                                         dst=View(Space.SPM, p.x_slot + slot * p.p_slot, dtype,
                                                  (tow * kc * es, kc * es, cs.S * cs.C * es, es)),
-                                        src=View(Space.SPM, 0, dtype, (cs.stride * row, cs.stride * pix, row, es)),
+                                        src=View(Space.SPM, 0, dtype, (win_h * row, win_w * pix, dh * row, es)),
                                         waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),)))
                                 xs += 1
                             if t.im2col:   # the matrix unit reads the patches: a 1x1 convolution over kc channels
@@ -573,14 +657,14 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
                                             acc=View(Space.ACC, acc_base + nbi * cols * 4, at, ()),
                                             acc_row=pk * row_bytes,
                                             a=View(Space.SPM, x_base + (c0 - xc0 + cb0 * rows) * es, dtype, ()),
-                                            a_row=pk * step * pix,
+                                            a_row=pk * step_w * pix,
                                             b=View(Space.SPM, w_base + nbi * nb_stride + cb0 * tile, dtype, ()))
                                    for nbi, nbc, n in _groups(pk * ng, cols) for cb0, cbc, k in _groups(tc, rows)
                                    for dims in [((nbc, cols * 4, 0, nb_stride),
-                                                 (kr, 0, cs.dilation * row, ks * p.tcb * tile),
-                                                 (ks, 0, cs.dilation * pix, p.tcb * tile),
+                                                 (kr, 0, dh * row, ks * p.tcb * tile),
+                                                 (ks, 0, dw * pix, p.tcb * tile),
                                                  (cbc, 0, rows * es, tile),
-                                                 (toh, t.tow * row_bytes, step * row, 0))]]
+                                                 (toh, t.tow * row_bytes, step_h * row, 0))]]
                             mms = [mm for group in mms for mm in group]
                             waits = ("x_full",) * x_new + ("w_full",) * w_new + (
                                 "res_full" if epilogue.residual else "init_full" if bias_init else acc_empty,) * first
@@ -616,8 +700,7 @@ def conv2d(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int
     regions += (Region("R", len(regions), cs.N * cs.OH * cs.OW * cs.K * 4),) if epilogue.residual else ()
     if epilogue.residual and epilogue.out is not None:
         raise CompileError("a residual is added in the accumulator type: it cannot be fused with requantization")
-    return Program(config=ProgramConfig(rows=rows, cols=cols, spm=spm, acc=acc), regions=regions, sems=sems,
-                   instrs=tuple(prog))
+    return Program(config=target.config, regions=regions, sems=sems, instrs=tuple(prog))
 
 
 def _conv_mm(dims: tuple[tuple[int, int, int, int], ...], acc: View, a: View, b: View, **kw) -> list[MatMul]:
@@ -666,7 +749,7 @@ def _epilogue(ep: Epilogue, shape: tuple[int, ...], tile: View, bias: View, scal
 
 
 def conv_inputs(cs: ConvShape, dtype: DType, rows: int, cols: int, seed: int = 0,
-                im2col: bool = False, pack: int = 1) -> tuple[dict, np.ndarray, np.ndarray]:
+                im2col: bool = False, pack: int = 1, gpack: int = 1) -> tuple[dict, np.ndarray, np.ndarray]:
     """Seeded random NCHW input and OIHW weights in ``dtype``'s storage; the DRAM inputs (X as NHWC, packed Wt)."""
     from .gemm import gemm_inputs
 
@@ -674,22 +757,22 @@ def conv_inputs(cs: ConvShape, dtype: DType, rows: int, cols: int, seed: int = 0
     x = gemm_inputs(cs.N * cs.C * cs.H, 1, cs.W, dtype, int(rng.integers(2**31)))["A"].reshape(cs.N, cs.C, cs.H, cs.W)
     w = gemm_inputs(cs.K * cs.Cg * cs.R, 1, cs.S, dtype, int(rng.integers(2**31)))["A"].reshape(cs.K, cs.Cg, cs.R,
                                                                                                    cs.S)
-    wt = pack_weights(w, cs, rows, cols, im2col, pack)
+    wt = pack_weights(w, cs, rows, cols, im2col, pack, gpack)
     return {"X": np.ascontiguousarray(x.transpose(0, 2, 3, 1)), "Wt": wt}, x, w
 
 
 def conv_reference(x: np.ndarray, w: np.ndarray, cs: ConvShape) -> np.ndarray:
     """numpy convolution, NCHW in and out: exact int64 for integers, float64 for floats."""
     wide = np.int64 if np.issubdtype(x.dtype, np.integer) else np.float64
-    xp = np.pad(x.astype(wide), ((0, 0), (0, 0), (cs.pad, cs.pad), (cs.pad, cs.pad)))
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = cs.stride, cs.dilation, cs.pad
+    xp = np.pad(x.astype(wide), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
     y = np.zeros((cs.N, cs.K, cs.OH, cs.OW), wide)
     for g in range(cs.groups):
         xs = xp[:, g * cs.Cg:(g + 1) * cs.Cg]
         ws = w[g * cs.Kg:(g + 1) * cs.Kg].astype(wide)
         for kh in range(cs.R):
             for kw in range(cs.S):
-                h0, w0 = kh * cs.dilation, kw * cs.dilation
-                patch = xs[:, :, h0: h0 + cs.stride * (cs.OH - 1) + 1: cs.stride,
-                           w0: w0 + cs.stride * (cs.OW - 1) + 1: cs.stride]
+                h0, w0 = kh * dh, kw * dw
+                patch = xs[:, :, h0: h0 + sh * (cs.OH - 1) + 1: sh, w0: w0 + sw * (cs.OW - 1) + 1: sw]
                 y[:, g * cs.Kg:(g + 1) * cs.Kg] += np.einsum("nchw,kc->nkhw", patch, ws[:, :, kh, kw])
     return y

@@ -40,9 +40,7 @@ import numpy as np
 from isa import (
     BinOp,
     DmaCopy,
-    DmaFill,
     DType,
-    Pad,
     Program,
     Queue,
     Reduce,
@@ -51,13 +49,14 @@ from isa import (
     VecBinary,
     View,
 )
-from isa.instructions import MAX_PAD
 from isa.view import MAX_EXTENT
 
 from .conv import ConvShape
 from .errors import CompileError, TilingError
 from .gemm import ACC_TYPE
+from .halo import padded_load
 from .pipeline import RingPipeline, vector_config
+from .target import Target
 
 ALIGN = 64
 RUN_BYTES = 128
@@ -87,23 +86,29 @@ class DepthwiseTiling:
     resident: bool
 
 
+def is_depthwise(channels: int, filters: int, groups: int) -> bool:
+    """Whether a convolution of ``channels`` inputs, ``filters`` outputs and ``groups`` is depthwise (one input
+    channel per group, a whole channel multiplier): the vector unit's job rather than the array's."""
+    return groups == channels and filters % channels == 0
+
+
 def mult_of(cs: ConvShape) -> int:
     """The channel multiplier ``K / C`` of a depthwise convolution; CompileError if ``cs`` is not depthwise."""
-    if cs.groups != cs.C or cs.K % cs.C:
+    if not is_depthwise(cs.C, cs.K, cs.groups):
         raise CompileError(f"a depthwise convolution needs groups == C and K a multiple of C, not groups={cs.groups} "
                            f"C={cs.C} K={cs.K} (use compiler.conv.conv2d)")
     return cs.K // cs.C
 
 
-def _span(cs: ConvShape, t: int, k: int) -> int:
-    """Input indices ``t`` consecutive outputs of a ``k``-tap axis read (padding included)."""
-    return (t - 1) * cs.stride + (k - 1) * cs.dilation + 1
+def _span(cs: ConvShape, t: int, axis: int) -> int:
+    """Input indices ``t`` consecutive outputs of spatial ``axis`` (0: rows, 1: columns) read (padding included)."""
+    return (t - 1) * cs.stride[axis] + ((cs.R, cs.S)[axis] - 1) * cs.dilation[axis] + 1
 
 
 def _slot(cs: ConvShape, es: int, t: DepthwiseTiling) -> tuple[int, int, int]:
     """Bytes of one ring slot's input window, per-step weights (0 if resident) and output tile."""
     m = cs.K // cs.C
-    return (_up(_span(cs, t.toh, cs.R) * _span(cs, t.tow, cs.S) * t.cb * es),
+    return (_up(_span(cs, t.toh, 0) * _span(cs, t.tow, 1) * t.cb * es),
             0 if t.resident else _up(cs.R * cs.S * t.cb * m * es), _up(t.toh * t.tow * t.cb * m * 4))
 
 
@@ -121,9 +126,11 @@ def _pads(i0: int, t: int, n: int) -> tuple[int, int, int]:
 
 
 @lru_cache(maxsize=4096)
-def _axis(cs: ConvShape, out: int, t: int, k: int, n: int) -> tuple[int, int]:
-    """(tiles, source indices read by all of them) of an output axis of ``out`` cut into tiles of ``t``."""
-    reads = sum(_pads(o0 * cs.stride - cs.pad, _span(cs, min(t, out - o0), k), n)[1] for o0 in range(0, out, t))
+def _axis(cs: ConvShape, t: int, axis: int) -> tuple[int, int]:
+    """(tiles, source indices read by all of them) of output ``axis`` (0: rows, 1: columns) cut into tiles of
+    ``t``."""
+    out, n, pad = (cs.OH, cs.H, cs.pad[0]) if axis == 0 else (cs.OW, cs.W, cs.pad[1])
+    reads = sum(_pads(o0 * cs.stride[axis] - pad, _span(cs, min(t, out - o0), axis), n)[1] for o0 in range(0, out, t))
     return _cdiv(out, t), reads
 
 
@@ -147,8 +154,8 @@ def tiling_cost(cs: ConvShape, dtype: DType, t: DepthwiseTiling) -> float:
     instruction, plus :data:`FILL` of one step's share for the pipeline's fill and drain (what no other step
     overlaps)."""
     es = dtype.size
-    rt, rows = _axis(cs, cs.OH, t.toh, cs.R, cs.H)
-    ct, cols = _axis(cs, cs.OW, t.tow, cs.S, cs.W)
+    rt, rows = _axis(cs, t.toh, 0)
+    ct, cols = _axis(cs, t.tow, 1)
     nb = _cdiv(cs.C, t.cb)
     steps = cs.N * nb * rt * ct
     whole = t.cb == cs.C    # a window row (an output tile row) is one contiguous run
@@ -159,13 +166,14 @@ def tiling_cost(cs: ConvShape, dtype: DType, t: DepthwiseTiling) -> float:
     return (moved + RUN_BYTES * runs + DMA_BYTES * dmas) * (1 + FILL / steps)
 
 
-def choose_depthwise_tiling(cs: ConvShape, dtype: DType, spm: int, lanes: int = 16) -> DepthwiseTiling:
+def choose_depthwise_tiling(cs: ConvShape, dtype: DType, target: Target) -> DepthwiseTiling:
     """The tiling of least :func:`tiling_cost` whose two ring slots fit half the SPM.
 
-    Output tiles of ``toh`` x ``tow`` pixels, all channels or blocks of a multiple of ``lanes`` of them; the weights
-    stay resident when they fit in the other half of the SPM.
+    Output tiles of ``toh`` x ``tow`` pixels, all channels or blocks of a multiple of the vector lanes of them; the
+    weights stay resident when they fit in the other half of the SPM.
     """
     mult_of(cs)
+    spm, lanes = target.spm, target.lanes
     es = dtype.size
     resident = _up(cs.R * cs.S * cs.K * es) <= spm - spm // 2 and cs.K <= MAX_EXTENT
     best: tuple[float, DepthwiseTiling] | None = None
@@ -198,7 +206,7 @@ def _compute(cs: ConvShape, dtype: DType, toh: int, tow: int, cb: int, x: View, 
     ``x`` (``[row][pixel]`` strides), weights ``w`` (``[kh][kw]`` strides, channels contiguous), into the output tile
     ``[toh][tow][cb*mult]`` at SPM ``out``."""
     es, at, m = dtype.size, ACC_TYPE[dtype], cs.K // cs.C
-    s, d = cs.stride, cs.dilation
+    (sh, sw), (dh, dw) = cs.stride, cs.dilation
     row, pix = x.strides
     wk, wtap = w.strides
     opix = cb * m * 4
@@ -209,50 +217,48 @@ def _compute(cs: ConvShape, dtype: DType, toh: int, tow: int, cb: int, x: View, 
     if m == 1 or toh > m:   # [toh, tow, kh, kw, cb], once per filter j
         return [mul((toh, tow, cs.R, cs.S, cb),
                     View(Space.SPM, out + j * 4, at, (tow * opix, opix, 0, 0, m * 4)),
-                    View(Space.SPM, x.base, dtype, (s * row, s * pix, d * row, d * pix, es)),
+                    View(Space.SPM, x.base, dtype, (sh * row, sw * pix, dh * row, dw * pix, es)),
                     View(Space.SPM, w.base + j * es, dtype, (0, 0, wk, wtap, m * es)))
                 for j in range(m)]
     return [mul((tow, cs.R, cs.S, cb, m),   # [tow, kh, kw, cb, mult], once per output row
                 View(Space.SPM, out + r * tow * opix, at, (opix, 0, 0, m * 4, 4)),
-                View(Space.SPM, x.base + r * s * row, dtype, (s * pix, d * row, d * pix, es, 0)),
+                View(Space.SPM, x.base + r * sh * row, dtype, (sw * pix, dh * row, dw * pix, es, 0)),
                 View(Space.SPM, w.base, dtype, (0, wk, wtap, m * es, es)))
             for r in range(toh)]
 
 
-def depthwise2d(cs: ConvShape, dtype: DType, spm: int, lanes: int = 16,
-                tiling: DepthwiseTiling | None = None) -> Program:
+def depthwise2d(cs: ConvShape, dtype: DType, target: Target, tiling: DepthwiseTiling | None = None) -> Program:
     """The program of one depthwise convolution; regions X (NHWC), Wd (:func:`pack_depthwise`), Y (NHWC, f32/i32).
 
-    ``lanes`` (the vector unit's width) is the granule of channel blocks when all channels do not fit one step.
+    The vector unit's lanes are the granule of channel blocks when all channels do not fit one step.
     """
-    m = mult_of(cs)
+    m, spm = mult_of(cs), target.spm
     if dtype not in ACC_TYPE:
         raise CompileError(f"depthwise convolution takes {', '.join(d.text for d in ACC_TYPE)} operands, "
                            f"not {dtype.text}")
-    if cs.pad > MAX_PAD:
-        raise CompileError(f"padding {cs.pad} exceeds the {MAX_PAD} the DMA inserts")
-    t = tiling or choose_depthwise_tiling(cs, dtype, spm, lanes)
+    t = tiling or choose_depthwise_tiling(cs, dtype, target)
     es, at, K = dtype.size, ACC_TYPE[dtype], cs.K
     if not _fits(cs, es, t, spm):
         raise TilingError(f"depthwise tiling {t} does not fit {spm} B of SPM (two ring slots in half of it)")
-    th_max, tw_max = _span(cs, t.toh, cs.R), _span(cs, t.tow, cs.S)
+    th_max, tw_max = _span(cs, t.toh, 0), _span(cs, t.tow, 1)
     if max(th_max, tw_max, t.cb * m, cs.R * cs.S, K if t.resident else 0) > MAX_EXTENT:
         raise TilingError(f"depthwise tiling {t} of {cs} needs an instruction extent above {MAX_EXTENT}")
     in_slot, w_slot, out_slot = _slot(cs, es, t)
     slot = in_slot + w_slot + out_slot
     w_res = 2 * slot
+    (sh, sw), (pt, pl, _, _) = cs.stride, cs.pad
     pipe = RingPipeline()
     for b in range(cs.N):
         for c0 in range(0, cs.C, t.cb):
             cb = min(t.cb, cs.C - c0)
             for oh0 in range(0, cs.OH, t.toh):
                 toh = min(t.toh, cs.OH - oh0)
-                th = _span(cs, toh, cs.R)
-                top, hin, bottom = _pads(oh0 * cs.stride - cs.pad, th, cs.H)
+                th = _span(cs, toh, 0)
+                top, hin, bottom = _pads(oh0 * sh - pt, th, cs.H)
                 for ow0 in range(0, cs.OW, t.tow):
                     tow = min(t.tow, cs.OW - ow0)
-                    tw = _span(cs, tow, cs.S)
-                    left, win, right = _pads(ow0 * cs.stride - cs.pad, tw, cs.W)
+                    tw = _span(cs, tow, 1)
+                    left, win, right = _pads(ow0 * sw - pl, tw, cs.W)
                     base = pipe.slot * slot
                     loads: list = []
                     if t.resident:
@@ -268,14 +274,10 @@ def depthwise2d(cs: ConvShape, dtype: DType, spm: int, lanes: int = 16,
                                              src=View(Space.DRAM, c0 * m * es, dtype, (K * es, es), "Wd")))
                         w = View(Space.SPM, wb, dtype, (cs.S * cb * m * es, cb * m * es))
                     x = View(Space.SPM, base, dtype, (tw * cb * es, cb * es, es))
-                    if hin and win:
-                        pads = tuple(Pad(k, lo, hi) for k, lo, hi in ((0, top, bottom), (1, left, right)) if lo or hi)
-                        ih, iw = oh0 * cs.stride - cs.pad + top, ow0 * cs.stride - cs.pad + left
-                        loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(th, tw, cb), dst=x, pad=pads,
-                                             src=View(Space.DRAM, (((b * cs.H + ih) * cs.W + iw) * cs.C + c0) * es,
-                                                      dtype, (cs.W * cs.C * es, cs.C * es, es), "X")))
-                    else:   # the window lies entirely in the padding
-                        loads.append(DmaFill(queue=Queue.DMA_LD, shape=(th, tw, cb), dst=x, value=0))
+                    ih, iw = max(0, oh0 * sh - pt), max(0, ow0 * sw - pl)
+                    loads += padded_load((th, tw, cb), x, View(Space.DRAM, (((b * cs.H + ih) * cs.W + iw) * cs.C + c0)
+                                                               * es, dtype, (cs.W * cs.C * es, cs.C * es, es), "X"),
+                                         ((top, bottom), (left, right)), 0)   # (a fill when wholly in the padding)
                     out = base + in_slot + w_slot
                     store = DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, cb * m),
                                     src=View(Space.SPM, out, at, (tow * cb * m * 4, cb * m * 4, 4)),

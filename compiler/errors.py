@@ -48,17 +48,19 @@ class UnsupportedOpsetError(CompileError):
 
     def __init__(self, opset: int, lo: int, hi: int):
         self.opset = opset
-        super().__init__(f"model opset {opset} is not supported; supported opsets are {lo} to {hi} "
-                         f"(convert it with onnx.version_converter.convert_version)")
+        super().__init__(f"model opset {opset} is not supported; supported opsets are {lo} to {hi}, the ones the "
+                         f"installed onnx package defines (a newer onnx may know opset {opset})")
 
 
 class DynamicShapeError(CompileError):
     """A tensor whose shape is not fully known at compile time (symbolic, unknown or missing dims)."""
 
-    def __init__(self, tensor: str, reason: str, node: str | None = None, op: str | None = None):
+    def __init__(self, tensor: str, reason: str, node: str | None = None, op: str | None = None,
+                 fix: str | None = None):
         self.tensor, self.node, self.op, self.reason = tensor, node, op, reason
-        super().__init__(f"{where(node, op)}tensor {tensor!r} {reason}; only static shapes are supported "
-                         f"(fix the dims, e.g. with onnx.tools.update_model_dims)")
+        if fix is None:
+            fix = "; only static shapes are supported (fix the dims, e.g. with onnx.tools.update_model_dims)"
+        super().__init__(f"{where(node, op)}tensor {tensor!r} {reason}{fix}")
 
 
 class UnsupportedDTypeError(CompileError):

@@ -26,17 +26,16 @@ from functools import lru_cache
 
 import numpy as np
 
-from isa import DmaCopy, DType, Halt, MatMul, Program, ProgramConfig, Queue, Region, SemDecl, Space, View
-from isa.arch import Arch
+from isa import DmaCopy, DType, Halt, MatMul, Program, Queue, Region, SemDecl, Space, View
 from isa.cost import instr_cost
 from isa.dtypes import INT_RANGE, f32_to_bf16, to_compute
 
-from .errors import CompileError, TilingError
+from .errors import TilingError
 from .pipeline import synced, with_sync
+from .target import Target
 
 ACC_TYPE = {DType.I8: DType.I32, DType.U8: DType.I32, DType.F16: DType.F32, DType.BF16: DType.F32,
             DType.F32: DType.F32}
-DATAFLOWS = ("ws", "os", "is")
 ORDERS = ("mn", "nm")
 
 
@@ -68,30 +67,30 @@ def is_pitch(rows: int, es: int, bank_width: int) -> int:
     return pitch + bank_width if pitch % bank_width == 0 and (pitch // bank_width) % 2 == 0 else pitch
 
 
-def slot_bytes(t: GemmTiling, dtype: DType, rows: int, cols: int, dataflow: str,
-               bank_width: int = 16) -> tuple[int, int, int]:
+def slot_bytes(t: GemmTiling, dtype: DType, target: Target) -> tuple[int, int, int]:
     """Bytes of one A slot, one B slot (SPM) and one accumulator tile (ACC) for tiling ``t``."""
-    es = dtype.size
+    es, rows, cols, dataflow = dtype.size, target.rows, target.cols, target.dataflow
     if dataflow == "ws":
         b = _up(t.tn, cols) * _up(t.tk, rows) * es
     elif dataflow == "os":
         b = _up(t.tn, cols) * t.tk * es
     else:
-        b = -(-t.tk // rows) * t.tn * is_pitch(rows, es, bank_width)
+        b = -(-t.tk // rows) * t.tn * is_pitch(rows, es, target.bank_width)
     acc = t.tm * (t.tn if dataflow == "is" else _up(t.tn, cols)) * 4
     return t.tm * t.tk * es, b, acc
 
 
-def choose_tiling(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, spm: int, acc: int,
-                  max_rows: int = 256, dataflow: str = "ws", bank_width: int = 16) -> GemmTiling:
+def choose_tiling(M: int, N: int, K: int, dtype: DType, target: Target) -> GemmTiling:
     """The largest tiles that fit two A/B slots in half the SPM and two accumulator tiles in the ACC."""
+    rows, cols, spm, acc, max_rows = target.rows, target.cols, target.spm, target.acc, target.max_rows
+
     def fits(t: GemmTiling, spm_budget: int) -> bool:
-        a, b, c = slot_bytes(t, dtype, rows, cols, dataflow, bank_width)
+        a, b, c = slot_bytes(t, dtype, target)
         return 2 * (a + b) <= spm_budget and 2 * c <= acc
 
     t = GemmTiling(min(M, max_rows), min(_up(N, cols), cols * max(1, (acc // 2) // (min(M, max_rows) * cols * 4))),
                    _up(K, rows))
-    while not fits(t, spm) and t.tm > 1 and 2 * slot_bytes(t, dtype, rows, cols, dataflow, bank_width)[2] > acc:
+    while not fits(t, spm) and t.tm > 1 and 2 * slot_bytes(t, dtype, target)[2] > acc:
         t = replace(t, tm=max(1, t.tm // 2))
     while t.tk > rows and not fits(t, spm // 2):
         t = replace(t, tk=t.tk - rows)
@@ -101,9 +100,9 @@ def choose_tiling(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, sp
 
 
 @lru_cache(maxsize=256)
-def search_tiling(M: int, N: int, K: int, dtype: DType, arch: Arch, b_packed: bool = False) -> GemmTiling:
-    """The tiling (tile sizes, loop order, B split) with the fewest predicted cycles on ``arch``, from the simulator's
-    own formulas.
+def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed: bool = False) -> GemmTiling:
+    """The tiling (tile sizes, loop order, B split) with the fewest predicted cycles on ``target``, from the
+    simulator's own formulas.
 
     Each candidate that fits (two A/B slots in the SPM, two accumulator tiles in the ACC) is priced by its first
     step's real instructions with :func:`isa.cost.instr_cost`: the matrix unit's cycles per step, the DRAM bus time
@@ -113,8 +112,9 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, arch: Arch, b_packed: bo
     and the two DMA queues, plus the first A load and B piece (nothing to multiply before them) and the last store;
     ties go to fewer steps.
     """
-    m, rows, cols, es, at = arch.matrix, arch.matrix.rows, arch.matrix.cols, dtype.size, ACC_TYPE[dtype]
-    tms = sorted({min(M, v) for v in (m.max_rows, 384, 256, 192, 128, 96, 64, 48, 32, 16, rows) if v <= m.max_rows})
+    arch, rows, cols, es, at = target.arch, target.rows, target.cols, dtype.size, ACC_TYPE[dtype]
+    dataflow, max_rows = target.dataflow, target.max_rows
+    tms = sorted({min(M, v) for v in (max_rows, 384, 256, 192, 128, 96, 64, 48, 32, 16, rows) if v <= max_rows})
     tns = sorted({min(_up(N, cols), cols * k) for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)})
     tks = sorted({min(_up(K, rows), rows * k) for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)})
 
@@ -125,13 +125,13 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, arch: Arch, b_packed: bo
 
     best = None
     for t in (GemmTiling(tm, tn, tk) for tm in tms[::-1] for tn in tns[::-1] for tk in tks[::-1]):  # large first
-        a, b, c = slot_bytes(t, dtype, rows, cols, m.dataflow, arch.spm.bank_width)
-        if 2 * (a + b) > arch.spm.size or 2 * c > arch.acc.size:
+        a, b, c = slot_bytes(t, dtype, target)
+        if 2 * (a + b) > target.spm or 2 * c > target.acc:
             continue
         tm, tn, tk = min(t.tm, M), min(t.tn, N), min(t.tk, K)
         nb_max = -(-t.tn // cols)
-        lay = _LAYOUTS[m.dataflow](es, at, rows, cols, N, t, -(-t.tk // rows), nb_max,
-                                   is_pitch(rows, es, arch.spm.bank_width))
+        lay = _LAYOUTS[dataflow](es, at, rows, cols, N, t, -(-t.tk // rows), nb_max,
+                                 is_pitch(rows, es, target.bank_width))
         a_cyc, a_bus = cost([DmaCopy(queue=Queue.DMA_LD, shape=(tm, tk), dst=View(Space.SPM, 0, dtype, (tk * es, es)),
                                      src=View(Space.DRAM, 0, dtype, (K * es, es), "A"))])
         n_m, n_n, n_k = -(-M // t.tm), -(-N // t.tn), -(-K // t.tk)
@@ -142,14 +142,14 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, arch: Arch, b_packed: bo
             continue
         st_cyc, st_bus = cost(lay.stores(0, 0, 0, tm, tn))
         piece: dict[int, tuple] = {}   # columns -> (B load cycles, bus), matmul cycles, store cycles of one piece
-        for split in (1, 2, 4, 8) if m.dataflow != "is" else (1,):
+        for split in (1, 2, 4, 8) if dataflow != "is" else (1,):
             if split > nb_max:
                 break
             pieces = _pieces(tn, t, cols, split)
             for j, w in pieces:
                 if w not in piece:
                     piece[w] = (cost(_contiguous(Space.SPM, 2 * a + j // cols * blk, "B", j // cols * blk,
-                                                 b if m.dataflow == "is" else -(-w // cols) * blk, dtype)
+                                                 b if dataflow == "is" else -(-w // cols) * blk, dtype)
                                      if b_packed else lay.b_loads(2 * a + j // cols * blk, 0, j, tk, w, dtype)),
                                 cost(lay.matmuls(0, 0, 2 * a, tm, tk, w, dtype, True))[0],
                                 cost(lay.stores(0, 0, j, tm, w))[0])
@@ -168,8 +168,8 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, arch: Arch, b_packed: bo
                 if best is None or (est, steps, split) < best[0]:
                     best = ((est, steps, split), replace(t, order=order, split=split))
     if best is None:
-        raise TilingError(f"no GEMM tiling of {M}x{N}x{K} {dtype.text} fits {arch.spm.size} B of SPM and "
-                          f"{arch.acc.size} B of ACC")
+        raise TilingError(f"no GEMM tiling of {M}x{N}x{K} {dtype.text} fits {target.spm} B of SPM and "
+                          f"{target.acc} B of ACC")
     return best[1]
 
 
@@ -194,25 +194,23 @@ def _pieces(tn: int, t: GemmTiling, cols: int, split: int) -> list[tuple[int, in
     return [(j, min(per, tn - j)) for j in range(0, tn, max(per, cols))]
 
 
-def tiled_gemm(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, spm: int, acc: int,
-               tiling: GemmTiling | None = None, max_rows: int = 256, dataflow: str = "ws",
-               bank_width: int = 16, b_packed: bool = False) -> Program:
-    """The program for ``C = A @ B`` on a ``rows x cols`` array with ``spm``/``acc`` bytes of SRAM (SPM banks of
-    ``bank_width`` bytes, used to pad layouts against bank conflicts).
+def tiled_gemm(M: int, N: int, K: int, dtype: DType, target: Target, tiling: GemmTiling | None = None,
+               b_packed: bool = False) -> Program:
+    """The program for ``C = A @ B`` on ``target`` (its array, SRAM sizes, dataflow, and SPM bank width, used to pad
+    layouts against bank conflicts); ``tiling`` defaults to :func:`choose_tiling`'s.
 
     b_packed: region B holds :func:`pack_b`'s image (B pre-blocked offline, as weights are): every B load is one
     contiguous copy instead of short strided runs."""
-    if dataflow not in DATAFLOWS:
-        raise CompileError(f"dataflow must be one of {DATAFLOWS}, not {dataflow!r}")
-    t = tiling or choose_tiling(M, N, K, dtype, rows, cols, spm, acc, max_rows, dataflow, bank_width)
+    rows, cols, spm, acc, dataflow = target.rows, target.cols, target.spm, target.acc, target.dataflow
+    t = tiling or choose_tiling(M, N, K, dtype, target)
     if t.order not in ORDERS or t.split < 1:
         raise TilingError(f"tiling {t}: order must be one of {ORDERS} and split >= 1")
     es, at = dtype.size, ACC_TYPE[dtype]
-    a_slot, b_slot, acc_slot = slot_bytes(t, dtype, rows, cols, dataflow, bank_width)
+    a_slot, b_slot, acc_slot = slot_bytes(t, dtype, target)
     if 2 * (a_slot + b_slot) > spm or 2 * acc_slot > acc:
         raise TilingError(f"tiling {t} needs {2 * (a_slot + b_slot)} B of SPM and {2 * acc_slot} B of ACC")
     kb_max, nb_max = -(-t.tk // rows), -(-t.tn // cols)
-    lay = _LAYOUTS[dataflow](es, at, rows, cols, N, t, kb_max, nb_max, is_pitch(rows, es, bank_width))
+    lay = _LAYOUTS[dataflow](es, at, rows, cols, N, t, kb_max, nb_max, is_pitch(rows, es, target.bank_width))
     split = 1 if dataflow == "is" else min(t.split, nb_max)
     block_b, block_acc = b_slot // nb_max, t.tm * cols * 4   # bytes of one column block of a B slot, an ACC tile
 
@@ -262,7 +260,7 @@ def tiled_gemm(M: int, N: int, K: int, dtype: DType, rows: int, cols: int, spm: 
             tiles += 1
     prog.append(Halt())
     return Program(
-        config=ProgramConfig(rows=rows, cols=cols, spm=spm, acc=acc),
+        config=target.config,
         regions=(Region("A", 0, M * K * es), Region("B", 1, -(-N // t.tn) * -(-K // t.tk) * b_slot if b_packed
                                                     else K * N * es), Region("C", 2, M * N * 4)),
         sems=(SemDecl("a_full", 0), SemDecl("a_empty", 2), SemDecl("b_full", 0), SemDecl("b_empty", 2),
@@ -376,14 +374,13 @@ def _contiguous(space: Space, base: int, region: str, offset: int, nbytes: int, 
     return out
 
 
-def pack_b(b: np.ndarray, K: int, N: int, dtype: DType, rows: int, cols: int, tiling: GemmTiling,
-           dataflow: str = "ws", bank_width: int = 16) -> np.ndarray:
+def pack_b(b: np.ndarray, K: int, N: int, dtype: DType, target: Target, tiling: GemmTiling) -> np.ndarray:
     """B (``K x N``, row-major) as the SPM images its B slots receive, one per (n tile, k tile) in load order, so a
     B load is a contiguous copy. Computed by applying the unpacked program's own B copies on the host."""
-    t, es = tiling, dtype.size
-    _, b_slot, _ = slot_bytes(t, dtype, rows, cols, dataflow, bank_width)
-    lay = _LAYOUTS[dataflow](es, ACC_TYPE[dtype], rows, cols, N, t, -(-t.tk // rows), -(-t.tn // cols),
-                             is_pitch(rows, es, bank_width))
+    t, es, rows, cols = tiling, dtype.size, target.rows, target.cols
+    _, b_slot, _ = slot_bytes(t, dtype, target)
+    lay = _LAYOUTS[target.dataflow](es, ACC_TYPE[dtype], rows, cols, N, t, -(-t.tk // rows), -(-t.tn // cols),
+                                    is_pitch(rows, es, target.bank_width))
     src = np.ascontiguousarray(b).view(np.uint8).ravel()
     k_tiles = -(-K // t.tk)
     out = np.zeros(-(-N // t.tn) * k_tiles * b_slot, np.uint8)

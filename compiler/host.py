@@ -15,15 +15,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isa import Halt, HostCall, Program, ProgramConfig
+from isa import DType, Halt, HostCall, IsaError, Program, ProgramConfig
 
-from .ir import Graph, Node
+from .errors import UnsupportedDTypeError
+from .ir import Graph, Node, Tensor, short_dtype
+from .lower.context import channels_first, channels_last
+
+STORED = tuple(d for d in DType if d is not DType.BF16)
+"""Types a tensor the host reads or writes may have: those numpy holds natively (bf16 is raw bits on the NPU)."""
 
 
 @dataclass(frozen=True)
 class HostTensor:
     """A tensor the host reads or writes: DRAM ``region`` (ACT or W), byte ``offset``, logical ``shape`` stored in
-    ``layout`` (``rm`` row-major, or ``nhwc`` channels-last for a 4-D NCHW tensor)."""
+    ``layout`` (``rm`` row-major, or ``nhwc`` channels-last for a 3-D or 4-D ``(N, C, *spatial)`` tensor)."""
 
     name: str
     region: str
@@ -40,15 +45,16 @@ class HostTensor:
         """The logical (NCHW / row-major) value."""
         raw = dram[self.region][self.offset: self.offset + self.nbytes].view(self.dtype)
         if self.layout == "nhwc":
-            n, c, h, w = self.shape
-            return np.ascontiguousarray(raw.reshape(n, h, w, c).transpose(0, 3, 1, 2))
+            rank = len(self.shape)
+            return np.ascontiguousarray(raw.reshape([self.shape[i] for i in channels_last(rank)])
+                                        .transpose(channels_first(rank)))
         return raw.reshape(self.shape).copy()
 
     def write(self, dram: dict[str, np.ndarray], value: np.ndarray) -> None:
         """Store a logical value in this tensor's layout."""
         value = np.asarray(value, self.dtype).reshape(self.shape)
         if self.layout == "nhwc":
-            value = value.transpose(0, 2, 3, 1)
+            value = value.transpose(channels_last(value.ndim))
         data = np.ascontiguousarray(value).view(np.uint8).ravel()
         dram[self.region][self.offset: self.offset + data.size] = data
 
@@ -64,10 +70,26 @@ class HostOp:
     reason: str
 
     def subgraph(self, graph: Graph) -> Graph:
-        """The node alone as a graph (its inputs as graph inputs), for running it with an ONNX runtime."""
+        """The node alone as a graph (its inputs as graph inputs, the graph's opsets), for running it with an ONNX
+        runtime: :func:`compiler.builder.to_onnx` writes it as the ONNX node it was imported from."""
         names = (*(t.name for t in self.inputs), *(t.name for t in self.outputs))
         return Graph(f"host_{self.fn}", tuple(t.name for t in self.inputs), tuple(t.name for t in self.outputs),
-                     (self.node,), {n: graph.tensor(n) for n in names})
+                     (self.node,), {n: graph.tensor(n) for n in names}, graph.opsets)
+
+
+def storage_dtype(tensor: Tensor, node: Node | None = None) -> DType:
+    """The NPU type ``tensor`` is stored as in DRAM, where the host (and the caller's inputs) can read and write it
+    (a bool as a byte, u8); :class:`UnsupportedDTypeError` naming the tensor (and ``node``) for any other type."""
+    if tensor.dtype == np.bool_:
+        return DType.U8
+    try:
+        dtype = DType.from_numpy(tensor.dtype)
+    except IsaError:
+        dtype = None
+    if dtype not in STORED:
+        raise UnsupportedDTypeError(tensor.name, short_dtype(tensor.dtype), tuple(d.text for d in STORED),
+                                    node and node.name, node and node.op)
+    return dtype
 
 
 def host_fn_name(index: int, node: Node) -> str:

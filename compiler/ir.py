@@ -8,7 +8,7 @@ Conventions, shared by the importer, the builder and the passes:
 - Shapes are tuples of ints (static), in elements; dtypes are :class:`numpy.dtype` (``bfloat16`` is ml_dtypes').
 - Node inputs keep ONNX's positions; an absent optional input is ``""``.
 - Attributes are plain Python values (int, float, str, tuples of them), with the ONNX defaults filled in and axes made
-  non-negative for the recognised ops (see :data:`compiler.onnx_import.SUPPORTED_OPS`). One departure from ONNX:
+  non-negative for the recognised ops (see :data:`compiler.lower.REGISTRY`). One departure from ONNX:
   ``ReduceMean``/``ReduceSum`` always carry ``axes`` as an attribute (ONNX moved it to an input in opsets 13/18).
 - Constants are :class:`Tensor` s with ``data`` (read-only arrays); graph inputs and intermediates have none.
 """
@@ -28,6 +28,9 @@ SHORT_DTYPE = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64"
                "int16": "i16", "uint16": "u16", "int32": "i32", "uint32": "u32", "int64": "i64", "uint64": "u64",
                "bool": "bool"}
 
+
+FUSED_ATTRS = ("activation", "residual")
+"""Attributes the fusion passes add to a node (not ONNX's): an activation applied to its output, a residual added."""
 
 NODE_PREFIX = {"MatMul": "matmul", "BatchNormalization": "batchnorm", "LayerNormalization": "layernorm",
                "GlobalAveragePool": "global_avgpool", "AveragePool": "avgpool", "MaxPool": "maxpool",
@@ -106,6 +109,8 @@ class Node:
 
     ``unsupported`` is empty for the ops the compiler handles; :func:`~compiler.onnx_import.import_onnx` with
     ``allow_unknown=True`` sets it to the reason for any other, so a later pass can send that node to the host CPU.
+    ``source`` is the ONNX node it was imported from (an ``onnx.NodeProto``, at the graph's opset), so the host can
+    run exactly that node (:func:`compiler.host.host_model`); None for nodes built or rewritten in Python.
     """
 
     name: str
@@ -115,6 +120,7 @@ class Node:
     attrs: dict[str, Any] = field(default_factory=dict, hash=False)
     domain: str = ""
     unsupported: str = ""
+    source: Any = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "inputs", tuple(self.inputs))
@@ -140,19 +146,22 @@ class Node:
 @dataclass(frozen=True, eq=False)
 class Graph:
     """A dataflow graph: ``inputs``/``outputs`` name tensors, ``nodes`` are in topological order, ``tensors`` holds
-    every tensor (inputs, constants, intermediates, outputs) by name."""
+    every tensor (inputs, constants, intermediates, outputs) by name. ``opsets`` maps each operator domain (``""``
+    the default one) to the opset version of the model it was imported from (empty for graphs built in Python)."""
 
     name: str
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     nodes: tuple[Node, ...]
     tensors: dict[str, Tensor]
+    opsets: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "inputs", tuple(self.inputs))
         object.__setattr__(self, "outputs", tuple(self.outputs))
         object.__setattr__(self, "nodes", tuple(self.nodes))
         object.__setattr__(self, "tensors", dict(self.tensors))
+        object.__setattr__(self, "opsets", dict(self.opsets))
 
     @cached_property
     def _producers(self) -> dict[str, Node]:

@@ -26,7 +26,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 
-from isa import DmaCopy, DmaFill, Halt, Instr, Program, ProgramConfig, Queue, Region, SemDecl, SemOp, Space, View
+from isa import (
+    DmaCopy,
+    DmaFill,
+    Gather,
+    Halt,
+    Instr,
+    Program,
+    ProgramConfig,
+    Queue,
+    Region,
+    SemDecl,
+    SemOp,
+    Space,
+    View,
+)
 from isa.arch import Arch
 from isa.cost import instr_cost
 from isa.verify import verify
@@ -60,10 +74,10 @@ class LayerRange:
 
 
 def _relocate(instr: Instr, bind: dict[str, tuple[str, int]]) -> Instr:
-    if not isinstance(instr, DmaCopy | DmaFill):
+    if not isinstance(instr, DmaCopy | DmaFill | Gather):
         return instr
     changes = {}
-    for role in ("dst", "src"):
+    for role in ("dst", "src", "table"):
         v = getattr(instr, role, None)
         if v is not None and v.space is Space.DRAM:
             region, off = bind[v.region]

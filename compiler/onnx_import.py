@@ -1,6 +1,8 @@
 """ONNX to the compiler's IR: :func:`import_onnx`.
 
-Steps: check the opset (13 to 21); run ``onnx.shape_inference.infer_shapes(strict_mode=True, data_prop=True)``
+Steps: check the opset (any the installed onnx defines; a model below :data:`WORKING_OPSET` is converted up to it with
+``onnx.version_converter``); fix the symbolic dims the caller names (``dims``); check the model with
+``onnx.checker``; run ``onnx.shape_inference.infer_shapes(strict_mode=True, data_prop=True)``
 (where a shape stays unknown, fold the constant nodes into initializers and infer again); take initializers and
 ``Constant`` nodes as constant tensors, require a static shape for every tensor, convert attributes to plain Python
 (schema defaults filled in), fold constant subgraphs (:func:`compiler.passes.fold_constants`), then put each
@@ -10,6 +12,7 @@ for the host CPU), and check dtypes. Unless ``allow_unknown``, marked nodes are 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .builder import window_out
+from .canonical import CanonContext
 from .errors import (
     FALLBACK_HINT,
     CompileError,
@@ -28,26 +31,24 @@ from .errors import (
     UnsupportedOpsetError,
 )
 from .ir import Graph, Node, Tensor, node_prefix, short_dtype
+from .lower import REGISTRY
 from .passes.fold_constants import FOLDERS, fold_constants, fold_node, remove_dead
 
-OPSETS = (13, 21)
-"""The default-domain opsets accepted, inclusive."""
+OPSETS = (1, onnx.defs.onnx_opset_version())
+"""The default-domain opsets accepted, inclusive: every one the installed onnx defines."""
+
+WORKING_OPSET = 13
+"""Models at an older default-domain opset are converted up to this one (``onnx.version_converter``); newer ones are
+taken as they are (the canonical forms of :mod:`compiler.lower` cover opsets 13 to :data:`OPSETS`)."""
+
+DATA_DEPENDENT = frozenset({"NonZero", "NonMaxSuppression", "Unique", "Compress", "TopK", "Loop", "If", "Scan",
+                            "StringSplit", "RegexFullMatch"})
+"""Ops whose output sizes can depend on the values of their inputs (no fixed dims make them static)."""
 
 UNKNOWN_OP = "operator is not supported by the compiler"
 
 PREFOLD_ROUNDS = 8
 """At most this many rounds of folding constants and inferring shapes again before requiring static shapes."""
-
-SUPPORTED_OPS = frozenset({
-    "Conv", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Relu", "Clip", "Sigmoid", "Tanh", "Gelu", "Erf", "MaxPool",
-    "AveragePool", "GlobalAveragePool", "BatchNormalization", "Softmax", "LayerNormalization", "ReduceMean",
-    "ReduceSum", "Reshape", "Flatten", "Transpose", "Concat", "Slice", "Pad", "QuantizeLinear", "DequantizeLinear",
-    "QLinearConv", "QLinearMatMul", "Identity"})
-"""Ops the compiler takes (default ONNX domain)."""
-
-FOLD_ONLY_OPS = frozenset({"Shape", "Gather", "Unsqueeze", "Squeeze", "Cast", "Constant", "Size", "ConstantOfShape",
-                           "Range", "Expand", "Equal", "Where", "Neg", "Sqrt", "Pow", "Reciprocal"})
-"""Ops accepted only when constant folding removes them (Squeeze/Unsqueeze of activations become Reshape)."""
 
 TENSOR_DTYPES = tuple(np.dtype(d) for d in ("float32", "float16", "int8", "uint8", "int16", "int32")) + (
     np.dtype(helper.tensor_dtype_to_np_dtype(onnx.TensorProto.BFLOAT16)),)
@@ -57,16 +58,23 @@ CONST_DTYPES = TENSOR_DTYPES + (np.dtype("int64"), np.dtype("bool"))
 """Element types of constants: activations' plus int64 and bool (shapes, indices, masks)."""
 
 
-def import_onnx(model: onnx.ModelProto | str | Path, allow_unknown: bool = False) -> Graph:
+def import_onnx(model: onnx.ModelProto | str | Path, allow_unknown: bool = False,
+                dims: Mapping[str, int] | None = None) -> Graph:
     """The IR of an ONNX model (a ``ModelProto`` or a path to a ``.onnx`` file).
 
-    Raises :class:`UnsupportedOpsetError`, :class:`DynamicShapeError`, :class:`UnsupportedOpError` and
-    :class:`UnsupportedDTypeError`. With ``allow_unknown``, an op the compiler does not support (or supports but
-    not with these attributes) is kept with ``Node.unsupported`` set to the reason, for a later pass to send to the
-    host CPU; its output shapes must still be inferable.
+    ``dims`` fixes symbolic dimensions of the graph inputs by name (``{"batch": 1, "seq": 128}``): a compiled program
+    has static shapes. Raises :class:`UnsupportedOpsetError`, :class:`DynamicShapeError`,
+    :class:`UnsupportedOpError` and :class:`UnsupportedDTypeError`. With ``allow_unknown``, an op the compiler does
+    not support (or supports but not with these attributes) is kept with ``Node.unsupported`` set to the reason, for
+    a later pass to send to the host CPU; its output shapes must still be inferable.
     """
     m = _load(model)
     opset = model_opset(m)
+    if opset < WORKING_OPSET:
+        m, opset = _convert(m, opset, WORKING_OPSET), WORKING_OPSET
+    if dims:
+        m = fix_dims(m, dims)
+    _check(m)
     unknown = _unknown_ops(m)
     try:
         m = _infer(m)
@@ -106,22 +114,142 @@ def model_opset(m: onnx.ModelProto) -> int:
     return versions[0]
 
 
+def _convert(m: onnx.ModelProto, opset: int, target: int) -> onnx.ModelProto:
+    """``m`` converted from ``opset`` to ``target`` by ``onnx.version_converter``; a CompileError naming the first
+    node that does not convert (each node is tried alone) and why, when the whole model does not."""
+    from onnx import version_converter
+
+    inputs = {i.name for i in m.graph.input}
+    if m.ir_version < 4 and any(i.name not in inputs for i in m.graph.initializer):
+        m = _copy(m)   # IR 4 let initializers be constants rather than defaulted inputs; the converter's
+        m.ir_version = 4       # IR reader needs that to see them at all
+    try:
+        out = version_converter.convert_version(m, target)
+    except Exception as e:   # the converter raises RuntimeError / its own C++ errors, one type per adapter
+        raise CompileError(f"cannot convert the model from opset {opset} to {target} with onnx.version_converter: "
+                           f"{_culprit(m, opset, target) or _first_line(e)}") from None
+    # IR versions before 4 require initializers to be graph inputs; the converted opset needs a newer IR anyway
+    out.ir_version = max(out.ir_version, helper.find_min_ir_version_for([helper.make_opsetid("", target)]))
+    return out
+
+
+def _culprit(m: onnx.ModelProto, opset: int, target: int) -> str | None:
+    """'node NAME (Op): reason' of the first node whose one-node model does not convert, or None."""
+    from onnx import version_converter
+
+    for k, on in enumerate(m.graph.node):
+        g = helper.make_graph([on], "one", [helper.make_tensor_value_info(i, onnx.TensorProto.UNDEFINED, None)
+                                            for i in on.input if i],
+                              [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in on.output
+                               if o])
+        one = helper.make_model(g, opset_imports=list(m.opset_import), ir_version=m.ir_version)
+        try:
+            version_converter.convert_version(one, target)
+        except Exception as e:
+            name = on.name or f"{node_prefix(on.op_type)}_{k}"
+            return f"node {name!r} ({on.op_type}): {_first_line(e)}"
+    return None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def fix_dims(m: onnx.ModelProto, dims: Mapping[str, int]) -> onnx.ModelProto:
+    """``m`` with the symbolic dimensions named in ``dims`` set to those sizes wherever they appear in the graph's
+    inputs, outputs and value infos; CompileError for a name no graph input uses or a size below 1."""
+    used = {d.dim_param for vi in m.graph.input for d in vi.type.tensor_type.shape.dim if d.dim_param}
+    for name, size in dims.items():
+        if name not in used:
+            known = ", ".join(sorted(used)) or "none"
+            raise CompileError(f"--dim {name}={size}: no input dimension is named {name!r}; symbolic input "
+                               f"dimensions: {known}")
+        if not isinstance(size, int) or size < 1:
+            raise CompileError(f"--dim {name} must be a positive integer, not {size!r}")
+    out = onnx.ModelProto()
+    out.CopyFrom(m)
+    for vi in (*out.graph.input, *out.graph.output, *out.graph.value_info):
+        for d in vi.type.tensor_type.shape.dim:
+            if d.dim_param in dims:
+                d.dim_value = dims[d.dim_param]   # (setting the value clears the param: a oneof)
+    return out
+
+
+def _check(m: onnx.ModelProto) -> None:
+    """CompileError with ``onnx.checker``'s reason for a model ONNX itself calls invalid (graph structure, node
+    order, attributes and arities against the schemas). Graph inputs and outputs declared without a shape, which
+    the checker insists on but onnxruntime and shape inference accept, are not held against the model."""
+    io = [vi for vi in (*m.graph.input, *m.graph.output) if vi.type.HasField("tensor_type")]
+    if any(not vi.type.tensor_type.HasField("shape") for vi in io):
+        m = _copy(m)
+        for vi in (*m.graph.input, *m.graph.output):
+            if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
+                vi.type.tensor_type.shape.SetInParent()
+    try:
+        onnx.checker.check_model(m)
+    except onnx.checker.ValidationError as e:
+        # an op version ONNX has since deprecated (GroupNormalization-18) is still valid at the model's opset and
+        # onnxruntime runs it: shape inference and the lowerings check such a model further
+        if "is deprecated in domain_version" not in str(e):
+            raise CompileError(f"the model is not valid ONNX: {_first_line(e)}") from None
+    seen: set[str] = set()
+    for on in m.graph.node:   # the checker allows it, onnxruntime refuses it
+        if on.name and on.name in seen:
+            raise CompileError(f"the model is not valid ONNX: two nodes are named {on.name!r}")
+        seen.add(on.name)
+
+
+def _copy(m: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``m`` to change (the caller's model stays as it is)."""
+    out = onnx.ModelProto()
+    out.CopyFrom(m)
+    return out
+
+
 def _unknown_ops(m: onnx.ModelProto) -> list[tuple[str, str]]:
     """(node name, op) of the nodes whose op can neither run nor fold (before shapes are looked at)."""
     bad = []
     for k, on in enumerate(m.graph.node):
         default = on.domain in ("", "ai.onnx")
-        if not default or on.op_type not in SUPPORTED_OPS | FOLD_ONLY_OPS | FOLDERS.keys():
+        if not default or on.op_type not in REGISTRY.keys() | FOLDERS.keys():
             bad.append((on.name or f"{node_prefix(on.op_type)}_{k}", on.op_type if default else
                         f"{on.domain}::{on.op_type}"))
     return bad
 
 
+SAME_SHAPE = frozenset({"GroupNormalization"})
+"""Ops whose output has their first input's type and shape but which ONNX's shape inference leaves without one."""
+
+
 def _infer(m: onnx.ModelProto) -> onnx.ModelProto:
     try:
-        return onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=True)
+        m = onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=True)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as e:
         raise CompileError(f"ONNX shape inference failed: {str(e).strip()}") from None
+    filled = _same_shape(m)
+    return m if filled is None else _infer(filled)
+
+
+def _same_shape(m: onnx.ModelProto) -> onnx.ModelProto | None:
+    """``m`` with the output types of :data:`SAME_SHAPE` nodes that have none (from their input's), or None."""
+    g = m.graph
+    types = {vi.name: vi.type for vi in (*g.input, *g.value_info, *g.output)}
+
+    def known(name: str) -> bool:
+        return name in types and types[name].tensor_type.HasField("shape")
+
+    todo = {n.output[0]: types[n.input[0]] for n in g.node if n.op_type in SAME_SHAPE and n.domain in ("", "ai.onnx")
+            and known(n.input[0]) and not known(n.output[0])}
+    if not todo:
+        return None
+    filled = onnx.ModelProto()
+    filled.CopyFrom(m)
+    for o in filled.graph.output:
+        if o.name in todo:
+            o.type.CopyFrom(todo.pop(o.name))
+    filled.graph.value_info.extend(helper.make_value_info(name, tp) for name, tp in todo.items())
+    return filled
 
 
 def _static_shape(tp: onnx.TypeProto | None) -> tuple[int, ...] | None:
@@ -206,14 +334,17 @@ def _raw_graph(m: onnx.ModelProto, opset: int) -> Graph:
         if on.op_type == "Constant" and on.domain in ("", "ai.onnx"):
             tensors[on.output[0]] = _constant(on, name)
             continue
-        nodes.append(Node(name, on.op_type, tuple(on.input), tuple(on.output), _attrs(on, name, opset), on.domain))
+        nodes.append(Node(name, on.op_type, tuple(on.input), tuple(on.output), _attrs(on, name, opset), on.domain,
+                          source=on))
     inputs = tuple(i.name for i in g.input if i.name not in tensors)
     types = {vi.name: vi.type for vi in (*g.input, *g.value_info, *g.output)}
     producers = {o: n for n in nodes for o in n.outputs}
+    params = {d.dim_param for i in g.input for d in i.type.tensor_type.shape.dim if d.dim_param}
     for name in (*inputs, *(o.name for o in g.output), *(t for n in nodes for t in (*n.inputs, *n.outputs))):
         if name and name not in tensors:
-            tensors[name] = _typed(name, types.get(name), producers.get(name))
-    return Graph(g.name or "graph", inputs, tuple(o.name for o in g.output), tuple(nodes), tensors)
+            tensors[name] = _typed(name, types.get(name), producers.get(name), params)
+    opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in m.opset_import}
+    return Graph(g.name or "graph", inputs, tuple(o.name for o in g.output), tuple(nodes), tensors, opsets)
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -222,8 +353,9 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _typed(name: str, tp: onnx.TypeProto | None, producer: Node | None) -> Tensor:
-    """The tensor ``name`` from its inferred type; DynamicShapeError unless its shape is fully static."""
+def _typed(name: str, tp: onnx.TypeProto | None, producer: Node | None, params: set[str] = frozenset()) -> Tensor:
+    """The tensor ``name`` from its inferred type; DynamicShapeError unless its shape is fully static (``params``:
+    the symbolic dims of the graph inputs, which the caller can fix)."""
     node, op = (producer.name, producer.qualified_op) if producer else (None, None)
     what = "" if producer else "(a graph input) "
     if tp is None or not tp.HasField("tensor_type"):
@@ -242,7 +374,13 @@ def _typed(name: str, tp: onnx.TypeProto | None, producer: Node | None) -> Tenso
         text = "(" + ", ".join(str(e.dim_value) if e.HasField("dim_value") else e.dim_param or "?"
                                for e in tt.shape.dim) + ")"
         kind = f"symbolic dim {i} ({d.dim_param!r})" if d.dim_param else f"unknown dim {i}"
-        raise DynamicShapeError(name, f"{what}has {kind} in shape {text}", node, op)
+        if producer is not None and producer.op in DATA_DEPENDENT:
+            raise DynamicShapeError(name, f"has {kind} in shape {text}: its size depends on the values of the data "
+                                    f"({producer.op}), which a program with static shapes cannot have", node, op,
+                                    fix="")
+        fix = f"; fix it with --dim {d.dim_param}=SIZE (Python: dims={{{d.dim_param!r}: SIZE}})" \
+            if d.dim_param in params else ""
+        raise DynamicShapeError(name, f"{what}has {kind} in shape {text}", node, op, fix=fix)
     if tt.elem_type == onnx.TensorProto.UNDEFINED:
         raise DynamicShapeError(name, f"{what}has no inferred element type", node, op)
     return Tensor(name, tuple(dims), np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type)))
@@ -295,212 +433,18 @@ def _attrs(on: onnx.NodeProto, name: str, opset: int) -> dict[str, Any]:
 
 # -- canonical form ------------------------------------------------------------------------------------------------
 
-class _Ctx:
-    """What the canonicalisers see: the graph's tensors (to which they may add constants) and its uses."""
-
-    def __init__(self, graph: Graph):
-        self.graph, self.tensors = graph, dict(graph.tensors)
-
-    def shape(self, name: str) -> tuple[int, ...]:
-        return self.tensors[name].shape
-
-    def const(self, node: Node, index: int, what: str) -> np.ndarray | None:
-        """The constant value of input ``index`` (None if absent); UnsupportedOpError if it is not constant."""
-        if index >= len(node.inputs) or not node.inputs[index]:
-            return None
-        t = self.tensors[node.inputs[index]]
-        if not t.is_const:
-            raise UnsupportedOpError(node.name, node.op, f"input {index} ({what}, {t.name!r}) must be a constant "
-                                     f"(it does not fold to one)")
-        return t.data
-
-    def add_const(self, name: str, value: np.ndarray) -> str:
-        while name in self.tensors:
-            name += "_"
-        self.tensors[name] = Tensor.const(name, value)
-        return name
-
-    def drop_extra_outputs(self, node: Node, what: str) -> tuple[str, ...]:
-        """``node``'s first output alone; UnsupportedOpError if another output is used."""
-        for o in node.outputs[1:]:
-            if o and (self.graph.consumers(o) or o in self.graph.outputs):
-                raise UnsupportedOpError(node.name, node.op, f"only the first output is supported; {what} "
-                                         f"({o!r}) is used")
-        return node.outputs[:1]
-
-
-def _axis(node: Node, axis: int, rank: int, inclusive: bool = False) -> int:
-    hi = rank + 1 if inclusive else rank
-    if not -hi <= axis < hi:
-        raise UnsupportedOpError(node.name, node.op, f"axis {axis} is out of range for rank {rank}")
-    return axis + rank if axis < 0 else axis
-
-
-def _window(node: Node, ctx: _Ctx, kernel: tuple[int, ...] | None) -> dict[str, Any]:
-    """kernel_shape, strides, pads, dilations of a conv or pool, with auto_pad resolved (VALID) or refused."""
-    a, k = node.attrs, len(ctx.shape(node.inputs[0])) - 2
-    auto = a.get("auto_pad", "NOTSET")
-    if auto in ("SAME_UPPER", "SAME_LOWER"):
-        raise UnsupportedOpError(node.name, node.op, f"attribute auto_pad={auto!r} is not supported; use explicit "
-                                 f"pads")
-    if auto not in ("NOTSET", "VALID"):
-        raise UnsupportedOpError(node.name, node.op, f"attribute auto_pad={auto!r} is not valid")
-    return {"kernel_shape": tuple(a.get("kernel_shape") or kernel), "strides": tuple(a.get("strides") or (1,) * k),
-            "pads": (0,) * 2 * k if auto == "VALID" else tuple(a.get("pads") or (0,) * 2 * k),
-            "dilations": tuple(a.get("dilations") or (1,) * k)}
-
-
-def _conv(w_index: int):
-    def canon(node: Node, ctx: _Ctx) -> Node:
-        attrs = _window(node, ctx, ctx.shape(node.inputs[w_index])[2:])
-        return replace(node, attrs={**attrs, "group": int(node.attrs.get("group", 1))})
-    return canon
-
-
-def _pool_attrs(node: Node, ctx: _Ctx) -> dict[str, Any]:
-    """A pool's window attributes and ceil_mode; refuses ceil_mode pools whose size ONNX and onnxruntime differ on."""
-    attrs = {**_window(node, ctx, None), "ceil_mode": int(node.attrs.get("ceil_mode", 0))}
-    sx, sy, k = ctx.shape(node.inputs[0]), ctx.shape(node.outputs[0]), len(attrs["kernel_shape"])
-    for i in range(k) if attrs["ceil_mode"] else ():
-        ours = window_out(sx[2 + i], attrs["kernel_shape"][i], attrs["strides"][i], attrs["pads"][i],
-                          attrs["pads"][k + i], attrs["dilations"][i], True)
-        if ours != sy[2 + i]:
-            raise UnsupportedOpError(node.name, node.op, f"ceil_mode=1 makes the last window of spatial dim {i} "
-                                     f"start in the end padding: ONNX shape inference gives {sy[2 + i]} outputs, "
-                                     f"onnxruntime and PyTorch {ours}; use ceil_mode=0 and explicit pads")
-    return attrs
-
-
-def _maxpool(node: Node, ctx: _Ctx) -> Node:
-    attrs = {**_pool_attrs(node, ctx), "storage_order": int(node.attrs.get("storage_order", 0))}
-    return replace(node, attrs=attrs, outputs=ctx.drop_extra_outputs(node, "the Indices output"))
-
-
-def _avgpool(node: Node, ctx: _Ctx) -> Node:
-    attrs = {**_pool_attrs(node, ctx), "count_include_pad": int(node.attrs.get("count_include_pad", 0))}
-    return replace(node, attrs=attrs)
-
-
-def _batchnorm(node: Node, ctx: _Ctx) -> Node:
-    if node.attrs.get("training_mode", 0):
-        raise UnsupportedOpError(node.name, node.op, "training_mode=1 is not supported; export for inference")
-    return replace(node, attrs={"epsilon": float(node.attrs.get("epsilon", 1e-5)),
-                                "momentum": float(node.attrs.get("momentum", 0.9))},
-                   outputs=ctx.drop_extra_outputs(node, "a training output"))
-
-
-def _gemm(node: Node, ctx: _Ctx) -> Node:
-    a = node.attrs
-    return replace(node, attrs={"alpha": float(a.get("alpha", 1.0)), "beta": float(a.get("beta", 1.0)),
-                                "transA": int(a.get("transA", 0)), "transB": int(a.get("transB", 0))})
-
-
-def _axis_attr(default: int, inclusive: bool = False):
-    def canon(node: Node, ctx: _Ctx) -> Node:
-        rank = len(ctx.shape(node.inputs[0]))
-        return replace(node, attrs={"axis": _axis(node, int(node.attrs.get("axis", default)), rank, inclusive)})
-    return canon
-
-
-def _layernorm(node: Node, ctx: _Ctx) -> Node:
-    a, rank = node.attrs, len(ctx.shape(node.inputs[0]))
-    return replace(node, attrs={"axis": _axis(node, int(a.get("axis", -1)), rank),
-                                "epsilon": float(a.get("epsilon", 1e-5)), "stash_type": int(a.get("stash_type", 1))},
-                   outputs=ctx.drop_extra_outputs(node, "the Mean/InvStdDev output"))
-
-
-def _reduce(node: Node, ctx: _Ctx) -> Node:
-    a, rank = node.attrs, len(ctx.shape(node.inputs[0]))
-    axes = a.get("axes")
-    if axes is None:
-        value = ctx.const(node, 1, "axes")
-        axes = () if value is None else tuple(value.tolist())
-    if not axes:
-        if a.get("noop_with_empty_axes", 0):
-            return replace(node, op="Identity", inputs=node.inputs[:1], attrs={})
-        axes = tuple(range(rank))
-    axes = tuple(sorted({_axis(node, int(x), rank) for x in axes}))
-    return replace(node, inputs=node.inputs[:1], attrs={"axes": axes, "keepdims": int(a.get("keepdims", 1))})
-
-
-def _reshape(node: Node, ctx: _Ctx) -> Node:
-    ctx.const(node, 1, "shape")
-    return replace(node, attrs={"allowzero": int(node.attrs.get("allowzero", 0))})
-
-
-def _transpose(node: Node, ctx: _Ctx) -> Node:
-    rank = len(ctx.shape(node.inputs[0]))
-    return replace(node, attrs={"perm": tuple(node.attrs.get("perm") or range(rank - 1, -1, -1))})
-
-
-def _const_inputs(*what: str):
-    """Canonicaliser for ops whose inputs after the first must be constants (attributes kept as they are)."""
-    def canon(node: Node, ctx: _Ctx) -> Node:
-        for i, w in enumerate(what, 1):
-            ctx.const(node, i, w)
-        return node
-    return canon
-
-
-def _pad(node: Node, ctx: _Ctx) -> Node:
-    pads = ctx.const(node, 1, "pads")
-    ctx.const(node, 2, "constant_value")
-    axes = ctx.const(node, 3, "axes")
-    mode = node.attrs.get("mode", "constant")
-    inputs = node.inputs[:3]
-    if axes is not None:  # opset 18: pads for the listed axes only
-        rank = len(ctx.shape(node.inputs[0]))
-        full = np.zeros(2 * rank, np.int64)
-        for j, ax in enumerate(_axis(node, int(x), rank) for x in axes.tolist()):
-            full[ax], full[rank + ax] = pads[j], pads[len(axes) + j]
-        inputs = (inputs[0], ctx.add_const(f"{node.name}_pads", full)) + inputs[2:]
-    return replace(node, inputs=tuple(inputs), attrs={"mode": mode})
-
-
-def _qdq(node: Node, ctx: _Ctx) -> Node:
-    if node.attrs.get("block_size", 0):
-        raise UnsupportedOpError(node.name, node.op, "blocked quantization (block_size != 0) is not supported")
-    rank = max(len(ctx.shape(node.inputs[0])), 1)
-    return replace(node, attrs={"axis": int(node.attrs.get("axis", 1)) % rank})
-
-
-def _no_attrs(node: Node, ctx: _Ctx) -> Node:
-    return node
-
-
-CANONICAL = {
-    "Conv": _conv(1), "QLinearConv": _conv(3), "MaxPool": _maxpool, "AveragePool": _avgpool,
-    "BatchNormalization": _batchnorm, "Gemm": _gemm, "Softmax": _axis_attr(-1), "Concat": _axis_attr(0),
-    "Flatten": _axis_attr(1, inclusive=True), "LayerNormalization": _layernorm, "ReduceMean": _reduce,
-    "ReduceSum": _reduce, "Reshape": _reshape, "Transpose": _transpose,
-    "Slice": _const_inputs("starts", "ends", "axes", "steps"), "Clip": _const_inputs("min", "max"), "Pad": _pad,
-    "QuantizeLinear": _qdq, "DequantizeLinear": _qdq,
-    "Gelu": lambda n, c: replace(n, attrs={"approximate": n.attrs.get("approximate", "none")}),
-}
-"""Per-op canonicalisers ``fn(node, ctx) -> node``; ops not listed have no attributes to normalise."""
-
-
-def _canonical_node(node: Node, ctx: _Ctx) -> Node:
+def _canonical_node(node: Node, ctx: CanonContext) -> Node:
     if node.domain not in ("", "ai.onnx"):
         raise UnsupportedOpError(node.name, node.qualified_op, UNKNOWN_OP)
-    if node.op in ("Squeeze", "Unsqueeze"):  # of an activation: a reshape to the inferred shape
-        target = np.asarray(ctx.shape(node.outputs[0]), np.int64)
-        return Node(node.name, "Reshape", (node.inputs[0], ctx.add_const(f"{node.name}_shape", target)),
-                    node.outputs, {"allowzero": 0})
-    if node.op == "Cast" and ctx.tensors[node.inputs[0]].dtype == ctx.tensors[node.outputs[0]].dtype:
-        return Node(node.name, "Identity", node.inputs[:1], node.outputs)
-    if node.op in FOLD_ONLY_OPS:
-        inputs = [i for i in node.present_inputs if not ctx.tensors[i].is_const]
-        why = f"input {inputs[0]!r} is not constant" if inputs else "it could not be evaluated"
-        raise UnsupportedOpError(node.name, node.op, f"supported only when it folds to a constant, and {why}")
-    if node.op not in SUPPORTED_OPS:
+    spec = REGISTRY.get(node.op)
+    if spec is None:
         raise UnsupportedOpError(node.name, node.op, UNKNOWN_OP)
-    return CANONICAL.get(node.op, _no_attrs)(node, ctx)
+    return spec.canonical(node, ctx)
 
 
 def _canonical(graph: Graph) -> Graph:
     """Nodes in the compiler's canonical forms; a node it cannot take keeps ``unsupported`` = the reason."""
-    ctx = _Ctx(graph)
+    ctx = CanonContext(graph)
     nodes = []
     for node in graph.nodes:
         try:

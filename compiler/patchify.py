@@ -11,13 +11,13 @@ and ``conv(X, W) = P @ B`` with B the OIHW weights reshaped to ``[R*S*C][K]`` in
 GEMM's ``[N*OH*OW][K]`` result is the NHWC output. Two ways to run it:
 
 - :func:`patch_matrix` materializes P (one 5-D DMA copy per tile: dims b, oh, ow, kh, (kw, c), staged through SPM by
-  :func:`compiler.layout_ops.staged_copy`) and :func:`compiler.gemm.tiled_gemm` multiplies it;
+  :func:`compiler.staged_copy.staged_copy`) and :func:`compiler.gemm.tiled_gemm` multiplies it;
 - :func:`patch_gemm` is tiled_gemm with its A loads rewritten to read those views of X directly (a few 4-D copies
   per A tile where it starts or ends mid output row or mid kernel row), so P never goes through DRAM.
 
-:func:`lower_patchify` takes the one whose DMA work is smaller (:func:`dma_estimate`; the fused one unless B is
-re-read for many column tiles), folds the bias into the GEMM (a ones column of P, the bias as the last row of B) and
-stores B in the order its loads read it (:func:`pack_b_loads`).
+:func:`compiler.lower.conv.lower_patchify` takes the one whose DMA work is smaller (:func:`dma_estimate`; the fused
+one unless B is re-read for many column tiles), folds the bias into the GEMM (a ones column of P, the bias as the last
+row of B) and stores B in the order its loads read it (:func:`pack_b_loads`).
 """
 
 from __future__ import annotations
@@ -32,33 +32,34 @@ from isa.view import MAX_EXTENT
 
 from .conv import ConvShape
 from .errors import CompileError
-from .gemm import tiled_gemm
-from .layout_ops import Box, Operand, staged_copy
-from .steps import activation_step, bias_step
+from .gemm import GemmTiling, tiled_gemm
+from .staged_copy import Box, Operand, staged_copy
+from .target import Target
 
 F32 = DType.F32
 
 
 def is_patchify(node, graph) -> bool:
-    """Whether ``node`` is a 2-D Conv this module lowers: square kernel > 1 with stride equal to it, no padding,
-    no dilation, one group, constant weights."""
+    """Whether ``node`` is a 2-D Conv this module lowers: a kernel larger than 1x1 with strides equal to it, no
+    padding, no dilation, one group, constant weights."""
     if node.op != "Conv" or len(node.present_inputs) < 2 or not graph.is_const(node.inputs[1]):
         return False
     if len(graph.tensor(node.inputs[0]).shape) != 4:
         return False
     a = node.attrs
     k = tuple(a.get("kernel_shape") or graph.tensor(node.inputs[1]).shape[2:])
-    return (len(k) == 2 and k[0] == k[1] > 1 and tuple(a.get("strides", (1, 1))) == k
+    return (len(k) == 2 and k[0] * k[1] > 1 and tuple(a.get("strides", (1, 1))) == k
             and not any(a.get("pads", (0,) * 4)) and all(d == 1 for d in a.get("dilations", (1, 1)))
             and a.get("group", 1) == 1)
 
 
 def _check(cs: ConvShape) -> None:
-    if not (cs.R == cs.S == cs.stride and cs.pad == 0 and cs.dilation == 1 and cs.groups == 1):
+    if not (cs.stride == (cs.R, cs.S) and not any(cs.pad) and cs.dilation == (1, 1) and cs.groups == 1):
         raise CompileError(f"patch lowering needs stride == kernel size, no padding/dilation and one group, not {cs}")
 
 
-def patch_matrix(cs: ConvShape, dtype: DType, spm: int, ones: bool = False, tile_bytes: int | None = None) -> Program:
+def patch_matrix(cs: ConvShape, dtype: DType, target: Target, ones: bool = False,
+                 tile_bytes: int | None = None) -> Program:
     """The program writing region P (row-major ``[N*OH*OW][R*S*C]``, patch order (kh, kw, c)) from region X (NHWC).
 
     ``ones`` appends a column of 1.0 (P is then ``[N*OH*OW][R*S*C + 1]``), so a GEMM with the bias as the last row
@@ -74,7 +75,7 @@ def patch_matrix(cs: ConvShape, dtype: DType, spm: int, ones: bool = False, tile
     es = dtype.size
     regions = (Region("X", 0, N * H * W * C * es), Region("P", 1, N * OH * OW * row * es))
     kw = {} if tile_bytes is None else {"tile_bytes": tile_bytes}
-    return staged_copy(boxes, dtype, regions, spm, **kw)
+    return staged_copy(boxes, dtype, regions, target, **kw)
 
 
 def _runs(first: int, count: int, period: int) -> list[tuple[int, int, int, int, int]]:
@@ -128,14 +129,14 @@ def _patch_load(load: DmaCopy, cs: ConvShape, K: int, ones: bool) -> list:
     return out
 
 
-def patch_gemm(cs: ConvShape, dtype: DType, rows: int, cols: int, spm: int, acc: int, ones: bool = False,
-               **gemm_kw) -> Program:
+def patch_gemm(cs: ConvShape, dtype: DType, target: Target, ones: bool = False,
+               tiling: GemmTiling | None = None) -> Program:
     """im2col fused into the GEMM: :func:`compiler.gemm.tiled_gemm` for ``P @ B`` whose A loads read the patches
     straight from X (NHWC) instead of a materialized P. Regions X, B (``[R*S*C (+1)][K]``), C (NHWC output, f32).
     ``ones``: P gets a ones column (B's last row is the bias)."""
     _check(cs)
     M, K = cs.N * cs.OH * cs.OW, cs.R * cs.S * cs.C + ones
-    prog = tiled_gemm(M, cs.K, K, dtype, rows, cols, spm, acc, **gemm_kw)
+    prog = tiled_gemm(M, cs.K, K, dtype, target, tiling)
     instrs = []
     for i in prog.instrs:
         if isinstance(i, DmaCopy) and i.src.space is Space.DRAM and i.src.region == "A":
@@ -191,49 +192,3 @@ def dma_estimate(programs: list[Program], arch) -> int:
     """Cycles the DMA instructions of ``programs`` take in isolation, summed: the im2col and the GEMM are bound by
     the DRAM bus, which serves one window at a time, so this ranks the two lowerings."""
     return sum(instr_cost(i, arch).cycles for p in programs for i in p.instrs if isinstance(i, DmaCopy | DmaFill))
-
-
-def lower_patchify(low, n, *, fuse: bool | None = None, fold_bias: bool = True) -> None:
-    """Lower a Conv accepted by :func:`is_patchify` (LOWER signature); the output is bound nhwc, f32.
-
-    ``fuse=None`` picks, by :func:`dma_estimate`, between the fused :func:`patch_gemm` (one segment ``<name>``)
-    and :func:`patch_matrix` (segment ``<name>.im2col``) + :func:`compiler.gemm.tiled_gemm` (``<name>``).
-    ``fold_bias``: the bias rides in the GEMM as a ones column of P and a last row of B; otherwise it is a vector
-    add segment ``<name>.bias`` as for other convolutions."""
-    a = n.attrs
-    x = low.want(n.inputs[0], "nhwc")
-    w = low.data(n.inputs[1]).astype(np.float32)
-    K, C, R, S = w.shape
-    N, _, H, W = x.shape
-    cs = ConvShape(N, C, H, W, K, R, S, a["strides"][0], 0, 1, 1)
-    bias = low.data(n.inputs[2]).astype(np.float32) if len(n.present_inputs) > 2 else None
-    ones = bias is not None and fold_bias
-    M, kp = N * cs.OH * cs.OW, R * S * C + ones
-    arch = low.arch
-    mx = arch.matrix
-    hw = (mx.rows, mx.cols, arch.spm.size, arch.acc.size)
-    gemm_kw = {"max_rows": mx.max_rows, "dataflow": mx.dataflow, "bank_width": arch.spm.bank_width}
-    b = patch_weights(w)
-    b = np.concatenate([b, bias[None, :]]) if ones else b
-    fused = None
-    if fuse is not False:
-        try:
-            fused = pack_b_loads(patch_gemm(cs, F32, *hw, ones=ones, **gemm_kw), b)
-        except CompileError:
-            if fuse:
-                raise
-    split = (patch_matrix(cs, F32, arch.spm.size, ones=ones), *pack_b_loads(tiled_gemm(M, K, kp, F32, *hw, **gemm_kw),
-                                                                             b)) if fuse is not True else None
-    if fused is None or split is not None and dma_estimate(list(split[:2]), arch) < dma_estimate([fused[0]], arch):
-        p = low.alloc((M, kp), "rm")
-        low.emit(n, split[0], {"X": ("ACT", x.offset), "P": ("ACT", p.offset)}, suffix=".im2col")
-        prog, packed, a_loc = split[1], split[2], {"A": ("ACT", p.offset)}
-    else:
-        (prog, packed), a_loc = fused, {"X": ("ACT", x.offset)}
-    y = low.alloc((N, K, cs.OH, cs.OW), "nhwc")
-    low.emit(n, prog, {**a_loc, "B": ("W", low.const(packed)), "C": ("ACT", y.offset)}, M * K * kp)
-    if bias is not None and not ones:
-        y = bias_step(low, n, y, bias)
-    if a.get("activation"):   # set by compiler.passes.fuse
-        y = activation_step(low, n, y, a["activation"])
-    low.bind[n.outputs[0]] = y

@@ -3,6 +3,9 @@
 Each stage hands buffers to the next through a pair of semaphores (``*_full`` producer -> consumer, ``*_empty``
 back, initial count = ring depth 2), so a step's loads run while the previous step computes and the one before
 stores, with no software pipelining in program order. Callers pick ring slot ``step % 2`` for their buffers.
+
+A step may have no stores (a reduction accumulating several input tiles on chip before one output tile is stored):
+its compute then takes no output buffer, and output buffers are counted apart (``out_slot``).
 """
 
 from __future__ import annotations
@@ -41,20 +44,30 @@ class RingPipeline:
     def __init__(self) -> None:
         self.instrs: list[Instr] = []
         self.steps = 0
+        self.out_steps = 0
 
     @property
     def slot(self) -> int:
         """The ring slot (0 or 1) of the next step."""
         return self.steps % 2
 
+    @property
+    def out_slot(self) -> int:
+        """The output ring slot (0 or 1) of the next step that stores (the same as ``slot`` while every step
+        stores)."""
+        return self.out_steps % 2
+
     def step(self, loads: list[Instr], compute: list[Instr], stores: list[Instr]) -> None:
         loads, compute, stores = list(loads), list(compute), list(stores)
+        out = ("out_empty",) if stores else ()
         loads[0] = with_sync(loads[0], waits=("in_empty",))
         loads[-1] = with_sync(loads[-1], signals=("in_full",))
-        compute[0] = with_sync(compute[0], waits=("in_full", "out_empty"))
-        compute[-1] = with_sync(compute[-1], signals=("in_empty", "out_full"))
-        stores[0] = with_sync(stores[0], waits=("out_full",))
-        stores[-1] = with_sync(stores[-1], signals=("out_empty",))
+        compute[0] = with_sync(compute[0], waits=("in_full", *out))
+        compute[-1] = with_sync(compute[-1], signals=("in_empty", *("out_full",)[:len(out)]))
+        if stores:
+            stores[0] = with_sync(stores[0], waits=("out_full",))
+            stores[-1] = with_sync(stores[-1], signals=("out_empty",))
+            self.out_steps += 1
         self.instrs += loads + compute + stores
         self.steps += 1
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.gemm import gemm_inputs, gemm_reference, gemm_tolerance, tiled_gemm
+from compiler.target import Target
 from isa import DType
 from isa.arch import load_arch, preset_names
 from isa.dtypes import to_compute
@@ -19,8 +20,7 @@ def main(M: int = 200, N: int = 160, K: int = 300) -> None:
     for name in preset_names():
         arch = load_arch(name)
         for dtype in (DType.I8, DType.F16):
-            program = tiled_gemm(M, N, K, dtype, arch.matrix.rows, arch.matrix.cols, arch.spm.size, arch.acc.size,
-                                 max_rows=arch.matrix.max_rows)
+            program = tiled_gemm(M, N, K, dtype, Target.of(arch))
             inputs = gemm_inputs(M, N, K, dtype)
             res = simulate(program, arch, inputs)
             ser = simulate(program, arch, inputs, serial=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from compiler.gemm import GemmTiling, gemm_inputs, gemm_reference, tiled_gemm
+from compiler.target import Target
 from isa import DType
 from isa.arch import load_arch
 from isa.files import write_program
@@ -33,8 +34,7 @@ def main() -> None:
     ap.add_argument("-o", "--output", default="examples/gemm")
     args = ap.parse_args()
     arch, dtype = load_arch(args.arch), DType.from_text(args.dtype)
-    program = tiled_gemm(args.M, args.N, args.K, dtype, arch.matrix.rows, arch.matrix.cols, arch.spm.size,
-                         arch.acc.size, GemmTiling(*args.tile) if args.tile else None, arch.matrix.max_rows)
+    program = tiled_gemm(args.M, args.N, args.K, dtype, Target.of(arch), GemmTiling(*args.tile) if args.tile else None)
     inputs = gemm_inputs(args.M, args.N, args.K, dtype, args.seed)
     out = Path(args.output)
     write_program(program, out.with_suffix(".s"))

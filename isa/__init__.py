@@ -19,6 +19,7 @@ from .instructions import (
     BinOp,
     DmaCopy,
     DmaFill,
+    Gather,
     Halt,
     HostCall,
     Instr,
@@ -39,8 +40,8 @@ from .view import View
 
 __all__ = [
     "Act", "ArchError", "AsmSyntaxError", "Barrier", "BinOp", "DType", "DeadlockError", "DmaCopy", "DmaFill",
-    "EncodingError", "Halt", "HostCall", "INT_RANGE", "InputError", "Instr", "IsaError", "LimitError", "MatMul",
-    "NpuSimError", "Opcode", "Pad", "Program", "ProgramConfig", "Queue", "Reduce", "Region", "SemDecl", "SemOp",
-    "SimulationError", "Space", "Sync", "UNIT_QUEUES", "VecBinary", "VecConvert", "VecRequant", "VecUnary",
+    "EncodingError", "Gather", "Halt", "HostCall", "INT_RANGE", "InputError", "Instr", "IsaError", "LimitError",
+    "MatMul", "NpuSimError", "Opcode", "Pad", "Program", "ProgramConfig", "Queue", "Reduce", "Region", "SemDecl",
+    "SemOp", "SimulationError", "Space", "Sync", "UNIT_QUEUES", "VecBinary", "VecConvert", "VecRequant", "VecUnary",
     "VerifyError", "View", "reduction_dims",
 ]

@@ -17,6 +17,7 @@ from typing import Any
 
 from .errors import ArchError
 from .files import decode_utf8
+from .techtable import load_table, table_names
 
 DATAFLOWS = ("ws", "os", "is")
 DRAM_MODELS = ("rowbuffer", "bandwidth")
@@ -103,6 +104,14 @@ RATE_MIN = 0.001
 """Least throughput or clock: a slower one makes cycle counts overflow."""
 
 
+def _table(name: str, v: Any) -> None:
+    _text(name, v)
+    load_table(v)   # an ArchError saying what is wrong with the table
+
+
+_table.allowed = "bundled name or TOML path"
+
+
 def spec(default: Any, check, doc: str, unit: str = ""):
     """A validated Arch field with its documentation and unit (used by docs and error messages); ``check(name,
     value)`` raises ArchError, and its ``allowed`` attribute (if any) says what it allows for the docs."""
@@ -151,6 +160,8 @@ class VectorUnit(_Section):
     mul_interval: int = spec(1, _INTERVAL, "initiation interval of the mul class (mul/shifts/cvt/rq)", "cycles/vector")
     special_interval: int = spec(4, _INTERVAL, "initiation interval of the special class (div/exp/log/recip/sqrt/"
                                  "rsqrt/sigmoid/tanh/gelu/erf)", "cycles/vector")
+    gather_rows: int = spec(1, _int(hi=4096), "table rows vpu.gather reads per cycle (G; above 1 assumes a "
+                            "conflict-free crossbar)", "rows/cycle")
 
 
 @dataclass(frozen=True)
@@ -188,6 +199,8 @@ class Dma(_Section):
     setup_latency: int = spec(8, _CYCLES, "descriptor processing before the first request", "cycles")
     burst_bytes: int = spec(64, _int(pow2=True, hi=65536), "largest DRAM request; requests are aligned to it", "bytes")
     outstanding: int = spec(8, _int(hi=4096), "DRAM requests one channel keeps in flight", "requests")
+    gather_issue: int = spec(1, _INTERVAL, "dma.ld.gather: cycles to fetch one index and issue its row",
+                             "cycles/index")
 
 
 @dataclass(frozen=True)
@@ -234,13 +247,31 @@ class Host(_Section):
     ops_per_cycle: float = spec(4.0, _RATE, "host scalar operations per NPU cycle", "ops/cycle")
 
 
+@dataclass(frozen=True)
+class Energy(_Section):
+    """Which technology table prices the run's actions and parts (docs/energy.md); it changes no cycle."""
+
+    _name = "energy"
+    table: str = spec("45nm", _table, "technology table of energy per action and area per part: a bundled one (45nm, "
+                      "7nm) or a TOML file path")
+    dram: str = spec("lpddr4", _text, "DRAM type, priced by the table's [dram_pj_per_bit] (lpddr4, lpddr5, ddr4, "
+                     "ddr5, hbm2, hbm2e, hbm3 in the bundled tables)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        kinds = load_table(self.table).dram_types
+        if self.dram not in kinds:
+            raise ArchError(f"energy.dram must be one of table {self.table}'s DRAM types {', '.join(kinds)}, "
+                            f"not {self.dram!r}")
+
+
 SECTIONS = {"matrix": MatrixUnit, "vector": VectorUnit, "spm": Memory, "acc": Accumulator, "dma": Dma, "dram": Dram,
-            "clock": Clock, "queues": Queues, "host": Host}
+            "clock": Clock, "queues": Queues, "host": Host, "energy": Energy}
 
 
 @dataclass(frozen=True)
 class Arch:
-    """A whole NPU. Sections: matrix, vector, spm, acc, dma, dram, clock, queues, host."""
+    """A whole NPU. Sections: matrix, vector, spm, acc, dma, dram, clock, queues, host, energy."""
 
     name: str = "custom"
     description: str = ""
@@ -253,6 +284,7 @@ class Arch:
     clock: Clock = field(default_factory=Clock)
     queues: Queues = field(default_factory=Queues)
     host: Host = field(default_factory=Host)
+    energy: Energy = field(default_factory=Energy)
 
     def __post_init__(self) -> None:
         _text("name", self.name)
@@ -327,12 +359,14 @@ class Arch:
         return "\n".join(lines) + "\n"
 
     @classmethod
-    def from_toml(cls, text: str, source: str = "arch.toml") -> Arch:
+    def from_toml(cls, text: str, source: str = "arch.toml", folder: Path | None = None) -> Arch:
+        """Parse an Arch file; ``folder``: where the file is (a relative ``energy.table`` path is taken from there
+        when the table is there)."""
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as e:
             raise ArchError(f"{source}: not valid TOML: {e}") from None
-        return cls.from_dict(data, source)
+        return cls.from_dict(data if folder is None else _table_beside(data, folder), source)
 
     def with_overrides(self, overrides: list[str] | tuple[str, ...]) -> Arch:
         """Apply ``section.field=value`` strings, e.g. ``matrix.rows=32``; values parse by the field's type.
@@ -341,17 +375,7 @@ class Arch:
         """
         sections: dict[str, Any] = {}
         for item in overrides:
-            key, sep, text = item.partition("=")
-            sec, dot, name = key.strip().partition(".")
-            if not sep or not dot:
-                raise ArchError(f"override must look like section.field=value, not {item!r}")
-            if sec not in SECTIONS:
-                raise ArchError(f"unknown Arch section {sec!r} in override {item!r}{_suggest(sec, SECTIONS)}")
-            klass = SECTIONS[sec]
-            names = {f.name for f in fields(klass)}
-            if name not in names:
-                raise ArchError(f"unknown Arch field '{sec}.{name}'{_suggest(name, names, sec + '.')}")
-            value = _parse_text(klass, name, text.strip(), f"{sec}.{name}")
+            sec, name, value = parse_override(item, check=False)
             sections[sec] = dataclasses.replace(sections.get(sec, getattr(self, sec)), **{name: value})
         return dataclasses.replace(self, **sections) if sections else self
 
@@ -376,6 +400,28 @@ def _require_all(data: dict[str, Any], source: str) -> None:
     shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
     raise ArchError(f"{source} lacks {shown}: give every field, or name a preset to take the others from ({example}; "
                     f"presets: {', '.join(names)})")
+
+
+def parse_override(item: str, check: bool = True) -> tuple[str, str, Any]:
+    """``section.field=value`` as (section, field, value parsed by the field's type), e.g. ``("matrix", "rows", 32)``.
+
+    check: also run the field's own check (range, choices); checks across fields need a whole Arch
+    (:meth:`Arch.with_overrides`). Raises ArchError naming the unknown section or field, or the bad value.
+    """
+    key, sep, text = item.partition("=")
+    sec, dot, name = key.strip().partition(".")
+    if not sep or not dot:
+        raise ArchError(f"override must look like section.field=value, not {item!r}")
+    if sec not in SECTIONS:
+        raise ArchError(f"unknown Arch section {sec!r} in override {item!r}{_suggest(sec, SECTIONS)}")
+    klass = SECTIONS[sec]
+    meta = {f.name: f.metadata for f in fields(klass)}
+    if name not in meta:
+        raise ArchError(f"unknown Arch field '{sec}.{name}'{_suggest(name, meta, sec + '.')}")
+    value = _parse_text(klass, name, text.strip(), f"{sec}.{name}")
+    if check:
+        meta[name]["check"](f"{sec}.{name}", value)
+    return sec, name, value
 
 
 def _plain(v: Any) -> Any:
@@ -437,6 +483,16 @@ def preset_names() -> list[str]:
                   if p.name.endswith(".toml"))
 
 
+def _table_beside(data: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """An Arch file's relative ``energy.table`` path names a file beside the Arch file (when there is one there)."""
+    energy = data.get("energy")
+    table = energy.get("table") if isinstance(energy, dict) else None
+    if not isinstance(table, str) or table in table_names() or Path(table).is_absolute() \
+            or not (folder / table).is_file():
+        return data
+    return data | {"energy": energy | {"table": str(folder / table)}}
+
+
 def load_arch(spec_: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Arch:
     """A preset name or a TOML file path (UTF-8 text), then overrides."""
     name = str(spec_)
@@ -446,7 +502,7 @@ def load_arch(spec_: str | Path, overrides: list[str] | tuple[str, ...] = ()) ->
     elif Path(name).is_file():
         text = decode_utf8(Path(name).read_bytes(), name,
                            lambda msg, line, col: ArchError(f"{name}:{line}:{col}: {msg}"))
-        arch = Arch.from_toml(text, name)
+        arch = Arch.from_toml(text, name, Path(name).parent)
     else:
         raise ArchError(f"--arch must be a preset ({', '.join(preset_names())}) or a TOML file, not {name!r}")
     return arch.with_overrides(overrides)

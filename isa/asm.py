@@ -31,6 +31,7 @@ from .instructions import (
     BinOp,
     DmaCopy,
     DmaFill,
+    Gather,
     Halt,
     HostCall,
     Instr,
@@ -58,8 +59,8 @@ _ARITH = MappingProxyType({"+": operator.add, "-": operator.sub, "*": operator.m
 
 _MNEMONIC_ATTRS: Mapping[type, tuple[str, ...]] = MappingProxyType({
     DmaCopy: ("queue",), DmaFill: ("queue",), MatMul: ("zero",), VecBinary: ("op", "reduce", "zero"),
-    VecUnary: ("fn", "reduce", "zero"), VecConvert: (), VecRequant: (), HostCall: (), Sync: ("on",), Barrier: (),
-    Halt: (),
+    VecUnary: ("fn", "reduce", "zero"), VecConvert: (), VecRequant: (), Gather: ("queue",), HostCall: (),
+    Sync: ("on",), Barrier: (), Halt: (),
 })
 """The instruction attributes a mnemonic fixes, per class."""
 
@@ -68,7 +69,9 @@ def _mnemonic_table() -> dict[str, tuple[type, tuple[Any, ...]]]:
     """mnemonic -> (class, values of its _MNEMONIC_ATTRS). Later entries win when printing (vpu.red over act.mov)."""
     t: dict[str, tuple[type, tuple[Any, ...]]] = {"barrier": (Barrier, ()), "halt": (Halt, ()),
                                                   "vpu.cvt": (VecConvert, ()), "vpu.rq": (VecRequant, ()),
-                                                  "host.call": (HostCall, ())}
+                                                  "host.call": (HostCall, ()),
+                                                  "vpu.gather": (Gather, (Queue.VPU,)),
+                                                  "dma.ld.gather": (Gather, (Queue.DMA_LD,))}
     for q in (Queue.DMA_LD, Queue.DMA_ST):
         t[q.text] = (DmaCopy, (q,))
         t[q.text + ".fill"] = (DmaFill, (q,))
@@ -105,6 +108,7 @@ _FIELDS: Mapping[type, tuple[tuple[str, str, str], ...]] = MappingProxyType({
     VecUnary: _spec("shape:shape", "dst:view", "src:view", "lo:num", "hi:num"),
     VecConvert: _spec("shape:shape", "dst:view", "src:view", "scale:num", "zp_in:int", "zp_out:int"),
     VecRequant: _spec("shape:shape", "dst:view", "src:view", "prm:view", "zp:int", "lo:int", "hi:int"),
+    Gather: _spec("shape:shape", "row:int", "rows:int", "dst:view", "table:view", "idx:view", "fill:num"),
     HostCall: _spec("fn:name", "rd:int", "wr:int", "ops:int"),
     Sync: (), Barrier: (), Halt: (),
 })
@@ -157,10 +161,16 @@ def _print_plan(cls: type) -> tuple[tuple[str, bool, Callable[[Any], bool] | Non
 _PRINT_PLANS = MappingProxyType({cls: _print_plan(cls) for cls in _FIELDS})
 
 
+def mnemonic(i: Instr) -> str:
+    """The mnemonic of an instruction (``vpu.gather``, ``dma.ld``, ``mxu.mm.z``...)."""
+    cls = type(i)
+    return _MNEMONIC_OF[cls, tuple(getattr(i, a) for a in _MNEMONIC_ATTRS[cls])]
+
+
 def format_instr(i: Instr) -> str:
     """The canonical one-line assembly of an instruction."""
     cls = type(i)
-    parts = [_MNEMONIC_OF[cls, tuple(getattr(i, a) for a in _MNEMONIC_ATTRS[cls])]]
+    parts = [mnemonic(i)]
     for attr, hide_empty, shown, fmt in _PRINT_PLANS[cls]:
         v = getattr(i, attr)
         if v is None or hide_empty and not v or shown is not None and not shown(i):

@@ -22,6 +22,7 @@ from .instructions import (
     BinOp,
     DmaCopy,
     DmaFill,
+    Gather,
     HostCall,
     Instr,
     MatMul,
@@ -43,7 +44,8 @@ class Cost(NamedTuple):
     ``cycles`` is the whole execution time in isolation; ``conflict`` of it are bank-conflict cycles and
     ``dram_latency`` the final cycles spent waiting for DRAM data; ``dram_window`` is how long it holds the shared
     DRAM bus (0 if it does not touch DRAM) and ``setup`` the cycles before that. ``row_hits`` and ``row_misses``
-    count its DRAM bursts by row-buffer outcome (both 0 under ``dram.model = "bandwidth"``).
+    count its DRAM bursts by row-buffer outcome (both 0 under ``dram.model = "bandwidth"``). ``spm_write`` and
+    ``acc_write`` are the bytes of ``spm_bytes`` and ``acc_bytes`` that are writes (the rest are reads).
     """
 
     cycles: int
@@ -58,6 +60,8 @@ class Cost(NamedTuple):
     dram_latency: int = 0
     row_hits: int = 0
     row_misses: int = 0
+    spm_write: int = 0
+    acc_write: int = 0
 
 
 # ---------------------------------------------------------------------------------------------------- matrix unit
@@ -246,7 +250,7 @@ class _Bus:
         (the leaf is the whole stream)."""
         addr, nbytes = _bursts(leaf.offsets + r, leaf.arg, self.burst)
         d = np.ceil(nbytes / self.bandwidth).astype(np.int64)
-        interval = np.maximum(d, -(-(self.latency + d) // self.outstanding))
+        interval = burst_interval(d, self.latency, self.outstanding)
         tail = (int(interval[-1]), int(d[-1]))
         if not self.page:
             return (int(interval.sum()), 0, 0, addr.size), (b"", b"", b"") + tail
@@ -299,6 +303,22 @@ class _Bus:
                                                                  rest // self.burst + 2)))
             return stream.Seq(tuple(parts))
         return stream.Lazy(cut)
+
+
+def burst_interval(data_cycles, latency: int, outstanding: int):
+    """Cycles between the issue of successive DRAM bursts that each hold the bus ``data_cycles``: ``max(d,
+    ceil((latency + d) / outstanding))``, the bus or the requests in flight (Little's law), whichever is slower.
+    Takes integers or numpy arrays of ``data_cycles``."""
+    return np.maximum(data_cycles, -(-(latency + data_cycles) // outstanding))
+
+
+def dma_stream_bandwidth(arch: Arch) -> float:
+    """Bytes/cycle a long stream of full ``dma.burst_bytes`` bursts sustains on one DMA channel:
+    ``burst_bytes / burst_interval(ceil(burst_bytes / dram.bandwidth))``. At most ``dram.bandwidth``; lower when
+    ``dma.outstanding`` bursts cannot cover the round trip ``dram.latency + d`` (the DMA's memory roof)."""
+    b = arch.dma.burst_bytes
+    d = -(-b // arch.dram.bandwidth)
+    return b / float(burst_interval(d, arch.dram.latency, arch.dma.outstanding))
 
 
 class DramWindow(NamedTuple):
@@ -375,7 +395,9 @@ def _onchip(view: View, shape: tuple[int, ...], arch: Arch, beat_elems: int | No
 
 
 def vpu_class(instr: Instr) -> str:
-    """Operation class of a vector instruction: ``alu``, ``mul`` or ``special``."""
+    """Operation class of a vector instruction: ``alu``, ``mul`` or ``special`` (``vpu.gather`` is alu)."""
+    if isinstance(instr, Gather):
+        return "alu"
     if isinstance(instr, VecBinary):
         return "alu" if instr.op in ALU_BINOPS else "special" if instr.op is BinOp.DIV else "mul"
     if isinstance(instr, VecUnary):
@@ -402,7 +424,7 @@ def dma_cost(instr: DmaCopy | DmaFill, arch: Arch) -> Cost:
     sides = [(instr.dst, instr.shape, False)]
     if type(instr) is DmaCopy and all(src_shape := instr.src_shape):
         sides.append((instr.src, src_shape, True))
-    window = onchip = ideal = dram_r = dram_w = spm = acc = latency = hits = misses = 0
+    window = onchip = ideal = dram_r = dram_w = spm = acc = latency = hits = misses = spm_w = acc_w = 0
     for view, shape, read in sides:
         if view.space is Space.DRAM:
             w = dram_window(view, shape, arch)
@@ -416,14 +438,15 @@ def dma_cost(instr: DmaCopy | DmaFill, arch: Arch) -> Cost:
         else:
             a, i, nbytes = _onchip(view, shape, arch)
             onchip, ideal = max(onchip, a), max(ideal, i)
+            written = 0 if read else nbytes
             if view.space is Space.SPM:
-                spm += nbytes
+                spm, spm_w = spm + nbytes, spm_w + written
             else:
-                acc += nbytes
+                acc, acc_w = acc + nbytes, acc_w + written
     setup = arch.dma.setup_latency
     body = max(window, onchip)
     return Cost(setup + body + latency, body - max(window, ideal), setup, window, dram_r, dram_w, spm, acc, 0, latency,
-                hits, misses)
+                hits, misses, spm_w, acc_w)
 
 
 def vpu_cost(instr: VecBinary | VecUnary | VecConvert | VecRequant, arch: Arch) -> Cost:
@@ -434,14 +457,18 @@ def vpu_cost(instr: VecBinary | VecUnary | VecConvert | VecRequant, arch: Arch) 
     """
     lanes = arch.vector.lanes
     compute = -(-math.prod(instr.shape) // lanes) * vpu_interval(instr, arch)
-    mem = ideal = spm = acc = 0
-    for _, view, _extra in instr.views():
+    mem = ideal = spm = acc = spm_w = acc_w = 0
+    for role, view, _extra in instr.views():
         a, i, nbytes = _onchip(view, instr.shape, arch, lanes)  # an rq record counts as one word per point
         mem, ideal = max(mem, a), max(ideal, i)
-        spm, acc = (spm + nbytes, acc) if view.space is Space.SPM else (spm, acc + nbytes)
+        written = nbytes if role == "dst" else 0
+        if view.space is Space.SPM:
+            spm, spm_w = spm + nbytes, spm_w + written
+        else:
+            acc, acc_w = acc + nbytes, acc_w + written
     body = max(compute, mem)
     return Cost(cycles=vpu_latency(instr, arch) + body, conflict=body - max(compute, ideal), spm_bytes=spm,
-                acc_bytes=acc)
+                acc_bytes=acc, spm_write=spm_w, acc_write=acc_w)
 
 
 def mxu_cost(mm: MatMul, arch: Arch) -> Cost:
@@ -449,8 +476,9 @@ def mxu_cost(mm: MatMul, arch: Arch) -> Cost:
     es = mm.a.dtype.size
     pts = math.prod(mm.shape)
     spm = pts * (mm.m * mm.k + mm.k * mm.n) * es
-    acc = pts * mm.m * mm.n * 4 * (1 if mm.zero else 2)
-    return Cost(cycles=mxu_cycles(mm, arch), spm_bytes=spm, acc_bytes=acc, macs=mm.macs)
+    written = pts * mm.m * mm.n * 4
+    acc = written * (1 if mm.zero else 2)
+    return Cost(cycles=mxu_cycles(mm, arch), spm_bytes=spm, acc_bytes=acc, macs=mm.macs, acc_write=written)
 
 
 def host_cost(call: HostCall, arch: Arch) -> Cost:
@@ -461,9 +489,114 @@ def host_cost(call: HostCall, arch: Arch) -> Cost:
     return Cost(cycles=cycles, dram_read=call.rd, dram_write=call.wr)
 
 
+# ---------------------------------------------------------------------------------------------------- gather
+@lru_cache(maxsize=256)
+def _row_offsets(base: int, stride: int, rows: int, period: int) -> np.ndarray:
+    """The distinct offsets ``(base + i*stride) mod period`` of the starts of rows ``i < rows``, sorted."""
+    n = min(rows, period // math.gcd(stride % period, period))      # the offsets repeat with this period
+    return np.unique((base + np.arange(n, dtype=np.int64) * stride) % period)
+
+
+def gather_row_lines(g: Gather, line: int) -> int:
+    """SRAM lines of ``line`` bytes the worst row of the table touches: ``ceil(b / L)``, or one more when some row
+    ``i < N`` straddles a line boundary more than that (``b = row * es``). The same for every index value."""
+    b = g.row_bytes
+    o = _row_offsets(g.table.base, g.table.strides[0], g.rows, line)
+    return int(-(-(int(o.max()) + b) // line)) if o.size else -(-b // line)
+
+
+class GatherBursts(NamedTuple):
+    """The DRAM side of a ``dma.ld.gather``: the bus window of P rows and the bursts of one row."""
+
+    window: int
+    row_bursts: int
+
+
+def gather_bursts(g: Gather, arch: Arch) -> GatherBursts:
+    """Bus cycles of ``P`` table rows from DRAM and bursts per row, both independent of the index values.
+
+    A row of ``b`` bytes at region offset ``t + i*rs`` is cut into bursts aligned to ``dma.burst_bytes``, each taking
+    ``d = ceil(bytes / dram.bandwidth)`` bus cycles and issuing ``I = max(d, ceil((dram.latency + d) /
+    dma.outstanding))`` after the previous one (:func:`burst_interval`). Every row is charged as the table row whose
+    cut gives the longest window (when ``rs % burst_bytes == 0`` all rows are cut alike):
+    ``window = max over row offsets of (P * sum(I of the row) - I(last) + d(last))``. A row's cut depends only on its
+    offset modulo the burst: a head to the next burst boundary, full bursts, a tail; all row offsets are priced at
+    once in closed form (no array grows with the row's bytes).
+    """
+    burst, b, dram = arch.dma.burst_bytes, g.row_bytes, arch.dram
+    o = _row_offsets(g.table.base, g.table.strides[0], g.rows, burst)
+    head = (-o) % burst                                  # bytes up to the next burst boundary (0: aligned)
+    single = head >= b                                   # the whole row inside one burst
+    head = np.where(single, b, head)
+    full, tail = (b - head) // burst, (b - head) % burst
+    pieces = (head > 0).astype(np.int64) + full + (tail > 0)
+
+    def interval(nbytes):
+        d = np.ceil(nbytes / float(dram.bandwidth)).astype(np.int64)
+        return burst_interval(d, dram.latency, arch.dma.outstanding), d
+
+    i_head, d_head = interval(head)
+    i_full, d_full = interval(np.int64(burst))
+    i_tail, d_tail = interval(tail)
+    total = np.where(head > 0, i_head, 0) + full * i_full + np.where(tail > 0, i_tail, 0)
+    i_last = np.where(tail > 0, i_tail, np.where(full > 0, i_full, i_head))
+    d_last = np.where(tail > 0, d_tail, np.where(full > 0, d_full, d_head))
+    window = g.points * total - i_last + d_last
+    k = int(np.lexsort((pieces, window))[-1])            # the longest window (then the most bursts)
+    return GatherBursts(int(window[k]), int(pieces[k]))
+
+
+def gather_cost(g: Gather, arch: Arch) -> Cost:
+    """Row gather, ``P`` index points of ``b = row * es`` bytes each; priced alike for every index value (a negative
+    index, which writes ``fill``, is charged as a row), so pricing and timing-only runs are exact.
+
+    ``r``: the SRAM lines (``banks * bank_width`` bytes of the table's memory) the worst table row touches
+    (:func:`gather_row_lines`: ``ceil(b / L)`` when no row straddles a line, as when ``rs % L == 0`` with an aligned
+    table, or ``rs`` divides L and ``b <= rs``; else one more). dst and idx stream through their banks as
+    :func:`bank_cycles` says.
+
+    - ``vpu.gather``: ``vector.alu_latency + max(ceil(P / G) * r, dst SRAM cycles, idx SRAM cycles)``, ``G =
+      vector.gather_rows`` rows per cycle, dst and idx ``vector.lanes`` elements per beat. A row reads whole
+      distinct words of distinct banks, so the table read has no bank conflicts.
+    - ``dma.ld.gather`` from SPM: ``dma.setup_latency + max(P * dma.gather_issue, P * r, dst SRAM cycles)``.
+    - ``dma.ld.gather`` from DRAM: ``W = max(P * dma.gather_issue, bus window) + dram.row_miss_latency`` (the bus
+      window of :func:`gather_bursts`; the row-miss term only under ``dram.model = "rowbuffer"``: one activation, the
+      others hidden behind bursts to other banks, every burst counted a row miss), ``cycles = setup + max(W, dst
+      SRAM cycles) + dram.latency``; busy, ``dram_latency`` and ``bank_conflict`` split as :func:`dma_cost` does.
+      DRAM bytes read: ``P * b``.
+    """
+    p, b, dma = g.points, g.row_bytes, g.queue is Queue.DMA_LD
+    dst_extra = ((g.row, g.dst.strides[-1]),)
+    dst = _onchip(g.dst, g.shape, arch, None if dma else arch.vector.lanes, dst_extra)
+    idx = _onchip(g.idx, g.shape, arch, None if dma else arch.vector.lanes)
+    moved = {Space.SPM: [0, 0], Space.ACC: [0, 0], Space.DRAM: [0, 0]}   # space -> [bytes, of them written]
+    moved[g.dst.space][0] += dst[2]
+    moved[g.dst.space][1] += dst[2]
+    moved[g.idx.space][0] += idx[2]
+    moved[g.table.space][0] += p * b
+    common = dict(spm_bytes=moved[Space.SPM][0], acc_bytes=moved[Space.ACC][0], spm_write=moved[Space.SPM][1],
+                  acc_write=moved[Space.ACC][1])
+    if g.table.space is Space.DRAM:
+        bus = gather_bursts(g, arch)
+        rowbuffer = arch.dram.model == "rowbuffer"
+        window = max(p * arch.dma.gather_issue, bus.window) + (arch.dram.row_miss_latency if rowbuffer else 0)
+        body, setup, latency = max(window, dst[0]), arch.dma.setup_latency, arch.dram.latency
+        return Cost(setup + body + latency, body - max(window, dst[1]), setup, window, dram_read=p * b,
+                    dram_latency=latency, row_misses=p * bus.row_bursts if rowbuffer else 0, **common)
+    mem = _mem(arch, g.table.space)
+    r = gather_row_lines(g, mem.banks * mem.bank_width)
+    if dma:
+        issue = max(p * arch.dma.gather_issue, p * r)
+        body = max(issue, dst[0])
+        return Cost(arch.dma.setup_latency + body, body - max(issue, dst[1]), arch.dma.setup_latency, **common)
+    rows = -(-p // arch.vector.gather_rows) * r
+    body = max(rows, dst[0], idx[0])
+    return Cost(arch.vector.alu_latency + body, body - max(rows, dst[1], idx[1]), **common)
+
+
 FREE = Cost(cycles=0)
 _COST = {MatMul: mxu_cost, DmaCopy: dma_cost, DmaFill: dma_cost, VecBinary: vpu_cost, VecUnary: vpu_cost,
-         VecConvert: vpu_cost, VecRequant: vpu_cost, HostCall: host_cost}
+         VecConvert: vpu_cost, VecRequant: vpu_cost, Gather: gather_cost, HostCall: host_cost}
 
 
 def instr_cost(instr: Instr, arch: Arch) -> Cost:
@@ -500,3 +633,4 @@ def clear_caches() -> None:
     """Forget the memoised SRAM and DRAM costs (benchmarks use it to measure cold runs)."""
     _bank_cycles.cache_clear()
     _dram.cache_clear()
+    _row_offsets.cache_clear()

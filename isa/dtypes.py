@@ -6,6 +6,8 @@ import enum
 
 import numpy as np
 
+from .errors import IsaError
+
 
 class DType(enum.Enum):
     """An element type: its assembly name, size in bytes and numpy storage type.
@@ -41,6 +43,17 @@ class DType(enum.Enum):
     def from_code(cls, code: int) -> DType:
         return _BY_CODE[code]
 
+    @classmethod
+    def from_numpy(cls, dtype) -> DType:
+        """The type whose values numpy ``dtype`` holds (``bfloat16``: ml_dtypes' type; ``uint16`` is not bf16);
+        :class:`~isa.errors.IsaError` when the NPU has none."""
+        d = np.dtype(dtype)
+        found = _BY_NUMPY.get(d.name)
+        if found is None:
+            raise IsaError(f"numpy dtype {d} has no NPU element type; types: "
+                           f"{', '.join(sorted(_BY_NUMPY))}")
+        return found
+
     def __repr__(self) -> str:
         return f"DType.{self.name}"
 
@@ -48,6 +61,7 @@ class DType(enum.Enum):
 _CODE = {d: i for i, d in enumerate(DType)}
 _BY_CODE = dict(enumerate(DType))
 _BY_TEXT = {d.text: d for d in DType}
+_BY_NUMPY = {("bfloat16" if d is DType.BF16 else d.storage.name): d for d in DType}
 
 INT_RANGE = {DType.I8: (-128, 127), DType.U8: (0, 255), DType.I16: (-32768, 32767), DType.I32: (-(2**31), 2**31 - 1)}
 

@@ -27,6 +27,10 @@ bytes  field
        fits in i16)
 ====== =====================================================================================================
 
+Gather (opcode 12) uses the same record: ``m`` is ``row`` (R), the operands are dst (its ndim + 1 strides: the
+last is the element stride inside a row), table (stride slot 0: the row stride) and idx; the immediate is ``rows``
+(N, i32) and the union's first 4 bytes hold ``fill`` (i32, or f32 for a float dst), the other 8 are zero.
+
 Unused fields are zero. ``decode_program`` accepts only the canonical encoding, so ``encode(decode(b)) == b``.
 """
 
@@ -45,6 +49,7 @@ from .instructions import (
     BinOp,
     DmaCopy,
     DmaFill,
+    Gather,
     Halt,
     HostCall,
     Instr,
@@ -74,6 +79,7 @@ _OPERAND = struct.Struct("<II5i")
 _VPU_UNION = struct.Struct("<hh4s4s")
 _DMA_UNION = struct.Struct("<10B2x")
 _HOST_CALL = struct.Struct("<QQQ32s28x")
+_GATHER_UNION = struct.Struct("<4s8x")
 _PRESENT = 1 << 31
 _NO_PAD = 0xFF
 _NAME_BYTES = 32
@@ -216,6 +222,11 @@ def _encode(i: Instr, header: Program) -> bytes:
             ops = [_view(i.dst, header), _view(i.src, header), _view(i.prm, header)]
             zp_lo = _i16(i.zp)
             union = _VPU_UNION.pack(_i16((i.zp - zp_lo) >> 16), zp_lo, _num(i.lo, False), _num(i.hi, False))
+        case Gather():
+            m = i.row
+            ops = [_view(i.dst, header), _view(i.table, header), _view(i.idx, header)]
+            imm = _num(i.rows, False)
+            union = _GATHER_UNION.pack(_num(i.fill, i.dst.dtype.is_float))
         case HostCall():
             blob = _HOST_CALL.pack(i.rd, i.wr, i.ops, _name(i.fn))
             ops = [blob[j:j + _OPERAND.size] for j in range(0, len(blob), _OPERAND.size)]
@@ -258,6 +269,9 @@ def _decode(record: bytes, header: Program) -> Instr:
         rd, wr, ops, fn = _HOST_CALL.unpack(o0 + o1 + o2)
         return HostCall(fn=_unname(fn), rd=rd, wr=wr, ops=ops, **sync)
     regions = {r.index: r.name for r in header.regions}
+    if opcode is Opcode.GATHER:   # dst has a stride per dimension and one for the row, the table one stride
+        return _decode_gather(queue, shape, m, [_unview(o, n, regions)[0] for o, n in ((o0, ndim + 1), (o1, 1),
+                                                                                       (o2, ndim))], imm, union, sync)
     (v0, row0), (v1, row1), (v2, _) = (_unview(o, ndim, regions) for o in (o0, o1, o2))
 
     def need(v: View | None, role: str) -> View:
@@ -311,6 +325,17 @@ def _decode(record: bytes, header: Program) -> Instr:
             return Barrier(**sync)
         case _:
             return Halt(**sync)
+
+
+def _decode_gather(queue: Queue, shape: tuple[int, ...], row: int, views: list[View | None], imm: bytes,
+                   union: bytes, sync: dict) -> Gather:
+    for v, role in zip(views, ("dst", "table", "idx")):
+        if v is None:
+            raise EncodingError(f"operand {role} is missing")
+    dst, table, idx = views
+    (fill,) = _GATHER_UNION.unpack(union)
+    return Gather(queue=queue, shape=shape, row=row, rows=_unnum(imm, False), dst=dst, table=table, idx=idx,
+                  fill=_unnum(fill, dst.dtype.is_float), **sync)
 
 
 # ---- programs -------------------------------------------------------------------------------------------------

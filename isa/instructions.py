@@ -39,6 +39,7 @@ class Opcode(enum.IntEnum):
     BARRIER = 9
     HALT = 10
     HOST = 11
+    GATHER = 12
 
 
 class BinOp(enum.IntEnum):
@@ -128,14 +129,15 @@ def _check_shape(shape: tuple[int, ...], max_dims: int = MAX_DIMS) -> None:
             raise IsaError(f"shape extents must be in [1, {MAX_EXTENT}], not {e}")
 
 
-def _check_view(v: View, ndim: int, role: str, spaces: tuple[Space, ...] = (Space.SPM, Space.ACC)) -> None:
+def _check_view(v: View, ndim: int, role: str, spaces: tuple[Space, ...] = (Space.SPM, Space.ACC),
+                per: str = "one per shape dimension") -> None:
     if not isinstance(v, View):
         raise IsaError(f"operand {role} must be a View, not {v!r}")
     if v.space not in spaces:
         allowed = "/".join(s.text for s in spaces)
         raise IsaError(f"operand {role} must be in {allowed}, not {v.space.text}")
     if len(v.strides) != ndim:
-        raise IsaError(f"operand {role} must have {ndim} strides (one per shape dimension), not {len(v.strides)}")
+        raise IsaError(f"operand {role} must have {ndim} strides ({per}), not {len(v.strides)}")
 
 
 def _canon_value(value: int | float, dtype: DType, role: str) -> int | float:
@@ -177,7 +179,9 @@ class Instr:
         raise NotImplementedError
 
     def views(self) -> tuple[tuple[str, View, tuple[tuple[int, int], ...]], ...]:
-        """(role, view, extra (extent, stride) pairs) of every operand, for bounds and footprint checks."""
+        """(role, view, extra (extent, stride) pairs) of every operand, for bounds and footprint checks: the operand
+        covers ``view.span(shape, extra)`` (a DmaCopy's src: over its ``src_shape``). A gather's table has no strides
+        of its own there, only extra pairs: its footprint is all its rows, not an image of the shape."""
         return ()
 
     def __str__(self) -> str:
@@ -534,6 +538,74 @@ class VecRequant(Instr):
         return (("dst", self.dst, ()), ("src", self.src, ()), ("prm", self.prm, ((3, 4),)))
 
 
+GATHER_QUEUES = (Queue.VPU, Queue.DMA_LD)
+GATHER_TABLE_SPACES = {Queue.VPU: (Space.SPM, Space.ACC), Queue.DMA_LD: (Space.DRAM, Space.SPM)}
+"""Where each gather queue reads its table from: the vector unit from SPM or ACC, the load DMA from DRAM or SPM."""
+MAX_GATHER_DIMS = 4
+MAX_TABLE_ROWS = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Gather(Instr):
+    """``vpu.gather|dma.ld.gather shape[..] row=R rows=N dst=V table=V{rs} idx=V fill=X``: row gather by index.
+
+    For each point p of ``shape`` (at most 4 dims), ``i = idx[p]`` (an i32 view over ``shape``): if ``0 <= i < N``,
+    ``dst[p, j] = table[base + i*rs + j*es]`` for ``j < R``; if ``i < 0``, ``dst[p, j] = fill``; ``i >= N`` is a
+    SimulationError naming p and i. ``dst`` has one stride more than ``shape`` (the element stride inside a row);
+    ``table`` has one stride, ``rs``, the byte distance between its rows (rows may overlap). Bytes are copied as
+    they are (table and dst dtypes of one size); every read happens before any write. ``vpu.gather`` reads a table
+    in SPM/ACC, ``dma.ld.gather`` one in DRAM or SPM; both write SPM/ACC. The table operand's footprint is its whole
+    span ``[base, base + (N-1)*rs + R*es)``, whatever the indices.
+    """
+
+    queue: Queue
+    shape: tuple[int, ...]
+    row: int
+    rows: int
+    dst: View
+    table: View
+    idx: View
+    fill: int | float = 0
+    opcode: ClassVar[Opcode] = Opcode.GATHER
+
+    def __post_init__(self) -> None:
+        Instr.__post_init__(self)
+        if self.queue not in GATHER_QUEUES:
+            raise IsaError(f"a gather goes to vpu or dma.ld, not {getattr(self.queue, 'text', self.queue)}")
+        _check_shape(self.shape, MAX_GATHER_DIMS)
+        nd = len(self.shape)
+        _check_view(self.dst, nd + 1, "dst", per="one per shape dimension, then the element stride inside a row")
+        _check_view(self.table, 1, "table", GATHER_TABLE_SPACES[self.queue], per="the byte stride between rows")
+        _check_view(self.idx, nd, "idx")
+        if not isinstance(self.row, int) or not 1 <= self.row <= MAX_EXTENT:
+            raise IsaError(f"row (elements per table row) must be an integer in [1, {MAX_EXTENT}], not {self.row!r}")
+        if not isinstance(self.rows, int) or not 1 <= self.rows <= MAX_TABLE_ROWS:
+            raise IsaError(f"rows (table rows) must be an integer in [1, {MAX_TABLE_ROWS}], not {self.rows!r}")
+        if self.idx.dtype is not DType.I32:
+            raise IsaError(f"gather indices must be i32, not {self.idx.dtype.text}")
+        if self.dst.dtype.size != self.table.dtype.size:
+            raise IsaError(f"a gather copies bytes: dst and table dtypes must have the same size, not "
+                           f"{self.dst.dtype.text} and {self.table.dtype.text} (use vpu.cvt to convert)")
+        object.__setattr__(self, "fill", _canon_value(self.fill, self.dst.dtype, "fill"))
+
+    @property
+    def points(self) -> int:
+        """Index points (rows gathered): the product of ``shape``."""
+        return math.prod(self.shape)
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one gathered row: ``row * es``."""
+        return self.row * self.dst.dtype.size
+
+    def views(self):
+        # the table is the one operand that is not the affine image of the shape: its footprint is all N rows
+        table = self.table.with_strides(())
+        return (("dst", self.dst, ((self.row, self.dst.strides[-1]),)),
+                ("table", table, ((self.rows, self.table.strides[0]), (self.row, self.table.dtype.size))),
+                ("idx", self.idx, ()))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HostCall(Instr):
     """``host.call fn=NAME rd=BYTES wr=BYTES ops=N``: the host CPU runs function NAME on DRAM tensors.
@@ -609,5 +681,5 @@ class Halt(_Control):
     opcode: ClassVar[Opcode] = Opcode.HALT
 
 
-INSTRUCTION_CLASSES = (DmaCopy, DmaFill, MatMul, VecBinary, VecUnary, VecConvert, VecRequant, HostCall, Sync, Barrier,
-                       Halt)
+INSTRUCTION_CLASSES = (DmaCopy, DmaFill, MatMul, VecBinary, VecUnary, VecConvert, VecRequant, Gather, HostCall, Sync,
+                       Barrier, Halt)

@@ -42,6 +42,20 @@ def _limits(args):
     return None if args.no_limits else LIMITS
 
 
+def _dims(args) -> dict[str, int]:
+    """``--dim NAME=SIZE`` options as a dict."""
+    out = {}
+    for item in args.dim or ():
+        name, sep, size = item.partition("=")
+        try:
+            out[name.strip()] = int(size)
+        except ValueError:
+            raise NpuSimError(f"--dim must look like NAME=SIZE with an integer size, not {item!r}") from None
+        if not sep or not name.strip():
+            raise NpuSimError(f"--dim must look like NAME=SIZE with an integer size, not {item!r}")
+    return out
+
+
 def _write_json(text: str, dest: str) -> None:
     if dest == "-":
         sys.stdout.write(text + "\n")
@@ -49,9 +63,37 @@ def _write_json(text: str, dest: str) -> None:
         Path(dest).write_text(text + "\n")
 
 
-def summary(result, utilization: float | None = None) -> str:
-    """A short human-readable report: cycles, per-unit busy/stall/idle, traffic. ``utilization``: the matrix
-    utilization to print (a model's or a layer's MACs over the peak) instead of the instructions'."""
+def si(value: float, unit: str) -> str:
+    """``value`` (in base ``unit``, e.g. pJ or J) with an SI prefix: ``si(1.2e6, "pJ") == "1.2 uJ"``."""
+    prefixes = {"pJ": ("pJ", "nJ", "uJ", "mJ", "J"), "W": ("W", "kW")}
+    names = prefixes.get(unit, (unit,))
+    k = 0
+    while abs(value) >= 1000 and k < len(names) - 1:
+        value, k = value / 1000, k + 1
+    return f"{value:.3g} {names[k]}"
+
+
+def energy_lines(report: dict) -> list[str]:
+    """The summary's energy, area and memory-roof lines, from a report's ``energy``, ``area`` and ``memory_roof``."""
+    e, area, roof = report["energy"], report["area"], report["memory_roof"]
+    kinds = {k: v for k, v in e["by_kind_pj"].items() if v}
+    top = sorted(kinds, key=kinds.get, reverse=True)[:3]
+    share = ", ".join(f"{k} {kinds[k] / e['total_pj']:.0%}" for k in top) if e["total_pj"] else "-"
+    per = f", {si(e['per_inference_pj'], 'pJ')} per inference" if e["inferences"] > 1 else ""
+    arch = report["arch"]
+    return [f"energy {si(e['total_pj'], 'pJ')} (dynamic {si(e['dynamic_pj'], 'pJ')}, static "
+            f"{si(e['static_pj'], 'pJ')}){per}; {si(e['average_power_w'], 'W')} average at "
+            f"{arch['clock']['ghz']:g} GHz; EDP {e['edp_js']:.3g} J*s; area {area['total_mm2']:.3g} mm2 "
+            f"(table {e['table']}, {e['dram_type']}); most: {share}",
+            f"memory roof {min(roof['dram_bandwidth'], roof['dma']):g} B/cycle: DRAM bus "
+            f"{roof['dram_bandwidth']:g}, DMA with {arch['dma']['outstanding']} x {arch['dma']['burst_bytes']} B in "
+            f"flight {roof['dma']:.3g}; binds: {roof['binds']}"]
+
+
+def summary(result, utilization: float | None = None, report: dict | None = None) -> str:
+    """A short human-readable report: cycles, per-unit busy/stall/idle, traffic, energy. ``utilization``: the matrix
+    utilization to print (a model's or a layer's MACs over the peak) instead of the instructions'; ``report``: the
+    run's JSON report if already made (its energy per inference counts the batch)."""
     util = result.matrix_utilization if utilization is None else utilization
     lines = [f"{result.program and len(result.program.instrs)} instructions on {result.arch.name}: "
              f"{result.cycles:,} cycles ({result.microseconds:,.2f} us at {result.arch.clock.ghz:g} GHz), "
@@ -65,6 +107,7 @@ def summary(result, utilization: float | None = None) -> str:
                      f"{cause}")
     lines.append(f"DRAM read {result.dram_bytes_read:,} B, written {result.dram_bytes_written:,} B, row hits "
                  f"{result.dram_row_hits:,} / misses {result.dram_row_misses:,}; wall {result.wall_seconds:.3f} s")
+    lines += energy_lines(report or result.to_dict(instructions=False))
     lines += [f"warning: {w}" for w in result.warnings]
     return "\n".join(lines)
 
@@ -137,6 +180,29 @@ def cmd_simulate(args) -> int:
     return 0
 
 
+def _read_report(path: str) -> dict:
+    try:
+        report = json.loads(Path(path).read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise NpuSimError(f"{path} is not a JSON report: {e}") from None
+    if not isinstance(report, dict) or "cycles" not in report:
+        raise NpuSimError(f"{path} is not an npusim report (no 'cycles'); write one with `npusim run --json`")
+    return report
+
+
+def cmd_diff(args) -> int:
+    from .tables import check_report, diff_rows, format_diff, to_csv
+
+    a, b = _read_report(args.a), _read_report(args.b)
+    check_report(a, args.a)
+    check_report(b, args.b)
+    rows = diff_rows(a, b)
+    if args.csv:
+        Path(args.csv).write_text(to_csv(rows))
+    print(format_diff(rows, Path(args.a).stem, Path(args.b).stem, all_layers=args.all_layers))
+    return 0
+
+
 def cmd_gemm(args) -> int:
     from isa import DType
 
@@ -148,19 +214,23 @@ def cmd_gemm(args) -> int:
     return _layer_report(f"GEMM {args.M}x{args.N}x{args.K} {args.dtype}", result, check, args)
 
 
+def _all(values: list[int]) -> int | tuple[int, ...]:
+    """A per-axis CLI option: one value for every axis (or side), else the tuple."""
+    return values[0] if len(values) == 1 else tuple(values)
+
+
 def cmd_conv(args) -> int:
     from compiler.conv import ConvShape
     from isa import DType
 
     from .driver import run_conv
 
-    cs = ConvShape(args.N, args.C, args.H, args.W, args.K, args.R, args.S, args.stride, args.pad, args.dilation,
-                   args.groups)
+    cs = ConvShape(args.N, args.C, args.H, args.W, args.K, args.R, args.S, _all(args.stride), _all(args.pad),
+                   _all(args.dilation), args.groups)
     result, check = _run_with_progress(args, lambda bar: run_conv(
         cs, DType.from_text(args.dtype), _arch(args), timing_only=args.timing_only, ideal_memory=args.ideal_memory,
         seed=args.seed, progress=bar, limits=_limits(args)))
-    title = (f"conv N={cs.N} C={cs.C} H={cs.H} W={cs.W} K={cs.K} {cs.R}x{cs.S} stride {cs.stride} pad {cs.pad} "
-             f"dilation {cs.dilation} groups {cs.groups} {args.dtype} -> {cs.OH}x{cs.OW}")
+    title = f"conv N={cs.N} C={cs.C} H={cs.H} W={cs.W} K={cs.K} {cs.R}x{cs.S} {cs.text} {args.dtype} -> {cs.OH}x{cs.OW}"
     return _layer_report(title, result, check, args, cs.macs)
 
 
@@ -168,14 +238,14 @@ def _layer_report(title: str, result, check, args, macs: int | None = None) -> i
     """Print/write one layer's result and validation; exit 3 if the values do not match the reference. ``macs``:
     the layer's MACs, reported instead of the instructions' (which count a packed convolution's zero blocks)."""
     macs = result.macs if macs is None else macs
+    report = result.to_dict(instructions=False) | {"macs": macs, "matrix_utilization": result.utilization(macs)}
     if args.json:
-        report = result.to_dict(instructions=False) | {"macs": macs, "matrix_utilization": result.utilization(macs)}
         if check is not None:
             report["validation"] = check.to_dict()
         _write_json(json.dumps(report, indent=1), args.json)
     if args.json != "-":
         print(title)
-        print(summary(result, result.utilization(macs)))
+        print(summary(result, result.utilization(macs), report))
         if check is not None:
             print(f"validation against numpy ({check.rule}): max |err| {check.max_abs_error:.3g}, "
                   f"max rel {check.max_rel_error:.3g}: {'ok' if check.ok else 'FAILED'}")
@@ -218,7 +288,7 @@ def cmd_compile(args) -> int:
     from .driver import load_model
 
     fallback = not args.no_fallback
-    compiled = compile_model(load_model(args.model, fallback), _arch(args), dump_after=args.dump_after,
+    compiled = compile_model(load_model(args.model, fallback, _dims(args)), _arch(args), dump_after=args.dump_after,
                              fallback=fallback, prefetch=False if args.no_prefetch else None,
                              resident=False if args.no_resident else None)
     write_program(compiled.program, args.output)
@@ -229,11 +299,13 @@ def cmd_compile(args) -> int:
 
 
 def layers_table(report: dict) -> str:
-    """The per-layer table of a model run: start/end cycle, cycles, MACs, matrix utilization, what bounds it."""
-    lines = [f"{'layer':28} {'op':18} {'start':>11} {'cycles':>10} {'MACs':>13} {'util':>6}  bound"]
+    """The per-layer table of a model run: start/end cycle, cycles, MACs, matrix utilization, energy (uJ), what
+    bounds it."""
+    lines = [f"{'layer':28} {'op':18} {'start':>11} {'cycles':>10} {'MACs':>13} {'util':>6} {'energy uJ':>10}  bound"]
     for lr in report["layers"]:
         lines.append(f"{lr['name'][:28]:28} {lr['op'][:18]:18} {lr['start']:>11,} {lr['cycles']:>10,} "
-                     f"{lr['macs']:>13,} {lr['matrix_utilization']:>6.1%}  {lr['bound']}")
+                     f"{lr['macs']:>13,} {lr['matrix_utilization']:>6.1%} {lr['energy_pj'] / 1e6:>10,.3f}  "
+                     f"{lr['bound']}")
     return "\n".join(lines)
 
 
@@ -245,12 +317,16 @@ def cmd_run(args) -> int:
     compiled, result, outputs, report = _run_with_progress(args, lambda bar: run_model(
         args.model, arch, inputs, timing_only=args.timing_only, validate=args.validate, seed=args.seed,
         dump_after=args.dump_after, fallback=not args.no_fallback, prefetch=False if args.no_prefetch else None,
-        resident=False if args.no_resident else None, progress=bar, limits=_limits(args)),
+        resident=False if args.no_resident else None, progress=bar, limits=_limits(args), dims=_dims(args)),
         phase=f"compiling {args.model} for {arch.name} ...")
     if args.save_outputs and outputs:
         np.savez(args.save_outputs, **outputs)
     if args.json:
         _write_json(json.dumps(report, indent=1), args.json)
+    if args.csv:
+        from .tables import layer_rows, to_csv
+
+        Path(args.csv).write_text(to_csv(layer_rows(report)))
     if args.timeline:
         from .plots import render
 
@@ -258,7 +334,7 @@ def cmd_run(args) -> int:
     ok = all(v["ok"] for v in report.get("validation", {}).values())
     if args.json != "-":
         print(layers_table(report))
-        print(summary(result, report["matrix_utilization"]))
+        print(summary(result, report["matrix_utilization"], report))
         for h in report["host_ops"]:
             print(f"host CPU ran {h['name']} ({h['op']}): {h['reason']}")
         for name, v in report.get("validation", {}).items():
@@ -283,7 +359,7 @@ def _window(text: str | None) -> tuple[int, int] | None:
 def cmd_plot(args) -> int:
     from .plots import render
 
-    try:
+    try:   # render checks the fields the plot reads (plots.check_report)
         report = json.loads(Path(args.report).read_bytes())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise NpuSimError(f"{args.report} is not a JSON report: {e}") from None
@@ -310,9 +386,68 @@ def cmd_zoo(args) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    from .sweep import load_spec, pareto, sweep
+
+    spec = load_spec(args.spec)
+    out = Path(args.output) if args.output else spec.output or Path(f"{Path(args.spec).stem}-sweep")
+    metrics = [m.strip() for m in args.pareto.split(",")] if args.pareto else []
+    if args.plot and len(metrics) not in (2, 3):
+        raise NpuSimError("--plot draws the Pareto front: give --pareto with two or three metrics, e.g. "
+                          "--pareto cycles,dram_bytes")
+    points = len(spec.points)
+    try:
+        df = sweep(spec, out=out, scheduler=args.scheduler, workers=args.workers,
+                   progress=not args.quiet and sys.stderr.isatty())
+    except KeyboardInterrupt:
+        from .sweep import ResultStore
+
+        print(f"npusim: interrupted; {len(ResultStore(out))} finished points are stored in {out}: run the same "
+              f"command again to compute only the rest", file=sys.stderr)
+        return 130
+    errors = int(df["error"].notna().sum())
+    print(f"{len(df)} rows ({points} Arch points x {len(spec.workloads)} workloads): {df.attrs['computed']} "
+          f"computed, {df.attrs['reused']} reused from {out}, {errors} with an error -> {out}/results.csv, "
+          f"{out}/results.parquet")
+    import pandas as pd
+
+    shown = df.assign(error=df["error"].fillna(""))
+    with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_colwidth", 60):
+        if metrics:
+            front = pareto(df, metrics)
+            print(f"Pareto front of {', '.join(metrics)} (minimised), per workload: {len(front)} rows")
+            print(shown.loc[front.index].to_string(index=False))
+        else:
+            print(shown.to_string(index=False, max_rows=args.rows))
+    if args.plot:
+        _plot_fronts(df, metrics, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def _plot_fronts(df, metrics: list[str], path: str) -> None:
+    """One Pareto plot per workload, side by side, written to ``path``."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from .plots import plot_pareto, plot_pareto_3d
+
+    names = list(dict.fromkeys(df["workload"]))
+    fig = Figure(figsize=(6 * len(names), 4.5), layout="constrained")
+    FigureCanvasAgg(fig)
+    for i, name in enumerate(names):
+        ax = fig.add_subplot(1, len(names), i + 1, **({"projection": "3d"} if len(metrics) == 3 else {}))
+        (plot_pareto_3d if len(metrics) == 3 else plot_pareto)(df[df["workload"] == name], ax, *metrics)
+        ax.set_title(name, loc="left")
+    fig.savefig(path, dpi=110)
+
+
 def cmd_golden(args) -> int:
     from .golden import TRACES, check_golden, golden_names, update_golden
 
+    if not args.dir and not TRACES.is_dir():   # an installed wheel has no traces/ (they belong to the source tree)
+        raise NpuSimError(f"no golden traces here: {TRACES} does not exist (they live in the source checkout's "
+                          f"traces/); run npusim golden from a source checkout, or pass --dir DIR")
     root, names = Path(args.dir) if args.dir else TRACES, golden_names(args.names)
     if args.update:
         if args.set:
@@ -344,7 +479,21 @@ def cmd_verify(args) -> int:
     report = verify(program)
     for w in report.warnings:
         print(f"warning: {w}")
-    print(f"{args.program}: {len(program.instrs)} instructions, ok")
+    if not args.races:
+        print(f"{args.program}: {len(program.instrs)} instructions, ok")
+        return 0
+    from isa.races import find_races
+
+    limit = args.max_races or None
+    races = find_races(program, limit)
+    for race in races:
+        print(race)
+    if races:
+        more = f" (stopped at --max-races {limit})" if len(races) == limit else ""
+        print(f"npusim: error: {args.program}: {len(races)} race{'s' * (len(races) > 1)}{more}: pairs of accesses "
+              f"to common bytes, one a write, that no semaphore, queue order or barrier orders", file=sys.stderr)
+        return 1
+    print(f"{args.program}: {len(program.instrs)} instructions, ok, no races")
     return 0
 
 
@@ -419,6 +568,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "the previous one (no cross-layer weight prefetch; see docs/compiler.md)")
         sp.add_argument("--no-resident", action="store_true", help="keep every activation in DRAM (no SPM arena "
                         "for activations on large SPMs; see docs/compiler.md)")
+        sp.add_argument("--dim", action="append", metavar="NAME=SIZE", help="fix a symbolic input dimension of the "
+                        "model (repeat for each, e.g. --dim batch=1 --dim seq=128)")
 
     def trace_args(sp, trace=True):
         if trace:
@@ -459,11 +610,12 @@ def build_parser() -> argparse.ArgumentParser:
     c = add("conv", "compile and simulate one 2-D convolution (NCHW, OIHW), checked against numpy")
     layer_args(c, (("N", "batch"), ("C", "input channels"), ("H", "input height"), ("W", "input width"),
                    ("K", "output channels (filters)"), ("R", "filter height"), ("S", "filter width")))
-    for opt, default, lo, what in (("--stride", 1, 1, "stride of the window, both axes"),
-                                   ("--pad", 0, 0, "zero padding on every side"),
-                                   ("--dilation", 1, 1, "spacing of the filter taps"),
-                                   ("--groups", 1, 1, "channel groups (C and K must be multiples)")):
-        c.add_argument(opt, type=_count(lo), default=default, help=what)
+    for opt, default, lo, what in (("--stride", 1, 1, "stride of the window: 1 value, or 2 (h w)"),
+                                   ("--pad", 0, 0, "zero padding: 1 value for every side, or 4 (top left bottom "
+                                    "right)"),
+                                   ("--dilation", 1, 1, "spacing of the filter taps: 1 value, or 2 (h w)")):
+        c.add_argument(opt, type=_count(lo), nargs="+", default=[default], help=what)
+    c.add_argument("--groups", type=_count(1), default=1, help="channel groups (C and K must be multiples)")
     c.set_defaults(func=cmd_conv)
 
     t = add("topo", "simulate every layer of a SCALE-Sim topology file (GEMM view of each layer)")
@@ -493,6 +645,7 @@ def build_parser() -> argparse.ArgumentParser:
     ru.add_argument("--validate", action="store_true", help="run onnxruntime on the same inputs and compare")
     ru.add_argument("--timing-only", action="store_true", help="skip the value kernels (same cycles)")
     ru.add_argument("--json", metavar="OUT|-", help="write the JSON report to a file or stdout")
+    ru.add_argument("--csv", metavar="OUT.csv", help="write the per-layer table (cycles, time split, energy by kind)")
     ru.add_argument("--seed", type=_count(0, 2**63 - 1, "a seed"), default=0, help="seed of the random inputs")
     compile_args(ru)
     ru.add_argument("--timeline", metavar="OUT.png", help="draw the Gantt timeline of the run (as `npusim plot`)")
@@ -502,7 +655,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .plots import KINDS
 
-    pl = add("plot", "draw a plot of a `run --json` report: timeline, util, layers or roofline")
+    pl = add("plot", f"draw a plot of a `run --json` report: {', '.join(KINDS)}")
     pl.add_argument("report", help="JSON report of `npusim run` (timeline and util also take `simulate`'s)")
     pl.add_argument("--kind", required=True, choices=KINDS, help="which plot")
     pl.add_argument("-o", "--output", required=True, metavar="OUT.png|OUT.svg|OUT.pdf",
@@ -514,10 +667,35 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--title", help="title prefix (default: the report's file name)")
     pl.set_defaults(func=cmd_plot)
 
+    di = add("diff", "two JSON reports side by side: totals, per unit (busy, stalls by cause, energy) and per layer "
+             "(cycles, energy)")
+    di.add_argument("a", metavar="A.json", help="the first report (`npusim run --json` or `simulate --json`)")
+    di.add_argument("b", metavar="B.json", help="the second report, compared with the first")
+    di.add_argument("--all-layers", action="store_true", help="also list the layers whose cycles and energy are equal")
+    di.add_argument("--csv", metavar="OUT.csv", help="write every row (section, name, metric, a, b) as CSV")
+    di.set_defaults(func=cmd_diff)
+
     zo = add("zoo", "'zoo list' or 'zoo NAME -o MODEL.onnx': models built in code")
     zo.add_argument("name", help="'list', or the model to write (see `npusim zoo list`)")
     zo.add_argument("-o", "--output", metavar="OUT.onnx", help="file to write (default: NAME.onnx)")
     zo.set_defaults(func=cmd_zoo)
+
+    sw = add("sweep", "run every workload of a sweep spec (TOML) on every Arch point, on a dask cluster; resumable; "
+             "writes CSV and Parquet (docs/sweep.md)")
+    sw.add_argument("spec", help="the sweep spec, a UTF-8 TOML file")
+    sw.add_argument("-o", "--output", metavar="DIR", help="results directory (default: the spec's output, else "
+                    "SPEC-sweep); finished points stored there are not computed again")
+    sw.add_argument("--scheduler", default="local", metavar="ADDR", help="'local' (a LocalCluster of processes on "
+                    "this machine), tcp://HOST:PORT of a running `dask scheduler`, or 'synchronous' (in this process)")
+    sw.add_argument("--workers", type=_count(1, 1024, "a worker count"), help="local worker processes (default: one "
+                    "per core)")
+    sw.add_argument("--pareto", metavar="M1,M2[,M3]", help="print the Pareto front of these metric columns "
+                    "(all minimised), e.g. cycles,dram_bytes")
+    sw.add_argument("--plot", metavar="OUT.png", help="draw the --pareto front (2 or 3 metrics), one panel per "
+                    "workload")
+    sw.add_argument("--rows", type=_count(0, what="a row count"), default=40, help="rows of the table to print")
+    sw.add_argument("--quiet", action="store_true", help="no progress bar (shown only on a terminal)")
+    sw.set_defaults(func=cmd_sweep)
 
     go = add("golden", "recompile + resimulate the golden traces (traces/) and diff; --update rewrites")
     go.add_argument("names", nargs="*", metavar="NAME", help="golden, workload or preset names (default: all)")
@@ -527,8 +705,12 @@ def build_parser() -> argparse.ArgumentParser:
     go.add_argument("--dir", help="the traces directory (default: traces/ of the source tree)")
     go.set_defaults(func=cmd_golden)
 
-    v = add("verify", "statically check a program (bounds, alignment, semaphores)")
+    v = add("verify", "statically check a program (bounds, alignment, semaphores; --races: data races)")
     v.add_argument("program", help="the program: .npub is the binary encoding, anything else UTF-8 assembly")
+    v.add_argument("--races", action="store_true", help="also report every pair of accesses to common bytes (one a "
+                   "write) that no semaphore, queue order or barrier orders, one line each; exit 1 if any")
+    v.add_argument("--max-races", type=_count(0, what="a race count"), default=100, metavar="N",
+                   help="with --races: stop after N races (0: report all)")
     v.set_defaults(func=cmd_verify)
 
     add("presets", "list the bundled Arch presets").set_defaults(func=cmd_presets)

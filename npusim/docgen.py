@@ -22,7 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 MNEMONICS = {
     "DmaCopy": "`dma.ld`, `dma.st`", "DmaFill": "`dma.ld.fill`, `dma.st.fill`", "MatMul": "`mxu.mm[.z]`",
     "VecBinary": "`vpu.<op>[.<red>][.z]`", "VecUnary": "`vpu.act.<f>[.<red>][.z]`, `vpu.red.<red>[.z]`",
-    "VecConvert": "`vpu.cvt`", "VecRequant": "`vpu.rq`", "HostCall": "`host.call`",
+    "VecConvert": "`vpu.cvt`", "VecRequant": "`vpu.rq`", "Gather": "`vpu.gather`, `dma.ld.gather`",
+    "HostCall": "`host.call`",
     "Sync": "`dma.ld.sync`, `dma.st.sync`, `mxu.sync`, `vpu.sync`, `host.sync`",
     "Barrier": "`barrier`", "Halt": "`halt`"}
 
@@ -133,15 +134,75 @@ def validation_resnet_table() -> str:
     return "\n".join(rows)
 
 
+def ops_table() -> str:
+    """Every ONNX op the compiler takes, from its registry: where it runs and under which conditions."""
+    from .driver import OP_REGISTRY
+
+    rows = ["| op | on the NPU | how, and when |", "|---|---|---|"]
+    for op in sorted(OP_REGISTRY):
+        spec = OP_REGISTRY[op]
+        rows.append(f"| `{op}` | {'yes' if spec.lower else 'no'} | {_cell(spec.npu)} |")
+    return "\n".join(rows)
+
+
+def energy_tables() -> str:
+    """Every value of every bundled technology table with its unit, source and derivation, then the sources."""
+    from isa.techtable import SCHEMA, load_table, table_names, unit
+
+    out = []
+    for name in table_names():
+        t = load_table(name)
+        out += [f"### `{name}`: {t.description}", "", "| entry | unit | value | source | how |",
+                "|---|---|---|---|---|"]
+        for section in SCHEMA:
+            for key, e in t.entries[section].items():
+                out.append(f"| `[{section}].{key}` | {unit(section, key)} | {e.value:g} | {e.source} | "
+                           f"{_cell(e.note)} |")
+        out += ["", "Sources:", ""] + [f"- `{k}`: {_cell(v)}" for k, v in t.sources.items()] + [""]
+    return "\n".join(out).rstrip()
+
+
+def energy_presets_table() -> str:
+    """What the bundled tables give at each preset's sizes: per-byte SRAM energy, area and leakage."""
+    from npusim.energy import area_mm2, leakage_w, table_of
+
+    rows = ["| preset | table, DRAM | SPM read / write | ACC read / write | DRAM | area | static power |",
+            "|---|---|---|---|---|---|---|"]
+    for n in preset_names():
+        a = load_arch(n)
+        t = table_of(a)
+        spm = [t.sram_pj_per_byte(a.spm.size, w) for w in (False, True)]
+        acc = [t.sram_pj_per_byte(a.acc.size, w) for w in (False, True)]
+        rows.append(f"| `{n}` | {a.energy.table}, {a.energy.dram} | {spm[0]:.3g} / {spm[1]:.3g} pJ/B | "
+                    f"{acc[0]:.3g} / {acc[1]:.3g} pJ/B | {t.dram_pj_per_byte(a.energy.dram):.3g} pJ/B | "
+                    f"{area_mm2(a)['total']:.3g} mm² | {sum(leakage_w(a).values()) * 1e3:.3g} mW |")
+    return "\n".join(rows)
+
+
 def preset_table() -> str:
     rows = ["| preset | what it models |", "|---|---|"]
     rows += [f"| `{n}` | {load_arch(n).description} |" for n in preset_names()]
     return "\n".join(rows)
 
 
+def sweep_columns_table() -> str:
+    from npusim.sweep import COMPILE_FREE_FIELDS, METRICS
+
+    rows = ["| column | unit / meaning |", "|---|---|", "| `workload` | the workload's name |",
+            "| `section.field` | one per overridden Arch field: the value in effect at the point |"]
+    rows += [f"| `{name}` | {_cell(unit)} |" for name, (_, unit) in METRICS.items()]
+    rows.append("| `error` | empty, or why the point cannot run (`ExceptionType: message`); its metrics are empty |")
+    free = ", ".join(f"`{sec}.{name}`" for sec, name in COMPILE_FREE_FIELDS)
+    return "\n".join(rows) + f"\n\nFields the compiler never reads (points differing only in them compile once): " \
+        f"{free}."
+
+
 TABLES = {"docs/isa.md": {"instructions": instruction_table, "enums": enum_table, "semantics": semantics},
           "docs/arch.md": {"arch-fields": arch_table}, "README.md": {"presets": preset_table},
-          "docs/validation.md": {"scalesim-gemm": validation_gemm_table, "scalesim-resnet18": validation_resnet_table}}
+          "docs/ops.md": {"ops": ops_table},
+          "docs/energy.md": {"energy-tables": energy_tables, "energy-presets": energy_presets_table},
+          "docs/validation.md": {"scalesim-gemm": validation_gemm_table, "scalesim-resnet18": validation_resnet_table},
+          "docs/sweep.md": {"sweep-columns": sweep_columns_table}}
 
 
 def render(text: str, tables: dict) -> str:

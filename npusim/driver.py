@@ -30,11 +30,15 @@ from compiler.gemm import (
 )
 from compiler.ir import Graph
 from compiler.link import LayerRange
+from compiler.lower import REGISTRY as OP_REGISTRY  # noqa: F401 (the op registry, for npusim.docgen)
+from compiler.lower.quant import QUANT_OPS
 from compiler.model import CompiledModel, compile_model
-from isa import DType, LimitError
+from compiler.target import Target
+from isa import DType, LimitError, SimulationError
 from isa.arch import Arch
 from isa.dtypes import to_compute
 
+from .energy import layer_energy
 from .inputs import for_model
 from .intervals import time_split, unit_role
 from .limits import LIMITS, Limits
@@ -62,8 +66,7 @@ def ideal_memory_arch(M: int, N: int, K: int, dtype: DType, arch: Arch) -> Arch:
     This is SCALE-Sim's ideal-memory setting: every operand is on chip, so each fold streams the whole M (ws), K (os)
     or N (is) and the matrix unit's cycles can be compared with SCALE-Sim's.
     """
-    a, b, acc = slot_bytes(GemmTiling(M, N, K), dtype, arch.matrix.rows, arch.matrix.cols, arch.matrix.dataflow,
-                           arch.spm.bank_width)
+    a, b, acc = slot_bytes(GemmTiling(M, N, K), dtype, Target.of(arch))
 
     def line(mem, need: int) -> int:
         q = mem.banks * mem.bank_width
@@ -110,14 +113,12 @@ def run_gemm(M: int, N: int, K: int, dtype: DType, arch: Arch, *, timing_only: b
     _regions_fit(f"GEMM {M}x{N}x{K}", A=M * K * dtype.size, B=K * N * dtype.size, C=M * N * 4)
     packed = not ideal_memory   # B pre-blocked offline, as weights are (ideal memory keeps SCALE-Sim's setting)
     if ideal_memory:
-        arch, tiling = ideal_memory_arch(M, N, K, dtype, arch), GemmTiling(M, N, K)
-    else:
-        tiling = search_tiling(M, N, K, dtype, arch, packed)
-    r, c, df, bw = arch.matrix.rows, arch.matrix.cols, arch.matrix.dataflow, arch.spm.bank_width
-    program = tiled_gemm(M, N, K, dtype, r, c, arch.spm.size, arch.acc.size, tiling, arch.matrix.max_rows, df, bw,
-                         b_packed=packed)
+        arch = ideal_memory_arch(M, N, K, dtype, arch)
+    target = Target.of(arch)
+    tiling = GemmTiling(M, N, K) if ideal_memory else search_tiling(M, N, K, dtype, target, packed)
+    program = tiled_gemm(M, N, K, dtype, target, tiling, b_packed=packed)
     inputs = None if timing_only else gemm_inputs(M, N, K, dtype, seed)
-    dram = None if inputs is None else dict(inputs, B=pack_b(inputs["B"], K, N, dtype, r, c, tiling, df, bw)) \
+    dram = None if inputs is None else dict(inputs, B=pack_b(inputs["B"], K, N, dtype, target, tiling)) \
         if packed else inputs
     result = simulate(program, arch, dram, timing_only=timing_only, ideal_memory=ideal_memory, progress=progress)
     if timing_only:
@@ -146,18 +147,18 @@ def run_conv(cs: ConvShape, dtype: DType, arch: Arch, *, timing_only: bool = Fal
     """Compile one convolution for ``arch``, simulate it on seeded random inputs and check Y against numpy.
     limits: as :func:`run_gemm`'s, checked before the tiling search."""
     what = f"conv {cs.N}x{cs.C}x{cs.H}x{cs.W} * {cs.K}x{cs.Cg}x{cs.R}x{cs.S}"
-    outputs, r, c = cs.N * cs.K * cs.OH * cs.OW, arch.matrix.rows, arch.matrix.cols
+    outputs, target = cs.N * cs.K * cs.OH * cs.OW, Target.of(arch)
     if limits is not None:
         dram = (cs.N * cs.C * cs.H * cs.W + cs.K * cs.Cg * cs.R * cs.S) * dtype.size + outputs * 4
         _, elements, memory = layer_work(outputs, cs.macs, dram, arch)
-        tallest = choose_conv_tiling(cs, dtype, r, c, arch.spm.size, arch.acc.size, arch.matrix.max_rows)
-        limits.check(what, conv_instructions(cs, tallest, dtype.size, r, c, arch.spm.size), elements, memory,
-                     timing_only)
+        tallest = choose_conv_tiling(cs, dtype, target)
+        limits.check(what, conv_instructions(cs, tallest, dtype.size, target.rows, target.cols, target.spm),
+                     elements, memory, timing_only)
     _regions_fit(what, X=cs.N * cs.C * cs.H * cs.W * dtype.size, Wt=cs.K * cs.Cg * cs.R * cs.S * dtype.size,
                  Y=outputs * 4)
-    tiling = search_conv_tiling(cs, dtype, arch)
-    program = conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, tiling=tiling, max_rows=arch.matrix.max_rows)
-    inputs, x, w = conv_inputs(cs, dtype, r, c, seed, tiling.im2col, tiling.pack)
+    tiling = search_conv_tiling(cs, dtype, target)
+    program = conv2d(cs, dtype, target, tiling)
+    inputs, x, w = conv_inputs(cs, dtype, target.rows, target.cols, seed, tiling.im2col, tiling.pack, tiling.gpack)
     result = simulate(program, arch, None if timing_only else inputs, timing_only=timing_only,
                       ideal_memory=ideal_memory, progress=progress)
     if timing_only:
@@ -193,14 +194,14 @@ def run_topology(layers, arch: Arch, *, dtype: DType = DType.I8, ideal_memory: b
             "ideal_memory": ideal_memory, "wall_seconds": time.perf_counter() - t0}
 
 
-def load_model(model, fallback: bool = True) -> Graph:
+def load_model(model, fallback: bool = True, dims: dict[str, int] | None = None) -> Graph:
     """A Graph from an ONNX file path, an onnx.ModelProto or a Graph; with ``fallback``, ops the compiler does not
-    know are kept (marked for the host CPU) instead of refused."""
+    know are kept (marked for the host CPU) instead of refused; ``dims`` fixes symbolic input dimensions by name."""
     if isinstance(model, Graph):
         return model
     from compiler.onnx_import import import_onnx
 
-    return import_onnx(model, allow_unknown=fallback)
+    return import_onnx(model, allow_unknown=fallback, dims=dims)
 
 
 def host_functions(compiled: CompiledModel) -> dict[str, Callable]:
@@ -208,27 +209,51 @@ def host_functions(compiled: CompiledModel) -> dict[str, Callable]:
     runs the node alone in onnxruntime and writes its outputs back to DRAM."""
     if not compiled.host_ops:
         return {}
-    import onnxruntime as ort
-
     from compiler.builder import to_onnx
 
     fns = {}
     for h in compiled.host_ops:
-        sess = ort.InferenceSession(to_onnx(h.subgraph(compiled.graph)).SerializeToString(),
-                                    providers=["CPUExecutionProvider"])
+        what = f"node {h.node.name!r} ({h.node.qualified_op}) runs on the host, but onnxruntime"
+        sess = ort_session(to_onnx(h.subgraph(compiled.graph)), what=what)
 
-        def run(dram, h=h, sess=sess):
-            for t, value in zip(h.outputs, sess.run([t.name for t in h.outputs],
-                                                    {t.name: t.read(dram) for t in h.inputs})):
+        def run(dram, h=h, sess=sess, what=what):
+            feeds = {t.name: t.read(dram) for t in h.inputs}
+            try:
+                values = sess.run([t.name for t in h.outputs], feeds)
+            except Exception as e:   # onnxruntime's own error types, one per failure kind
+                raise SimulationError(f"{what} fails on it: {_first_line(e)}") from None
+            for t, value in zip(h.outputs, values):
                 t.write(dram, value)
         fns[h.fn] = run
     return fns
 
 
+def ort_session(model, options=None, what: str = "onnxruntime"):
+    """An onnxruntime CPU session for ``model`` (ModelProto or bytes) that logs only errors (its warnings about
+    unused initializers and the like would otherwise reach the user's terminal on every host call); a CompileError
+    ``<what> rejects the model: <reason>`` when onnxruntime cannot load it."""
+    import onnxruntime as ort
+
+    opts = options or ort.SessionOptions()
+    opts.log_severity_level = 3
+    data = model if isinstance(model, bytes) else model.SerializeToString()
+    try:
+        return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+    except Exception as e:   # onnxruntime raises its own Fail/InvalidGraph/NotImplemented types
+        raise CompileError(f"{what} rejects the model: {_first_line(e)}") from None
+
+
+def _first_line(e: BaseException) -> str:
+    """The first line of an exception's message, without onnxruntime's ``[ONNXRuntimeError] : N : KIND :`` prefix."""
+    text = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return text.split(" : ", 3)[-1] if text.startswith("[ONNXRuntimeError]") else text
+
+
 def layer_report(result: SimResult, layers) -> list[dict]:
     """Per layer: its program counters ``[start, end)``, its instructions' first start and last retire, cycles, MACs,
     matrix utilization, DRAM bytes, the split of its cycles (:func:`npusim.intervals.time_split`) and what bounds it
-    (host: it ran on the host CPU; compute: the matrix or vector unit was the busiest; memory: the DMA was)."""
+    (host: it ran on the host CPU; compute: the matrix or vector unit was the busiest; memory: the DMA was), and its
+    energy (:func:`npusim.energy.layer_energy`: pJ in all and by kind)."""
     out = []
     r, c = result.arch.matrix.rows, result.arch.matrix.cols
     unit = [UNIT_NAMES.get(i.queue, "") for i in result.program.instrs]
@@ -249,7 +274,8 @@ def layer_report(result: SimResult, layers) -> list[dict]:
                     else "memory",
                     "pcs": [lr.start, lr.end], "dram_bytes": sum(k.dram_read + k.dram_write for k in costs),
                     "time_split": time_split([unit[pc] for pc in pcs], starts, ends, (start, end))})
-    return out
+    energies = layer_energy(result.energy, [(lr.start, lr.end, row["cycles"]) for lr, row in zip(layers, out)])
+    return [row | e for row, e in zip(out, energies)]
 
 
 def single_layer_report(result: SimResult, name: str, op: str) -> list[dict]:
@@ -269,10 +295,27 @@ def zoo_model(name: str):
     return MODELS[name]()
 
 
+def model_report(result: SimResult, compiled: CompiledModel, instructions: bool = True) -> dict:
+    """The JSON report of a model run: :meth:`SimResult.to_dict` (energy per inference over the batch, the first
+    input's leading dimension) plus ``layers`` (:func:`layer_report`), the model's ``macs`` and
+    ``matrix_utilization`` (its MACs over the peak) and ``host_ops``."""
+    graph = compiled.graph
+    first = graph.tensor(graph.inputs[0]).shape if graph.inputs else ()
+    report = result.to_dict(instructions, inferences=first[0] if len(first) >= 2 else 1)   # batch: leading dim
+    report["layers"] = layer_report(result, compiled.layers)
+    # the model's MACs: the instructions' also count the zero blocks of pixel-packed convolutions
+    report["macs"] = sum(lr.macs for lr in compiled.layers)
+    report["matrix_utilization"] = result.utilization(report["macs"])
+    report["host_ops"] = [{"name": h.node.name, "op": h.node.op, "fn": h.fn, "reason": h.reason}
+                          for h in compiled.host_ops]
+    return report
+
+
 def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *, timing_only: bool = False,
               validate: bool = False, seed: int = 0, dump_after: str | None = None, fallback: bool = True,
               fuse: bool = True, buffers: int = 2, prefetch: bool | None = None, resident: bool | None = None,
-              serial: bool = False, progress=None, limits: Limits | None = LIMITS):
+              serial: bool = False, progress=None, limits: Limits | None = LIMITS,
+              dims: dict[str, int] | None = None):
     """Compile an ONNX model (path, ModelProto or Graph) for ``arch`` and simulate it.
 
     ``inputs``: input name -> array of exactly the input's shape and dtype (or one array for a one-input model),
@@ -282,9 +325,10 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
     UnsupportedOpError lists them).
     fuse, buffers, prefetch, resident: compiler options (:func:`compiler.model.compile_model`); serial: simulate every
     instruction after the previous one retired (no overlap between units at all). ``progress`` and ``limits`` are
-    passed to :func:`npusim.simulate` (``progress(retired, total, cycle)``).
+    passed to :func:`npusim.simulate` (``progress(retired, total, cycle)``). ``dims`` fixes the model's symbolic
+    input dimensions by name (``{"batch": 1}``).
     """
-    graph = load_model(model, fallback)
+    graph = load_model(model, fallback, dims)
     if inputs is not None:
         inputs = for_model(model_inputs(graph), inputs)
     compiled = compile_model(graph, arch, dump_after=dump_after, fallback=fallback, fuse=fuse, buffers=buffers,
@@ -296,29 +340,24 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
                       timing_only=timing_only, host_functions=None if timing_only else host_functions(compiled),
                       serial=serial, progress=progress, limits=limits)
     outputs = {} if timing_only else compiled.read_outputs(result.outputs["ACT"])
-    report = result.to_dict()
-    report["layers"] = layer_report(result, compiled.layers)
-    # the model's MACs: the instructions' also count the zero blocks of pixel-packed convolutions
-    report["macs"] = sum(lr.macs for lr in compiled.layers)
-    report["matrix_utilization"] = result.utilization(report["macs"])
-    report["host_ops"] = [{"name": h.node.name, "op": h.node.op, "fn": h.fn, "reason": h.reason}
-                          for h in compiled.host_ops]
+    report = model_report(result, compiled)
     if validate and not timing_only:
         import onnx
-        import onnxruntime as ort
 
         from compiler.builder import to_onnx
 
         proto = to_onnx(graph) if isinstance(model, Graph) else model if isinstance(model, onnx.ModelProto) \
             else onnx.load(model)
-        sess = ort.InferenceSession(proto.SerializeToString(), _ort_options(graph), providers=["CPUExecutionProvider"])
+        try:
+            sess = ort_session(proto, _ort_options(graph), what="onnxruntime (the reference for --validate)")
+        except CompileError:   # an old opset onnxruntime no longer implements: the model as converted on import
+            if isinstance(model, Graph):
+                raise
+            sess = ort_session(to_onnx(graph), _ort_options(graph), what="onnxruntime (the reference for --validate)")
         refs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, dict(inputs))))
         quantized = any(n.op in QUANT_OPS for n in graph.nodes)
         report["validation"] = {name: _compare(outputs[name], refs[name], quantized) for name in outputs}
     return compiled, result, outputs, report
-
-
-QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul"})
 
 
 def _ort_options(graph: Graph):
@@ -353,11 +392,9 @@ def check_layers(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None,
     ``tensor, node, op, shape, max_abs_error, max_rel_error`` (max |err| / max |reference|) and ``ok`` (the same rule
     as :func:`run_model`'s output validation). ``options`` go to :func:`run_model`.
     """
-    import onnxruntime as ort
-
     from compiler.builder import to_onnx
 
-    graph = load_model(model, options.get("fallback", True))
+    graph = load_model(model, options.get("fallback", True), options.get("dims"))
     compiled, result, _, _ = run_model(graph, arch, inputs, seed=seed, **options)
     produced = {t: n for n in graph.nodes for t in n.outputs if t}
     names = [t for t in produced if t in compiled.tensors]
@@ -365,7 +402,7 @@ def check_layers(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None,
         rng = np.random.default_rng(seed)   # the same draws as run_model's
         inputs = {n: rng.standard_normal(graph.tensor(n).shape).astype(graph.tensor(n).dtype) for n in graph.inputs}
     proto = to_onnx(replace(graph, outputs=tuple(dict.fromkeys(graph.outputs + tuple(names)))))
-    sess = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"])
+    sess = ort_session(proto, what="onnxruntime (the reference)")
     refs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, dict(inputs))))
     got = compiled.read_tensors(result.outputs["ACT"])
     return [{"tensor": t, "node": produced[t].name, "op": produced[t].op, "shape": tuple(refs[t].shape),

@@ -52,6 +52,13 @@ vpu.rq (VecRequant)
     rshift_rne((x + bias) * mult, shift), lo, hi), computed exactly (the product can reach 2**63);
     rshift_rne(v, 0) = v, otherwise floor(v / 2**s) rounded half to even. A shift outside [0, 62] raises
     SimulationError before anything is written. y is stored in the integer destination type.
+vpu.gather / dma.ld.gather (Gather)
+  - Per point p of the shape, in row-major order, i = idx[p] (i32): 0 <= i < rows copies the row's bytes as they are
+    (table and dst dtypes have one size), element j of dst row p from table byte base + i*rs + j*es; i < 0 writes
+    ``fill`` (converted to the destination type as above) to every element of dst row p. An index >= rows raises
+    SimulationError naming the point and the index, before anything is written. The whole table span, all ``rows``
+    rows, must lie in its memory whatever the indices. Every index and table row is read before any write (dst may
+    overlap the table or the indices).
 host.call (HostCall)
   - Calls the host function named ``fn`` (supplied at launch: ``simulate(..., host_functions={name: f})``) with the
     DRAM regions as a dict of byte arrays, which it reads and writes in place; SPM and ACC are not visible to it.
@@ -72,10 +79,12 @@ from isa import (
     DmaCopy,
     DmaFill,
     DType,
+    Gather,
     Halt,
     HostCall,
     Instr,
     MatMul,
+    Queue,
     SimulationError,
     Sync,
     VecBinary,
@@ -176,13 +185,34 @@ def _requant(i: VecRequant, mem: DeviceMemory) -> None:
         raise SimulationError(f"vpu.rq shift must be in [0, 62], not {bad}")
 
 
+def gather_error(i: Gather, point: tuple[int, ...], index: int) -> SimulationError:
+    """The error of a gather whose index at ``point`` is not below its ``rows``."""
+    name = "vpu.gather" if i.queue is Queue.VPU else "dma.ld.gather"
+    return SimulationError(f"{name} index {index} at point {list(point)} is outside the table's {i.rows} rows "
+                           f"(indices must be < rows; a negative index writes fill)")
+
+
+def _gather(i: Gather, mem: DeviceMemory) -> None:
+    es, table = i.dst.dtype.size, i.table.with_strides(())
+    dst = _buf(mem, i.dst, i.shape, ((i.row, i.dst.strides[-1]),))
+    src = _buf(mem, table, (), ((i.rows, i.table.strides[0]), (i.row, es)))
+    idx = _buf(mem, i.idx, i.shape)
+    g = _geometry(i.shape, i.dst.with_strides(i.dst.strides[:-1]), i.idx)
+    bad = K.gather_rows(dst, src, idx, g, es, i.row, i.rows, i.table.base, i.table.strides[0], i.dst.strides[-1],
+                        K.scalar_bytes(i.fill, i.dst.dtype))
+    if bad != K.GATHER_OK:
+        point = tuple(int(x) for x in np.unravel_index(int(bad), i.shape))
+        at = i.idx.base + sum(x * s for x, s in zip(point, i.idx.strides))
+        raise gather_error(i, point, int(idx[at:at + 4].view(np.int32)[0]))
+
+
 def _nothing(i: Instr, mem: DeviceMemory) -> None:
     pass
 
 
 EXECUTE: dict[type, Callable[[Instr, DeviceMemory], None]] = {
     DmaCopy: _dma_copy, DmaFill: _dma_fill, MatMul: _matmul, VecBinary: _binary, VecUnary: _unary,
-    VecConvert: _convert, VecRequant: _requant, Sync: _nothing, Barrier: _nothing, Halt: _nothing,
+    VecConvert: _convert, VecRequant: _requant, Gather: _gather, Sync: _nothing, Barrier: _nothing, Halt: _nothing,
 }
 
 

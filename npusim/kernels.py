@@ -679,7 +679,43 @@ def requant(dst_buf, src_buf, prm_buf, g, dcode, zp, lo, hi):
     return np.int64(RQ_OK)
 
 
-HOT_KERNELS = (dma_copy, dma_fill, matmul, binary_f, binary_i, unary_f, unary_i, convert, requant)
+# ---------------------------------------------------------------- gather
+
+GATHER_OK = -1
+"""gather_rows' return value when every index is below the table's row count (else the first bad point)."""
+
+
+@_jit
+def gather_rows(dst_buf, table_buf, idx_buf, g, es, row, rows, table_base, row_stride, elem_stride, fill):
+    """Row gather: operands dst, idx = 0, 1 over the shape; per point p, ``i = idx[p]`` (i32) selects the ``row``
+    elements of ``es`` bytes at ``table_base + i*row_stride + j*es``, or ``fill`` when i < 0; they go to ``dst(p) +
+    j*elem_stride``. Returns GATHER_OK, or the row-major number of the first point with ``i >= rows`` (nothing is
+    written then). Every row is read before anything is written."""
+    shape = g[:ND]
+    idx = gather(idx_buf, shape, _base(g, 1), _strides(g, 1), 4).view(np.int32)
+    for p in range(idx.size):
+        if idx[p] >= rows:
+            return np.int64(p)
+    width = row * es
+    raw = np.empty(idx.size * width, np.uint8)
+    for p in range(idx.size):
+        i = np.int64(idx[p])
+        if i < 0:
+            for j in range(row):
+                raw[p * width + j * es:p * width + (j + 1) * es] = fill
+        else:
+            o = table_base + i * row_stride
+            raw[p * width:(p + 1) * width] = table_buf[o:o + width]
+    doff = offsets(shape, _base(g, 0), _strides(g, 0))
+    for p in range(idx.size):
+        for j in range(row):
+            o = doff[p] + j * elem_stride
+            for b in range(es):
+                dst_buf[o + b] = raw[p * width + j * es + b]
+    return np.int64(GATHER_OK)
+
+
+HOT_KERNELS = (dma_copy, dma_fill, matmul, binary_f, binary_i, unary_f, unary_i, convert, requant, gather_rows)
 
 
 # ---------------------------------------------------------------- numpy helpers (reference model, immediates)

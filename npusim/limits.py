@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from isa import DmaCopy, DmaFill, LimitError, MatMul, Program, VecBinary, VecConvert, VecRequant, VecUnary
+from isa import DmaCopy, DmaFill, Gather, LimitError, MatMul, Program, VecBinary, VecConvert, VecRequant, VecUnary
 from isa.arch import Arch
 
 ACC_UPDATE = 32
@@ -53,6 +53,8 @@ def program_work(program: Program, arch: Arch) -> tuple[int, int, int]:
             elements += i.macs + ACC_UPDATE * math.prod(i.shape) * i.m * i.n
         elif isinstance(i, DmaCopy | DmaFill | VecBinary | VecUnary | VecConvert | VecRequant):
             elements += math.prod(i.shape)
+        elif isinstance(i, Gather):
+            elements += i.points * i.row
     memory = arch.spm.size + arch.acc.size + sum(r.size for r in program.regions)
     return len(program.instrs), elements, memory
 

@@ -1,4 +1,5 @@
-"""Plots of a JSON report (docs/report.md): Gantt timeline, utilization over time, per-layer time split, roofline.
+"""Plots of a JSON report (docs/report.md): Gantt timeline, utilization over time, per-layer time split, roofline,
+per-layer energy.
 
 Every function draws from the report dict alone on a matplotlib ``ax`` and returns a small dataclass with the numbers
 it drew (and the artists), so tests can check them. :func:`render` makes a figure (no pyplot) and writes a PNG/SVG/PDF.
@@ -21,7 +22,7 @@ from isa.errors import NpuSimError
 
 from .intervals import ROLE_ORDER, bucket_busy
 
-KINDS = ("timeline", "util", "layers", "roofline")
+KINDS = ("timeline", "util", "layers", "roofline", "energy")
 DEFAULT_QUEUES = {"dma_load": "dma.ld", "dma_store": "dma.st", "matrix": "mxu", "vector": "vpu", "host": "host"}
 ROLE_COLORS = {"compute": "#2ca02c", "memory_stall": "#ff7f0e", "host": "#9467bd", "sync_stall": "#b0b0b0"}
 ROLE_LABELS = {"compute": "compute (matrix/vector busy)", "memory_stall": "memory stall (only DMA busy)",
@@ -272,7 +273,8 @@ def plot_layers(report: dict, ax: Axes) -> LayerSplit:
 # ------------------------------------------------------------------------------------------------ roofline
 @dataclass
 class Roofline:
-    """Per layer with MACs and DRAM traffic: intensity (MACs/byte) and attained MACs/cycle; the roof's two limits."""
+    """Per layer with MACs and DRAM traffic: intensity (MACs/byte) and attained MACs/cycle; the roof's limits: peak
+    MACs/cycle, the DRAM bus and the DMA's sustained bytes/cycle (``memory_roof``), and which memory roof binds."""
 
     names: list[str]
     ops: list[str]
@@ -280,17 +282,33 @@ class Roofline:
     attained: np.ndarray
     peak: float
     bandwidth: float
+    dma: float
+    binds: str
     skipped: list[str]
     artists: list = field(default_factory=list)
 
 
+def _memory_roof(report: dict) -> dict:
+    """The report's ``memory_roof``, or for a report written before it existed, computed from its ``arch``."""
+    if "memory_roof" in report:
+        return report["memory_roof"]
+    from isa.arch import Arch
+
+    from .stats import memory_roof
+
+    return memory_roof(Arch.from_dict(report["arch"], "the report's arch"))
+
+
 def plot_roofline(report: dict, ax: Axes) -> Roofline:
-    """Log-log roofline: x = MACs per DRAM byte, y = MACs per cycle; the roof is
-    ``min(rows * cols, intensity * dram.bandwidth)``; one point per layer, coloured by op. Layers without MACs or
-    without DRAM traffic have no place on it (they are listed in ``skipped``)."""
+    """Log-log roofline: x = MACs per DRAM byte, y = MACs per cycle. Two memory roofs: the DRAM bus
+    (``min(rows * cols, intensity * dram.bandwidth)``) and the bandwidth the DMA sustains with ``dma.outstanding``
+    bursts in flight (``memory_roof.dma``, at most the bus's); the lower one binds (drawn solid, the other dashed).
+    One point per layer, coloured by op. Layers without MACs or without DRAM traffic have no place on it (they are
+    listed in ``skipped``)."""
     layers = _layers(report, "roofline", "dram_bytes")
     arch = _need(report, "arch", "roofline", "write the report with `npusim run MODEL --json`")
-    peak, bandwidth = float(arch["matrix"]["rows"] * arch["matrix"]["cols"]), float(arch["dram"]["bandwidth"])
+    roof = _memory_roof(report)
+    peak, bandwidth, dma = float(arch["matrix"]["rows"] * arch["matrix"]["cols"]), roof["dram_bandwidth"], roof["dma"]
     on = [lr for lr in layers if lr["macs"] > 0 and lr["dram_bytes"] > 0 and lr["cycles"] > 0]
     skipped = [lr["name"] for lr in layers if lr not in on]
     intensity = np.array([lr["macs"] / lr["dram_bytes"] for lr in on])
@@ -298,18 +316,24 @@ def plot_roofline(report: dict, ax: Axes) -> Roofline:
     ops = [lr["op"] for lr in on]
     cycles = np.array([lr["cycles"] for lr in on], np.float64)
     area = 16 + 300 * cycles / cycles.max(initial=1)
-    ridge = peak / bandwidth
-    lo = min([ridge / 10, *intensity]) / 2
+    ridge = peak / dma
+    lo = min([peak / bandwidth / 10, *intensity]) / 2
     hi = max([ridge * 10, *intensity]) * 2
     x = np.geomspace(lo, hi, 200)
-    artists = [ax.plot(x, np.minimum(peak, x * bandwidth), color="k", linewidth=1.5,
-                       label=f"roof: min({peak:g} MACs/cycle, {bandwidth:g} B/cycle x intensity)")[0]]
+    dashed = {"linestyle": "--"} if dma < bandwidth else {}
+    out = int(arch["dma"]["outstanding"]), int(arch["dma"]["burst_bytes"])
+    artists = [ax.plot(x, np.minimum(peak, x * bandwidth), color="k", linewidth=1.5, **dashed,
+                       label=f"DRAM bus: min({peak:g} MACs/cycle, {bandwidth:g} B/cycle x intensity)")[0],
+               ax.plot(x, np.minimum(peak, x * dma), color="C3", linewidth=1.2 if dma < bandwidth else 2.5,
+                       alpha=0.9 if dma < bandwidth else 0.5,
+                       label=f"DMA, {out[0]} x {out[1]} B in flight: {dma:.3g} B/cycle")[0]]
     for i, op in enumerate(sorted(set(ops))):
         mine = np.array([o == op for o in ops])
         artists.append(ax.scatter(intensity[mine], attained[mine], s=area[mine], color=colormaps["tab10"](i % 10),
                                   label=op, edgecolors="k", linewidths=0.4, zorder=3))
     ax.axvline(ridge, color="k", linestyle=":", linewidth=0.8)
-    ax.text(ridge * 1.08, 0.02, f"ridge: {ridge:g} MACs/B", transform=ax.get_xaxis_transform(), fontsize="small")
+    ax.text(ridge * 1.08, 0.02, f"ridge: {ridge:.3g} MACs/B; binds: {roof['binds']}",
+            transform=ax.get_xaxis_transform(), fontsize="small")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -319,12 +343,125 @@ def plot_roofline(report: dict, ax: Axes) -> Roofline:
     ax.grid(which="both", alpha=0.25)
     leg = ax.legend(loc="upper left", bbox_to_anchor=(0, 0.94), fontsize="small", title_fontsize="small",
                     title="points: layers by op, area ~ cycles")   # above the roof: never over a point
-    for handle in leg.legend_handles[1:]:
+    for handle in leg.legend_handles[2:]:
         handle.set_sizes([36])
     if skipped:
         ax.text(0.01, 0.99, f"not shown: {len(skipped)} layers without MACs or DRAM traffic", transform=ax.transAxes,
                 va="top", fontsize="small")
-    return Roofline([lr["name"] for lr in on], ops, intensity, attained, peak, bandwidth, skipped, artists)
+    return Roofline([lr["name"] for lr in on], ops, intensity, attained, peak, bandwidth, dma, roof["binds"], skipped,
+                    artists)
+
+
+# ------------------------------------------------------------------------------------------------ energy
+ENERGY_KINDS = ("mac", "vector", "spm_read", "spm_write", "acc_read", "acc_write", "dram_read", "dram_write", "dma",
+                "leakage")   # npusim.energy.KINDS and the static kind; the report's layers[].energy_by_kind_pj
+
+
+@dataclass
+class EnergySplit:
+    """Per layer (program order): its energy (pJ) split by action kind (``layers[].energy_by_kind_pj``)."""
+
+    names: list[str]
+    total: np.ndarray
+    parts: dict[str, np.ndarray]
+    artists: list = field(default_factory=list)
+
+
+def plot_energy(report: dict, ax: Axes) -> EnergySplit:
+    """Horizontal stacked bars, one per layer top to bottom: its energy by action kind (dynamic kinds and its share
+    of the leakage), in µJ. Kinds that are 0 in every layer are not drawn."""
+    layers = _layers(report, "energy", "energy_by_kind_pj")
+    names = [lr["name"] for lr in layers]
+    kinds = list(dict.fromkeys([*ENERGY_KINDS, *layers[0]["energy_by_kind_pj"]]))
+    parts = {k: np.array([lr["energy_by_kind_pj"].get(k, 0.0) for lr in layers]) for k in kinds}
+    y = np.arange(len(layers))
+    left = np.zeros(len(layers))
+    colors = {k: colormaps["tab10"](i % 10) for i, k in enumerate(kinds)}
+    artists = []
+    for k in kinds:
+        if not parts[k].any():
+            continue
+        artists.append(ax.barh(y, parts[k] / 1e6, left=left / 1e6, color=colors[k], label=k, height=0.8))
+        left = left + parts[k]
+    ax.set_yticks(y, [f"{n}  ({lr['op']})" for n, lr in zip(names, layers)], fontsize="small")
+    ax.set_ylim(len(layers) - 0.5, -0.5)
+    ax.set_xlim(0, max(float(left.max(initial=0)) / 1e6, 1e-9) * 1.02)
+    ax.set_xlabel("energy (µJ)")
+    ax.grid(axis="x", alpha=0.3)
+    e = report.get("energy", {})
+    title = f"{e.get('table', '')} {e.get('dram_type', '')}".strip()
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small", frameon=False, title=title or None)
+    return EnergySplit(names, np.array([lr.get("energy_pj", 0.0) for lr in layers]), parts, artists)
+
+
+# ------------------------------------------------------------------------------------------------ sweep tables
+@dataclass
+class ParetoPlot:
+    """What :func:`plot_pareto` / :func:`plot_pareto_3d` drew: the front's rows of the sweep table, the metrics."""
+
+    front: Any
+    metrics: list[str]
+    artists: list = field(default_factory=list)
+
+
+def _sweep_rows(df, metrics: list[str], what: str):
+    """``df``'s rows without an error, after checking it is one workload's sweep table with these metrics."""
+    from .sweep import pareto
+
+    if "workload" in df.columns and df["workload"].nunique() > 1:
+        raise PlotError(f"the {what} plot draws one workload's points; select one, e.g. df[df.workload == "
+                        f"{df['workload'].iloc[0]!r}]")
+    front = pareto(df, metrics, by=None)
+    ok = df.dropna(subset=metrics)
+    return ok[ok["error"].isna()] if "error" in ok.columns else ok, front
+
+
+def _point_label(row, columns: list[str]) -> str:
+    return " ".join(f"{c.split('.')[-1]}={row[c]:g}" if isinstance(row[c], float) else f"{c.split('.')[-1]}={row[c]}"
+                    for c in columns)
+
+
+def _override_columns(df, metrics: list[str]) -> list[str]:
+    """The override columns that vary in ``df`` (the ones worth naming a point by)."""
+    from .sweep import METRICS
+
+    return [c for c in df.columns if c not in ("workload", "error", *METRICS, *metrics) and df[c].nunique() > 1]
+
+
+def plot_pareto(df, ax: Axes, x: str, y: str, annotate: bool = True) -> ParetoPlot:
+    """A sweep table's points, ``y`` against ``x`` (grey), and their Pareto front (both minimised; red line, each
+    front point labelled with its override columns). ``df``: one workload's rows of :func:`npusim.sweep.sweep`."""
+    ok, front = _sweep_rows(df, [x, y], "pareto")
+    artists = [ax.scatter(ok[x], ok[y], s=16, color="0.65", label=f"{len(ok)} points"),
+               ax.plot(front[x], front[y], "o-", color="C3", markersize=5, drawstyle="steps-post",
+                       label=f"Pareto front ({len(front)})")[0]]
+    if annotate:
+        cols = _override_columns(df, [x, y])
+        for _, row in front.iterrows():
+            artists.append(ax.annotate(_point_label(row, cols), (row[x], row[y]), fontsize=7, xytext=(4, 4),
+                                       textcoords="offset points"))
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.25)
+    return ParetoPlot(front, [x, y], artists)
+
+
+def plot_pareto_3d(df, ax, x: str, y: str, z: str) -> ParetoPlot:
+    """The 3-D Pareto front of ``x``, ``y``, ``z`` (all minimised) on a 3-D ``ax``
+    (``fig.add_subplot(projection="3d")``): every point grey, the front's points red."""
+    if getattr(ax, "name", "") != "3d":
+        raise PlotError("the 3-D Pareto plot needs a 3-D axes: fig.add_subplot(projection='3d')")
+    ok, front = _sweep_rows(df, [x, y, z], "3-D pareto")
+    rest = ok.drop(index=front.index)
+    artists = [ax.scatter(rest[x], rest[y], rest[z], s=12, color="0.65", label=f"{len(rest)} dominated points"),
+               ax.scatter(front[x], front[y], front[z], s=30, color="C3", edgecolors="k", linewidths=0.4,
+                          label=f"Pareto front ({len(front)})")]
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    ax.set_zlabel(z)
+    ax.legend(fontsize="small")
+    return ParetoPlot(front, [x, y, z], artists)
 
 
 # ------------------------------------------------------------------------------------------------ files
@@ -343,7 +480,7 @@ def render(report: dict, kind: str, path: str | Path, *, title: str = "", window
     n_layers = len(report.get("layers") or [])
     n_units = len(report.get("units") or {})
     size = {"timeline": (14, 1.6 + 0.55 * n_units), "util": (14, 4.5), "layers": (12, 1.5 + 0.22 * n_layers),
-            "roofline": (9, 6)}[kind]
+            "roofline": (9, 6), "energy": (12, 1.5 + 0.22 * n_layers)}[kind]
     fig = Figure(figsize=size, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
@@ -353,10 +490,12 @@ def render(report: dict, kind: str, path: str | Path, *, title: str = "", window
         drawn = plot_utilization(report, ax, buckets=buckets)
     elif kind == "layers":
         drawn = plot_layers(report, ax)
+    elif kind == "energy":
+        drawn = plot_energy(report, ax)
     else:
         drawn = plot_roofline(report, ax)
     what = {"timeline": "timeline", "util": "unit utilization", "layers": "where each layer's cycles go",
-            "roofline": "roofline per layer"}[kind]
+            "roofline": "roofline per layer", "energy": "energy per layer by action"}[kind]
     arch = report.get("arch", {}).get("name", "")
     if kind == "timeline" and window is not None:
         what += f" of cycles {window[0]:,} to {window[1]:,}"

@@ -19,6 +19,7 @@ from isa import (
     DmaCopy,
     DmaFill,
     DType,
+    Gather,
     Instr,
     MatMul,
     Reduce,
@@ -31,6 +32,7 @@ from isa import (
     reduction_dims,
 )
 
+from .functional import gather_error
 from .kernels import narrow, scalar_bytes, widen
 from .memory import DeviceMemory
 
@@ -260,8 +262,23 @@ def _requant(i: VecRequant, mem: DeviceMemory) -> None:
         store(dst, idx, y, i.dst.dtype, False)
 
 
+def _gather(i: Gather, mem: DeviceMemory) -> None:
+    es = i.dst.dtype.size
+    dst = mem.array(i.dst, i.shape, ((i.row, i.dst.strides[-1]),))
+    table = mem.array(i.table.with_strides(()), (), ((i.rows, i.table.strides[0]), (i.row, es)))
+    idx = mem.array(i.idx, i.shape).copy()
+    for p in np.ndindex(*i.shape):
+        if idx[p] >= i.rows:
+            raise gather_error(i, p, int(idx[p]))
+    fill = np.full(i.row, scalar_bytes(i.fill, i.dst.dtype).view(dst.dtype)[0])
+    rows = {p: fill if idx[p] < 0 else table[idx[p]].copy().view(dst.dtype) for p in np.ndindex(*i.shape)}
+    for p, values in rows.items():   # every row is read before the first write
+        for j in range(i.row):
+            dst[p + (j,)] = values[j]
+
+
 REFERENCE = {DmaCopy: _copy, DmaFill: _fill, MatMul: _matmul, VecBinary: _binary, VecUnary: _unary,
-             VecConvert: _convert, VecRequant: _requant}
+             VecConvert: _convert, VecRequant: _requant, Gather: _gather}
 
 
 def execute_reference(instr: Instr, mem: DeviceMemory) -> None:

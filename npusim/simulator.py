@@ -11,8 +11,6 @@ import numpy as np
 from isa import (
     UNIT_QUEUES,
     DeadlockError,
-    DmaCopy,
-    DmaFill,
     DType,
     HostCall,
     MatMul,
@@ -96,7 +94,7 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
     if limits is not None:
         n = len(program.instrs)
         limits.check(f"simulating {n:,} instruction{'s' * (n != 1)}", *program_work(program, arch), timing_only)
-    costs = [FREE if ideal_memory and isinstance(i, DmaCopy | DmaFill) else instr_cost(i, arch)
+    costs = [FREE if ideal_memory and i.queue in (Queue.DMA_LD, Queue.DMA_ST) else instr_cost(i, arch)
              for i in program.instrs]
     check_cycles(costs)
     mem = None if timing_only else load_inputs(program, arch, inputs)

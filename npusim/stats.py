@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -11,7 +12,10 @@ import numpy as np
 
 from isa import Program, Queue
 from isa.arch import Arch
-from isa.cost import Cost
+from isa.asm import mnemonic
+from isa.cost import Cost, dma_stream_bandwidth
+
+from .energy import RunEnergy, area_mm2, run_energy
 
 UNIT_NAMES = {Queue.DMA_LD: "dma_load", Queue.DMA_ST: "dma_store", Queue.MXU: "matrix", Queue.VPU: "vector",
               Queue.HOST: "host"}
@@ -100,6 +104,22 @@ class SimResult:
             out[pcs] = np.maximum(self.dispatch[pcs], np.concatenate(([0], self.end[pcs][:-1])))
         return out
 
+    @cached_property
+    def energy(self) -> RunEnergy:
+        """The run's energy by instruction, kind and part, priced by the Arch's technology table (npusim.energy)."""
+        return run_energy(self.program, self.costs, self.arch, self.cycles)
+
+    def busy_by_mnemonic(self) -> dict[str, int]:
+        """Busy cycles of each kind of instruction, by mnemonic (``vpu.gather``, ``vpu.mul.sum``, ``dma.ld``...), in
+        order of first use: each instruction's ``cycles - conflict - dram_latency``, as its unit's ``busy`` counts
+        them, so a unit's mnemonics add up to its busy cycles."""
+        out: dict[str, int] = {}
+        for ins, c in zip(self.program.instrs, self.costs):
+            if ins.queue is not Queue.CTRL:
+                name = mnemonic(ins)
+                out[name] = out.get(name, 0) + c.cycles - c.conflict - c.dram_latency
+        return out
+
     @property
     def unit(self) -> dict[str, UnitStats]:
         return {u.name: u for u in self.units}
@@ -129,18 +149,26 @@ class SimResult:
     def microseconds(self) -> float:
         return self.cycles / (self.arch.clock.ghz * 1e3)
 
-    def to_dict(self, instructions: bool = True) -> dict[str, Any]:
-        queue_of = {name: q.text for q, name in UNIT_NAMES.items()}   # as in instructions[].unit
+    def to_dict(self, instructions: bool = True, inferences: int = 1) -> dict[str, Any]:
+        """The JSON report (docs/report.md); ``inferences``: how many inferences the run made (its energy per
+        inference is the total over this)."""
+        queue_of = {name: q for q, name in UNIT_NAMES.items()}
+        energy = self.energy
         out: dict[str, Any] = {
             "cycles": self.cycles,
             "time_us": self.microseconds,
             "mode": self.mode,
-            "units": {u.name: u.to_dict(self.cycles) | {"queue": queue_of[u.name]} for u in self.units},
+            "units": {u.name: u.to_dict(self.cycles) | {"queue": queue_of[u.name].text,   # as in instructions[].unit
+                                                        "energy_pj": energy.by_queue(queue_of[u.name])}
+                      for u in self.units},
             "matrix_utilization": self.matrix_utilization,
             "macs": self.macs,
             "dram": {"bytes_read": self.dram_bytes_read, "bytes_written": self.dram_bytes_written,
                      "row_hits": self.dram_row_hits, "row_misses": self.dram_row_misses},
             "sram": {"spm_bytes": self.spm_bytes, "acc_bytes": self.acc_bytes},
+            "energy": energy.to_dict(inferences),
+            "area": {f"{part}_mm2": v for part, v in area_mm2(self.arch).items()},
+            "memory_roof": memory_roof(self.arch),
             "warnings": list(self.warnings),
             "arch": self.arch.to_dict(),
             "wall_seconds": self.wall_seconds,
@@ -154,3 +182,19 @@ class SimResult:
 
     def to_json(self, instructions: bool = True, indent: int | None = 1) -> str:
         return json.dumps(self.to_dict(instructions), indent=indent)
+
+
+def memory_roof(arch: Arch) -> dict[str, Any]:
+    """The two memory roofs of the roofline (bytes/cycle) and which one binds.
+
+    ``dram_bandwidth``: the DRAM bus. ``dma``: what a stream of full bursts sustains with ``dma.outstanding`` of them
+    in flight (:func:`isa.cost.dma_stream_bandwidth`, the formula the DRAM windows use). ``binds``:
+    ``dma.outstanding`` when the requests in flight cannot cover the round trip (Little's law: ``outstanding x
+    burst_bytes / (dram.latency + d)`` is below the bus's ``burst_bytes / d``, d the cycles one burst holds the bus),
+    ``dram.bandwidth`` when they can, ``both`` when the two are equal (raising either alone gains nothing).
+    """
+    b, bw = arch.dma.burst_bytes, float(arch.dram.bandwidth)
+    d = math.ceil(b / bw)
+    little, bus = arch.dma.outstanding * b / (arch.dram.latency + d), b / d
+    binds = "dma.outstanding" if little < bus else "dram.bandwidth" if little > bus else "both"
+    return {"dram_bandwidth": bw, "dma": dma_stream_bandwidth(arch), "binds": binds}

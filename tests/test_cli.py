@@ -110,3 +110,26 @@ def test_conv_reports_the_layers_macs_when_packing_multiplies_zeros(capsys):
     macs = 16 * 16 * 64 * 64 * 9
     assert code == 0 and report["macs"] == macs
     assert report["matrix_utilization"] == pytest.approx(macs / (report["cycles"] * 128 * 128))
+
+
+def test_verify_races_prints_one_line_per_race_and_exits_non_zero():
+    proc = subprocess.run([sys.executable, "-m", "npusim", "verify", "--races", str(EXAMPLES / "race.s")],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 2 and all(line.startswith("race on spm[") for line in lines)
+    assert lines[0].startswith("race on spm[0x0, 0x40) (64 common bytes): vpu pc 2 `vpu.act.relu")
+    assert "(reads src) and dma.ld pc 4 `dma.ld shape[64] dst=spm:0x0<i8>{1}" in lines[0]
+    assert "(writes dst) are not ordered" in lines[0] and "vpu pc 5 " in lines[1] and "dma.ld pc 7 " in lines[1]
+    (err,) = proc.stderr.splitlines()
+    assert err.startswith(f"npusim: error: {EXAMPLES / 'race.s'}: 2 races: ")
+
+
+def test_verify_races_of_a_race_free_program_and_the_race_cap(capsys):
+    code, out, _ = run(capsys, "verify", "--races", str(EXAMPLES / "gemm_int8.s"))
+    assert code == 0 and out.strip().endswith("109 instructions, ok, no races")
+    code, out, err = run(capsys, "verify", "--races", "--max-races", "1", str(EXAMPLES / "race.s"))
+    assert code == 1 and len(out.splitlines()) == 1 and "1 race (stopped at --max-races 1)" in err
+    with pytest.raises(SystemExit) as e:   # a bad option value is a usage error, as for every numeric option
+        main(["verify", "--races", "--max-races", "-1", str(EXAMPLES / "race.s")])
+    assert e.value.code == 2 and "argument --max-races: must be a race count >= 0, not -1" in capsys.readouterr().err

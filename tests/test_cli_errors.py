@@ -196,7 +196,7 @@ def test_help_describes_every_argument_shows_defaults_and_choices():
                 assert f"(default: {a.default})" in text, (name, a.dest)
     run_help = " ".join(_actions(parser)["run"].format_help().split())
     assert "one of fold_constants, fold_batchnorm, fuse_activation, fuse_residual" in run_help
-    assert "{timeline,util,layers,roofline}" in _actions(parser)["plot"].format_help()
+    assert "{timeline,util,layers,roofline,energy}" in _actions(parser)["plot"].format_help()
     assert "70 internal error" in " ".join(parser.format_help().split())
 
 

@@ -80,7 +80,8 @@ def test_changed_program_reports_first_differing_line(monkeypatch):
     name = "conv3x3-mid32"
     conv2d = npusim.driver.conv2d
     smaller = ConvTiling(toh=8, tow=56)   # the compiler would pick 18 output rows a tile on mid32
-    monkeypatch.setattr(npusim.driver, "conv2d", lambda *a, **k: conv2d(*a, **{**k, "tiling": smaller}))
+    monkeypatch.setattr(npusim.driver, "conv2d", lambda cs, dtype, target, tiling=None, **k:
+                        conv2d(cs, dtype, target, smaller, **k))
     new = format_program(run_conv(CONV, DType.I8, load_arch("mid32"), timing_only=True)[0].program).splitlines()
     old = stored_program(name).splitlines()
     assert new != old

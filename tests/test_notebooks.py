@@ -70,18 +70,19 @@ def test_quickstart(kernel_path):
 
 @pytest.mark.slow
 def test_architecture_exploration(kernel_path):
-    facts, nb = execute("02_architecture_exploration",
-                        '{n: [[p["overrides"], p["macs"], p["cycles"], p["error"], p["matrix_utilization"]] '
-                        'for p in ps] for n, ps in results.items()}')
-    assert set(facts) == {"resnet50", "bert_layer"}
-    for points in facts.values():
-        assert [p[0] for p in points] == [[f"matrix.rows={n}", f"matrix.cols={n}", "spm.size=1048576",
-                                          "dram.bandwidth=16"] for n in (16, 32)]
-        assert [p[1] for p in points] == [256, 1024]
-        assert all(p[3] is None for p in points)
-        work = [util * cycles * macs for _, macs, cycles, _, util in points]   # the model's MACs, on any array
-        assert work[0] == pytest.approx(work[1], rel=1e-9) and work[0] > 0
-    assert images(nb) == 2
+    facts, nb = execute("02_architecture_exploration", 'json.loads(df.to_json(orient="records", double_precision=15))')
+    assert sorted({r["workload"] for r in facts}) == ["bert_layer(seq=16, hidden=64, heads=2, ffn=128)",
+                                                      "resnet18(image=32, width=8, classes=10)"]
+    for name in {r["workload"] for r in facts}:
+        rows = [r for r in facts if r["workload"] == name]
+        assert [(r["matrix.rows"], r["matrix.cols"], r["spm.size"], r["dram.bandwidth"]) for r in rows] == \
+            [(n, n, 1048576, 16.0) for n in (16, 32)]
+        assert all(r["error"] is None for r in rows)
+        work = [r["utilization"] * r["cycles"] * r["matrix.rows"] ** 2 for r in rows]   # the model's MACs, any array
+        assert work == pytest.approx([r["macs"] for r in rows], rel=1e-9) and rows[0]["macs"] == rows[1]["macs"]
+        assert all(r["power_w"] == pytest.approx(r["energy_pj"] * 1e-12 / r["time_s"]) for r in rows)
+        assert rows[0]["area_mm2"] < rows[1]["area_mm2"]   # the 32x32 array is 4x the 16x16 one's MACs
+    assert images(nb) == 3   # the Pareto fronts, the 3-D front, utilization
 
 
 @pytest.mark.slow

@@ -45,8 +45,9 @@ def fuse_residual(graph: Graph) -> Graph:
     becomes one Conv with input 3 = ``r`` and ``attrs["residual"] = True``, placed where the Add was; its lowering
     loads ``r``'s tile into the accumulators before the first product, so the sum costs no pass of its own.
 
-    Only Convs the NPU lowers directly (one group, equal strides and dilations, symmetric pads, no activation yet),
-    whose output feeds only this Add, with ``r`` of the same shape."""
+    Only Convs the NPU lowers directly (:func:`compiler.conv.conv2d`: 1-D or 2-D, any strides, pads, dilations and
+    groups, not depthwise or patch embedding, no activation yet), whose output feeds only this Add, with ``r`` of the
+    same shape."""
     nodes, moved, drop = {n.name: n for n in graph.nodes}, {}, set()
     for add in graph.nodes:
         if add.op != "Add" or len(add.present_inputs) != 2:
@@ -75,11 +76,13 @@ def fuse_residual(graph: Graph) -> Graph:
 
 
 def _direct_conv(n, graph: Graph) -> bool:
-    """Whether ``n`` is a Conv that :func:`compiler.conv.conv2d` lowers (not depthwise, not patchify)."""
+    """Whether ``n`` is a Conv that :func:`compiler.conv.conv2d` lowers (1-D or 2-D, not depthwise, not patchify)."""
+    from ..depthwise import is_depthwise
     from ..patchify import is_patchify
 
     a = n.attrs
-    return (n.op == "Conv" and "activation" not in a and "residual" not in a and a.get("group", 1) == 1
-            and len(n.present_inputs) >= 2 and graph.is_const(n.inputs[1])
-            and len(set(a.get("strides", (1, 1)))) == 1 and len(set(a.get("dilations", (1, 1)))) == 1
-            and len(set(a.get("pads", (0, 0, 0, 0)))) == 1 and not is_patchify(n, graph))
+    if n.op != "Conv" or "activation" in a or "residual" in a or len(n.present_inputs) < 2 \
+            or not graph.is_const(n.inputs[1]) or len(graph.tensor(n.inputs[0]).shape) not in (3, 4):
+        return False
+    channels, filters = graph.tensor(n.inputs[0]).shape[1], graph.tensor(n.inputs[1]).shape[0]
+    return not is_depthwise(channels, filters, a.get("group", 1)) and not is_patchify(n, graph)

@@ -18,6 +18,7 @@ from compiler.conv import (
     pack_weights,
     search_conv_tiling,
 )
+from compiler.target import Target
 from isa import DType, MatMul
 from isa.arch import load_arch
 from isa.cost import mxu_cycles
@@ -31,7 +32,7 @@ def _run(cs: ConvShape, t: ConvTiling, dtype: DType, ep: Epilogue | None = None,
          seed: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Simulate ``cs`` with tiling ``t`` on edge16; (Y as NHWC, NCHW input, OIHW weights)."""
     ep = ep or Epilogue()
-    p = conv2d(cs, dtype, 16, 16, EDGE.spm.size, EDGE.acc.size, t, epilogue=ep)
+    p = conv2d(cs, dtype, Target.of(EDGE), t, epilogue=ep)
     assert any(isinstance(i, MatMul) and i.n == t.pack * cs.K for i in p.instrs)   # the packed outputs side by side
     inputs, x, w = conv_inputs(cs, dtype, 16, 16, seed, t.im2col, t.pack)
     yt = ep.out or (DType.F32 if dtype.is_float else DType.I32)
@@ -98,7 +99,7 @@ def test_packed_stream_is_halved_on_the_matrix_unit():
     # block-diagonal tile) streaming s = 8 * 56 / 2 rows: R + s + 8 * max(s, R) + R + C - 2 cycles (docs/timing.md)
     arch = load_arch("dc128")
     cs = ConvShape(1, 64, 56, 56, 64, 3, 3, pad=1)
-    p = conv2d(cs, DType.F32, 128, 128, arch.spm.size, arch.acc.size, ConvTiling(8, 56, pack=2))
+    p = conv2d(cs, DType.F32, Target.of(arch), ConvTiling(8, 56, pack=2))
     mms = [i for i in p.instrs if isinstance(i, MatMul)]
     s = 8 * 56 // 2
     assert len(mms) == 7 and all((mm.m, mm.k, mm.n) == (28, 128, 128) for mm in mms)
@@ -108,12 +109,13 @@ def test_packed_stream_is_halved_on_the_matrix_unit():
 def test_search_packs_small_channel_convs():
     arch = load_arch("dc128")
     cs = ConvShape(1, 64, 56, 56, 64, 3, 3, pad=1)      # ResNet-50 layer1.0.conv2
-    t = search_conv_tiling(cs, DType.F32, arch, Epilogue(bias=True, act="relu"))
+    t = search_conv_tiling(cs, DType.F32, Target.of(arch), Epilogue(bias=True, act="relu"))
     assert t.pack == 2
-    packed, unpacked = (simulate(conv2d(cs, DType.F32, 128, 128, arch.spm.size, arch.acc.size, t_), arch,
+    packed, unpacked = (simulate(conv2d(cs, DType.F32, Target.of(arch), t_), arch,
                                  timing_only=True).cycles for t_ in (t, replace(t, pack=1)))
     assert 1.25 * packed < unpacked
-    assert search_conv_tiling(ConvShape(1, 64, 56, 56, 96, 3, 3, pad=1), DType.F32, arch).pack == 1   # 2 * 96 > 128
+    wide = ConvShape(1, 64, 56, 56, 96, 3, 3, pad=1)
+    assert search_conv_tiling(wide, DType.F32, Target.of(arch)).pack == 1   # 2 * 96 > 128
 
 
 @pytest.mark.parametrize("cs,t", [
@@ -124,7 +126,7 @@ def test_search_packs_small_channel_convs():
 ])
 def test_unpackable_tilings_are_refused(cs, t):
     with pytest.raises(TilingError, match="use pack=1"):
-        conv2d(cs, DType.I8, 16, 16, EDGE.spm.size, EDGE.acc.size, t)
+        conv2d(cs, DType.I8, Target.of(EDGE), t)
 
 
 def test_model_lowering_packs_and_matches_onnxruntime():

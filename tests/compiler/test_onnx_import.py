@@ -89,26 +89,103 @@ def test_import_from_path(tmp_path):
     assert import_onnx(path).tensor("y").shape == import_onnx(str(path)).tensor("y").shape == (1, 4, 6, 6)
 
 
-def test_auto_pad_same_is_refused():
+@pytest.mark.parametrize("auto_pad,strides,pads", [("SAME_UPPER", [1, 1], (1, 1, 1, 1)),
+                                                   ("SAME_UPPER", [2, 2], (0, 0, 1, 1)),
+                                                   ("SAME_LOWER", [2, 2], (1, 1, 0, 0)),
+                                                   ("SAME_LOWER", [3, 1], (1, 1, 0, 1))])
+def test_auto_pad_same_is_resolved_to_explicit_pads(auto_pad, strides, pads):
+    # ONNX: out = ceil(8 / stride), total = (out - 1) * stride + 3 - 8 split in half, the odd one at the end (UPPER)
+    # or the beginning (LOWER); shape inference agrees on the output
+    g = import_onnx(conv_model(auto_pad=auto_pad, strides=strides))
+    assert g.nodes[0].attrs["pads"] == pads
+    assert g.tensor("y").shape == (1, 4, -(-8 // strides[0]), -(-8 // strides[1]))
+
+
+def test_invalid_auto_pad_is_refused():
     with pytest.raises(UnsupportedOpError) as e:
-        import_onnx(conv_model(auto_pad="SAME_UPPER"))
-    assert str(e.value) == ("node 'conv_3' (Conv): attribute auto_pad='SAME_UPPER' is not supported; use explicit pads"
-                            + FALLBACK_HINT)
+        import_onnx(conv_model(auto_pad="SAME"))
+    assert str(e.value) == "node 'conv_3' (Conv): attribute auto_pad='SAME' is not valid" + FALLBACK_HINT
     assert (e.value.node, e.value.op) == ("conv_3", "Conv")
-    g = import_onnx(conv_model(auto_pad="SAME_LOWER"), allow_unknown=True)
-    assert g.nodes[0].unsupported.startswith("attribute auto_pad='SAME_LOWER'")
+    g = import_onnx(conv_model(auto_pad="SAME"), allow_unknown=True)
+    assert g.nodes[0].unsupported.startswith("attribute auto_pad='SAME'")
 
 
-@pytest.mark.parametrize("opset", [12, 22])
-def test_bad_opset(opset):
-    with pytest.raises(UnsupportedOpsetError, match=f"model opset {opset} is not supported; supported opsets are "
-                                                    f"13 to 21"):
-        import_onnx(conv_model(opset))
+@pytest.mark.parametrize("opset", [7, 9, 11, 12, 13, 17, 21, 22, 28])
+def test_every_opset_the_installed_onnx_defines_imports(opset):
+    # below 13 the model is converted up by onnx.version_converter; the graph remembers the opset it works in
+    g = import_onnx(conv_model(opset))
+    assert [n.op for n in g.nodes] == ["Conv"] and g.opsets[""] == max(opset, 13)
+    assert g.nodes[0].attrs["pads"] == (0, 0, 0, 0)
+
+
+def test_an_opset_newer_than_onnx_is_refused():
+    newest = onnx.defs.onnx_opset_version()
+    m = conv_model(newest)
+    m.opset_import[0].version = newest + 1
+    with pytest.raises(UnsupportedOpsetError, match=f"^model opset {newest + 1} is not supported; supported opsets "
+                                                    f"are 1 to {newest}, the ones the installed onnx package "
+                                                    f"defines"):
+        import_onnx(m)
+
+
+def test_an_old_model_converts_and_keeps_its_semantics():
+    # opset 9 Upsample (removed since 10) and opset-11 Softmax (coerced to 2-D at axis 1) convert to opset 13 forms
+    # that compute the same values as onnxruntime on the original
+    nodes = [helper.make_node("Upsample", ["x", "scales"], ["u"], mode="nearest"),
+             helper.make_node("Softmax", ["u"], ["y"], axis=1)]
+    m = model(nodes, [vi("x", [1, 2, 3, 3])], [vi("y", [1, 2, 6, 6])], 9,
+              [init("scales", np.array([1, 1, 2, 2], np.float32))])
+    g = import_onnx(m, allow_unknown=True)
+    assert g.opsets[""] == 13 and "Resize" in [n.op for n in g.nodes]
+
+
+def test_a_conversion_failure_names_the_node():
+    # opset 7 -> 13 has no adapter for a node of an op the default domain does not define
+    bad = helper.make_node("NotAnOp", ["x"], ["y"], name="mystery")
+    m = model([bad], [vi("x", [2])], [vi("y", [2])], 7)
+    with pytest.raises(CompileError, match=r"^cannot convert the model from opset 7 to 13 with "
+                                           r"onnx.version_converter: "):
+        import_onnx(m, allow_unknown=True)
+
+
+def test_invalid_models_are_refused_with_the_checker_reason():
+    m = conv_model()
+    m.graph.node.append(helper.make_node("Relu", ["nowhere"], ["z"]))
+    m.graph.output.append(vi("z", [1]))
+    with pytest.raises(CompileError, match=r"^the model is not valid ONNX: "):
+        import_onnx(m)
+
+
+def test_duplicate_node_names_are_refused_as_onnxruntime_does():
+    m = model([helper.make_node("Relu", ["x"], ["a"], name="dup"), helper.make_node("Relu", ["a"], ["y"], name="dup")],
+              [vi("x", [2])], [vi("y", [2])])
+    with pytest.raises(CompileError, match=r"^the model is not valid ONNX: two nodes are named 'dup'$"):
+        import_onnx(m)
+
+
+def test_dims_fix_symbolic_input_dimensions():
+    m = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", ["batch", "seq", 8])], [vi("y", None)])
+    with pytest.raises(DynamicShapeError, match=r"symbolic dim 0 \('batch'\) in shape \(batch, seq, 8\); fix it "
+                                                r"with --dim batch=SIZE \(Python: dims=\{'batch': SIZE\}\)$"):
+        import_onnx(m)
+    assert import_onnx(m, dims={"batch": 2, "seq": 5}).tensor("y").shape == (2, 5, 8)
+    with pytest.raises(CompileError, match=r"^--dim heads=4: no input dimension is named 'heads'; symbolic input "
+                                           r"dimensions: batch, seq$"):
+        import_onnx(m, dims={"heads": 4})
+
+
+def test_data_dependent_shapes_say_why_they_cannot_compile():
+    m = model([helper.make_node("NonZero", ["x"], ["y"], name="nz")], [vi("x", [4])],
+              [vi("y", None, TensorProto.INT64)])
+    with pytest.raises(DynamicShapeError, match=r"^node 'nz' \(NonZero\): tensor 'y' has .* its size depends on the "
+                                                r"values of the data \(NonZero\), which a program with static "
+                                                r"shapes cannot have$"):
+        import_onnx(m, allow_unknown=True)
 
 
 def test_dynamic_shapes_name_the_tensor():
     with pytest.raises(DynamicShapeError, match=r"tensor 'x' \(a graph input\) has symbolic dim 0 \('N'\) in shape "
-                                                r"\(N, 3\); only static shapes"):
+                                                r"\(N, 3\); fix it with --dim N=SIZE"):
         import_onnx(model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", ["N", 3])], [vi("y", None)]))
     with pytest.raises(DynamicShapeError, match="tensor 'x' .*unknown dim 1"):
         import_onnx(model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [1, None])], [vi("y", None)]))

@@ -3,6 +3,7 @@
 import pytest
 
 from compiler.conv import ConvShape, conv2d, search_conv_tiling
+from compiler.target import Target
 from isa import DmaCopy, DType, Halt, MatMul, Program, ProgramConfig, Queue, Region, SemDecl, SemOp, Space, View
 from isa.arch import load_arch
 from isa.cost import instr_cost, program_estimate
@@ -16,9 +17,8 @@ def test_estimate_tracks_the_simulation_of_searched_convs(preset, cs):
     # the search ranks tilings by this number: it must stay within 10% of the simulated cycles (measured: 0.997 to
     # 1.099 over these 12 programs)
     arch = load_arch(preset)
-    r, c = arch.matrix.rows, arch.matrix.cols
-    p = conv2d(cs, DType.F32, r, c, arch.spm.size, arch.acc.size, search_conv_tiling(cs, DType.F32, arch),
-               arch.matrix.max_rows)
+    target = Target.of(arch)
+    p = conv2d(cs, DType.F32, target, search_conv_tiling(cs, DType.F32, target))
     sim = simulate(p, arch, timing_only=True).cycles
     assert abs(program_estimate(p, arch) - sim) <= 0.1 * sim
 
@@ -49,8 +49,7 @@ def test_leading_constants_counts_the_weight_and_bias_loads_before_the_first_inp
     from compiler.link import leading_constants
     arch = load_arch("dc128")
     cs = ConvShape(1, 256, 14, 14, 256, 3, 3, 1, 1)
-    p = conv2d(cs, DType.F32, 128, 128, arch.spm.size, arch.acc.size, max_rows=arch.matrix.max_rows,
-               epilogue=Epilogue(bias=True, act="relu"))
+    p = conv2d(cs, DType.F32, Target.of(arch), epilogue=Epilogue(bias=True, act="relu"))
     first_x = next(k for k, i in enumerate(p.instrs) if isinstance(i, DmaCopy) and i.src.region == "X")
     assert [i.src.region for i in p.instrs[:first_x]] == ["Bias", "Wt"]
     bind = {"Bias": ("W", 0), "Wt": ("W", 4096), "X": ("ACT", 0)}
@@ -68,11 +67,12 @@ def test_search_with_hidden_constants_minimizes_the_estimate_without_them(cs):
     ep = Epilogue(bias=True, act="relu")
 
     def costs(t):
-        p = conv2d(cs, DType.F32, 128, 128, arch.spm.size, arch.acc.size, t, arch.matrix.max_rows, ep)
+        p = conv2d(cs, DType.F32, Target.of(arch), t, ep)
         est = program_estimate(p, arch)
         return est, est - leading_constants(p, arch, _CONSTANTS)
 
-    full, hidden = search_conv_tiling(cs, DType.F32, arch, ep), search_conv_tiling(cs, DType.F32, arch, ep, True)
+    target = Target.of(arch)
+    full, hidden = search_conv_tiling(cs, DType.F32, target, ep), search_conv_tiling(cs, DType.F32, target, ep, True)
     # with the weights free up front, more output-channel blocks per tile read each input window fewer times
     assert hidden.tnb > full.tnb
     assert costs(hidden)[1] < costs(full)[1]

@@ -17,25 +17,28 @@ from npusim.driver import load_model, run_model
 from npusim.simulator import simulate
 
 
-def _model(extra_nodes=(), maxpool_ceil=False) -> onnx.ModelProto:
-    """conv -> LeakyRelu (unknown to the compiler) -> 1x1 conv -> Floor (unknown) [-> MaxPool ceil_mode=1]."""
+def _model(extra_nodes=(), host_conv=False) -> onnx.ModelProto:
+    """conv -> Sin (unknown to the compiler) -> 1x1 conv -> Floor (unknown) [-> Add -> a 3x3 stride-2 conv
+    whose weights are computed (w3 * input s), which the NPU refuses]."""
     rng = np.random.default_rng(1)
     w1 = rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
     w2 = rng.standard_normal((4, 8, 1, 1)).astype(np.float32)
     nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1], name="conv1"),
-             helper.make_node("LeakyRelu", ["a"], ["b"], alpha=0.1, name="leaky"),
+             helper.make_node("Sin", ["a"], ["b"], name="sin"),
              helper.make_node("Conv", ["b", "w2"], ["c"], name="conv2"),
              helper.make_node("Floor", ["c"], ["y"], name="floor")]
-    out = [1, 4, 8, 8]
-    if maxpool_ceil:
-        nodes += [helper.make_node("Add", ["y", "one"], ["z"], name="add"),
-                  helper.make_node("MaxPool", ["z"], ["p"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1,
-                                   name="pool")]
+    out, inputs = [1, 4, 8, 8], [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])]
+    if host_conv:
+        nodes = [helper.make_node("Mul", ["w3", "s"], ["w3s"], name="scale")] + nodes + [
+            helper.make_node("Add", ["y", "one"], ["z"], name="add"),
+            helper.make_node("Conv", ["z", "w3s"], ["p"], strides=[2, 2], pads=[1, 1, 1, 1], name="pool")]
         out = [1, 4, 4, 4]
+        inputs.append(helper.make_tensor_value_info("s", TensorProto.FLOAT, [1]))
     inits = [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2"),
-             numpy_helper.from_array(np.ones((1, 4, 8, 8), np.float32), "one")]
-    g = helper.make_graph(nodes, "fallback", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
-                          [helper.make_tensor_value_info("p" if maxpool_ceil else "y", TensorProto.FLOAT, out)],
+             numpy_helper.from_array(np.ones((1, 4, 8, 8), np.float32), "one"),
+             numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype(np.float32), "w3")]
+    g = helper.make_graph(nodes, "fallback", inputs,
+                          [helper.make_tensor_value_info("p" if host_conv else "y", TensorProto.FLOAT, out)],
                           initializer=inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
@@ -44,38 +47,38 @@ def test_host_ops_validate_against_onnxruntime_and_show_in_the_report():
     arch = load_arch("edge16")
     compiled, result, _, report = run_model(_model(), arch, validate=True)
     assert report["validation"]["y"]["ok"] and report["validation"]["y"]["max_rel_error"] <= 1e-6
-    assert [(h["name"], h["op"]) for h in report["host_ops"]] == [("leaky", "LeakyRelu"), ("floor", "Floor")]
+    assert [(h["name"], h["op"]) for h in report["host_ops"]] == [("sin", "Sin"), ("floor", "Floor")]
     bounds = {lr["name"]: lr["bound"] for lr in report["layers"]}
-    assert bounds["leaky"] == bounds["floor"] == "host" and bounds["conv1"] != "host"
+    assert bounds["sin"] == bounds["floor"] == "host" and bounds["conv1"] != "host"
     assert not any(lr["op"] == "Transpose" for lr in report["layers"])   # the host reads channels-last itself
     assert report["units"]["host"]["instructions"] == 2
-    # each call: launch + ceil((rd + wr) / bandwidth) + ceil(ops / ops_per_cycle); LeakyRelu reads and writes
+    # each call: launch + ceil((rd + wr) / bandwidth) + ceil(ops / ops_per_cycle); Sin reads and writes
     # 1x8x8x8 f32 (2048 B each way) and does one op per element read or written (512 + 512)
     h = arch.host
-    leaky = 8 * 8 * 8 * 4
-    want = h.launch + math.ceil(2 * leaky / h.bandwidth) + math.ceil(1024 / h.ops_per_cycle)
+    nbytes = 8 * 8 * 8 * 4
+    want = h.launch + math.ceil(2 * nbytes / h.bandwidth) + math.ceil(1024 / h.ops_per_cycle)
     pcs = [pc for pc, i in enumerate(compiled.program.instrs) if isinstance(i, HostCall)]
     assert int(result.end[pcs[0]] - result.start[pcs[0]]) == want == 8768
     assert report["units"]["host"]["busy_cycles"] == sum(int(result.end[p] - result.start[p]) for p in pcs)
 
 
 def test_a_lowering_that_refuses_an_attribute_falls_back_without_leftovers():
-    # MaxPool with ceil_mode=1: the pooling lowering converts its input to channels-last, then refuses; the
-    # conversion it emitted is dropped and the host reads the tensor where it is
-    compiled, _, _, report = run_model(_model(maxpool_ceil=True), load_arch("edge16"), validate=True)
+    # a Conv whose weights are computed: the registry's check refuses it before lowering (no channels-last
+    # conversion is emitted for it) and the host reads the tensor where it is
+    compiled, _, _, report = run_model(_model(host_conv=True), load_arch("edge16"), validate=True)
     assert report["validation"]["p"]["ok"]
-    assert [h["op"] for h in report["host_ops"]] == ["LeakyRelu", "Floor", "MaxPool"]
-    assert "ceil_mode=0" in report["host_ops"][2]["reason"]
+    assert [h["op"] for h in report["host_ops"]] == ["Sin", "Floor", "Conv"]
+    assert report["host_ops"][2]["reason"] == "the weights and bias must be constants"
     assert not any(lr.op == "Transpose" for lr in compiled.layers)
 
 
 def test_no_fallback_lists_every_unsupported_op():
-    with pytest.raises(UnsupportedOpError, match=r"^node 'leaky' \(LeakyRelu\): operator is not supported by the "
+    with pytest.raises(UnsupportedOpError, match=r"^node 'sin' \(Sin\): operator is not supported by the "
                        r"compiler \(and 1 more nodes: Floor\); without --no-fallback"):
         load_model(_model(), fallback=False)
-    graph = load_model(_model(maxpool_ceil=True), fallback=True)
-    with pytest.raises(UnsupportedOpError, match=r"^node 'leaky' \(LeakyRelu\): operator is not supported by the "
-                       r"compiler \(and 1 more: Floor\)"):
+    graph = load_model(_model(host_conv=True), fallback=True)
+    with pytest.raises(UnsupportedOpError, match=r"^node 'sin' \(Sin\): operator is not supported by the "
+                       r"compiler \(and 2 more: Conv, Floor\)"):
         compile_model(graph, load_arch("edge16"), fallback=False)
 
 
@@ -83,7 +86,7 @@ def test_timing_needs_no_host_function_but_values_do():
     compiled = compile_model(load_model(_model()), load_arch("mid32"))
     timing = simulate(compiled.program, load_arch("mid32"), timing_only=True)
     assert timing.unit["host"].instructions == 2
-    with pytest.raises(SimulationError, match=r"calls host functions h0_leaky, h1_floor but no callables"):
+    with pytest.raises(SimulationError, match=r"calls host functions h0_sin, h1_floor but no callables"):
         simulate(compiled.program, load_arch("mid32"), compiled.dram_inputs({"x": np.zeros((1, 3, 8, 8), "f4")}))
 
 
@@ -109,7 +112,7 @@ def test_cli_no_fallback_is_one_line_and_exit_1(tmp_path, capsys):
     onnx.save(_model(), path)
     assert main(["run", str(path), "--arch", "edge16", "--no-fallback"]) == 1
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "LeakyRelu" in err and "Floor" in err
+    assert err.count("\n") == 0 and "Sin" in err and "Floor" in err
     assert main(["run", str(path), "--arch", "edge16", "--validate"]) == 0
     out = capsys.readouterr().out
-    assert "host CPU ran leaky (LeakyRelu): operator is not supported by the compiler" in out
+    assert "host CPU ran sin (Sin): operator is not supported by the compiler" in out

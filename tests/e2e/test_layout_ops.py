@@ -4,22 +4,16 @@ against numpy, whole graphs compiled and simulated against onnxruntime."""
 import numpy as np
 import pytest
 
-import compiler.model as cm
+import compiler.lower.conv
 from compiler.builder import GraphBuilder, to_onnx
 from compiler.conv import ConvShape, conv2d, conv_reference
 from compiler.errors import CompileError, TilingError, UnsupportedOpError
 from compiler.gemm import GemmTiling
-from compiler.layout_ops import Box, Operand, row_major, staged_copy
 from compiler.model import compile_model
-from compiler.patchify import (
-    is_patchify,
-    lower_patchify,
-    pack_b_loads,
-    patch_gemm,
-    patch_matrix,
-    patch_reference,
-    patch_weights,
-)
+from compiler.patchify import is_patchify, pack_b_loads, patch_gemm, patch_matrix, patch_reference, patch_weights
+from compiler.staged_copy import Box, Operand, staged_copy
+from compiler.target import Target
+from compiler.vector import row_major
 from compiler.zoo import MODELS
 from isa import DmaCopy, DmaFill, DType, Region
 from isa.arch import load_arch
@@ -29,13 +23,6 @@ from npusim.simulator import region_array
 
 ARCH = load_arch("dc128")
 F32 = DType.F32
-
-
-def _conv_dispatch(orig, **kw):
-    """compiler.model's Conv lowering with lower_patchify's options set."""
-    def conv(low, n):
-        return lower_patchify(low, n, **kw) if is_patchify(n, low.graph) else orig(low, n)
-    return conv
 
 
 def _rand(*shape, seed=0):
@@ -66,7 +53,7 @@ def test_staged_copy_tiles_pads_and_reverses():
     src = Operand("X", (50 - 1) * 33, (50 * 33, -33, 1))   # dim 1 reversed
     box = Box(shape, Operand("Y", 0, row_major(shape)), src, ((2, 20), (0, 0), (3, 1)), fill=-2.5)
     prog = staged_copy([box], F32, (Region("X", 0, x.nbytes), Region("Y", 1, int(np.prod(shape)) * 4)),
-                       arch.spm.size, tile_bytes=4096)
+                       Target.of(arch), tile_bytes=4096)
     assert len(prog.instrs) > 20 and any(isinstance(i, DmaFill) for i in prog.instrs)
     assert all(len(i.shape) <= 5 and max(i.shape) <= 0xFFFF for i in prog.instrs[:-1])
     loads = [i for i in prog.instrs if isinstance(i, DmaCopy) and i.src.region == "X"]
@@ -79,7 +66,7 @@ def test_staged_copy_tiles_pads_and_reverses():
 def test_staged_copy_splits_extents_beyond_the_dma_limit():
     x = _rand(70000 * 2)
     box = Box((70000,), Operand("Y", 0, (1,)), Operand("X", 1, (2,)))
-    prog = staged_copy([box], F32, (Region("X", 0, x.nbytes), Region("Y", 1, 70000 * 4)), ARCH.spm.size)
+    prog = staged_copy([box], F32, (Region("X", 0, x.nbytes), Region("Y", 1, 70000 * 4)), Target.of(ARCH))
     assert all(max(i.shape) <= 0xFFFF for i in prog.instrs[:-1])
     res = simulate(prog, ARCH, {"X": x, "Y": np.zeros(70000, np.float32)})
     np.testing.assert_array_equal(region_array(res, "Y", F32, (70000,)), x[1::2])
@@ -87,7 +74,7 @@ def test_staged_copy_splits_extents_beyond_the_dma_limit():
 
 def test_staged_copy_refuses_nothing_to_do():
     with pytest.raises(CompileError, match="nothing to copy"):
-        staged_copy([Box((0, 3), Operand("Y", 0, (3, 1)), fill=1.0)], F32, (Region("Y", 0, 4),), ARCH.spm.size)
+        staged_copy([Box((0, 3), Operand("Y", 0, (3, 1)), fill=1.0)], F32, (Region("Y", 0, 4),), Target.of(ARCH))
 
 
 # ------------------------------------------------------------------------------------------------ Concat
@@ -232,7 +219,7 @@ def test_is_patchify():
 def test_patch_matrix_matches_numpy(cs, ones):
     arch = load_arch("edge16")
     x = _rand(cs.N, cs.H, cs.W, cs.C)
-    prog = patch_matrix(cs, F32, arch.spm.size, ones=ones, tile_bytes=2048)
+    prog = patch_matrix(cs, F32, Target.of(arch), ones=ones, tile_bytes=2048)
     res = simulate(prog, arch, {"X": x, "P": np.zeros(prog.region_map["P"].size, np.uint8)})
     want = patch_reference(x, cs)
     if ones:
@@ -245,12 +232,12 @@ def test_patch_matrix_matches_numpy(cs, ones):
 def test_fused_patch_gemm_matches_numpy(tiling, dataflow):
     """A tiles that start and end mid output row, mid kernel row and span images: the A loads become several
     views of X; B is stored in the order its loads read it."""
-    arch = load_arch("edge16")
+    arch = load_arch("edge16", [f"matrix.dataflow={dataflow}"])
     cs = ConvShape(2, 3, 30, 27, 20, 4, 4, 4)
     x, w, bias = _rand(cs.N, cs.C, cs.H, cs.W), _rand(cs.K, cs.C, 4, 4, seed=1), _rand(cs.K, seed=2)
     B = np.concatenate([patch_weights(w), bias[None]])
-    prog = patch_gemm(cs, F32, 16, 16, arch.spm.size, arch.acc.size, ones=True, tiling=tiling, max_rows=64,
-                      dataflow=dataflow)
+    small = Target.of(arch.with_overrides(["matrix.max_rows=64"]))   # for the default tiling: tiles of 64 rows
+    prog = patch_gemm(cs, F32, small, ones=True, tiling=tiling)
     assert "A" not in prog.region_map
     prog, packed = pack_b_loads(prog, B)
     assert packed.size == B.size
@@ -264,7 +251,9 @@ def test_fused_patch_gemm_matches_numpy(tiling, dataflow):
 @pytest.mark.parametrize("fuse", [True, False])
 @pytest.mark.parametrize("fold_bias", [True, False])
 def test_patchify_conv_matches_onnxruntime(monkeypatch, fuse, fold_bias):
-    monkeypatch.setitem(cm.LOWER, "Conv", _conv_dispatch(cm.LOWER["Conv"], fuse=fuse, fold_bias=fold_bias))
+    patchify = compiler.lower.conv.lower_patchify   # with its options set
+    monkeypatch.setattr(compiler.lower.conv, "lower_patchify",
+                        lambda low, n: patchify(low, n, fuse=fuse, fold_bias=fold_bias))
     b = GraphBuilder("patches")
     x = b.input("x", (2, 5, 30, 27))
     y = b.conv(x, b.const("w", _rand(24, 5, 4, 4, seed=1)), b.const("b", _rand(24, seed=2)), strides=4)
@@ -295,8 +284,7 @@ def _vit_patch_embedding():
 
 def test_vit_patch_embedding_does_not_tile_as_a_direct_convolution():
     with pytest.raises(TilingError):
-        conv2d(ConvShape(1, 3, 224, 224, 768, 16, 16, 16), F32, 128, 128, ARCH.spm.size, ARCH.acc.size,
-               max_rows=ARCH.matrix.max_rows)
+        conv2d(ConvShape(1, 3, 224, 224, 768, 16, 16, 16), F32, Target.of(ARCH))
 
 
 def test_vit_patch_embedding_compiles_and_validates():

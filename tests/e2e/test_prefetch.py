@@ -102,12 +102,12 @@ def test_a_layer_better_off_with_the_whole_spm_keeps_it_and_waits_at_its_first_l
 
 
 def test_prefetch_after_a_host_segment_waits_at_the_first_load():
-    """conv -> host LeakyRelu -> conv -> host Floor -> Add -> host MaxPool(ceil): right values, and a layer after a
-    host call (which loads nothing, so it does not order the load queue) keeps its wait on its first load."""
+    """conv -> host Sin -> conv -> host Floor -> Add -> host Conv (computed weights): right values, and a layer
+    after a host call (which loads nothing, so it does not order the load queue) keeps its wait on its first load."""
     from npusim.driver import run_model
     from tests.e2e.test_host_fallback import _model
 
-    compiled, _, _, report = run_model(_model(maxpool_ceil=True), load_arch("dc128"), validate=True, prefetch=True)
+    compiled, _, _, report = run_model(_model(host_conv=True), load_arch("dc128"), validate=True, prefetch=True)
     assert report["validation"]["p"]["ok"], report["validation"]
     instrs = compiled.program.instrs
     after_host = [lr for prev, lr in zip(compiled.layers, compiled.layers[1:])

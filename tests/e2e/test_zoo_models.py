@@ -1,5 +1,5 @@
-"""Zoo models compile, run and agree with onnxruntime (fp32: max|err| / max|ref| <= 1e-3, int8: exactly) on every
-preset."""
+"""Zoo models compile to race-free programs, run and agree with onnxruntime (fp32: max|err| / max|ref| <= 1e-3, int8:
+exactly) on every preset."""
 
 import functools
 
@@ -7,6 +7,7 @@ import pytest
 
 from compiler.zoo import MODELS
 from isa.arch import load_arch
+from isa.races import find_races
 from npusim.driver import run_model
 
 PRESETS = ["edge16", "mid32", "dc128"]
@@ -23,7 +24,8 @@ def built(name: str):
 @pytest.mark.parametrize("preset", PRESETS)
 @pytest.mark.parametrize("name", FLOAT_MODELS + INT8_MODELS)
 def test_zoo_model_validates(name, preset):
-    _, result, outputs, report = run_model(built(name), load_arch(preset), validate=True)
+    compiled, result, outputs, report = run_model(built(name), load_arch(preset), validate=True)
+    assert find_races(compiled.program) == []
     assert report["validation"], "no outputs compared"
     for output, check in report["validation"].items():
         assert check["ok"], (output, check)

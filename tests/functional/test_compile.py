@@ -10,6 +10,7 @@ from isa import (
     DmaCopy,
     DmaFill,
     DType,
+    Gather,
     MatMul,
     Pad,
     Queue,
@@ -49,6 +50,9 @@ def batch(nd: int, dt: DType, ft: DType) -> list:
         VecConvert(shape=shape, dst=spm(0, dt, *st), src=spm(512, ft, *st), scale=0.5, zp_out=1),
         VecRequant(shape=shape, dst=spm(0, DType.I8, *st), src=spm(512, DType.I32, *st), prm=spm(900, DType.I32,
                                                                                                  *(0,) * nd)),
+        # row stride 0: every index in [0, rows) reads the same row, whatever the random index bytes are
+        Gather(queue=Queue.VPU, shape=shape, row=3, rows=2**31 - 1, dst=spm(0, ft, *st, ft.size),
+               table=spm(1024, ft, 0), idx=spm(512, DType.I32, *st), fill=-1.0),
     ]
 
 

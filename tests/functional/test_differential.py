@@ -14,6 +14,7 @@ from isa import (
     DmaCopy,
     DmaFill,
     DType,
+    Gather,
     MatMul,
     Pad,
     Queue,
@@ -277,6 +278,30 @@ def test_vec_requant(data, mem):
                                                                    for _ in range(2))
     zp = data.draw(st.integers(max(INT_RANGE[dt][0], -5), min(INT_RANGE[dt][1], 5)))
     check(VecRequant(shape=shape, dst=dst, src=src, prm=prm, zp=zp, lo=lo, hi=hi), mem)
+
+
+@SETTINGS
+@given(st.data(), memories())
+def test_gather(data, mem):
+    queue = data.draw(st.sampled_from([Queue.VPU, Queue.DMA_LD]))
+    shape = data.draw(shapes(max_dims=3))
+    row, rows = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 6))
+    size = data.draw(st.sampled_from([1, 2, 4]))
+    same = [d for d in DType if d.size == size]
+    dd, td = data.draw(st.sampled_from(same)), data.draw(st.sampled_from(same))
+    dst = data.draw(views(shape + (row,), dd))
+    table = data.draw(views((rows,), td, {Queue.VPU: (Space.SPM, Space.ACC), Queue.DMA_LD: (Space.DRAM, Space.SPM)}[
+        queue], extra=((row, size),)))
+    idx = data.draw(views(shape, DType.I32, unit=4))   # whole indices: no two overlap in part
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    points = list(np.ndindex(*shape))
+    bad = points[rng.integers(len(points))] if rng.random() < 0.2 else None   # both models must name it
+    for p in points:   # the indices may overlap each other, the table and dst (aliasing)
+        at = idx.base + sum(i * s for i, s in zip(p, idx.strides))
+        value = rows + rng.integers(0, 3) if p == bad else rng.integers(-2, rows)
+        mem.buffer(idx)[at:at + 4] = np.array([value], np.int32).view(np.uint8)
+    fill = data.draw(float_values()) if dd.is_float else data.draw(st.integers(*INT_RANGE[dd]))
+    check(Gather(queue=queue, shape=shape, row=row, rows=rows, dst=dst, table=table, idx=idx, fill=fill), mem)
 
 
 @pytest.mark.parametrize("space", [Space.SPM, Space.ACC])

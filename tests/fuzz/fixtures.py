@@ -43,11 +43,14 @@ def seed_programs() -> tuple[str, ...]:
     """Canonical assembly texts of small valid programs (each simulates on edge16 in milliseconds)."""
     from compiler.conv import ConvShape, conv2d
     from compiler.gemm import tiled_gemm
+    from compiler.target import Target
     from isa import DType
+    from isa.arch import Arch
     from isa.asm import format_program, parse_program
 
-    conv = conv2d(ConvShape(1, 8, 6, 6, 16, 3, 3, 1, 1), DType.I8, 16, 16, 262144, 65536)
-    gemm = tiled_gemm(40, 24, 20, DType.F16, 16, 16, 262144, 65536)
+    target = Target.of(Arch())   # 16 x 16, 256 KiB SPM, 64 KiB ACC
+    conv = conv2d(ConvShape(1, 8, 6, 6, 16, 3, 3, 1, 1), DType.I8, target)
+    gemm = tiled_gemm(40, 24, 20, DType.F16, target)
     texts = [(EXAMPLES / "gemm_int8.s").read_text(), (EXAMPLES / "deadlock.s").read_text(), MIX,
              format_program(conv), format_program(gemm)]
     return tuple(format_program(parse_program(t)) for t in texts)

@@ -91,3 +91,19 @@ def _dram(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int, b
     misses, delay = _row_delay(addr // page, issue, banks, row_miss, outstanding)
     return DramWindow(window + delay, addr.size, addr.size - misses, misses)
 
+
+
+def gather_bursts(g, arch) -> tuple[int, int]:
+    """:func:`isa.cost.gather_bursts` as main had it (commit 893d488): every distinct row offset modulo the burst cut
+    into bursts one after the other."""
+    from isa.cost import _row_offsets, burst_interval
+
+    burst, bw, d = arch.dma.burst_bytes, float(arch.dram.bandwidth), arch.dram
+    best = (-1, 0)
+    for o in _row_offsets(g.table.base, g.table.strides[0], g.rows, burst).tolist():
+        _, nbytes = _bursts(o, ((g.row_bytes, 1),), 1, burst)
+        cycles = np.ceil(nbytes / bw).astype(np.int64)
+        interval = burst_interval(cycles, d.latency, arch.dma.outstanding)
+        window = g.points * int(interval.sum()) - int(interval[-1]) + int(cycles[-1])
+        best = max(best, (window, int(nbytes.size)))
+    return best

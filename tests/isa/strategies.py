@@ -7,6 +7,7 @@ regions and semaphores of the program it is drawn for. Floats are finite or infi
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from hypothesis import strategies as st
 
@@ -19,6 +20,7 @@ from isa import (
     DmaCopy,
     DmaFill,
     DType,
+    Gather,
     Halt,
     HostCall,
     Instr,
@@ -43,10 +45,14 @@ from isa.instructions import (
     FLOAT_ONLY_ACTS,
     FLOAT_ONLY_BINOPS,
     FUSED_ACTS,
+    GATHER_QUEUES,
+    GATHER_TABLE_SPACES,
     INT_ONLY_BINOPS,
+    MAX_GATHER_DIMS,
     MAX_PAD,
     MAX_SEM_COUNT,
     MAX_SYNC_SLOTS,
+    MAX_TABLE_ROWS,
     MXU_FLOAT,
     MXU_INT,
 )
@@ -198,6 +204,20 @@ def vec_requants(draw, sems: Sequence[SemDecl] = ()) -> VecRequant:
 
 
 @st.composite
+def gathers(draw, regions: Sequence[Region] = (), sems: Sequence[SemDecl] = ()) -> Gather:
+    queue = draw(st.sampled_from(GATHER_QUEUES))
+    shape = draw(shapes(MAX_GATHER_DIMS))
+    nd, size = len(shape), draw(st.sampled_from((1, 2, 4)))
+    same = [d for d in DType if d.size == size]
+    dst = draw(views(nd + 1, dtypes=same))
+    table = draw(views(1, GATHER_TABLE_SPACES[queue], same, regions))
+    return Gather(queue=queue, shape=shape, row=draw(extents), rows=draw(st.one_of(st.integers(1, 64),
+                                                                                    st.integers(1, MAX_TABLE_ROWS))),
+                  dst=dst, table=table, idx=draw(views(nd, dtypes=(DType.I32,))), fill=draw(values(dst.dtype)),
+                  **draw(sem_ops(sems)))
+
+
+@st.composite
 def syncs(draw, sems: Sequence[SemDecl] = ()) -> Sync:
     return Sync(on=draw(st.sampled_from(UNIT_QUEUES)), **draw(sem_ops(sems)))
 
@@ -211,7 +231,8 @@ def host_calls(draw, sems: Sequence[SemDecl] = ()) -> HostCall:
 def instructions(regions: Sequence[Region] = (), sems: Sequence[SemDecl] = ()) -> st.SearchStrategy[Instr]:
     """Any instruction kind, naming only the given regions and semaphores."""
     return st.one_of(dma_copies(regions, sems), dma_fills(regions, sems), matmuls(sems), vec_binaries(sems),
-                     vec_unaries(sems), vec_converts(sems), vec_requants(sems), host_calls(sems), syncs(sems),
+                     vec_unaries(sems), vec_converts(sems), vec_requants(sems), gathers(regions, sems),
+                     host_calls(sems), syncs(sems),
                      st.just(Barrier()),
                      st.just(Halt()))
 
@@ -229,3 +250,115 @@ def programs(draw, max_instrs: int = 8) -> Program:
     sems = tuple(SemDecl(n, draw(st.integers(0, SEM_MAX))) for n in draw(st.lists(names, unique=True, max_size=6)))
     instrs = draw(st.lists(instructions(regions, sems), max_size=max_instrs))
     return Program(draw(configs), regions, sems, tuple(instrs))
+
+
+# ------------------------------------------------------------------------------------------------ runnable programs
+SMALL = 256
+"""Bytes of the SPM, the ACC and the DRAM region ``D`` of :func:`runnable_programs`: small, so operands collide."""
+SMALL_CONFIG = ProgramConfig(rows=4, cols=4, spm=SMALL, acc=SMALL)
+STRIDE_STEPS = (1, 1, 2, 3, 4, -1, -2, 0)
+
+
+def _fit(draw, space: Space, dtype: DType, shape: Sequence[int], extra: Sequence[tuple[int, int]] = (),
+         zero_ok: bool = True) -> View:
+    """A view of ``dtype`` in ``space`` (DRAM: region ``D``) over ``shape`` + ``extra`` inside SMALL bytes, aligned."""
+    es = dtype.size
+    steps = STRIDE_STEPS if zero_ok else STRIDE_STEPS[:-1]
+    strides = [draw(st.sampled_from(steps)) * es for _ in shape]
+    span = lambda ss: sum((e - 1) * s for e, s in (*zip(shape, ss), *extra) if s > 0) - \
+        sum((e - 1) * s for e, s in (*zip(shape, ss), *extra) if s < 0) + es
+    if span(strides) > SMALL:   # fall back to row-major, or to a stride of 0 under extra dimensions (mxu.mm)
+        strides, step = [0] * len(shape), es
+        for i in reversed(range(len(shape))):
+            strides[i], step = (0, step) if extra else (step, step * shape[i])
+    neg = -sum((e - 1) * s for e, s in (*zip(shape, strides), *extra) if s < 0)
+    top = SMALL - span(strides) + neg
+    base = es * draw(st.integers(-(-neg // es), top // es))
+    return View(space, base, dtype, tuple(strides), "D" if space is Space.DRAM else None)
+
+
+@st.composite
+def _small_instr(draw) -> Instr:
+    """One memory instruction over SMALL-byte memories (integer types, extents <= 4, up to 3 dimensions)."""
+    kind = draw(st.sampled_from(("copy", "copy", "fill", "mm", "binary", "unary", "host")))
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=3)))
+    ints = (DType.I8, DType.I16, DType.I32)
+    if kind in ("copy", "fill"):
+        queue = draw(st.sampled_from((Queue.DMA_LD, Queue.DMA_ST)))
+        dtype = draw(st.sampled_from(ints))
+        dst = _fit(draw, draw(st.sampled_from(tuple(Space))), dtype, shape)
+        if kind == "fill":
+            return DmaFill(queue=queue, shape=shape, dst=dst, value=draw(st.integers(-100, 100)))
+        d = draw(st.integers(0, len(shape) - 1))
+        pad = (Pad(d, lo := draw(st.integers(0, shape[d])), draw(st.integers(0, shape[d] - lo))),) \
+            if draw(st.booleans()) else ()
+        src_shape = tuple(e - sum(p.lo + p.hi for p in pad if p.dim == i) for i, e in enumerate(shape))
+        src = _fit(draw, draw(st.sampled_from(tuple(Space))), dtype, tuple(max(e, 1) for e in src_shape))
+        return DmaCopy(queue=queue, shape=shape, dst=dst, src=src, pad=pad, fill=draw(st.integers(-5, 5)))
+    if kind == "mm":
+        shape = shape[:2]
+        m, k, n = (draw(st.integers(1, 4)) for _ in range(3))
+        acc_row = 4 * draw(st.sampled_from((n, n, 1, 2 * n)))
+        a_row = draw(st.sampled_from((k, 2 * k, 1)))
+        return MatMul(shape=shape, m=m, k=k, n=n, acc_row=acc_row, a_row=a_row, zero=draw(st.booleans()),
+                      acc=_fit(draw, Space.ACC, DType.I32, shape, ((m, acc_row), (n, 4))),
+                      a=_fit(draw, Space.SPM, DType.I8, shape, ((m, a_row), (k, 1))),
+                      b=_fit(draw, Space.SPM, DType.I8, shape, ((k * n, 1),)))
+    if kind == "host":
+        return HostCall(fn="h", rd=SMALL, wr=SMALL, ops=draw(st.integers(0, 1000)))
+    space = lambda: draw(st.sampled_from(VPU_SPACES))
+    reduce = draw(st.sampled_from((Reduce.NONE, Reduce.NONE, Reduce.SUM, Reduce.MAX)))
+    dst = _fit(draw, space(), draw(st.sampled_from(ints)), shape, zero_ok=reduce is not Reduce.NONE)
+    src = _fit(draw, space(), draw(st.sampled_from(ints)), shape)
+    zero = reduce is not Reduce.NONE and draw(st.booleans())
+    if kind == "unary":
+        return VecUnary(fn=draw(st.sampled_from((Act.MOV, Act.RELU, Act.NEG))), shape=shape, dst=dst, src=src,
+                        reduce=reduce, zero=zero)
+    return VecBinary(op=draw(st.sampled_from((BinOp.ADD, BinOp.MAX, BinOp.MUL, BinOp.XOR))), shape=shape, dst=dst,
+                     src0=src, src1=_fit(draw, space(), draw(st.sampled_from(ints)), shape), reduce=reduce, zero=zero)
+
+
+@st.composite
+def runnable_programs(draw, max_instrs: int = 10, ordered_waits: bool = True) -> Program:
+    """A program that passes the verifier over SMALL-byte SPM, ACC and DRAM region ``D`` (plus ``SPM_OUT`` and
+    ``ACC_OUT``, written by an epilogue after a barrier that copies the SPM and ACC there, so the final state of every
+    memory is in the outputs). Its instructions carry random waits and signals on up to four semaphores, each between
+    a random pair of queues, balanced at the end. ``ordered_waits``: a wait is only drawn when program order has
+    signalled enough for it (then the program cannot deadlock, and runs serially); else waits are drawn freely and
+    balanced by signals at the end (the program may deadlock). Host calls name the host function ``h``."""
+    sems = []
+    for i in range(draw(st.integers(0, 4))):
+        prod, cons = draw(st.lists(st.sampled_from(UNIT_QUEUES), min_size=2, max_size=2, unique=True))
+        sems.append((SemDecl(f"s{i}", draw(st.integers(0, 2))), prod, cons))
+    count = {d.name: d.init for d, _, _ in sems}
+    instrs: list[Instr] = []
+    for _ in range(draw(st.integers(1, max_instrs))):
+        if draw(st.integers(0, 9)) == 0:
+            instrs.append(Barrier())
+            continue
+        ins = draw(_small_instr()) if draw(st.integers(0, 5)) else Sync(on=draw(st.sampled_from(UNIT_QUEUES)))
+        waits, signals = [], []
+        for d, prod, cons in sems:
+            if cons is ins.queue and draw(st.booleans()):
+                c = draw(st.integers(1, 2))
+                if not ordered_waits or count[d.name] >= c:
+                    waits.append(SemOp(d.name, c))
+                    count[d.name] -= c
+            if prod is ins.queue and draw(st.booleans()):   # (a queue is one end of each of <= 4 semaphores)
+                c = draw(st.integers(1, 2))
+                signals.append(SemOp(d.name, c))
+                count[d.name] += c
+        instrs.append(replace(ins, waits=tuple(waits), signals=tuple(signals)))
+    for d, prod, cons in sems:   # balance: signal what is missing, take what is left over
+        if count[d.name] < d.init:
+            instrs.append(Sync(on=prod, signals=(SemOp(d.name, d.init - count[d.name]),)))
+        elif count[d.name] > d.init:
+            instrs.append(Sync(on=cons, waits=(SemOp(d.name, count[d.name] - d.init),)))
+    whole = lambda space, region=None: View(space, 0, DType.I8, (1,), region)
+    instrs += [Barrier(),
+               DmaCopy(queue=Queue.DMA_ST, shape=(SMALL,), dst=whole(Space.DRAM, "SPM_OUT"), src=whole(Space.SPM)),
+               DmaCopy(queue=Queue.DMA_ST, shape=(SMALL,), dst=whole(Space.DRAM, "ACC_OUT"), src=whole(Space.ACC)),
+               Halt()]
+    regions = tuple(Region(name, i, SMALL) for i, name in enumerate(("D", "SPM_OUT", "ACC_OUT")))
+    return Program(SMALL_CONFIG, regions, tuple(d for d, _, _ in sems), tuple(instrs))
+

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from isa import DType, IsaError, Space, View, stream
+from isa import DType, Gather, IsaError, Queue, Space, View, stream
 from isa.arch import load_arch
-from isa.cost import _bank_cycles, _dram, bank_cycles, clear_caches, dram_window
+from isa.cost import _bank_cycles, _dram, bank_cycles, clear_caches, dram_window, gather_bursts
 from tests.isa import cost_oracle
 
 SETTINGS = settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
@@ -132,3 +132,33 @@ def test_a_stream_without_a_short_period_is_refused(monkeypatch):
                                        r"instruction into smaller ones$"):
         dram_window(view, (65535, 65535), MID)
     clear_caches()
+
+
+@SETTINGS
+@given(base=st.integers(0, 1 << 16), rs=st.integers(1, 5000), row=st.integers(1, 700), rows=st.integers(1, 300),
+       points=st.integers(1, 50), dtype=st.sampled_from((DType.I8, DType.F16, DType.F32)),
+       burst=st.sampled_from((16, 64, 512, 4096)), bandwidth=st.sampled_from((1.0, 3.5, 8.0, 64.0)),
+       latency=st.sampled_from((0, 5, 100)), outstanding=st.sampled_from((1, 2, 16)))
+def test_gather_bursts_equal_the_oracle(base, rs, row, rows, points, dtype, burst, bandwidth, latency, outstanding):
+    """The DRAM gather's bus window in closed form over the row offsets equals cutting each offset's row into
+    bursts one by one."""
+    arch = load_arch("edge16", [f"dma.burst_bytes={burst}", f"dram.page_bytes={max(burst, 2048)}",
+                                f"dram.bandwidth={min(bandwidth, burst)}", f"dram.latency={latency}",
+                                f"dma.outstanding={outstanding}"])
+    es = dtype.size
+    g = Gather(queue=Queue.DMA_LD, shape=(points,), row=row, rows=rows,
+               dst=View(Space.SPM, 0, dtype, (row * es, es)),
+               table=View(Space.DRAM, base * es, dtype, (rs * es,), region="T"),
+               idx=View(Space.SPM, 0x40000, DType.I32, (4,)))
+    assert tuple(gather_bursts(g, arch)) == cost_oracle.gather_bursts(g, arch)
+
+
+def test_gather_bursts_of_a_huge_row_are_closed_form():
+    """A table of 65,535 rows of 65,535 f32 (1 GiB) at an odd row stride from DRAM with 64 KiB bursts: every row
+    offset modulo the burst is priced at once (no array grows with the row's bytes)."""
+    arch = load_arch("edge16", ["dma.burst_bytes=65536", "dram.page_bytes=65536"])
+    g = Gather(queue=Queue.DMA_LD, shape=(4,), row=65535, rows=65535, dst=View(Space.SPM, 0, DType.F32, (4, 4)),
+               table=View(Space.DRAM, 4, DType.F32, (65537 * 4,), region="T"),
+               idx=View(Space.SPM, 0x40000, DType.I32, (4,)))
+    window, row_bursts = gather_bursts(g, arch)
+    assert row_bursts == 5 and window > 0     # 262,140 bytes from offset 16 of a burst: a head, 3 full, a tail

@@ -7,6 +7,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from compiler.conv import ConvShape, ConvTiling, conv2d, conv_inputs, conv_reference, search_conv_tiling
+from compiler.target import Target
 from isa import DType
 from isa.arch import load_arch
 from npusim import simulate
@@ -43,7 +44,7 @@ def test_channel_reduction_split_across_steps():
 
     arch = load_arch("edge16")
     cs = ConvShape(1, 256, 6, 6, 40, 3, 3, pad=1)
-    t = choose_conv_tiling(cs, DType.F32, 16, 16, arch.spm.size, arch.acc.size)
+    t = choose_conv_tiling(cs, DType.F32, Target.of(arch))
     assert t.tcb < 16
     _, check = run_conv(cs, DType.F32, arch)
     assert check.ok, check
@@ -55,7 +56,7 @@ def test_conv_tiles_overlap_loads_and_compute():
     # several row tiles on one preset: the concurrent run beats the serial one
     arch = load_arch("edge16")
     cs = ConvShape(1, 32, 20, 20, 32, 3, 3, pad=1)
-    p = conv2d(cs, DType.I8, 16, 16, arch.spm.size, arch.acc.size, ConvTiling(toh=4, tow=20, tcb=1))
+    p = conv2d(cs, DType.I8, Target.of(arch), ConvTiling(toh=4, tow=20, tcb=1))
     assert simulate(p, arch, timing_only=True).cycles < simulate(p, arch, timing_only=True, serial=True).cycles
 
 
@@ -101,7 +102,7 @@ def test_input_window_and_weights_are_loaded_once(preset):
     r, c = arch.matrix.rows, arch.matrix.cols
     cs = ConvShape(1, 2 * r, 12, 10, 4 * c, 1, 1)
     t = ConvTiling(toh=3, tow=10, tcb=2, tnb=4)
-    p = conv2d(cs, DType.I8, r, c, arch.spm.size, arch.acc.size, t)
+    p = conv2d(cs, DType.I8, Target.of(arch), t)
     assert _dram_read(p, "X", 1) == cs.H * cs.W * cs.C
     assert _dram_read(p, "Wt", 1) == 4 * 2 * r * c
     stores = [i for i in p.instrs if getattr(i, "dst", None) is not None and i.dst.region == "Y"]
@@ -124,7 +125,7 @@ def test_im2col_tiling_matches_numpy(preset, cs, dtype):
 
     arch = load_arch(preset)
     r, c = arch.matrix.rows, arch.matrix.cols
-    p = conv2d(cs, dtype, r, c, arch.spm.size, arch.acc.size, ConvTiling(4, 6, 1 << 16, 2, im2col=True))
+    p = conv2d(cs, dtype, Target.of(arch), ConvTiling(4, 6, 1 << 16, 2, im2col=True))
     gathers = [i for i in p.instrs if getattr(i, "src", None) is not None and i.src.space.name == "SPM"]
     assert gathers and all(g.shape[2:] == (cs.R, cs.S * cs.C) for g in gathers)
     inputs, x, w = conv_inputs(cs, dtype, r, c, 1, im2col=True)
@@ -142,12 +143,12 @@ def test_search_gathers_patches_for_an_rgb_stem():
     # patch channels fill 10 blocks of 16) and it runs more than 3x faster
     arch = load_arch("edge16")
     cs = ConvShape(1, 3, 224, 224, 64, 7, 7, 2, 3)
-    t = search_conv_tiling(cs, DType.F32, arch)
+    t = search_conv_tiling(cs, DType.F32, Target.of(arch))
     assert t.im2col
-    direct = replace(search_conv_tiling(ConvShape(1, 3, 224, 224, 64, 7, 7, 2, 3, dilation=1), DType.F32, arch),
-                     im2col=False, tcb=1)
-    fast = simulate(conv2d(cs, DType.F32, 16, 16, arch.spm.size, arch.acc.size, t), arch, timing_only=True).cycles
-    slow = simulate(conv2d(cs, DType.F32, 16, 16, arch.spm.size, arch.acc.size, direct), arch,
+    direct = replace(search_conv_tiling(ConvShape(1, 3, 224, 224, 64, 7, 7, 2, 3, dilation=1), DType.F32,
+                                        Target.of(arch)), im2col=False, tcb=1)
+    fast = simulate(conv2d(cs, DType.F32, Target.of(arch), t), arch, timing_only=True).cycles
+    slow = simulate(conv2d(cs, DType.F32, Target.of(arch), direct), arch,
                     timing_only=True).cycles
     assert 3 * fast < slow
 
@@ -175,7 +176,7 @@ def test_any_tiling_matches_numpy(C, HW, K, R, stride, pad, toh, tow, tcb, tnb, 
     t = ConvTiling(min(toh, cs.OH), tow, tcb, tnb, x_all, acc_bufs, im2col, pack)
     ep = Epilogue(bias=bias, residual=residual)
     try:
-        p = conv2d(cs, DType.I8, 16, 16, arch.spm.size, arch.acc.size, t, epilogue=ep)
+        p = conv2d(cs, DType.I8, Target.of(arch), t, epilogue=ep)
     except TilingError:
         assume(False)
     inputs, x, w = conv_inputs(cs, DType.I8, 16, 16, seed, im2col, pack)
@@ -204,7 +205,7 @@ def test_residual_bias_and_activation_take_one_vector_pass_per_tile(act, lo, hi)
 
     arch = load_arch("edge16")
     cs = ConvShape(1, 16, 8, 8, 32, 3, 3, 1, 1)
-    p = conv2d(cs, DType.I8, 16, 16, arch.spm.size, arch.acc.size,
+    p = conv2d(cs, DType.I8, Target.of(arch),
                epilogue=Epilogue(bias=True, act=act, lo=lo, hi=hi, residual=True))
     vpu = [i for i in p.instrs if i.queue is Queue.VPU]
     stores = [i for i in p.instrs if isinstance(i, DmaCopy) and i.dst.space is Space.DRAM]
@@ -234,7 +235,7 @@ def test_requantizing_epilogue_fuses_the_activation_into_the_scale_multiply():
 
     arch = load_arch("edge16")
     cs = ConvShape(1, 16, 6, 6, 16, 3, 3, 1, 1)
-    p = conv2d(cs, DType.I8, 16, 16, arch.spm.size, arch.acc.size,
+    p = conv2d(cs, DType.I8, Target.of(arch),
                epilogue=Epilogue(bias=True, act="clamp", lo=-3.0, hi=40.0, out=DType.I8, zp=-5))
     vpu = [i for i in p.instrs if i.queue is Queue.VPU]
     kinds = [(type(i), getattr(i, "op", None), getattr(i, "act", None)) for i in vpu]
@@ -249,3 +250,92 @@ def test_requantizing_epilogue_fuses_the_activation_into_the_scale_multiply():
     v = np.clip(acc * scale, np.float32(-3.0), np.float32(40.0))
     want = np.clip(np.rint(v) - 5, -128, 127).astype(np.int8)
     assert (y == want).all() and (v == 40).any() and (v == -3).any()
+
+
+@st.composite
+def conv_forms(draw, max_pad: int = 3):
+    """A random convolution of any ONNX form: per-axis strides and dilations, four pads (sometimes wider than the
+    DMA's 15), groups (depthwise too), or 1-D (H = R = 1, no vertical padding)."""
+    one_d = draw(st.booleans())
+    groups = draw(st.sampled_from([1, 1, 2, 3, 4]))
+    C, K = groups * draw(st.integers(1, 12)), groups * draw(st.integers(1, 12))
+    R, S = (1 if one_d else draw(st.integers(1, 4))), draw(st.integers(1, 4))
+    wide = draw(st.booleans()) and draw(st.booleans())                 # a quarter: pads of 16 to 20 on one side
+    pads = [draw(st.integers(0, max_pad)) for _ in range(4)]
+    if wide:
+        pads[draw(st.integers(1 if one_d else 0, 3))] = draw(st.integers(16, 20))
+    if one_d:
+        pads[0] = pads[2] = 0
+    stride = (1 if one_d else draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    dilation = (1 if one_d else draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    H = 1 if one_d else draw(st.integers(max(1, dilation[0] * (R - 1) + 1 - pads[0] - pads[2]), 12))
+    W = draw(st.integers(max(1, dilation[1] * (S - 1) + 1 - pads[1] - pads[3]), 14))
+    return ConvShape(draw(st.integers(1, 2)), C, H, W, K, R, S, stride, tuple(pads), dilation, groups)
+
+
+@settings(max_examples=30, deadline=None)
+@given(cs=conv_forms(), dtype=st.sampled_from([DType.I8, DType.F32]), seed=st.integers(0, 999))
+def test_random_conv_forms_match_numpy(cs, dtype, seed):
+    # the search's tiling (group packing, pixel packing, im2col where they apply), the whole program simulated:
+    # int8 exactly, f32 within the fp32 accumulation bound of run_conv's validation
+    _, check = run_conv(cs, dtype, load_arch("edge16"), seed=seed)
+    assert check.ok, (cs, check)
+
+
+@settings(max_examples=30, deadline=None)
+@given(cs=conv_forms(max_pad=2), toh=st.integers(1, 6), tow=st.integers(1, 10), tcb=st.integers(1, 3),
+       tnb=st.integers(1, 3), x_all=st.booleans(), acc_bufs=st.sampled_from([1, 2]), im2col=st.booleans(),
+       pack=st.sampled_from([1, 2, 4]), gpack=st.integers(1, 4), residual=st.booleans(), bias=st.booleans(),
+       seed=st.integers(0, 99))
+def test_any_tiling_of_any_form_matches_numpy(cs, toh, tow, tcb, tnb, x_all, acc_bufs, im2col, pack, gpack, residual,
+                                              bias, seed):
+    # every ConvTiling field on every form: groups packed into array tiles (gpack, any divisor of groups), pixels
+    # packed, patches gathered, where each applies; with a residual and a bias in the accumulators
+    import numpy as np
+
+    from compiler.conv import Epilogue, TilingError, grouped, im2col_allowed, pack_allowed
+    from npusim.simulator import region_array
+
+    gpack = gpack if cs.groups % gpack == 0 else 1
+    gs = grouped(cs, gpack)
+    tow = min(tow, cs.OW)
+    im2col = im2col and im2col_allowed(gs)
+    pack = pack if pack_allowed(gs, pack, tow, 16, im2col) else 1
+    t = ConvTiling(min(toh, cs.OH), tow, tcb, tnb, x_all, acc_bufs, im2col, pack, gpack)
+    arch = load_arch("edge16")
+    try:
+        p = conv2d(cs, DType.I8, Target.of(arch), t, epilogue=Epilogue(bias=bias, residual=residual))
+    except TilingError:
+        assume(False)
+    inputs, x, w = conv_inputs(cs, DType.I8, 16, 16, seed, im2col, pack, gpack)
+    rng = np.random.default_rng(seed)
+    r = rng.integers(-1000, 1000, (cs.N, cs.OH, cs.OW, cs.K)).astype(np.int32)
+    bias_k = rng.integers(-5000, 5000, cs.K).astype(np.int32)
+    inputs |= ({"R": r} if residual else {}) | ({"Bias": bias_k} if bias else {})
+    y = region_array(simulate(p, arch, inputs), "Y", DType.I32, (cs.N, cs.OH, cs.OW, cs.K))
+    want = conv_reference(x, w, cs).transpose(0, 2, 3, 1) + (r if residual else 0) + (bias_k if bias else 0)
+    assert (y == want).all()
+
+
+@pytest.mark.parametrize("cs", [ConvShape(1, 4, 7, 9, 6, 3, 2, (2, 1), (0, 1, 2, 0), (1, 2)),
+                                ConvShape(2, 6, 1, 17, 4, 1, 3, (1, 2), (0, 4, 0, 1), (1, 3), groups=2),
+                                ConvShape(1, 4, 5, 6, 8, 3, 3, (1, 2), (17, 0, 1, 20), 1, groups=4)])
+def test_conv_reference_matches_onnxruntime(cs):
+    # the numpy reference the program tests trust, against onnxruntime's Conv for asymmetric forms and 1-D
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    from tests.compiler.util import model, ort_run, vi
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((cs.N, cs.C, cs.H, cs.W)).astype(np.float32)
+    w = rng.standard_normal((cs.K, cs.Cg, cs.R, cs.S)).astype(np.float32)
+    one_d = cs.H == cs.R == 1 and cs.pad[0] == cs.pad[2] == 0
+    xs, ws = (x[:, :, 0], w[:, :, 0]) if one_d else (x, w)
+    (pt, pl, pb, pr), axes = cs.pad, slice(1, 2) if one_d else slice(0, 2)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], strides=list(cs.stride[axes]),
+                            dilations=list(cs.dilation[axes]), group=cs.groups,
+                            pads=[pl, pr] if one_d else [pt, pl, pb, pr])
+    (y,) = ort_run(model([node], [vi("x", list(xs.shape))], [vi("y", None)], 17, [numpy_helper.from_array(ws, "w")]),
+                   {"x": xs})
+    np.testing.assert_allclose(conv_reference(x, w, cs).reshape(y.shape), y, rtol=1e-5, atol=1e-5)

@@ -1,7 +1,6 @@
 """Depthwise convolution on the vector unit (compiler/depthwise.py) equals numpy for any kernel, stride, padding,
 dilation, channel multiplier and batch; concurrent runs equal serial ones bit for bit."""
 
-import time
 
 import numpy as np
 import pytest
@@ -17,6 +16,7 @@ from compiler.depthwise import (
     pack_depthwise,
 )
 from compiler.errors import CompileError, TilingError
+from compiler.target import Target
 from isa import DmaCopy, DType, VecBinary
 from isa.arch import load_arch
 from npusim import simulate
@@ -26,10 +26,16 @@ PRESETS = {name: load_arch(name) for name in ("edge16", "dc128")}
 EPS32 = float(np.finfo(np.float32).eps)
 
 
+def _target(arch, spm: int | None = None, lanes: int | None = None) -> Target:
+    """The target of ``arch`` with an SPM of ``spm`` bytes and ``lanes`` vector lanes, where given."""
+    target = Target.of(arch.with_overrides([f"vector.lanes={lanes}"] if lanes else []))
+    return target.with_spm(spm) if spm else target
+
+
 def check(cs: ConvShape, dtype: DType, arch, spm: int | None = None, lanes: int | None = None,
           tiling: DepthwiseTiling | None = None, seed: int = 0):
     """Simulate concurrently and serially, compare the two bit for bit and Y with conv_reference."""
-    prog = depthwise2d(cs, dtype, spm or arch.spm.size, lanes or arch.vector.lanes, tiling)
+    prog = depthwise2d(cs, dtype, _target(arch, spm, lanes), tiling)
     inputs, x, w = depthwise_inputs(cs, dtype, seed)
     res = simulate(prog, arch, inputs)
     serial = simulate(prog, arch, inputs, serial=True)
@@ -77,7 +83,7 @@ def test_small_scratchpad_splits_channels_columns_and_streams_weights():
     # output into row and column tiles
     arch = PRESETS["edge16"]
     cs = ConvShape(2, 40, 9, 11, 80, 3, 3, 1, 1, 1, 40)
-    t = choose_depthwise_tiling(cs, DType.F32, 4096, lanes=4)
+    t = choose_depthwise_tiling(cs, DType.F32, _target(arch, 4096, 4))
     assert not t.resident and t.cb < cs.C and t.cb % 4 == 0 and (t.toh < cs.OH or t.tow < cs.OW)
     prog, _ = check(cs, DType.F32, arch, spm=4096, lanes=4)
     assert prog.config.spm == 4096
@@ -103,38 +109,33 @@ def test_window_entirely_in_padding():
 
 
 def test_errors():
+    edge = PRESETS["edge16"]
     with pytest.raises(TilingError, match="no depthwise tiling"):
-        depthwise2d(ConvShape(1, 64, 8, 8, 64, 5, 5, pad=2, groups=64), DType.F32, 1024)
+        depthwise2d(ConvShape(1, 64, 8, 8, 64, 5, 5, pad=2, groups=64), DType.F32, _target(edge, 1024))
     with pytest.raises(TilingError, match="does not fit"):
-        depthwise2d(ConvShape(1, 64, 8, 8, 64, 3, 3, pad=1, groups=64), DType.F32, 1 << 16,
+        depthwise2d(ConvShape(1, 64, 8, 8, 64, 3, 3, pad=1, groups=64), DType.F32, _target(edge, 1 << 16),
                     tiling=DepthwiseTiling(8, 8, 64, True))
     with pytest.raises(CompileError, match="groups == C"):
-        depthwise2d(ConvShape(1, 8, 8, 8, 8, 3, 3, groups=4), DType.F32, 1 << 16)
+        depthwise2d(ConvShape(1, 8, 8, 8, 8, 3, 3, groups=4), DType.F32, _target(edge, 1 << 16))
     with pytest.raises(CompileError, match="operands"):
-        depthwise2d(ConvShape(1, 8, 8, 8, 8, 3, 3, groups=8), DType.I16, 1 << 16)
-    with pytest.raises(CompileError, match="padding"):
-        depthwise2d(ConvShape(1, 8, 8, 8, 8, 3, 3, pad=16, groups=8), DType.F32, 1 << 16)
+        depthwise2d(ConvShape(1, 8, 8, 8, 8, 3, 3, groups=8), DType.I16, _target(edge, 1 << 16))
 
 
 @pytest.mark.parametrize("preset", ["edge16", "dc128"])
 def test_mobilenetv2_layer(preset):
     # MobileNetV2's 56x56x144 stride-2 depthwise 3x3: one weight load, then per step one window load, one vector
-    # instruction and one store; it runs timing-only in well under a second, much faster than the grouped
-    # matrix-unit lowering (one k = n = 1 group per matmul)
+    # instruction and one store; far fewer cycles than the grouped matrix-unit lowering (one k = n = 1 group per
+    # matmul). How fast it simulates is bench/'s business, not a test's.
     arch = PRESETS[preset]
     cs = ConvShape(1, 144, 56, 56, 144, 3, 3, stride=2, pad=1, groups=144)
-    t0 = time.perf_counter()
-    prog = depthwise2d(cs, DType.F32, arch.spm.size, arch.vector.lanes)
+    prog = depthwise2d(cs, DType.F32, Target.of(arch))
     res = simulate(prog, arch, timing_only=True)
-    wall = time.perf_counter() - t0
-    t = choose_depthwise_tiling(cs, DType.F32, arch.spm.size, arch.vector.lanes)
+    t = choose_depthwise_tiling(cs, DType.F32, Target.of(arch))
     steps = -(-cs.C // t.cb) * -(-cs.OH // t.toh) * -(-cs.OW // t.tow)
     assert t.resident and t.cb == cs.C
     assert len(prog.instrs) == 1 + 3 * steps + 1 <= 200
     assert sum(isinstance(i, VecBinary) for i in prog.instrs) == steps
     assert sum(isinstance(i, DmaCopy) for i in prog.instrs) == 1 + 2 * steps
-    assert wall < 0.5, wall
     assert res.cycles < simulate(prog, arch, timing_only=True, serial=True).cycles   # loads overlap compute
-    grouped = conv2d(cs, DType.F32, arch.matrix.rows, arch.matrix.cols, arch.spm.size, arch.acc.size,
-                     max_rows=arch.matrix.max_rows)
+    grouped = conv2d(cs, DType.F32, Target.of(arch))
     assert 10 * res.cycles < simulate(grouped, arch, timing_only=True).cycles

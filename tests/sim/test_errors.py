@@ -142,9 +142,10 @@ def test_presets_round_trip_through_toml(preset):
 
 def test_cycle_cap_stops_a_long_run():
     from compiler.gemm import tiled_gemm
+    from compiler.target import Target
     from isa import SimulationError
 
-    p = tiled_gemm(64, 64, 64, DType.I8, 16, 16, 262144, 65536)
+    p = tiled_gemm(64, 64, 64, DType.I8, Target.of(EDGE))
     with pytest.raises(SimulationError, match=r"^the cycle cap of 100 was reached with \d+ instructions in flight "
                                              r"\(the dispatcher is at pc \d+ of \d+\); raise max_cycles"):
         simulate(p, EDGE, timing_only=True, max_cycles=100)

@@ -4,6 +4,7 @@ reuse, B split into pieces, and GEMM 1024^3 near its roofline on every preset.""
 import pytest
 
 from compiler.gemm import GemmTiling, _Layout, search_tiling, tiled_gemm
+from compiler.target import Target
 from isa import DmaCopy, DType, MatMul, Queue, Space, Sync, View
 from isa.arch import load_arch
 from isa.cost import instr_cost
@@ -56,7 +57,7 @@ def _count(prog, region: str) -> int:
 @pytest.mark.parametrize("order", ["mn", "nm"])
 def test_loop_order_keeps_the_outer_tile_loaded(order):
     # 4 m tiles x 3 n tiles, one k tile: mn loads each A tile once and a B tile every step; nm the other way round
-    prog = tiled_gemm(256, 192, 64, DType.I8, 16, 16, EDGE.spm.size, EDGE.acc.size, GemmTiling(64, 64, 64, order))
+    prog = tiled_gemm(256, 192, 64, DType.I8, Target.of(EDGE), GemmTiling(64, 64, 64, order))
     assert _count(prog, "A") == (4 if order == "mn" else 12)
     assert _count(prog, "B") == (12 if order == "mn" else 3)   # one copy per B tile (4 whole blocks, 1 k block)
 
@@ -64,7 +65,7 @@ def test_loop_order_keeps_the_outer_tile_loaded(order):
 def test_split_loads_b_in_pieces_and_stores_the_last_tile_in_pieces():
     # tn = 64 is 4 array-column blocks; split 2: each B load is 2 copies (packed: contiguous), each signalling
     # b_full to one of 2 matmuls; the last tile is stored in 2 pieces, the others whole
-    prog = tiled_gemm(128, 64, 64, DType.I8, 16, 16, EDGE.spm.size, EDGE.acc.size, GemmTiling(64, 64, 64, "nm", 2),
+    prog = tiled_gemm(128, 64, 64, DType.I8, Target.of(EDGE), GemmTiling(64, 64, 64, "nm", 2),
                       b_packed=True)
     b_loads = [i for i in prog.instrs if isinstance(i, DmaCopy) and i.src.region == "B"]
     assert len(b_loads) == 2 and all(len(i.shape) <= 2 for i in b_loads)
@@ -77,7 +78,7 @@ def test_split_loads_b_in_pieces_and_stores_the_last_tile_in_pieces():
 
 def test_sync_slots_overflow_goes_to_a_sync():
     # a one-step GEMM's matmul waits a_full, b_full, acc_empty and signals a_empty, b_empty, acc_full: 6 > 4 slots
-    prog = tiled_gemm(16, 16, 16, DType.I8, 16, 16, EDGE.spm.size, EDGE.acc.size, GemmTiling(16, 16, 16))
+    prog = tiled_gemm(16, 16, 16, DType.I8, Target.of(EDGE), GemmTiling(16, 16, 16))
     mm = next(p for p, i in enumerate(prog.instrs) if isinstance(i, MatMul))
     assert [s.name for s in prog.instrs[mm].waits] == ["a_full", "b_full", "acc_empty"]
     assert [s.name for s in prog.instrs[mm].signals] == ["a_empty"]
@@ -93,4 +94,5 @@ def test_gemm_1024_near_its_roofline(preset, ratio):
     arch = load_arch(preset)
     res, _ = run_gemm(1024, 1024, 1024, DType.I8, arch, timing_only=True)
     bound = max(1024**3 / arch.peak_macs_per_cycle, 1024 * 1024 * 6 / arch.dram.bandwidth)
-    assert res.cycles <= ratio * bound, (search_tiling(1024, 1024, 1024, DType.I8, arch, True), res.cycles / bound)
+    assert res.cycles <= ratio * bound, (search_tiling(1024, 1024, 1024, DType.I8, Target.of(arch), True),
+                                         res.cycles / bound)

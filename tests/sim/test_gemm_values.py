@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compiler.gemm import GemmTiling, gemm_inputs, gemm_reference, gemm_tolerance, tiled_gemm
+from compiler.target import Target
 from isa import DType
 from isa.arch import load_arch
 from isa.dtypes import to_compute
@@ -16,8 +17,7 @@ ACC = {DType.I8: DType.I32, DType.U8: DType.I32, DType.F16: DType.F32, DType.BF1
 
 
 def run_gemm(arch, M, N, K, dtype, tiling=None, seed=0):
-    program = tiled_gemm(M, N, K, dtype, arch.matrix.rows, arch.matrix.cols, arch.spm.size, arch.acc.size, tiling,
-                         arch.matrix.max_rows)
+    program = tiled_gemm(M, N, K, dtype, Target.of(arch), tiling)
     inputs = gemm_inputs(M, N, K, dtype, seed)
     res = simulate(program, arch, inputs)
     return program, inputs, res, region_array(res, "C", ACC[dtype], (M, N))
@@ -92,11 +92,11 @@ def test_prepacking_b_speeds_up_the_edge_gemm():
     from compiler.gemm import search_tiling
 
     arch = load_arch("edge16")
-    plain = simulate(tiled_gemm(256, 256, 256, DType.I8, 16, 16, arch.spm.size, arch.acc.size,
-                                search_tiling(256, 256, 256, DType.I8, arch)), arch, timing_only=True)
-    t = search_tiling(256, 256, 256, DType.I8, arch, True)
-    packed = simulate(tiled_gemm(256, 256, 256, DType.I8, 16, 16, arch.spm.size, arch.acc.size, t, b_packed=True),
-                      arch, timing_only=True)
+    target = Target.of(arch)
+    plain = simulate(tiled_gemm(256, 256, 256, DType.I8, target, search_tiling(256, 256, 256, DType.I8, target)),
+                     arch, timing_only=True)
+    t = search_tiling(256, 256, 256, DType.I8, target, True)
+    packed = simulate(tiled_gemm(256, 256, 256, DType.I8, target, t, b_packed=True), arch, timing_only=True)
     # the banks hide most row misses of the strided 16-byte B runs; what packing still saves is their partial bursts
     # and DMA instructions (72,947 vs 79,049 cycles when written)
     assert packed.cycles < 0.95 * plain.cycles
@@ -113,9 +113,9 @@ def test_loop_orders_and_split_b_loads_match_numpy(dataflow, packed, tiling):
 
     arch = load_arch("edge16", [f"matrix.dataflow={dataflow}"])
     M, N, K = 100, 150, 90
-    prog = tiled_gemm(M, N, K, DType.I8, 16, 16, arch.spm.size, arch.acc.size, tiling, 256, dataflow,
-                      arch.spm.bank_width, b_packed=packed)
+    target = Target.of(arch)
+    prog = tiled_gemm(M, N, K, DType.I8, target, tiling, b_packed=packed)
     inputs = gemm_inputs(M, N, K, DType.I8, 3)
-    dram = dict(inputs, B=pack_b(inputs["B"], K, N, DType.I8, 16, 16, tiling, dataflow)) if packed else inputs
+    dram = dict(inputs, B=pack_b(inputs["B"], K, N, DType.I8, target, tiling)) if packed else inputs
     for serial in (False, True):
         check(inputs, region_array(simulate(prog, arch, dram, serial=serial), "C", DType.I32, (M, N)), DType.I8, K)

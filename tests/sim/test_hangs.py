@@ -105,8 +105,9 @@ def test_deadlock_involving_the_host_unit(kw, with_progress):
 
 def gemm_program():
     from compiler.gemm import tiled_gemm
+    from compiler.target import Target
 
-    return tiled_gemm(64, 64, 64, DType.I8, 16, 16, 262144, 65536)
+    return tiled_gemm(64, 64, 64, DType.I8, Target.of(EDGE))
 
 
 @pytest.mark.parametrize("with_progress", [False, True], ids=["plain", "progress"])

@@ -4,6 +4,7 @@ import numpy as np
 
 from compiler.conv import ConvShape, conv2d, conv_reference, pack_weights
 from compiler.link import Segment, link
+from compiler.target import Target
 from compiler.vector import binary, unary
 from isa import Act, BinOp, DType, ProgramConfig
 from isa.arch import load_arch
@@ -19,11 +20,11 @@ def test_conv_bias_relu_chain_matches_numpy():
     bias = rng.standard_normal(24).astype(np.float32)
     ysh = (1, cs.OH, cs.OW, cs.K)
     ny, pw = int(np.prod(ysh)) * 4, pack_weights(w, cs, R, R)
-    segs = [Segment("conv", "Conv", conv2d(cs, DType.F32, R, R, arch.spm.size, arch.acc.size),
+    segs = [Segment("conv", "Conv", conv2d(cs, DType.F32, Target.of(arch)),
                     {"X": ("ACT", 0), "Wt": ("W", 0), "Y": ("ACT", x.nbytes)}, cs.macs),
-            Segment("bias", "Add", binary(BinOp.ADD, ysh, (24,), DType.F32, arch.spm.size),
+            Segment("bias", "Add", binary(BinOp.ADD, ysh, (24,), DType.F32, Target.of(arch)),
                     {"A": ("ACT", x.nbytes), "B": ("W", pw.nbytes), "Y": ("ACT", x.nbytes + ny)}),
-            Segment("relu", "Relu", unary(Act.RELU, ysh, DType.F32, arch.spm.size),
+            Segment("relu", "Relu", unary(Act.RELU, ysh, DType.F32, Target.of(arch)),
                     {"X": ("ACT", x.nbytes + ny), "Y": ("ACT", x.nbytes + 2 * ny)})]
     wb = np.concatenate([pw.view(np.uint8), bias.view(np.uint8)])
     prog, layers = link(segs, ProgramConfig(R, R, arch.spm.size, arch.acc.size),

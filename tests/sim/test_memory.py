@@ -8,6 +8,7 @@ import pytest
 
 from bench.memory_micro import dram_patterns, run, spm_patterns
 from compiler.gemm import tiled_gemm
+from compiler.target import Target
 from isa import ArchError, DmaCopy, DType, Halt, Program, ProgramConfig, Queue, Region, Space, View
 from isa.arch import load_arch
 from isa.cost import dram_window, instr_cost
@@ -223,8 +224,7 @@ SHAPES = [(64, 64, 64), (100, 70, 90), (256, 512, 384), (33, 300, 77)]
 
 
 def _gemm_conflicts(arch, shape, dtype):
-    p = tiled_gemm(*shape, dtype, arch.matrix.rows, arch.matrix.cols, arch.spm.size, arch.acc.size, None,
-                   arch.matrix.max_rows, arch.matrix.dataflow, arch.spm.bank_width)
+    p = tiled_gemm(*shape, dtype, Target.of(arch))
     return {pc: c.conflict for pc, i in enumerate(p.instrs) if (c := instr_cost(i, arch)).conflict}
 
 
@@ -247,8 +247,7 @@ def test_tiled_gemm_is_dataflow_conflicts_are_negligible(preset):
     arch = load_arch(preset).with_overrides(["matrix.dataflow=is"])
     line = arch.spm.banks * arch.spm.bank_width
     for shape in SHAPES:
-        p = tiled_gemm(*shape, DType.I8, arch.matrix.rows, arch.matrix.cols, arch.spm.size, arch.acc.size, None,
-                       arch.matrix.max_rows, "is", arch.spm.bank_width)
+        p = tiled_gemm(*shape, DType.I8, Target.of(arch))
         for instr in p.instrs:
             beats = -(-math.prod(getattr(instr, "shape", (0,))) // line)
             assert instr_cost(instr, arch).conflict <= beats, (shape, str(instr))

@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 
 from compiler.gemm import GemmTiling, tiled_gemm
+from compiler.target import Target
 from isa import (
     Act,
     BinOp,
@@ -200,8 +201,7 @@ def test_slow_vector_op_hides_bank_conflicts():
 
 
 def gemm(arch, M, N, K, dtype=DType.I8, tiling=None):
-    return tiled_gemm(M, N, K, dtype, arch.matrix.rows, arch.matrix.cols, arch.spm.size, arch.acc.size, tiling,
-                      arch.matrix.max_rows)
+    return tiled_gemm(M, N, K, dtype, Target.of(arch), tiling)
 
 
 def test_double_buffering_overlap_by_predicted_amount():

@@ -1,4 +1,5 @@
-"""Architecture sweeps (npusim.sweep), the per-layer check against onnxruntime and the fuse/buffers compile options."""
+"""The per-layer check against onnxruntime, the fuse/buffers compile options and the zoo size arguments (the sweep
+itself: tests/sweep/)."""
 
 from __future__ import annotations
 
@@ -11,31 +12,8 @@ from compiler.errors import CompileError
 from compiler.zoo import bert_layer, resnet18
 from isa.arch import load_arch
 from npusim.driver import check_layers, run_model
-from npusim.sweep import grid_points, pareto, sweep, table
 
 ARCH = load_arch("mid32")
-
-
-def _pt(area, cycles, tag=""):
-    return {"area": area, "cycles": cycles, "tag": tag, "error": None}
-
-
-def test_pareto_keeps_exactly_the_undominated_points():
-    pts = [_pt(4, 10, "a"), _pt(1, 50, "b"), _pt(2, 50, "dominated by b"), _pt(2, 20, "c"), _pt(8, 10, "worse a"),
-           _pt(3, 30, "dominated by c"), {"area": None, "cycles": None, "tag": "error", "error": "no fit"}]
-    assert [p["tag"] for p in pareto(pts, "area", "cycles")] == ["b", "c", "a"]
-    # brute force: p is on the front iff no other point is <= on both and < on one
-    ok = [p for p in pts if p["area"] is not None]
-    front = [p for p in ok if not any(q["area"] <= p["area"] and q["cycles"] <= p["cycles"] and
-                                      (q["area"], q["cycles"]) != (p["area"], p["cycles"]) for q in ok)]
-    assert sorted(p["tag"] for p in front) == sorted(p["tag"] for p in pareto(pts, "area", "cycles"))
-
-
-def test_grid_points_are_the_cartesian_product_with_joint_keys():
-    pts = grid_points({"matrix.rows,matrix.cols": [8, 16], "dram.bandwidth": [4.0, 8.0, 16.0]})
-    assert len(pts) == 6
-    assert pts[0] == ["matrix.rows=8", "matrix.cols=8", "dram.bandwidth=4.0"]
-    assert pts[-1] == ["matrix.rows=16", "matrix.cols=16", "dram.bandwidth=16.0"]
 
 
 def _mlp():
@@ -45,22 +23,6 @@ def _mlp():
     h = b.relu(b.matmul(x, b.const("w1", rng.standard_normal((64, 96), np.float32) / 8), name="fc1"), name="act")
     b.output(b.matmul(h, b.const("w2", rng.standard_normal((96, 32), np.float32) / 10), name="fc2"))
     return to_onnx(b.build())
-
-
-def test_sweep_runs_every_point_and_reports_an_arch_that_cannot_hold_the_model_as_an_error():
-    grid = {"matrix.rows,matrix.cols": [8, 16], "spm.size": [256, 65536]}
-    pts = sweep(_mlp(), ARCH, grid, scheduler="threads", progress=False)
-    assert [p["overrides"] for p in pts] == grid_points(grid)
-    bad, good = [p for p in pts if p["error"]], [p for p in pts if not p["error"]]
-    assert [p["overrides"][-1] for p in bad] == ["spm.size=256"] * 2 and "SPM" in bad[0]["error"]
-    assert all(p["cycles"] is None for p in bad)
-    for p in good:
-        n = int(p["overrides"][0].split("=")[1])
-        assert p["macs"] == n * n and p["sram_bytes"] == 65536 + ARCH.acc.size
-        res = run_model(_mlp(), ARCH.with_overrides(p["overrides"]), timing_only=True)[1]
-        assert p["cycles"] == res.cycles   # the same as running the point alone
-        assert p["matrix_utilization"] == pytest.approx((8 * 64 * 96 + 8 * 96 * 32) / (res.cycles * n * n))
-    assert "error: TilingError" in table(pts)
 
 
 def test_check_layers_compares_the_intermediates_both_sides_have():

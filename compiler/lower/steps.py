@@ -1,5 +1,5 @@
 """Vector steps a lowering appends after its main program when it cannot fold them into it: a per-channel bias add
-and a fused activation. ``low`` is the model compiler's lowering state (alloc, const, emit); ``y`` a binding."""
+and a fused activation. ``low`` is the :class:`~compiler.lower.context.LoweringContext`; ``y`` a binding."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import numpy as np
 
 from isa import Act, BinOp, DType
 
-from . import vector
+from .. import vector
 
 
 def bias_step(low, node, y, bias: np.ndarray):
     """``y + bias`` (bias broadcast over the last physical dimension) as segment ``<node>.bias``; the new binding."""
     out = low.alloc(y.shape, y.layout)
-    prog = vector.binary(BinOp.ADD, y.phys, bias.shape, DType.F32, low.spm)
+    prog = vector.binary(BinOp.ADD, y.phys, bias.shape, DType.F32, low.target)
     low.emit(node, prog, {"A": ("ACT", y.offset), "B": ("W", low.const(bias.astype(np.float32))),
                           "Y": ("ACT", out.offset)}, suffix=".bias")
     return out
@@ -23,6 +23,6 @@ def activation_step(low, node, y, act: tuple):
     """A fused activation (``("relu",)`` or ``("clamp", lo, hi)``) as segment ``<node>.<act>``; the new binding."""
     out = low.alloc(y.shape, y.layout)
     lo, hi = (act[1], act[2]) if len(act) > 1 else (0.0, 0.0)
-    prog = vector.unary(Act.RELU if act[0] == "relu" else Act.CLAMP, y.phys, DType.F32, low.spm, lo, hi)
+    prog = vector.unary(Act.RELU if act[0] == "relu" else Act.CLAMP, y.phys, DType.F32, low.target, lo, hi)
     low.emit(node, prog, {"X": ("ACT", y.offset), "Y": ("ACT", out.offset)}, suffix="." + act[0])
     return out

@@ -15,29 +15,26 @@ Scales and zero points must be constants; weight zero points must be 0 (symmetri
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
 from isa import DType
 
-from . import vector
-from .conv import Epilogue, conv2d, conv_shape, pack_weights, search_conv_tiling
-from .errors import CompileError, UnsupportedDTypeError, UnsupportedOpError
-from .gemm import pack_b, search_tiling, tiled_gemm
-from .ir import Node
+from .. import vector
+from ..canonical import CanonContext
+from ..conv import Epilogue, conv2d, conv_shape, pack_weights, search_conv_tiling
+from ..errors import UnsupportedDTypeError, UnsupportedOpError
+from ..gemm import pack_b, search_tiling, tiled_gemm
+from ..ir import Node
+from .context import LoweringContext
+from .conv import conv_canonical, conv_check, conv_out_shape, npu_tiling
+from .spec import OpSpec
 
-DTYPES = {np.dtype(np.int8): DType.I8, np.dtype(np.uint8): DType.U8, np.dtype(np.int32): DType.I32,
-          np.dtype(np.float32): DType.F32}
 QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul"})
-
-
-def dtype_of(np_dtype) -> DType:
-    """The NPU type of a numpy dtype (int8, uint8, int32, float32)."""
-    try:
-        return DTYPES[np.dtype(np_dtype)]
-    except KeyError:
-        raise CompileError(f"no NPU type for {np.dtype(np_dtype)}") from None
+"""The ops of the int8 path (a model with any of them is validated exactly)."""
+INT8 = (np.dtype(np.int8), np.dtype(np.uint8))
 
 
 def _const(low, n: Node, index: int, what: str) -> np.ndarray | None:
@@ -60,11 +57,10 @@ def _scalar(low, n: Node, index: int, what: str) -> np.ndarray:
 
 
 def _int_type(low, n: Node, name: str, what: str) -> DType:
-    d = dtype_of(low.graph.tensor(name).dtype) if low.graph.tensor(name).dtype in DTYPES else None
-    if d not in (DType.I8, DType.U8):
-        raise UnsupportedOpError(n.name, n.op, f"{what} ({name!r}) must be int8 or uint8, not "
-                                 f"{low.graph.tensor(name).dtype}")
-    return d
+    dtype = low.graph.tensor(name).dtype
+    if dtype not in INT8:
+        raise UnsupportedOpError(n.name, n.op, f"{what} ({name!r}) must be int8 or uint8, not {dtype}")
+    return DType.from_numpy(dtype)
 
 
 def _zero_weights_zp(low, n: Node, index: int) -> None:
@@ -86,7 +82,7 @@ def _i32(values: np.ndarray, n: Node) -> np.ndarray:
     return values.astype(np.int32)
 
 
-def lower_quantize(low, n: Node) -> None:
+def lower_quantize(low: LoweringContext, n: Node) -> None:
     """QuantizeLinear of an f32 activation (per-tensor scale and zero point)."""
     x = low.bind[n.inputs[0]]
     if x.dtype is not DType.F32:
@@ -94,12 +90,12 @@ def lower_quantize(low, n: Node) -> None:
     out = _int_type(low, n, n.outputs[0], "the output")
     scale, zp = _scalar(low, n, 1, "the scale"), _scalar(low, n, 2, "the zero point")
     y = low.alloc(x.shape, x.layout, out)
-    low.emit(n, vector.quantize(x.phys, out, float(np.float32(scale[0])), int(zp[0]), low.spm),
+    low.emit(n, vector.quantize(x.phys, out, float(np.float32(scale[0])), int(zp[0]), low.target),
              {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)})
     low.bind[n.outputs[0]] = y
 
 
-def lower_dequantize(low, n: Node) -> None:
+def lower_dequantize(low: LoweringContext, n: Node) -> None:
     """DequantizeLinear of an int8/uint8 activation (per-tensor scale and zero point)."""
     if low.graph.is_const(n.inputs[0]):
         raise UnsupportedOpError(n.name, n.op, "dequantizing a constant (QDQ weights) is not lowered; use the "
@@ -108,7 +104,7 @@ def lower_dequantize(low, n: Node) -> None:
     src = _int_type(low, n, n.inputs[0], "the input")
     scale, zp = _scalar(low, n, 1, "the scale"), _scalar(low, n, 2, "the zero point")
     y = low.alloc(x.shape, x.layout, DType.F32)
-    low.emit(n, vector.dequantize(x.phys, src, float(np.float32(scale[0])), int(zp[0]), low.spm),
+    low.emit(n, vector.dequantize(x.phys, src, float(np.float32(scale[0])), int(zp[0]), low.target),
              {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)})
     low.bind[n.outputs[0]] = y
 
@@ -116,11 +112,11 @@ def lower_dequantize(low, n: Node) -> None:
 def _matrix_type(low, n: Node, x: DType, w: DType) -> None:
     if x is not w:
         raise UnsupportedOpError(n.name, n.op, f"input and weights must have the same type, not {x.text} and {w.text}")
-    if x.text not in low.arch.matrix.dtypes:
-        raise UnsupportedDTypeError(n.inputs[0], x.text, tuple(low.arch.matrix.dtypes), n.name, n.op)
+    if x.text not in low.target.arch.matrix.dtypes:
+        raise UnsupportedDTypeError(n.inputs[0], x.text, tuple(low.target.arch.matrix.dtypes), n.name, n.op)
 
 
-def lower_qlinear_conv(low, n: Node) -> None:
+def lower_qlinear_conv(low: LoweringContext, n: Node) -> None:
     """QLinearConv: the int8 convolution with bias and requantization fused into its accumulator epilogue."""
     xd = _int_type(low, n, n.inputs[0], "the input")
     x = low.want(n.inputs[0], "nhwc")
@@ -132,23 +128,23 @@ def lower_qlinear_conv(low, n: Node) -> None:
     y_scale, y_zp = _scalar(low, n, 6, "the output scale"), int(_scalar(low, n, 7, "the output zero point")[0])
     yd = _int_type(low, n, n.outputs[0], "the output")
     cs = conv_shape(n, x.shape, w.shape)
-    N = cs.N
+    w = w.reshape(cs.K, cs.Cg, cs.R, cs.S)   # (a 1-D conv's OIL weights as OIHW)
     bias = _const(low, n, 8, "the bias")
     bias = np.zeros(cs.K, np.int64) if bias is None else bias.astype(np.int64)
     bias = _i32(bias - x_zp * w.reshape(cs.K, -1).astype(np.int64).sum(1), n)
-    arch, r, c = low.arch, low.arch.matrix.rows, low.arch.matrix.cols
-    y = low.alloc((N, cs.K, cs.OH, cs.OW), "nhwc", yd)
+    target = low.target
+    y = low.alloc(conv_out_shape(cs, len(x.shape)), "nhwc", yd)
     ep = Epilogue(bias=True, out=yd, zp=y_zp)
-    tiling = search_conv_tiling(cs, xd, arch, ep, hidden_constants=low.prefetched)
-    prog = conv2d(cs, xd, r, c, arch.spm.size, arch.acc.size, tiling, arch.matrix.max_rows, ep, pad_value=x_zp)
-    wt = pack_weights(w, cs, r, c, tiling.im2col, tiling.pack)
+    tiling = npu_tiling(n, search_conv_tiling, cs, xd, target, ep, hidden_constants=low.prefetched)
+    prog = conv2d(cs, xd, target, tiling, ep, pad_value=x_zp)
+    wt = pack_weights(w, cs, target.rows, target.cols, tiling.im2col, tiling.pack, tiling.gpack)
     low.emit(n, prog, {"X": ("ACT", x.offset), "Wt": ("W", low.const(wt)),
                        "Y": ("ACT", y.offset), "Bias": ("W", low.const(bias)),
                        "Scale": ("W", low.const(_out_scale(x_scale, w_scale, y_scale, cs.K)))}, cs.macs)
     low.bind[n.outputs[0]] = y
 
 
-def lower_qlinear_matmul(low, n: Node) -> None:
+def lower_qlinear_matmul(low: LoweringContext, n: Node) -> None:
     """QLinearMatMul of an activation by a constant 2-D int8 matrix: an i32 GEMM, then a requantization segment."""
     xd = _int_type(low, n, n.inputs[0], "input A")
     b = _const(low, n, 3, "input B")
@@ -162,22 +158,36 @@ def lower_qlinear_matmul(low, n: Node) -> None:
     y_scale, y_zp = _scalar(low, n, 6, "the output scale"), int(_scalar(low, n, 7, "the output zero point")[0])
     yd = _int_type(low, n, n.outputs[0], "the output")
     (K, N), M = b.shape, math.prod(x.shape[:-1])
-    arch = low.arch
-    r, c, df, bw = arch.matrix.rows, arch.matrix.cols, arch.matrix.dataflow, arch.spm.bank_width
-    tiling = search_tiling(M, N, K, xd, arch, True)
+    target = low.target
+    tiling = search_tiling(M, N, K, xd, target, True)
     acc = low.alloc((M, N), "rm", DType.I32)
-    prog = tiled_gemm(M, N, K, xd, r, c, arch.spm.size, arch.acc.size, tiling, arch.matrix.max_rows, df, bw,
-                      b_packed=True)
-    low.emit(n, prog, {"A": ("ACT", x.offset), "B": ("W", low.const(pack_b(b, K, N, xd, r, c, tiling, df, bw))),
+    prog = tiled_gemm(M, N, K, xd, target, tiling, b_packed=True)
+    low.emit(n, prog, {"A": ("ACT", x.offset), "B": ("W", low.const(pack_b(b, K, N, xd, target, tiling))),
                        "C": ("ACT", acc.offset)}, M * N * K)
     y = low.alloc(low.graph.tensor(n.outputs[0]).shape, "rm", yd)
     bias = _i32(-a_zp * b.astype(np.int64).sum(0), n)
-    low.emit(n, vector.requantize(M, N, yd, y_zp, low.spm),
+    low.emit(n, vector.requantize(M, N, yd, y_zp, low.target),
              {"C": ("ACT", acc.offset), "Bias": ("W", low.const(bias)),
               "Scale": ("W", low.const(_out_scale(a_scale, b_scale, y_scale, N))), "Y": ("ACT", y.offset)},
              suffix=".requant")
     low.bind[n.outputs[0]] = y
 
 
-LOWER = {"QuantizeLinear": lower_quantize, "DequantizeLinear": lower_dequantize, "QLinearConv": lower_qlinear_conv,
-         "QLinearMatMul": lower_qlinear_matmul}
+def _qdq(node: Node, ctx: CanonContext) -> Node:
+    if node.attrs.get("block_size", 0):
+        raise UnsupportedOpError(node.name, node.op, "blocked quantization (block_size != 0) is not supported")
+    rank = max(len(ctx.shape(node.inputs[0])), 1)
+    return dataclasses.replace(node, attrs={"axis": int(node.attrs.get("axis", 1)) % rank})
+
+
+_EXACT = "onnxruntime's arithmetic bit for bit; constant per-tensor scales and zero points"
+OPS = (
+    OpSpec("QuantizeLinear", lower_quantize, _qdq, dtypes=None, npu="vector unit, f32 to int8/uint8; " + _EXACT),
+    OpSpec("DequantizeLinear", lower_dequantize, _qdq, dtypes=None,
+           npu="vector unit, int8/uint8 activations to f32; " + _EXACT),
+    OpSpec("QLinearConv", lower_qlinear_conv, conv_canonical(3), conv_check(3), dtypes=None, nhwc=True,
+           npu="1-D and 2-D, every Conv form; matrix unit (i8 x i8 -> i32) with bias and requantization fused; "
+               "symmetric weights (per-channel scales fine); " + _EXACT),
+    OpSpec("QLinearMatMul", lower_qlinear_matmul, dtypes=None,
+           npu="matrix unit, constant 2-D B, then a requantization pass; symmetric B; " + _EXACT),
+)

@@ -1,0 +1,37 @@
+"""Lowering: one registry of what the compiler knows of each ONNX op, and the context lowerings share.
+
+:data:`REGISTRY` maps each default-domain op to its :class:`OpSpec`: its canonical IR form (read by the importer),
+whether and when it runs on the NPU (read by the host-fallback decision, :func:`npu_unsupported`) and its lowering.
+``docs/ops.md`` is generated from it. A lowering is ``fn(ctx, node)`` on a :class:`LoweringContext`.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from ..ir import Graph, Node
+from . import conv, elementwise, folded, layout, matmul, norm, pool, quant, reduce, rows
+from .context import ALIGN, Binding, LoweringContext
+from .spec import OpSpec
+
+REGISTRY: MappingProxyType[str, OpSpec] = MappingProxyType(
+    {spec.op: spec for module in (conv, matmul, elementwise, pool, rows, reduce, norm, layout, quant, folded)
+     for spec in module.OPS})
+"""Every default-domain op the compiler takes, by ONNX name."""
+
+
+def npu_unsupported(node: Node, graph: Graph) -> str | None:
+    """Why ``node`` (canonical) cannot run on the NPU, or None."""
+    if node.unsupported:
+        return node.unsupported
+    spec = REGISTRY.get(node.op) if node.domain in ("", "ai.onnx") else None
+    if spec is None:
+        return "not lowered to the NPU yet"
+    empty = next((t for t in (*node.present_inputs, *node.outputs)
+                  if t and not graph.is_const(t) and 0 in graph.tensor(t).shape), None)
+    if empty and spec.lower is not None:
+        return f"tensor {empty!r} is empty (shape {graph.tensor(empty).shape})"
+    return spec.unsupported(node, graph)
+
+
+__all__ = ["ALIGN", "REGISTRY", "Binding", "LoweringContext", "OpSpec", "npu_unsupported"]

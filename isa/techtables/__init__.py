@@ -1,0 +1,1 @@
+"""Bundled technology tables (TOML), read by isa.techtable."""
