@@ -116,6 +116,10 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
     if buffers not in (1, 2):
         raise CompileError(f"buffers must be 1 (single) or 2 (double buffering), not {buffers}")
     graph = run_passes(graph, dump_after, skip=() if fuse else ("fuse_activation", "fuse_residual"))
+    constant = [o for o in graph.outputs if graph.is_const(o)]
+    if constant:
+        raise CompileError(f"output {constant[0]!r} is a constant (it depends on no input, so constant folding "
+                           f"computed it): a program computes outputs from inputs; read its value from the model")
     bad = dict(unsupported_nodes(graph))
     if bad and not fallback:
         (n, why), rest = next(iter(bad.items())), list(bad)[1:]

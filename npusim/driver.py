@@ -354,7 +354,11 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
             if isinstance(model, Graph):
                 raise
             sess = ort_session(to_onnx(graph), _ort_options(graph), what="onnxruntime (the reference for --validate)")
-        refs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, dict(inputs))))
+        try:
+            refs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, dict(inputs))))
+        except Exception as e:   # onnxruntime's own error types: the model is one it cannot run
+            raise CompileError(f"onnxruntime (the reference for --validate) cannot run the model: "
+                               f"{_first_line(e)}") from None
         quantized = any(n.op in QUANT_OPS for n in graph.nodes)
         report["validation"] = {name: _compare(outputs[name], refs[name], quantized) for name in outputs}
     return compiled, result, outputs, report

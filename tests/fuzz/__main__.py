@@ -25,7 +25,7 @@ from hypothesis import seed as hseed
 from .cases import STRATEGIES, SURFACES, Case
 from .runner import BUGS, OUTCOMES, Context, Result, run_case
 
-SHARE = {"asm": 0.25, "binary": 0.2, "arch": 0.2, "inputs": 0.15, "cli": 0.2}
+SHARE = {"asm": 0.2, "binary": 0.15, "arch": 0.15, "inputs": 0.1, "onnx": 0.2, "cli": 0.2}
 
 
 def generate(surface: str, n: int, seed: int) -> list[Case]:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from .fixtures import TINY_INPUTS, gemm_inputs, preset_tomls, seed_binaries, seed_programs, tiny_inputs
 
-SURFACES = ("asm", "binary", "arch", "inputs", "cli")
+SURFACES = ("asm", "binary", "arch", "inputs", "onnx", "cli")
 
 
 @dataclass
@@ -28,7 +28,7 @@ class Case:
     note: str = field(default="", compare=False)
 
     def short(self) -> str:
-        text = repr(self.data)
+        text = self.note if isinstance(self.data, bytes) and self.note else repr(self.data)
         return f"{self.surface}/{self.kind}{' (bad)' if self.bad else ''}: {text[:300]}"
 
 
@@ -404,6 +404,11 @@ MODEL_INPUTS = ("{tiny.npz}", "{tiny_shape.npz}", "{tiny_dtype.npz}", "{tiny_mis
 BAD_MODEL_INPUTS = set(MODEL_INPUTS) - {"{tiny.npz}"}
 
 
+REPORTS = ("{sim.json}", "{sim.json}", "{list.json}", "{garbage.json}", "{empty.json}", "{missing.json}",
+           "{weird.json}", "{binary.s}")
+BAD_REPORTS = {"{list.json}", "{garbage.json}", "{empty.json}", "{missing.json}", "{weird.json}", "{binary.s}"}
+
+
 def _pick(draw, pool, bad_pool=()) -> tuple[str, bool]:
     v = draw(st.sampled_from(pool))
     return v, v in bad_pool
@@ -416,7 +421,7 @@ def cli_cases(draw) -> Case:
     ``{name}`` stands for a fixture file (:func:`tests.fuzz.fixtures.write_files`), ``{out}`` for a fresh output
     path, ``{dir}`` for a directory."""
     cmd = draw(st.sampled_from(("simulate", "simulate", "gemm", "gemm", "conv", "conv", "run", "plot", "verify",
-                                "arch", "topo", "compile", "zoo", "presets", "bogus", "")))
+                                "verify", "arch", "topo", "compile", "zoo", "presets", "diff", "sweep", "bogus", "")))
     argv: list[str] = [cmd] if cmd else []
     bad = cmd in ("bogus", "")
 
@@ -440,6 +445,10 @@ def cli_cases(draw) -> Case:
         prog, b = _pick(draw, PROGRAMS, BAD_PROGRAMS)
         argv.append(prog)
         bad |= b and not (cmd == "verify" and prog == "{deadlock.s}")   # verify only warns about the deadlock
+        if cmd == "verify" and draw(st.booleans()):
+            argv.append("--races")
+            bad |= prog == "{deadlock.s}"     # a wait that is never signalled: the sanitizer refuses it
+            opt("--max-races", ("0", "1", "100", "-1", "x"), ("-1", "x"), 0.3)
         if cmd == "simulate":
             arch()
             if prog not in ("{good.s}", "{good.npub}"):
@@ -479,6 +488,10 @@ def cli_cases(draw) -> Case:
                 if draw(st.floats(0, 1)) < 0.3:
                     argv += [o, v]
                     bad |= v in ("x", "-1") or v == "0" and o != "--pad"
+                    if o != "--groups" and draw(st.booleans()):    # per axis: 2 values (4 pads), or a wrong count
+                        more = draw(st.sampled_from((1, 3) if o == "--pad" else (1, 2)))
+                        argv += ["1"] * more
+                        bad |= more != (3 if o == "--pad" else 1)
     elif cmd in ("run", "compile"):
         model = draw(st.sampled_from(("{tiny.onnx}", "{tiny.onnx}", "{tiny.onnx}", "{missing.onnx}")))
         argv.append(model)
@@ -524,6 +537,21 @@ def cli_cases(draw) -> Case:
         else:
             bad |= topo == "{topo_gemm.csv}"
         arch()
+    elif cmd == "diff":
+        for _ in range(2):
+            report, b = _pick(draw, REPORTS, BAD_REPORTS)
+            argv.append(report)
+            bad |= b
+        flag("--all-layers", 0.3)
+        opt("--csv", ("{out}.csv",), (), 0.2)
+    elif cmd == "sweep":
+        spec, b = _pick(draw, ("{sweep.toml}", "{sweep.toml}", "{sweep_bad.toml}", "{empty.toml}", "{latin1.toml}",
+                               "{missing.toml}"), ("{sweep_bad.toml}", "{empty.toml}", "{latin1.toml}",
+                                                   "{missing.toml}"))
+        argv += [spec, "--scheduler", "synchronous", "--quiet", "-o", "{out}"]
+        bad |= b
+        opt("--pareto", ("cycles,dram_bytes", "cycles", "nonsense,cycles"), ("cycles", "nonsense,cycles"), 0.3)
+        opt("--rows", ("5", "0", "-1", "x"), ("-1", "x"), 0.2)
     elif cmd == "zoo":
         name = draw(st.sampled_from(("list", "nonesuch", "")))
         argv.append(name)
@@ -538,4 +566,7 @@ def cli_cases(draw) -> Case:
     return Case("cli", cmd or "none", argv, True if bad and not helps else None)
 
 
-STRATEGIES = {"asm": asm_cases, "binary": binary_cases, "arch": arch_cases, "inputs": input_cases, "cli": cli_cases}
+from .onnx_cases import onnx_cases  # noqa: E402 (it builds on Case)
+
+STRATEGIES = {"asm": asm_cases, "binary": binary_cases, "arch": arch_cases, "inputs": input_cases, "onnx": onnx_cases,
+              "cli": cli_cases}

@@ -164,6 +164,10 @@ def write_files(d: Path) -> dict[str, str]:
     put("garbage.json", "{not json")
     put("empty.json", "{}")
     put("sim.json", json.dumps(_report()))
+    put("weird.json", json.dumps({"cycles": 5, "units": [1, 2], "layers": "x"}))
+    put("sweep.toml", 'arch = "edge16"\npoints = [{}]\n[[workloads]]\ngemm = { M = 16, N = 16, K = 16 }\n')
+    put("sweep_bad.toml", 'arch = "edge16"\ngrid = { "matrix.rows" = [0] }\n[[workloads]]\n'
+                          'gemm = { M = 16, N = 16, K = 16 }\n')
     put("topo.csv", "Layer, IFMAP H, IFMAP W, Filter H, Filter W, Channels, Num Filter, Strides,\n"
                     "c1, 8, 8, 3, 3, 4, 8, 1,\n")
     put("topo_bad.csv", "Layer,a\nc1, x, 8, 3, 3, 4, 8, 1,\n")

@@ -16,6 +16,8 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from .cases import Case
 
 OUTCOMES = ("accepted", "refused", "uncaught", "hang", "cli", "silent", "oracle")
@@ -107,6 +109,13 @@ class Context:
         for name in ("edge16", "mid32"):
             _drive(load_arch(name))
         _inputs(Case("inputs", "run_model", tiny_inputs()), self)
+        from .onnx_cases import seed_models
+
+        for data in seed_models():
+            try:
+                _onnx(Case("onnx", "model", data), self)
+            except Exception:  # noqa: BLE001, S110 - the warm-up only loads code; the cases judge
+                pass
         for kind in ("timeline", "util"):
             run_cli(["plot", self.files["sim.json"], "--kind", kind, "-o", self.out() + ".png"])
 
@@ -262,6 +271,78 @@ def _inputs(case: Case, ctx: Context) -> Result:
     return _verdict(case)
 
 
+# ---- ONNX models --------------------------------------------------------------------------------------------
+def onnx_inputs(m, seed: int = 0):
+    """Random inputs for the graph inputs of ModelProto ``m`` that no initializer feeds, by their declared types, or
+    None when a type or shape is not static."""
+    from onnx import helper
+
+    inits = {i.name for i in m.graph.initializer}
+    rng = np.random.default_rng(seed)
+    out = {}
+    for vi in m.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type") or not tt.HasField("shape") or \
+                not all(d.HasField("dim_value") for d in tt.shape.dim):
+            return None
+        try:
+            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))
+        except (KeyError, TypeError, ValueError):
+            return None
+        shape = tuple(d.dim_value for d in tt.shape.dim)
+        if dtype.kind not in "biuf" or np.prod(shape, dtype=np.float64) > 1e7:
+            return None
+        data = rng.standard_normal(shape) if dtype.kind == "f" else rng.integers(-3, 4, shape)
+        out[vi.name] = np.asarray(data).astype(dtype)
+    return out
+
+
+def ort_refuses(data: bytes, inputs) -> str | None:
+    """Why onnxruntime refuses the serialized model (creating a session, or running it on ``inputs`` when there are
+    some) as invalid, or None when it runs it or only lacks a kernel for an op version (NOT_IMPLEMENTED: a valid
+    model that npusim may convert to a newer opset)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 4
+    try:
+        sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+        if inputs is not None:
+            sess.run(None, inputs)
+    except Exception as e:  # noqa: BLE001 - onnxruntime's own error types
+        text = " ".join(str(e).split())
+        return None if "NOT_IMPLEMENTED" in text else text[:160] or type(e).__name__
+    return None
+
+
+def _onnx(case: Case, ctx: Context) -> Result:
+    """A mutated model: onnxruntime decides whether it is valid; npusim must refuse an invalid one, and an accepted
+    one must give onnxruntime's outputs and the same cycles timing-only."""
+    import onnx
+
+    from isa.arch import load_arch
+    from npusim.driver import run_model
+
+    m = onnx.ModelProto()
+    m.ParseFromString(case.data)
+    inputs = onnx_inputs(m)
+    refused_by_ort = ort_refuses(case.data, inputs)
+    arch = load_arch("edge16")
+    _, result, _, report = run_model(m, arch, inputs, validate=refused_by_ort is None and inputs is not None,
+                                     **_limited())
+    if refused_by_ort is not None:
+        return Result("silent", f"onnxruntime refuses it ({refused_by_ort}), npusim ran it; {case.note}")
+    bad = [k for k, v in report.get("validation", {}).items() if not v["ok"]]
+    if bad:
+        raise Oracle(f"outputs {bad} differ from onnxruntime; {case.note}")
+    _, timing, _, _ = run_model(m, arch, inputs, timing_only=True, **_limited())
+    if timing.cycles != result.cycles:
+        raise Oracle(f"timing-only {timing.cycles} cycles, with values {result.cycles}; {case.note}")
+    return Result("accepted", case.note)
+
+
 # ---- the command line ----------------------------------------------------------------------------------------
 def _argv(case: Case, ctx: Context) -> list[str]:
     out = []
@@ -321,4 +402,4 @@ def _cli(case: Case, ctx: Context) -> Result:
     return cli_outcome(case, code, err, exc)
 
 
-_RUN = {"asm": _asm, "binary": _binary, "arch": _arch, "inputs": _inputs, "cli": _cli}
+_RUN = {"asm": _asm, "binary": _binary, "arch": _arch, "inputs": _inputs, "onnx": _onnx, "cli": _cli}

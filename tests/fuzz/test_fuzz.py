@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from .cases import STRATEGIES
 from .runner import BUGS, Context, run_case
 
-CASES = {"asm": 500, "binary": 500, "arch": 500, "inputs": 250, "cli": 450}
-"""Examples per surface in the suite (2,200 in all; make fuzz runs 10,000)."""
+CASES = {"asm": 500, "binary": 500, "arch": 500, "inputs": 250, "onnx": 300, "cli": 450}
+"""Examples per surface in the suite (2,500 in all; make fuzz runs 10,000)."""
 SECONDS = 5.0
 
 
@@ -39,4 +39,5 @@ test_fuzz_asm = _fuzz("asm")
 test_fuzz_binary = _fuzz("binary")
 test_fuzz_arch = _fuzz("arch")
 test_fuzz_inputs = _fuzz("inputs")
+test_fuzz_onnx = _fuzz("onnx")
 test_fuzz_cli = _fuzz("cli")
