@@ -173,6 +173,22 @@ def gather(node: Node, graph: Graph) -> str | None:
     return None
 
 
+def reshape(node: Node, graph: Graph) -> str | None:
+    """A constant target shape holds as many elements as the input (ONNX's shape inference does not count them)."""
+    xs = graph.tensor(node.inputs[0]).shape
+    if len(node.inputs) < 2 or not graph.is_const(node.inputs[1]):
+        return None
+    target = [int(d) for d in np.asarray(graph.tensor(node.inputs[1]).data).reshape(-1)]
+    keep = not node.attrs.get("allowzero", 0)
+    dims = [xs[i] if d == 0 and keep and i < len(xs) else d for i, d in enumerate(target)]
+    known = math.prod(d for d in dims if d != -1)
+    total = math.prod(xs)
+    if dims.count(-1) > 1 or any(d < -1 for d in dims) or \
+            (total != known if -1 not in dims else known == 0 and total != 0 or known and total % known):
+        return f"shape {tuple(target)} ({node.inputs[1]!r}) does not hold the {total} elements of input shape {xs}"
+    return None
+
+
 CONTRACTS: dict[str, Callable[[Node, Graph], str | None]] = {
     "Conv": _on_shapes(conv), "QLinearConv": _on_shapes(qlinear_conv), "Gemm": _on_shapes(gemm),
     "BatchNormalization": _on_shapes(_per_channel((1, "scale"), (2, "B"), (3, "input_mean"), (4, "input_var"))),
@@ -180,6 +196,7 @@ CONTRACTS: dict[str, Callable[[Node, Graph], str | None]] = {
     "GroupNormalization": _on_shapes(group_norm), "LayerNormalization": _on_shapes(layer_norm),
     "PRelu": _on_shapes(prelu), "Clip": _on_shapes(clip), "QuantizeLinear": _on_shapes(quantize),
     "DequantizeLinear": _on_shapes(quantize), "QLinearMatMul": _on_shapes(qlinear_matmul), "Gather": gather,
+    "Reshape": reshape,
 }
 """The contracts by op, set as :attr:`OpSpec.contract` in the registry (ops whose operand shapes ONNX's shape
 inference checks fully need none)."""

@@ -77,6 +77,9 @@ CONTRACT_CASES = [
     (model([helper.make_node("Gather", ["x", "i"], ["y"], name="gather", axis=1)], [vi("x", [2, 5])],
            [vi("y", None)], 17, [numpy_helper.from_array(np.array([0, 5], np.int64), "i")]),
      r"index 5 of 'i' is out of range for axis 1 of size 5"),
+    (model([helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape")], [vi("x", [3, 16])], [vi("y", None)], 17,
+           [numpy_helper.from_array(np.array([4, 2, 4], np.int64), "s")]),   # (the fuzzer: an input dim changed)
+     r"shape \(4, 2, 4\) \('s'\) does not hold the 48 elements of input shape \(3, 16\)"),
 ]
 
 
