@@ -25,6 +25,7 @@ fuzz: $(VENV)/.installed
 
 bench: $(VENV)/.installed
 	$(PY) bench/sim_speed.py
+	$(PY) bench/seed_ops.py
 
 docs: $(VENV)/.installed
 	$(PY) -m npusim.docgen

@@ -21,8 +21,8 @@ from isa import DType, HostCall
 from isa.arch import Arch, load_arch
 from isa.cost import host_cost
 
-from . import sampling
-from .simulator import region_array, simulate
+from .. import sampling
+from ..simulator import region_array, simulate
 
 PRESETS = ("edge16", "mid32", "dc128")
 
