@@ -291,6 +291,8 @@ _UNPARSED = object()
 
 def _parse_like(typ: type, text: str) -> Any:
     """What an override's text means for a field of type ``typ`` (or _UNPARSED when it is not that type at all)."""
+    if typ is bool:
+        return text.lower() == "true" if text.lower() in ("true", "false") else _UNPARSED
     try:
         if typ is int:
             return int(text, 0)
