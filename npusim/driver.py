@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from compiler import grid_sample, sample2d  # noqa: F401 (Sample2D generators, for npusim.seedbench)
 from compiler.conv import (
     ConvShape,
     choose_conv_tiling,
@@ -16,6 +17,7 @@ from compiler.conv import (
     conv_reference,
     search_conv_tiling,
 )
+from compiler.conv_transpose import MODES as CONV_TRANSPOSE_MODES  # noqa: F401 (for npusim.seedbench)
 from compiler.conv_transpose import (
     ConvTransposeShape,
     TransposeTiling,
@@ -23,6 +25,7 @@ from compiler.conv_transpose import (
     conv_transpose_inputs,
     conv_transpose_reference,
     search_conv_transpose_tiling,
+    swell_shape,  # noqa: F401 (for npusim.seedbench)
 )
 from compiler.errors import CompileError
 from compiler.gemm import (
@@ -41,7 +44,9 @@ from compiler.link import LayerRange
 from compiler.lower import REGISTRY as OP_REGISTRY  # noqa: F401 (the op registry, for npusim.docgen)
 from compiler.lower.quant import QUANT_OPS
 from compiler.model import CompiledModel, compile_model, run_passes
+from compiler.model import _spm_top as spm_top  # noqa: F401 (one past the highest SPM byte a program touches)
 from compiler.target import Target
+from compiler.zoo import MODELS as ZOO_MODELS  # noqa: F401 (for npusim.sweep)
 from isa import DType, LimitError, SimulationError
 from isa.arch import Arch
 from isa.dtypes import to_compute
