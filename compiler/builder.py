@@ -26,7 +26,7 @@ import numpy as np
 
 from .canonical import norm_axis, window_out
 from .errors import CompileError, GraphError, ShapeError
-from .ir import FUSED_ATTRS, Graph, Node, Tensor, node_prefix
+from .ir import ACTIVATION_OPS, FUSED_ATTRS, Graph, Node, Tensor, node_prefix
 
 Operand = str | np.ndarray | float | int
 """A tensor name, or a value that becomes a constant."""
@@ -414,6 +414,21 @@ class GraphBuilder:
         out = shapes[0][:a] + (sum(s[a] for s in shapes),) + shapes[0][a + 1:]
         return self._emit(n, "Concat", list(xs), out, self.dtype(xs[0]), {"axis": a})
 
+    def split(self, x: str, sizes: Sequence[int], axis: int = 0, name: str | None = None) -> list[str]:
+        """ONNX Split of ``x`` along ``axis`` into parts of ``sizes`` (given as an input, as from opset 13); the
+        outputs are named ``<name>.<i>``."""
+        n = self._node_name("Split", name)
+        sx = self.shape(x)
+        a = self._axis(n, "Split", axis, len(sx))
+        if sum(sizes) != sx[a] or min(sizes, default=0) < 0:
+            raise ShapeError(n, "Split", f"sizes {list(sizes)} must add up to axis {a} ({sx[a]})")
+        outs = [f"{n}.{i}" for i in range(len(sizes))]
+        for o, k in zip(outs, sizes):
+            self._add_tensor(Tensor(o, sx[:a] + (k,) + sx[a + 1:], self.dtype(x)))
+        ins = [x, self._operand(np.asarray(sizes, np.int64), n, "split", np.int64)]
+        self._nodes.append(Node(n, "Split", tuple(ins), tuple(outs), {"axis": a}))
+        return outs
+
     def slice(self, x: str, starts: Sequence[int], ends: Sequence[int], axes: Sequence[int] | None = None,
               steps: Sequence[int] | None = None, name: str | None = None) -> str:
         """ONNX Slice with constant starts/ends/axes/steps (out-of-range bounds clamp, as in Python)."""
@@ -553,8 +568,9 @@ def _as_imported(node: Node) -> bool:
 
 def _onnx_nodes(node: Node, graph: Graph, opset: int, consts: list) -> list:
     """The ONNX node(s) for one IR node at ``opset``: the node it was imported from when it is unchanged, else its
-    IR form written out (fused activations and residuals as nodes of their own); constants it needs are appended to
-    ``consts``."""
+    IR form written out (what the fusion passes put into it, :data:`compiler.ir.FUSED_ATTRS`, as nodes of their own
+    in their order; ops newer than ``opset`` as the nodes exporters write for them); constants it needs are appended
+    to ``consts``."""
     from onnx import helper
 
     if _as_imported(node):
@@ -566,47 +582,85 @@ def _onnx_nodes(node: Node, graph: Graph, opset: int, consts: list) -> list:
         consts.append(Tensor.const(f"{node.name}/{suffix}", value))
         return f"{node.name}/{suffix}"
 
-    act, residual = attrs.pop("activation", None), attrs.pop("residual", False)
-    if act or residual:   # the op, then its fused Add and activation, through intermediate tensors
+    def make(op: str, ins: list, outs: list, suffix: str, **kw):
+        return helper.make_node(op, ins, outs, name=node.name + "/" + suffix, **kw)
+
+    def v(suffix: str) -> str:   # an intermediate tensor of an expansion
+        return f"{node.name}/{suffix}"
+
+    dt = graph.tensors[node.outputs[0]].dtype if node.outputs[0] in graph.tensors else None
+    fused = {k: attrs.pop(k) for k in FUSED_ATTRS if k in attrs}
+    if fused:   # the op, then its fused steps (divisor, bias, residual, activation) through intermediate tensors
         out, p = node.outputs[0], node.name + "/"
-        r = inputs[3] if residual else ""
-        inputs = inputs[:3] if residual else inputs
+        extra = inputs[2:4] + ["", ""]
+        inputs = inputs[:2] if fused.get("bias") else inputs[:3] if fused.get("residual") else inputs
         while inputs and not inputs[-1]:
             inputs.pop()
         core = dataclasses.replace(node, attrs=attrs, inputs=tuple(inputs), outputs=(p + "core",), source=None)
         nodes = _onnx_nodes(core, graph, opset, consts)
-        last = p + "core"
-        if residual:
-            nodes.append(helper.make_node("Add", [last, r], [p + "sum" if act else out], name=p + "residual"))
-            last = p + "sum"
-        if act:
-            dt = graph.tensor(out).dtype
-            nodes.append(helper.make_node("Relu", [last], [out], name=p + "relu") if act[0] == "relu" else
-                         helper.make_node("Clip", [last, const("lo", np.asarray(act[1], dt)),
-                                                   const("hi", np.asarray(act[2], dt))], [out], name=p + "clip"))
+        steps = [("Div", const("divisor", np.asarray(fused["divisor"], dt)), "div")] if "divisor" in fused else []
+        steps += [("Add", extra[0], "bias")] if fused.get("bias") else []
+        steps += [("Add", extra[1], "residual")] if fused.get("residual") else []
+        last, act = p + "core", fused.get("activation")
+        for i, (op, operand, suffix) in enumerate(steps):
+            y = out if i == len(steps) - 1 and not act else p + ("sum" if suffix == "residual" else suffix)
+            nodes.append(make(op, [last, operand], [y], suffix))
+            last = y
+        if act and act[0] in ("relu", "clamp"):
+            nodes.append(make("Relu", [last], [out], "relu") if act[0] == "relu" else
+                         make("Clip", [last, const("lo", np.asarray(act[1], dt)), const("hi", np.asarray(act[2], dt))],
+                              [out], "clip"))
+        elif act:
+            op, act_attrs = ACTIVATION_OPS[act[0]]
+            nodes += _onnx_nodes(Node(p + act[0], op, (last,), (out,), act_attrs), graph, opset, consts)
         return nodes
     if node.domain in ("", "ai.onnx"):
+        x, y = node.inputs[0] if node.inputs else "", node.outputs[0]
         if node.op.startswith("Reduce") and "axes" in attrs and (node.op == "ReduceSum" or opset >= 18):
             inputs = inputs[:1] + [const("axes", np.asarray(attrs.pop("axes"), np.int64))]
+        elif node.op == "Split" and "split" in attrs and opset >= 13:   # the sizes became an input at 13
+            inputs = inputs[:1] + [const("split", np.asarray(attrs.pop("split"), np.int64))]
         elif node.op == "AveragePool" and opset < 19:
             if any(d != 1 for d in attrs.pop("dilations", ())):
                 raise CompileError(f"node {node.name!r} (AveragePool): dilations need opset 19, not {opset}")
         elif node.op == "Cast" and isinstance(attrs.get("to"), str):
             attrs["to"] = helper.np_dtype_to_tensor_dtype(np.dtype(attrs["to"]))
-        elif node.op == "LayerNormalization" and opset < 17:
-            raise CompileError(f"node {node.name!r} (LayerNormalization): needs opset 17, not {opset}")
+        elif node.op == "LayerNormalization" and opset < 17:   # as PyTorch exports nn.LayerNorm
+            if attrs.get("stash_type", 1) != 1 or len(node.outputs) > 1:
+                raise CompileError(f"node {node.name!r} (LayerNormalization): needs opset 17, not {opset}")
+            rank = len(graph.tensor(x).shape)
+            mean = dict(axes=list(range(attrs.get("axis", -1) % rank, rank)), keepdims=1)
+            scaled = v("scaled") if len(node.present_inputs) > 2 else y
+            nodes = [make("ReduceMean", [x], [v("mean")], "mean", **mean),
+                     make("Sub", [x, v("mean")], [v("d")], "sub"),
+                     make("Pow", [v("d"), const("two", np.asarray(2, dt))], [v("sq")], "pow"),
+                     make("ReduceMean", [v("sq")], [v("var")], "var", **mean),
+                     make("Add", [v("var"), const("eps", np.asarray(attrs.get("epsilon", 1e-5), dt))], [v("ve")],
+                          "eps"),
+                     make("Sqrt", [v("ve")], [v("std")], "sqrt"), make("Div", [v("d"), v("std")], [v("n")], "div"),
+                     make("Mul", [v("n"), inputs[1]], [scaled], "scale")]
+            return nodes + ([make("Add", [scaled, inputs[2]], [y], "bias")] if scaled != y else [])
         elif node.op == "Gelu" and opset < 20:
-            if attrs.get("approximate", "none") != "none":
-                raise CompileError(f"node {node.name!r} (Gelu): approximate='tanh' needs opset 20, not {opset}")
-            dt = graph.tensor(node.inputs[0]).dtype
-            x, y, p = node.inputs[0], node.outputs[0], node.name + "/"
-            return [helper.make_node("Div", [x, const("sqrt2", np.asarray(math.sqrt(2), dt))], [p + "div"],
-                                     name=p + "div"),
-                    helper.make_node("Erf", [p + "div"], [p + "erf"], name=p + "erf"),
-                    helper.make_node("Add", [p + "erf", const("one", np.asarray(1, dt))], [p + "add"],
-                                     name=p + "add"),
-                    helper.make_node("Mul", [x, p + "add"], [p + "mul"], name=p + "mul"),
-                    helper.make_node("Mul", [p + "mul", const("half", np.asarray(0.5, dt))], [y], name=p + "half")]
+            if attrs.get("approximate", "none") == "tanh":   # as PyTorch exports gelu(approximate='tanh')
+                return [make("Mul", [x, x], [v("sq")], "sq"), make("Mul", [x, v("sq")], [v("cube")], "cube"),
+                        make("Mul", [v("cube"), const("kappa", np.asarray(0.044715, dt))], [v("kc")], "kappa"),
+                        make("Add", [x, v("kc")], [v("inner")], "inner"),
+                        make("Mul", [v("inner"), const("beta", np.asarray(math.sqrt(2 / math.pi), dt))], [v("u")],
+                             "beta"),
+                        make("Tanh", [v("u")], [v("t")], "tanh"),
+                        make("Add", [v("t"), const("one", np.asarray(1, dt))], [v("t1")], "add"),
+                        make("Mul", [x, v("t1")], [v("xt")], "mul"),
+                        make("Mul", [v("xt"), const("half", np.asarray(0.5, dt))], [y], "half")]
+            return [make("Div", [x, const("sqrt2", np.asarray(math.sqrt(2), dt))], [v("div")], "div"),
+                    make("Erf", [v("div")], [v("erf")], "erf"),
+                    make("Add", [v("erf"), const("one", np.asarray(1, dt))], [v("add")], "add"),
+                    make("Mul", [x, v("add")], [v("mul")], "mul"),
+                    make("Mul", [v("mul"), const("half", np.asarray(0.5, dt))], [y], "half")]
+        elif node.op == "Swish" and opset < 24:   # as PyTorch exports nn.SiLU: x * Sigmoid(x)
+            alpha = float(attrs.get("alpha", 1.0))
+            pre = [make("Mul", [x, const("alpha", np.asarray(alpha, dt))], [v("ax")], "alpha")] if alpha != 1.0 else []
+            return pre + [make("Sigmoid", [v("ax") if pre else x], [v("s")], "sigmoid"),
+                          make("Mul", [x, v("s")], [y], "mul")]
     return [helper.make_node(node.op, inputs, list(node.outputs), name=node.name, domain=node.domain or None,
                              **_onnx_attrs(attrs))]
 

@@ -30,8 +30,6 @@ from typing import NamedTuple
 import numpy as np
 
 from isa import (
-    Act,
-    BinOp,
     DmaCopy,
     DType,
     Halt,
@@ -42,21 +40,19 @@ from isa import (
     SemDecl,
     SemOp,
     Space,
-    VecBinary,
-    VecConvert,
-    VecUnary,
     View,
 )
 from isa.arch import Arch
 from isa.cost import instr_cost, instr_costs, program_estimate
 
 from .canonical import window_out
+from .epilogue import NO_EPILOGUE, Epilogue, epilogue_ops, synced_epilogue
 from .errors import CompileError, TilingError, UnsupportedOpError
 from .gemm import ACC_TYPE, _groups
 from .halo import padded_load
 from .ir import Node
 from .link import is_constant_load, leading_constants
-from .pipeline import synced, with_sync
+from .pipeline import synced
 from .target import Target
 
 
@@ -329,27 +325,51 @@ def _fits(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int,
 
 def choose_conv_tiling(cs: ConvShape, dtype: DType, target: Target) -> ConvTiling:
     """The tallest output tile (full width up to max_rows, one output-channel block) that fits, with as many
-    input-channel blocks per step as fit (all of them when possible: no split reduction)."""
+    input-channel blocks per step as fit (all of them when possible: no split reduction). Binary searches (see
+    :func:`_largest`): O(log OH * log C) fit checks, the result of trying every height and block count."""
     rows, cols, spm, acc = target.rows, target.cols, target.spm, target.acc
-    tow = min(cs.OW, target.max_rows)
-    for tcb in range(-(-cs.Cg // rows), 0, -1):
-        for toh in range(cs.OH, 0, -1):
-            if _fits(cs, ConvTiling(toh, tow, tcb), dtype.size, rows, cols, spm, acc):
-                return ConvTiling(toh, tow, tcb)
+    tow, cbs = min(cs.OW, target.max_rows), -(-cs.Cg // rows)
+
+    def fits(tcb: int, toh: int) -> bool:
+        return _fits(cs, ConvTiling(toh, tow, tcb), dtype.size, rows, cols, spm, acc)
+
+    tcb = _largest(cbs, lambda b: fits(b, cs.OH) or fits(b, 1))   # some height fits iff the full or the lowest does
+    if tcb:
+        return ConvTiling(_largest(cs.OH, lambda h: fits(tcb, h)), tow, tcb)
     raise TilingError(f"no tiling of {cs} fits {spm} B of SPM and {acc} B of ACC (one output row of one channel "
                       f"block needs more)")
 
 
+def _largest(top: int, fits: Callable[[int], bool]) -> int:
+    """The largest v in [1, top] with ``fits(v)``, or 0: ``top`` itself, else by binary search below it.
+
+    Exact for :func:`_fits` over tile heights and over input-channel blocks per step: below the top both only grow
+    the SRAM a tile needs (window rows, accumulator rows; channels per window and weight chunk), so the fitting
+    values are an initial segment [1, v]. Only the top can break the order: a tile as tall as the output needs one
+    input slot instead of two, a step over every channel block keeps one weight chunk and the whole window.
+    """
+    if fits(top):
+        return top
+    lo, hi = 0, top - 1                 # fits(lo) holds (0 stands for "none"); the answer is in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 def _fit_tcb(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> int:
     """The most input-channel blocks per step with which tiling ``t`` (its ``tcb`` aside) fits, or 0: the largest tcb
-    for which :func:`_fits` holds."""
+    for which :func:`_fits` holds (a binary search over the SPM bytes alone, :func:`_largest`)."""
     plans = _plans(cs, t, es, rows, cols, spm)
     p = plans.plan(1 << 16)
     if t.acc_bufs * p.acc_tile > acc:   # (the accumulator tiles do not depend on tcb)
         return 0
     if t.im2col:   # every patch channel in one step
         return p.cbs if p.spm <= spm else 0
-    return next((tcb for tcb in range(p.cbs, 0, -1) if plans.spm(tcb) <= spm), 0)
+    return _largest(p.cbs, lambda tcb: plans.spm(tcb) <= spm)
 
 
 def _with_tcb(t: ConvTiling, tcb: int) -> ConvTiling:
@@ -434,6 +454,8 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, target: Target, epilogue: Ep
     if not fitting:
         raise refused or TilingError(f"no tiling of {cs} fits {spm} B of SPM and {target.acc} B of ACC")
     fitting.sort(key=lambda e: e[0])
+    if conv_instructions(cs, fitting[0][1], es, r, c, spm) > PRICE_MAX:
+        return fitting[0][1]    # too large to price every candidate: the best rough estimate
     best, costs = None, {}   # (instruction costs shared by the candidates)
     priced = [t for bufs in (2, 1) for t in [t for _, t in fitting if t.acc_bufs == bufs][:SEARCH_PRICED]]
     for t in priced:
@@ -521,6 +543,18 @@ def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTilin
 
 _CONSTANTS = {"Wt": ("W", 0), "Bias": ("W", 0), "Scale": ("W", 0)}   # conv2d's constants, as a model binds them
 SEARCH_PRICED = 10   # candidates per accumulator ring depth, best by :func:`_rough_cycles`, priced exactly
+PRICE_MAX = 20_000
+"""Instructions (by :func:`conv_instructions`) of the best-ranked candidate above which the search does not build
+and price candidates, but takes that one: building 2 * SEARCH_PRICED programs of a layer that large would take
+minutes (no layer of the zoo models comes within a factor of five)."""
+
+
+def conv_instructions(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> int:
+    """At least how many instructions :func:`conv2d` emits for tiling ``t``: two per step (a load and a matmul; 2.3
+    to 3.3 measured), a step being one tile's output-channel block group and input-channel step."""
+    p, gs = _plan(cs, t, es, rows, cols, spm), grouped(cs, t.gpack)
+    tiles = gs.N * gs.groups * -(-gs.OH // t.toh) * -(-gs.OW // t.tow)
+    return 2 * tiles * -(-p.nbs // p.tnb) * -(-p.cbs // p.tcb)
 
 
 def group_packs(cs: ConvShape, rows: int, cols: int) -> tuple[int, ...]:
@@ -556,36 +590,6 @@ def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch) -> float:
     if t.acc_bufs == 1:   # each tile's matrix work waits for the previous tile's store
         mm += st
     return max(mm, ld, st, (x_bytes + w_bytes + y_bytes) / bw)
-
-
-@dataclass(frozen=True)
-class Epilogue:
-    """What the vector unit does to each finished accumulator tile before it is stored (fusion): add the per-channel
-    bias (region Bias, accumulator type, K elements), then ``relu`` or ``clamp`` to [lo, hi].
-
-    ``out`` set (an integer type) requantizes too, as onnxruntime's QLinearConv does: the i32 tile (plus bias) is
-    converted to f32, multiplied by the per-channel f32 scale (region Scale, K elements), [activation,] then rounded
-    half to even, offset by ``zp`` and saturated into ``out``; the tile is stored in ``out``.
-
-    ``residual``: a tensor shaped like Y (region R, NHWC, accumulator type) is added before the bias and activation;
-    the DMA loads its tile into the accumulators, so the products accumulate on top of it (no vector pass)."""
-
-    bias: bool = False
-    act: str | None = None
-    lo: float = 0.0
-    hi: float = 0.0
-    out: DType | None = None
-    zp: int = 0
-    residual: bool = False
-
-    @property
-    def active(self) -> bool:
-        return self.bias or self.act is not None or self.out is not None
-
-    @property
-    def spm_bytes(self) -> int:
-        """SPM bytes per output channel the epilogue's constants take (bias, scale)."""
-        return 4 * self.bias + 4 * (self.out is not None)
 
 
 def _epilogue_bytes(cs: ConvShape, epilogue: Epilogue, es: int) -> int:
@@ -625,7 +629,7 @@ class _ConvParts(NamedTuple):
 
 
 def conv2d(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | None = None,
-           epilogue: Epilogue = Epilogue(), pad_value: int | float = 0) -> Program:
+           epilogue: Epilogue = NO_EPILOGUE, pad_value: int | float = 0) -> Program:
     """The program for one convolution; regions X (NHWC input), Wt (:func:`pack_weights`), Y (NHWC output), and Bias,
     Scale and R when the epilogue uses them. The halo padding reads ``pad_value`` (a quantized input's zero point).
 
@@ -833,9 +837,9 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                 out_view = tile_view
                 if vector.active:
                     ch = (g * cs.Kg + nb0 * cols) * 4
-                    prog += _epilogue(vector, (toh, tow, ng), tile_view,
-                                      View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
-                                      View(Space.SPM, scale_base + ch, DType.F32, (0, 0, 4)), first=state.accs == 0)
+                    prog += synced_epilogue(vector, epilogue_ops(
+                        vector, (toh, tow, ng), tile_view, View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
+                        View(Space.SPM, scale_base + ch, DType.F32, (0, 0, 4))), first=state.accs == 0)
                     if epilogue.out is not None:   # the requantized tile, packed at the tile's base
                         out_view = View(Space.ACC, acc_base, yt, (tow * ng * eo, ng * eo, eo))
                 state.last_store_at = len(prog)
@@ -886,36 +890,6 @@ def _conv_mm_into(out: list, dims: tuple[tuple[int, int, int, int], ...], acc: V
                       acc=View(acc.space, acc_base, acc.dtype, tuple(d[1] for d in dims), acc.region),
                       a=View(a.space, a_base, a.dtype, tuple(d[2] for d in dims), a.region),
                       b=View(b.space, b_base, b.dtype, tuple(d[3] for d in dims), b.region), **kw))
-
-
-def _epilogue(ep: Epilogue, shape: tuple[int, ...], tile: View, bias: View, scale: View, first: bool) -> list:
-    """Vector instructions applying ``ep`` in place to one accumulator tile, between the matrix unit and the store.
-    The activation rides in the last binary op before the output conversion (the bias add, or the scale multiply when
-    requantizing) as its fused ``act``; only an activation alone takes a vpu.act pass of its own."""
-    act = {} if ep.act is None else dict(act=Act.RELU) if ep.act == "relu" else dict(act=Act.CLAMP, lo=ep.lo,
-                                                                                       hi=ep.hi)
-    ops = []
-    if ep.bias:
-        ops.append(VecBinary(op=BinOp.ADD, shape=shape, dst=tile, src0=tile, src1=bias,
-                             **(act if ep.out is None else {})))
-    val = tile
-    if ep.out is not None:   # i32 -> f32 in place, times the per-channel scale
-        val = View(tile.space, tile.base, DType.F32, tile.strides)
-        ops += [VecConvert(shape=shape, dst=val, src=tile),
-                VecBinary(op=BinOp.MUL, shape=shape, dst=val, src0=val, src1=scale, **act)]
-    if act and not ops:
-        ops.append(VecUnary(fn=act["act"], shape=shape, dst=val, src=val, lo=act.get("lo", 0), hi=act.get("hi", 0)))
-    if ep.out is not None:   # round half to even, add the zero point, saturate; packed at the tile's base
-        eo = ep.out.size
-        ops.append(VecConvert(shape=shape, dst=View(tile.space, tile.base, ep.out,
-                                                    (shape[1] * shape[2] * eo, shape[2] * eo, eo)),
-                              src=val, zp_out=ep.zp))
-    consts = int(ep.bias) + int(ep.out is not None)
-    ops[0] = with_sync(ops[0], waits=("acc_full",))
-    if first and consts:
-        ops[0] = replace(ops[0], waits=ops[0].waits + (SemOp("bias_ready", consts),))
-    ops[-1] = with_sync(ops[-1], signals=("out_full",))
-    return ops
 
 
 def conv_inputs(cs: ConvShape, dtype: DType, rows: int, cols: int, seed: int = 0,

@@ -10,6 +10,11 @@ leaves in the same pieces, so the pipeline fills and drains in small steps. The 
 one contiguous DRAM run (``tn * 4`` bytes), not one run per array-column block. Ragged edges get their own
 instructions, so any M, N, K works.
 
+An :class:`~compiler.epilogue.Epilogue` (fusion) applies a divisor, a per-column bias (region Bias, loaded into SPM
+once) and an activation to each finished accumulator tile on the vector unit before the store (semaphore
+``out_full``), and a residual (region R, shaped like C) is loaded into the accumulators before the tile's first
+products, so none of them costs a pass through DRAM of its own.
+
 The matrix instructions are shaped for the array's dataflow so that each fold streams as long as the hardware can:
 
 - ws: B pre-blocked into array tiles ``[nb][kb][k][n]``; ``mxu.mm`` loops ``[nb, kb]``, streams the tm rows of A.
@@ -22,15 +27,16 @@ The matrix instructions are shaped for the array's dataflow so that each fold st
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numpy as np
 
-from isa import DmaCopy, DType, Halt, MatMul, Program, Queue, Region, SemDecl, Space, View
+from isa import DmaCopy, DType, Halt, MatMul, Program, Queue, Region, SemDecl, SemOp, Space, View
 from isa.cost import instr_cost
 from isa.dtypes import INT_RANGE, f32_to_bf16, to_compute
 
-from .errors import TilingError
+from .epilogue import NO_EPILOGUE, Epilogue, epilogue_ops, synced_epilogue
+from .errors import CompileError, TilingError
 from .pipeline import synced, with_sync
 from .target import Target
 
@@ -80,6 +86,15 @@ def slot_bytes(t: GemmTiling, dtype: DType, target: Target) -> tuple[int, int, i
     return t.tm * t.tk * es, b, acc
 
 
+def epilogue_bytes(N: int, t: GemmTiling, ep: Epilogue, dtype: DType, target: Target) -> int:
+    """SPM bytes an epilogue takes after the A/B slots: the bias (N accumulator-type elements) and, for an activation
+    that needs one, a scratch tile the size of an accumulator tile (each start aligned to 64 bytes)."""
+    if not ep.active:
+        return 0
+    bias = _up(N * 4, 64) if ep.bias else 0
+    return 64 + bias + (slot_bytes(t, dtype, target)[2] if ep.scratch else 0)
+
+
 def choose_tiling(M: int, N: int, K: int, dtype: DType, target: Target) -> GemmTiling:
     """The largest tiles that fit two A/B slots in half the SPM and two accumulator tiles in the ACC."""
     rows, cols, spm, acc, max_rows = target.rows, target.cols, target.spm, target.acc, target.max_rows
@@ -100,7 +115,8 @@ def choose_tiling(M: int, N: int, K: int, dtype: DType, target: Target) -> GemmT
 
 
 @lru_cache(maxsize=256)
-def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed: bool = False) -> GemmTiling:
+def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed: bool = False,
+                  epilogue: Epilogue = NO_EPILOGUE) -> GemmTiling:
     """The tiling (tile sizes, loop order, B split) with the fewest predicted cycles on ``target``, from the
     simulator's own formulas.
 
@@ -111,7 +127,12 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed
     in the other order), and each DMA queue's own time. The prediction is the busiest of the matrix unit, the bus
     and the two DMA queues, plus the first A load and B piece (nothing to multiply before them) and the last store;
     ties go to fewer steps.
+
+    An active ``epilogue`` takes its SPM (bias, scratch tile) from the slots' budget, adds the vector unit (its
+    instructions on one tile, per tile) to the units that can be the busiest, its residual tile loads to the load
+    queue and the bus, and the last tile's epilogue to the tail.
     """
+    ep = epilogue
     arch, rows, cols, es, at = target.arch, target.rows, target.cols, dtype.size, ACC_TYPE[dtype]
     dataflow, max_rows = target.dataflow, target.max_rows
     tms = sorted({min(M, v) for v in (max_rows, 384, 256, 192, 128, 96, 64, 48, 32, 16, rows) if v <= max_rows})
@@ -126,7 +147,7 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed
     best = None
     for t in (GemmTiling(tm, tn, tk) for tm in tms[::-1] for tn in tns[::-1] for tk in tks[::-1]):  # large first
         a, b, c = slot_bytes(t, dtype, target)
-        if 2 * (a + b) > target.spm or 2 * c > target.acc:
+        if 2 * (a + b) + epilogue_bytes(N, t, ep, dtype, target) > target.spm or 2 * c > target.acc:
             continue
         tm, tn, tk = min(t.tm, M), min(t.tn, N), min(t.tk, K)
         nb_max = -(-t.tn // cols)
@@ -141,7 +162,11 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed
         if best is not None and steps * mm + a_cyc > best[0][0]:   # a lower bound of every estimate below
             continue
         st_cyc, st_bus = cost(lay.stores(0, 0, 0, tm, tn))
-        piece: dict[int, tuple] = {}   # columns -> (B load cycles, bus), matmul cycles, store cycles of one piece
+        ep_base = _up(2 * (a + b), 64)
+        ep_ops = partial(lay.epilogue, ep, 0, ep_base, ep_base + (_up(N * 4, 64) if ep.bias else 0), 0)
+        epi = cost(ep_ops(0, tn, tm))[0] if ep.active else 0
+        res_cyc, res_bus = cost(lay.residual_loads(0, 0, 0, tm, tn)) if ep.residual else (0, 0)
+        piece: dict[int, tuple] = {}   # columns -> (B load cycles, bus), matmul, store and epilogue cycles of a piece
         for split in (1, 2, 4, 8) if dataflow != "is" else (1,):
             if split > nb_max:
                 break
@@ -152,19 +177,22 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed
                                                  b if dataflow == "is" else -(-w // cols) * blk, dtype)
                                      if b_packed else lay.b_loads(2 * a + j // cols * blk, 0, j, tk, w, dtype)),
                                 cost(lay.matmuls(0, 0, 2 * a, tm, tk, w, dtype, True))[0],
-                                cost(lay.stores(0, 0, j, tm, w))[0])
-            b_cost, mms, piece_stores = zip(*(piece[w] for _, w in pieces))
+                                cost(lay.stores(0, 0, j, tm, w))[0], cost(ep_ops(j, w, tm))[0] if ep.active else 0)
+            b_cost, mms, piece_stores, piece_eps = zip(*(piece[w] for _, w in pieces))
             # the first step waits for its A tile and first B piece, then for any piece that loads slower than the
-            # matrix works through the one before; the last tile's pieces store behind the tile stored before it
-            prologue = a_cyc + b_cost[0][0] + max(0, sum(c for c, _ in b_cost[1:]) - sum(mms[:-1]))
-            epilogue = max(piece_stores[-1], (st_cyc if tiles > 1 else 0) + sum(piece_stores) - sum(mms))
+            # matrix works through the one before; the last tile's pieces store (after their epilogue) behind the
+            # tile stored before it
+            prologue = a_cyc + res_cyc + b_cost[0][0] + max(0, sum(c for c, _ in b_cost[1:]) - sum(mms[:-1]))
+            tail = max(piece_eps[-1] + piece_stores[-1], (st_cyc + epi if tiles > 1 else 0) + sum(piece_stores)
+                       + sum(piece_eps) - sum(mms))
             for order in ORDERS:
                 a_loads = n_m if n_k == 1 and (order == "mn" or n_m == 1) else steps
                 b_loads = n_n if n_k == 1 and (order == "nm" or n_n == 1) else steps
-                bus = a_loads * a_bus + b_loads * sum(w for _, w in b_cost) + tiles * st_bus
-                queues = max(a_loads * a_cyc + b_loads * sum(c for c, _ in b_cost), tiles * st_cyc)
+                bus = a_loads * a_bus + b_loads * sum(w for _, w in b_cost) + tiles * (st_bus + res_bus)
+                queues = max(a_loads * a_cyc + b_loads * sum(c for c, _ in b_cost) + tiles * res_cyc,
+                             tiles * st_cyc)
                 busy = steps * mm + (min(b_loads + 1, steps) * (sum(mms) - mm) if split > 1 else 0)
-                est = max(busy, bus, queues) + prologue + epilogue
+                est = max(busy, bus, queues, tiles * epi) + prologue + tail
                 if best is None or (est, steps, split) < best[0]:
                     best = ((est, steps, split), replace(t, order=order, split=split))
     if best is None:
@@ -195,29 +223,43 @@ def _pieces(tn: int, t: GemmTiling, cols: int, split: int) -> list[tuple[int, in
 
 
 def tiled_gemm(M: int, N: int, K: int, dtype: DType, target: Target, tiling: GemmTiling | None = None,
-               b_packed: bool = False) -> Program:
+               b_packed: bool = False, epilogue: Epilogue = NO_EPILOGUE) -> Program:
     """The program for ``C = A @ B`` on ``target`` (its array, SRAM sizes, dataflow, and SPM bank width, used to pad
     layouts against bank conflicts); ``tiling`` defaults to :func:`choose_tiling`'s.
 
     b_packed: region B holds :func:`pack_b`'s image (B pre-blocked offline, as weights are): every B load is one
-    contiguous copy instead of short strided runs."""
+    contiguous copy instead of short strided runs.
+    epilogue: fused into each output tile (:class:`~compiler.epilogue.Epilogue`: divisor, bias from region Bias
+    (``N`` accumulator-type elements), activation; residual from region R, ``M x N`` like C); no requantization."""
     rows, cols, spm, acc, dataflow = target.rows, target.cols, target.spm, target.acc, target.dataflow
+    ep = epilogue
     t = tiling or choose_tiling(M, N, K, dtype, target)
     if t.order not in ORDERS or t.split < 1:
         raise TilingError(f"tiling {t}: order must be one of {ORDERS} and split >= 1")
     es, at = dtype.size, ACC_TYPE[dtype]
+    if ep.out is not None:
+        raise CompileError("the GEMM epilogue does not requantize; QLinearMatMul has a requantization pass")
+    if at is not DType.F32 and (ep.divisor is not None or ep.act not in (None, "relu", "clamp")):
+        raise CompileError(f"a {at.text} accumulator takes only a bias, relu and clamp in its epilogue, not {ep}")
     a_slot, b_slot, acc_slot = slot_bytes(t, dtype, target)
-    if 2 * (a_slot + b_slot) > spm or 2 * acc_slot > acc:
-        raise TilingError(f"tiling {t} needs {2 * (a_slot + b_slot)} B of SPM and {2 * acc_slot} B of ACC")
+    extra = epilogue_bytes(N, t, ep, dtype, target)
+    if 2 * (a_slot + b_slot) + extra > spm or 2 * acc_slot > acc:
+        raise TilingError(f"tiling {t} needs {2 * (a_slot + b_slot) + extra} B of SPM and {2 * acc_slot} B of ACC")
     kb_max, nb_max = -(-t.tk // rows), -(-t.tn // cols)
     lay = _LAYOUTS[dataflow](es, at, rows, cols, N, t, kb_max, nb_max, is_pitch(rows, es, target.bank_width))
     split = 1 if dataflow == "is" else min(t.split, nb_max)
     block_b, block_acc = b_slot // nb_max, t.tm * cols * 4   # bytes of one column block of a B slot, an ACC tile
+    bias_base = _up(2 * (a_slot + b_slot), 64)                # the epilogue's SPM: bias, then the scratch tile
+    scratch_base = bias_base + (_up(N * 4, 64) if ep.bias else 0)
 
     steps = _steps(M, N, K, t)
     prog: list = []
+    if ep.bias:   # the whole bias once, before anything else
+        prog.append(DmaCopy(queue=Queue.DMA_LD, shape=(N,), dst=View(Space.SPM, bias_base, at, (4,)),
+                            src=View(Space.DRAM, 0, at, (4,), "Bias"), signals=(SemOp("bias_ready"),)))
     a_n = b_n = tiles = 0  # A slots, B slots and ACC tiles used so far (rings of 2)
-    for s, (m0, n0, k0) in enumerate(steps):
+    pending: list = []     # a tile's epilogue and stores, issued after the next step (so a long epilogue waiting for
+    for s, (m0, n0, k0) in enumerate(steps):   # its tile does not fill the vector queue ahead of the next loads)
         tm, tn, tk = min(t.tm, M - m0), min(t.tn, N - n0), min(t.tk, K - k0)
         prev, nxt = steps[s - 1] if s else None, steps[s + 1] if s + 1 < len(steps) else None
         new_a, last_a = prev is None or prev[::2] != (m0, k0), nxt is None or nxt[::2] != (m0, k0)
@@ -245,27 +287,43 @@ def tiled_gemm(M: int, N: int, K: int, dtype: DType, target: Target, tiling: Gem
                 loads[0] = with_sync(loads[0], waits=("b_empty",) if p == 0 else ())
                 loads[-1] = with_sync(loads[-1], signals=("b_full",))
                 prog += loads
-            mms = lay.matmuls(acc_base + blk * block_acc, a_base, b_base + blk * block_b, tm, tk, w, dtype, first_k)
             first, last = p == 0, p == len(pieces) - 1
+            if ep.residual and first_k and first:   # the tile's sum starts from the residual's tile
+                prog += synced(lay.residual_loads(acc_base, m0, n0, tm, tn), ("acc_empty",), ("res_full",))
+            mms = lay.matmuls(acc_base + blk * block_acc, a_base, b_base + blk * block_b, tm, tk, w, dtype,
+                              first_k and not ep.residual)
             prog += synced(mms, (("a_full",) if new_a and first else ()) + (("b_full",) if new_b else ())
-                            + (("acc_empty",) if first_k and first else ()),
+                            + (("res_full" if ep.residual else "acc_empty",) if first_k and first else ()),
                             (("a_empty",) if last_a and last else ()) + (("b_empty",) if last_b and last else ())
                             + (("acc_full",) if last_k and (last or final) else ()))
+        prog += pending   # the previous tile's epilogue and stores, behind this step's loads and matrix work
+        pending = []
         if last_k:
+            drain = []
             for j, w in pieces if final else [(0, tn)]:
+                if ep.active:
+                    drain += synced_epilogue(ep, lay.epilogue(ep, acc_base, bias_base, scratch_base, n0, j, w, tm),
+                                             first=tiles == 0 and j == 0)
                 stores = lay.stores(acc_base + j // cols * block_acc, m0, n0 + j, tm, w)
-                stores[0] = with_sync(stores[0], waits=("acc_full",))
-                prog += stores
-            prog[-1] = with_sync(prog[-1], signals=("acc_empty",))
+                stores[0] = with_sync(stores[0], waits=("out_full" if ep.active else "acc_full",))
+                drain += stores
+            drain[-1] = with_sync(drain[-1], signals=("acc_empty",))
+            if ep.active and not final:
+                pending = drain
+            else:
+                prog += drain
             tiles += 1
     prog.append(Halt())
-    return Program(
-        config=target.config,
-        regions=(Region("A", 0, M * K * es), Region("B", 1, -(-N // t.tn) * -(-K // t.tk) * b_slot if b_packed
-                                                    else K * N * es), Region("C", 2, M * N * 4)),
-        sems=(SemDecl("a_full", 0), SemDecl("a_empty", 2), SemDecl("b_full", 0), SemDecl("b_empty", 2),
-              SemDecl("acc_full", 0), SemDecl("acc_empty", 2)),
-        instrs=tuple(prog))
+    regions = (Region("A", 0, M * K * es), Region("B", 1, -(-N // t.tn) * -(-K // t.tk) * b_slot if b_packed
+                                                  else K * N * es), Region("C", 2, M * N * 4))
+    regions += (Region("Bias", 3, N * 4),) if ep.bias else ()
+    regions += (Region("R", len(regions), M * N * 4),) if ep.residual else ()
+    sems = (SemDecl("a_full", 0), SemDecl("a_empty", 2), SemDecl("b_full", 0), SemDecl("b_empty", 2),
+            SemDecl("acc_full", 0), SemDecl("acc_empty", 2))
+    sems += (SemDecl("out_full", 0),) if ep.active else ()
+    sems += (SemDecl("bias_ready", 0),) if ep.bias else ()
+    sems += (SemDecl("res_full", 0),) if ep.residual else ()
+    return Program(config=target.config, regions=regions, sems=sems, instrs=tuple(prog))
 
 
 @dataclass(frozen=True)
@@ -290,6 +348,23 @@ class _Layout:
                         dst=View(Space.DRAM, (m0 * N + n0 + nb0 * c) * 4, self.at, (N * 4, c * 4, 4), "C"),
                         src=View(Space.ACC, acc_base + nb0 * t.tm * c * 4, self.at, (c * 4, t.tm * c * 4, 4)))
                 for nb0, nbc, n in _groups(tn, c)]
+
+    def residual_loads(self, acc_base: int, m0: int, n0: int, tm: int, tn: int) -> list[DmaCopy]:
+        """dma.ld of the residual's tile (region R, laid out like C) into the accumulators: the stores reversed."""
+        return [DmaCopy(queue=Queue.DMA_LD, shape=c.shape, dst=c.src, src=replace(c.dst, region="R"))
+                for c in self.stores(acc_base, m0, n0, tm, tn)]
+
+    def epilogue(self, ep: Epilogue, acc_base: int, bias_base: int, scratch_base: int, n0: int, j: int, w: int,
+                 tm: int) -> list:
+        """The epilogue's instructions on columns ``[j, j + w)`` of the tile at ``acc_base`` (output columns from
+        ``n0``), one run of equal column blocks at a time (ACC ``[nb][tm][cols]``)."""
+        c, t, ops = self.cols, self.t, []
+        for nb0, nbc, n in _groups(w, c):
+            off, strides = (j // c + nb0) * t.tm * c * 4, (t.tm * c * 4, c * 4, 4)
+            ops += epilogue_ops(ep, (nbc, tm, n), View(Space.ACC, acc_base + off, self.at, strides),
+                                View(Space.SPM, bias_base + (n0 + j + nb0 * c) * 4, self.at, (c * 4, 0, 4)),
+                                scratch=View(Space.SPM, scratch_base + off, DType.F32, strides))
+        return ops
 
 
 class _WsLayout(_Layout):
@@ -344,6 +419,13 @@ class _IsLayout(_Layout):
                        a=View(Space.SPM, a_base + kb0 * r * es, dtype, (r * es, 0)), a_row=tk * es,
                        b=View(Space.SPM, b_base + kb0 * tnm * p, dtype, (tnm * p, p)))
                 for kb0, kbc, k in _groups(tk, r)]
+
+    def epilogue(self, ep, acc_base, bias_base, scratch_base, n0, j, w, tm):
+        """The epilogue's instructions on columns ``[j, j + w)`` of the tile (ACC ``[tm][tn]``)."""
+        strides = (self.t.tn * 4, 4)
+        return epilogue_ops(ep, (tm, w), View(Space.ACC, acc_base + j * 4, self.at, strides),
+                            View(Space.SPM, bias_base + (n0 + j) * 4, self.at, (0, 4)),
+                            scratch=View(Space.SPM, scratch_base + j * 4, DType.F32, strides))
 
     def stores(self, acc_base, m0, n0, tm, tn):
         """ACC ``[tm][tn]`` to C."""

@@ -29,8 +29,16 @@ SHORT_DTYPE = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64"
                "bool": "bool"}
 
 
-FUSED_ATTRS = ("activation", "residual")
-"""Attributes the fusion passes add to a node (not ONNX's): an activation applied to its output, a residual added."""
+FUSED_ATTRS = ("activation", "residual", "bias", "divisor")
+"""Attributes the fusion passes add to a node (not ONNX's), applied to its result in this order: ``divisor`` (a
+number it is divided by), ``bias`` (True: input 2 is added, broadcast along the last axis; a MatMul's), ``residual``
+(True: input 3 is added), ``activation`` (a tuple: ``("relu",)``, ``("clamp", lo, hi)`` or one of
+:data:`ACTIVATION_OPS`)."""
+
+ACTIVATION_OPS = {"relu": ("Relu", {}), "gelu": ("Gelu", {"approximate": "none"}),
+                  "gelu_tanh": ("Gelu", {"approximate": "tanh"}), "silu": ("Swish", {"alpha": 1.0})}
+"""The single-input ONNX op (and canonical attributes) of each fused ``activation`` but ``clamp`` (a Clip with
+constant bounds)."""
 
 NODE_PREFIX = {"MatMul": "matmul", "BatchNormalization": "batchnorm", "LayerNormalization": "layernorm",
                "GlobalAveragePool": "global_avgpool", "AveragePool": "avgpool", "MaxPool": "maxpool",

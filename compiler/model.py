@@ -15,14 +15,22 @@ from isa import DmaCopy, Program, Space
 from isa.arch import Arch
 from isa.cost import program_estimate
 
+from .conv_transpose import MODES as CONV_TRANSPOSE_MODES
 from .errors import FALLBACK_HINT, CompileError, UnsupportedDTypeError, UnsupportedOpError
 from .host import HostOp, HostTensor, host_fn_name, host_ops, host_program, storage_dtype
 from .ir import Graph, Node
 from .link import LayerRange, Segment, leading_constants, link
 from .lower import ALIGN, REGISTRY, Binding, LoweringContext, npu_unsupported
+from .lower.layout import lower_constant_output
 from .passes.fold_batchnorm import fold_batchnorm
 from .passes.fold_constants import fold_constants
 from .passes.fuse import fuse_activation, fuse_residual
+from .passes.fuse_gelu import fuse_gelu
+from .passes.fuse_layernorm import fuse_layernorm
+from .passes.fuse_matmul import fuse_matmul
+from .passes.fuse_silu import fuse_silu
+from .passes.fuse_softmax import fuse_softmax
+from .passes.qdq import fuse_qdq_conv_transpose
 from .residency import place_in_spm
 from .target import Target
 
@@ -30,8 +38,14 @@ CONV_OPS = {"Conv", "QLinearConv"}   # re-lowered for half the SPM under prefetc
 RESIDENT_MIN_SPM = 1 << 23           # bytes: activations are kept in SPM by default from this SPM size (dc128)
 ARENA_FRACTION = 3 / 8               # of the SPM, for activations kept on chip (measured: see docs/compiler.md)
 PREFETCH_MIN_SPM = 1 << 20           # bytes: prefetch is on by default from this SPM size (mid32, dc128)
-PASSES: dict[str, Callable[[Graph], Graph]] = {"fold_constants": fold_constants, "fold_batchnorm": fold_batchnorm,
-                                                "fuse_activation": fuse_activation, "fuse_residual": fuse_residual}
+PASSES: dict[str, Callable[[Graph], Graph]] = {
+    "fold_constants": fold_constants, "fold_batchnorm": fold_batchnorm, "fuse_qdq": fuse_qdq_conv_transpose,
+    "fuse_gelu": fuse_gelu, "fuse_silu": fuse_silu, "fuse_layernorm": fuse_layernorm, "fuse_softmax": fuse_softmax,
+    "fuse_activation": fuse_activation, "fuse_residual": fuse_residual, "fuse_matmul": fuse_matmul}
+"""The graph passes by name, in the order they run (``--dump-after NAME`` prints the graph after one)."""
+FUSION_PASSES = ("fuse_gelu", "fuse_silu", "fuse_layernorm", "fuse_softmax", "fuse_activation", "fuse_residual",
+                 "fuse_matmul")
+"""The passes ``compile_model(fuse=False)`` skips (``fuse_qdq`` is how an int8 ConvTranspose is lowered at all)."""
 
 
 @dataclass(frozen=True)
@@ -60,11 +74,16 @@ class CompiledModel:
         return {"W": self.weights, "ACT": act}
 
     def read_outputs(self, act: np.ndarray) -> dict[str, np.ndarray]:
-        return {name: b.from_memory(act) for name, b in self.outputs.items()}
+        """The graph outputs from the final ACT region, each in its ONNX type (a bool output is stored as u8)."""
+        return {name: _typed(b.from_memory(act), self.graph.tensor(name).dtype) for name, b in self.outputs.items()}
 
     def read_tensors(self, act: np.ndarray) -> dict[str, np.ndarray]:
         """Every tensor of :attr:`tensors` from the final ACT region (each has its own offset, none is reused)."""
         return {name: b.from_memory(act) for name, b in self.tensors.items()}
+
+
+def _typed(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    return x.astype(np.bool_) if dtype == np.bool_ else x
 
 
 def run_passes(graph: Graph, dump_after: str | None = None, dump: Callable[[str], None] = print,
@@ -92,12 +111,13 @@ def unsupported_nodes(graph: Graph) -> list[tuple[Node, str]]:
 
 def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallback: bool = True, *,
                   fuse: bool = True, buffers: int = 2, prefetch: bool | None = None,
-                  resident: bool | None = None) -> CompiledModel:
+                  resident: bool | None = None, conv_transpose: str = "split") -> CompiledModel:
     """Compile ``graph`` for ``arch``.
 
     fallback: nodes the NPU cannot run (unknown ops, unsupported attributes or dtypes) run on the host CPU as
     ``host.call`` segments (listed in ``CompiledModel.host_ops``). Without it, UnsupportedOpError lists them.
-    fuse: run the fusion passes (off: every Relu/Clip and every residual Add is its own vector-unit layer).
+    fuse: run the fusion passes (off: every exporter pattern stays as its nodes and every Relu/Clip, bias Add and
+    residual Add is its own vector-unit layer).
     buffers: ring depth of every layer's load -> compute -> store pipeline (2: double buffering; 1: a step's loads
     wait until the previous step's compute freed its buffer, so loads, compute and stores of a layer do not
     overlap; tiles are unchanged, so this isolates what the overlap saves).
@@ -112,10 +132,13 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
     are compiled for the rest of the SPM. Graph inputs, outputs and what host calls touch stay in DRAM, and tensors
     kept on chip are absent from ``CompiledModel.tensors``. None: on for SPMs of at least ``RESIDENT_MIN_SPM`` bytes
     (on mid32's 1 MiB it costs BERT and ViT 5-6% for 1.2-7.4% on the CNNs, see docs/compiler.md).
+    conv_transpose: how ConvTranspose is lowered: ``"split"`` (phase splitting), or one of the baselines it is
+    measured against, ``"swell_spm"`` (each window zero-inserted in SPM) and ``"swell_dram"`` (the zero-inserted input
+    written to DRAM, then a convolution): :mod:`compiler.conv_transpose`.
     """
     if buffers not in (1, 2):
         raise CompileError(f"buffers must be 1 (single) or 2 (double buffering), not {buffers}")
-    graph = run_passes(graph, dump_after, skip=() if fuse else ("fuse_activation", "fuse_residual"))
+    graph = run_passes(graph, dump_after, skip=() if fuse else FUSION_PASSES)
     bad = dict(unsupported_nodes(graph))
     if bad and not fallback:
         (n, why), rest = next(iter(bad.items())), list(bad)[1:]
@@ -131,10 +154,13 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
     arena = _arena_bytes(whole) if resident or (resident is None and arch.spm.size >= RESIDENT_MIN_SPM) else 0
     target = whole.with_spm(whole.spm - arena) if arena else whole   # the lowerings get the SPM below the arena
     half = half and _half(target) if arena else half                 # and prefetch splits that
-    low = LoweringContext(graph, target)
+    if conv_transpose not in CONV_TRANSPOSE_MODES:
+        raise CompileError(f"conv_transpose must be one of {', '.join(CONV_TRANSPOSE_MODES)}, not {conv_transpose!r}")
+    low = LoweringContext(graph, target, conv_transpose)
     for name in graph.inputs:
         t = graph.tensor(name)
-        nhwc = t.rank in (3, 4) and any(getattr(REGISTRY.get(u.op), "nhwc", False) for u in graph.consumers(name))
+        nhwc = t.rank in (3, 4) and any(getattr(REGISTRY.get(u.op), "nhwc", False) and u.inputs[0] == name
+                                        for u in graph.consumers(name))
         low.bind[name] = low.alloc(t.shape, "nhwc" if nhwc else "rm", storage_dtype(t))
     inputs = {n: low.bind[n] for n in graph.inputs}   # where the caller writes them (before any layout change)
     for node in graph.nodes:
@@ -149,6 +175,9 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
                 raise UnsupportedOpError(e.node, e.op, e.reason + FALLBACK_HINT) from None
             low.restore(saved)
             _host(low, node, e.reason)
+    for name in graph.outputs:
+        if name not in low.bind and graph.is_const(name):   # the model's result folded to a constant
+            lower_constant_output(low, name)
     outputs = {name: low.want(name, "nhwc" if low.bind[name].layout == "nhwc" else "rm") for name in graph.outputs}
     weights = np.concatenate(low.weights) if low.weights else np.zeros(ALIGN, np.uint8)
     segments = low.segments if buffers == 2 else [_ring_depth(s, buffers) for s in low.segments]

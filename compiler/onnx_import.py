@@ -31,7 +31,7 @@ from .errors import (
     UnsupportedOpsetError,
 )
 from .ir import Graph, Node, Tensor, node_prefix, short_dtype
-from .lower import REGISTRY
+from .lower import REGISTRY, contract_violation
 from .passes.fold_constants import FOLDERS, fold_constants, fold_node, remove_dead
 
 OPSETS = (1, onnx.defs.onnx_opset_version())
@@ -70,7 +70,11 @@ def import_onnx(model: onnx.ModelProto | str | Path, allow_unknown: bool = False
     """
     m = _load(model)
     opset = model_opset(m)
+    if not m.graph.output:
+        raise CompileError("the model's graph has no outputs: there is nothing to compute (onnxruntime refuses it "
+                           "too); declare the tensors it should produce in graph.output")
     if opset < WORKING_OPSET:
+        _check(m if m.ir_version >= 4 else _with_ir(m, 4))   # valid at its own opset, before converting
         m, opset = _convert(m, opset, WORKING_OPSET), WORKING_OPSET
     if dims:
         m = fix_dims(m, dims)
@@ -83,7 +87,7 @@ def import_onnx(model: onnx.ModelProto | str | Path, allow_unknown: bool = False
             if folded is None:
                 break
             m = _infer(folded)
-        graph = fold_constants(_raw_graph(m, opset))
+        graph = fold_constants(_checked_contracts(_raw_graph(m, opset)))
         graph = remove_dead(_canonical(graph))
     except CompileError:
         if unknown and not allow_unknown:  # e.g. a foreign op without shapes: name the op, not the symptom
@@ -130,7 +134,29 @@ def _convert(m: onnx.ModelProto, opset: int, target: int) -> onnx.ModelProto:
                            f"{_culprit(m, opset, target) or _first_line(e)}") from None
     # IR versions before 4 require initializers to be graph inputs; the converted opset needs a newer IR anyway
     out.ir_version = max(out.ir_version, helper.find_min_ir_version_for([helper.make_opsetid("", target)]))
+    _legacy_resize(m, out, opset)
     return out
+
+
+def _legacy_resize(m: onnx.ModelProto, out: onnx.ModelProto, opset: int) -> None:
+    """Give the Resize nodes ``version_converter`` made of Upsample (opsets 7-9) and Resize-10 their old coordinate
+    rule: the converter leaves ``coordinate_transformation_mode`` out, which opset 11+ reads as half_pixel, while
+    those ops sample asymmetrically (``x = xr / scale``) and onnxruntime's nearest takes ``floor`` (``ceil`` for a
+    Resize-10 whose constant scales all shrink). Matched by output name; ``out`` is changed in place."""
+    if opset >= 11:
+        return
+    legacy = {on.output[0]: on for on in m.graph.node if on.domain in ("", "ai.onnx") and on.output
+              and on.op_type in ("Upsample", "Resize")}
+    consts = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    for on in out.graph.node:
+        old = legacy.get(on.output[0]) if on.op_type == "Resize" and on.output else None
+        if old is None or any(a.name == "coordinate_transformation_mode" for a in on.attribute):
+            continue
+        on.attribute.append(helper.make_attribute("coordinate_transformation_mode", "asymmetric"))
+        scales = consts.get(old.input[1]) if old.op_type == "Resize" and len(old.input) > 1 else None
+        shrink = scales is not None and all(s < 1 for s in np.asarray(scales).ravel() if s != 1)
+        if any(a.name == "mode" and a.s == b"nearest" for a in on.attribute):
+            on.attribute.append(helper.make_attribute("nearest_mode", "ceil" if shrink else "floor"))
 
 
 def _culprit(m: onnx.ModelProto, opset: int, target: int) -> str | None:
@@ -198,6 +224,13 @@ def _check(m: onnx.ModelProto) -> None:
         if on.name and on.name in seen:
             raise CompileError(f"the model is not valid ONNX: two nodes are named {on.name!r}")
         seen.add(on.name)
+
+
+def _with_ir(m: onnx.ModelProto, ir: int) -> onnx.ModelProto:
+    """A copy of ``m`` at IR version ``ir`` (IR 4 let initializers be constants rather than defaulted inputs)."""
+    out = _copy(m)
+    out.ir_version = ir
+    return out
 
 
 def _copy(m: onnx.ModelProto) -> onnx.ModelProto:
@@ -432,6 +465,18 @@ def _attrs(on: onnx.NodeProto, name: str, opset: int) -> dict[str, Any]:
 
 
 # -- canonical form ------------------------------------------------------------------------------------------------
+
+def _checked_contracts(graph: Graph) -> Graph:
+    """``graph``, after checking every node against its op's operand contract (:mod:`compiler.lower.contracts`:
+    what onnxruntime requires of operand shapes beyond ONNX's shape inference); CompileError naming the first node
+    that breaks it."""
+    for node in graph.nodes:
+        reason = contract_violation(node, graph)
+        if reason:
+            raise CompileError(f"node {node.name!r} ({node.op}): {reason}; the model is not valid ONNX "
+                               f"(onnxruntime refuses it too)")
+    return graph
+
 
 def _canonical_node(node: Node, ctx: CanonContext) -> Node:
     if node.domain not in ("", "ai.onnx"):

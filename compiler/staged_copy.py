@@ -17,6 +17,11 @@ Refinements the lowerings rely on:
   then a store), and tiles lying wholly in the padding are fills too.
 - A negative source stride (Slice with a negative step) is walked forwards in DRAM and reversed on the SPM side, so
   DRAM still sees contiguous runs.
+- A source stride of 0 (a broadcast: Expand, Tile, Pad's edge mode) is not read again and again: the load holds one
+  element along that dimension and the store reads the slot with stride 0 there.
+- ``Box.src_order``: the load walks the source in its own memory order (the slot holds the tile in that order) and
+  the store reads the slot across it, so a copy that permutes dimensions (DepthToSpace) moves long runs on both DRAM
+  sides; the reordering happens between SRAM and DRAM on the store.
 """
 
 from __future__ import annotations
@@ -64,6 +69,8 @@ class Box:
     src: Operand | None = None
     pads: tuple[tuple[int, int], ...] | None = None
     fill: float = 0.0
+    src_order: bool = False
+    """Load each tile in the source's memory order (for copies that permute dimensions), not the destination's."""
 
     def __post_init__(self) -> None:
         if self.pads is None:
@@ -99,7 +106,8 @@ def _peel(box: Box) -> list[Box]:
                            Operand(box.dst.region, off + (shape[k] - hi) * s, box.dst.strides), fill=box.fill))
             shape[k] -= hi
             pads[k] = (pads[k][0], 0)
-    out.append(Box(tuple(shape), Operand(box.dst.region, off, box.dst.strides), box.src, tuple(pads), box.fill))
+    out.append(Box(tuple(shape), Operand(box.dst.region, off, box.dst.strides), box.src, tuple(pads), box.fill,
+                   box.src_order))
     return out
 
 
@@ -116,7 +124,7 @@ def collapse_box(box: Box) -> Box:
             merged.append(d)
     return Box(tuple(d[0] for d in merged), Operand(box.dst.region, box.dst.offset, tuple(d[2] for d in merged)),
                box.src and Operand(box.src.region, box.src.offset, tuple(d[3] for d in merged)),
-               tuple(d[1] for d in merged), box.fill)
+               tuple(d[1] for d in merged), box.fill, box.src_order)
 
 
 @dataclass(frozen=True)
@@ -155,21 +163,31 @@ def _tiles(box: Box, limit: int):
 
 def _step(t: _Tile, box: Box, dtype: DType, slot_base: int) -> tuple[DmaCopy | DmaFill, DmaCopy]:
     """The load into the SPM slot and the store out of it for one tile."""
-    es = dtype.size
-    dense = row_major(t.shape)
-    slot = View(Space.SPM, slot_base, dtype, tuple(s * es for s in dense))
-    store = DmaCopy(queue=Queue.DMA_ST, shape=t.shape, src=slot,
-                    dst=View(Space.DRAM, t.dst_off * es, dtype, tuple(s * es for s in t.dst_strides), box.dst.region))
+    es, n = dtype.size, len(t.shape)
+    store_dst = View(Space.DRAM, t.dst_off * es, dtype, tuple(s * es for s in t.dst_strides), box.dst.region)
     if t.src_off is None:
-        return DmaFill(queue=Queue.DMA_LD, shape=t.shape, value=box.fill, dst=slot), store
-    spm_base, spm_str, src_off, src_str = slot_base, list(dense), t.src_off, list(t.src_strides)
-    for k, (e, (lo, hi)) in enumerate(zip(t.shape, t.pads)):
-        if src_str[k] < 0 and not lo and not hi:  # walk DRAM forwards, reverse on the SPM side
-            src_off += (e - 1) * src_str[k]
-            spm_base += (e - 1) * spm_str[k] * es
-            src_str[k], spm_str[k] = -src_str[k], -spm_str[k]
-    pads = tuple(Pad(k, lo, hi) for k, (lo, hi) in enumerate(t.pads) if lo or hi)
-    load = DmaCopy(queue=Queue.DMA_LD, shape=t.shape, pad=pads, fill=box.fill,
+        slot = View(Space.SPM, slot_base, dtype, tuple(s * es for s in row_major(t.shape)))
+        return DmaFill(queue=Queue.DMA_LD, shape=t.shape, value=box.fill, dst=slot), \
+            DmaCopy(queue=Queue.DMA_ST, shape=t.shape, src=slot, dst=store_dst)
+    # dimensions the source broadcasts are loaded once; the load walks the tile in ``order``, the slot dense in it
+    held = tuple(1 if s == 0 and p == (0, 0) else e for e, s, p in zip(t.shape, t.src_strides, t.pads))
+    order = sorted(range(n), key=lambda k: -abs(t.src_strides[k])) if box.src_order else list(range(n))
+    dense = row_major(tuple(held[k] for k in order))
+    slot_str = [0] * n
+    for j, k in enumerate(order):
+        slot_str[k] = dense[j] if held[k] == t.shape[k] else 0
+    store = DmaCopy(queue=Queue.DMA_ST, shape=t.shape, dst=store_dst,
+                    src=View(Space.SPM, slot_base, dtype, tuple(s * es for s in slot_str)))
+    shape = [held[k] for k in order]
+    spm_base, spm_str, src_off, src_str = slot_base, list(dense), t.src_off, [t.src_strides[k] for k in order]
+    pads = [t.pads[k] for k in order]
+    for j, (e, (lo, hi)) in enumerate(zip(shape, pads)):
+        if src_str[j] < 0 and not lo and not hi:  # walk DRAM forwards, reverse on the SPM side
+            src_off += (e - 1) * src_str[j]
+            spm_base += (e - 1) * spm_str[j] * es
+            src_str[j], spm_str[j] = -src_str[j], -spm_str[j]
+    load = DmaCopy(queue=Queue.DMA_LD, shape=tuple(shape), pad=tuple(Pad(j, lo, hi) for j, (lo, hi) in enumerate(pads)
+                                                                       if lo or hi), fill=box.fill,
                    dst=View(Space.SPM, spm_base, dtype, tuple(s * es for s in spm_str)),
                    src=View(Space.DRAM, src_off * es, dtype, tuple(s * es for s in src_str), box.src.region))
     return load, store

@@ -31,6 +31,7 @@ from isa import (
 from isa.view import MAX_EXTENT
 
 from .canonical import window_out
+from .epilogue import activation_ops
 from .errors import CompileError, TilingError
 from .halo import padded_load
 from .pipeline import RingPipeline, vector_config
@@ -152,12 +153,46 @@ def binary(op: BinOp, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype:
                                              Region("Y", 2, math.prod(out) * es)))
 
 
+def select(out: tuple[int, ...], strides: tuple[tuple[int, ...], ...], sizes: tuple[int, ...], dtype: DType,
+           target: Target):
+    """``Y = M ? X : Z`` bit for bit, as ``Z ^ ((X ^ Z) & M)`` on the integer view of the bytes (M: all ones where
+    the condition holds, else 0), so NaN or inf in the branch not taken cannot leak. ``strides``: element strides of
+    X, Z and M per dimension of ``out`` (0 where broadcast); ``sizes``: their bytes; regions X, Z, M, Y. ``dtype``
+    is the integer type of the elements' size (i32 for f32, i8 for int8)."""
+    spm = target.spm
+    pipe = RingPipeline()
+
+    def compute(dst, srcs, shape):
+        x, z, m = srcs
+        return [VecBinary(op=BinOp.XOR, shape=shape, dst=dst, src0=x, src1=z),
+                VecBinary(op=BinOp.AND, shape=shape, dst=dst, src0=dst, src1=m),
+                VecBinary(op=BinOp.XOR, shape=shape, dst=dst, src0=dst, src1=z)]
+
+    _stream(pipe, tuple(out), [_Operand(r, s) for r, s in zip("XZM", strides)], _Operand("Y", row_major(out)),
+            [dtype] * 3, dtype, spm, compute)
+    return pipe.program(vector_config(spm), tuple(Region(r, i, max(1, n)) for i, (r, n) in
+                                                  enumerate(zip("XZMY", (*sizes, math.prod(out) * dtype.size)))))
+
+
 def unary(fn: Act, shape: tuple[int, ...], dtype: DType, target: Target, lo: float = 0, hi: float = 0):
     """``Y = fn(X)`` (relu, clamp(lo, hi), sigmoid, tanh, gelu, erf, exp, ...); regions X, Y."""
     spm = target.spm
     pipe = RingPipeline()
     _stream(pipe, tuple(shape), [_Operand("X", row_major(shape))], _Operand("Y", row_major(shape)), [dtype], dtype,
             spm, lambda dst, srcs, s: [VecUnary(fn=fn, shape=s, dst=dst, src=srcs[0], lo=lo, hi=hi)])
+    n = math.prod(shape) * dtype.size
+    return pipe.program(vector_config(spm), (Region("X", 0, n), Region("Y", 1, n)))
+
+
+def activation(act: str, shape: tuple[int, ...], dtype: DType, target: Target, lo: float = 0.0, hi: float = 0.0,
+               alpha: float = 1.0):
+    """``Y = act(X)`` for any activation of :mod:`compiler.epilogue` (``gelu_tanh``: eight instructions, ``silu``:
+    two, or three with ``alpha``) as one stream: per tile all of the activation's instructions, the output slot
+    serving as their scratch; regions X, Y."""
+    spm = target.spm
+    pipe = RingPipeline()
+    _stream(pipe, tuple(shape), [_Operand("X", row_major(shape))], _Operand("Y", row_major(shape)), [dtype], dtype,
+            spm, lambda dst, srcs, s: activation_ops(act, s, dst, srcs[0], dst, lo, hi, alpha))
     n = math.prod(shape) * dtype.size
     return pipe.program(vector_config(spm), (Region("X", 0, n), Region("Y", 1, n)))
 
@@ -205,18 +240,73 @@ def _vec(addr: int) -> View:
     return View(Space.SPM, addr, F32, (4,))
 
 
-def softmax(rows: int, length: int, dtype: DType, target: Target):
-    """Softmax over the last axis of ``[rows][length]``: max, subtract, exp, sum, reciprocal, multiply (f32)."""
+def softmax(rows: int, length: int, dtype: DType, target: Target, log: bool = False):
+    """Softmax over the last axis of ``[rows][length]``: max, subtract, exp, sum, reciprocal, multiply (f32).
+    ``log``: LogSoftmax, ``x - max - log(sum(exp(x - max)))`` (the exp summed in one pass)."""
     def tile(x, y, s, cols, _, r):
         t, m, z = s[0], _col(cols[0]), _col(cols[1])
-        return [VecConvert(shape=(r, length), dst=t, src=x),
+        head = [VecConvert(shape=(r, length), dst=t, src=x),
                 VecUnary(fn=Act.MOV, reduce=Reduce.MAX, zero=True, shape=(r, length), dst=m, src=t),
-                VecBinary(op=BinOp.SUB, shape=(r, length), dst=t, src0=t, src1=m),
-                VecUnary(fn=Act.EXP, shape=(r, length), dst=t, src=t),
-                VecUnary(fn=Act.MOV, reduce=Reduce.SUM, zero=True, shape=(r, length), dst=z, src=t),
-                VecUnary(fn=Act.RECIP, shape=(r,), dst=_vec(cols[1]), src=_vec(cols[1])),
-                VecBinary(op=BinOp.MUL, shape=(r, length), dst=y, src0=t, src1=z)]
+                VecBinary(op=BinOp.SUB, shape=(r, length), dst=t, src0=t, src1=m)]
+        if log:
+            return head + [VecUnary(fn=Act.EXP, reduce=Reduce.SUM, zero=True, shape=(r, length), dst=z, src=t),
+                           VecUnary(fn=Act.LOG, shape=(r,), dst=_vec(cols[1]), src=_vec(cols[1])),
+                           VecBinary(op=BinOp.SUB, shape=(r, length), dst=y, src0=t, src1=z)]
+        return head + [VecUnary(fn=Act.EXP, shape=(r, length), dst=t, src=t),
+                       VecUnary(fn=Act.MOV, reduce=Reduce.SUM, zero=True, shape=(r, length), dst=z, src=t),
+                       VecUnary(fn=Act.RECIP, shape=(r,), dst=_vec(cols[1]), src=_vec(cols[1])),
+                       VecBinary(op=BinOp.MUL, shape=(r, length), dst=y, src0=t, src1=z)]
     return _rows_op(rows, length, dtype, min(target.spm, 1 << 22), (), tile, scratch=1, scalars=2)
+
+
+def softmax_axis(outer: int, length: int, inner: int, dtype: DType, target: Target, log: bool = False):
+    """Softmax (``log``: LogSoftmax) over the middle axis of ``[outer][length][inner]`` without a transpose: a tile
+    holds whole ``length`` columns of ``io`` inner elements (DRAM runs of ``io``), and the max and the sum reduce
+    across the rows of the tile (destination stride 0 on the middle axis), so every vector instruction walks
+    contiguous SPM; regions X, Y. Same instructions per element as :func:`softmax`."""
+    spm, es = min(target.spm, 1 << 22), dtype.size
+    col_bytes = length * (2 * es + 4) + 8          # x, y and the f32 scratch of one column, plus its max and sum
+    fit = (spm // 2) // col_bytes                  # columns per ring slot
+    if not fit:
+        raise TilingError(f"a softmax column of {length} elements does not fit the SPM")
+    cols = min(fit, _overlap_cap(outer * inner, -(-4096 // length)))
+    io = min(inner, cols)
+    if io < inner and io >= target.lanes:          # whole beats of the vector unit
+        io -= io % target.lanes
+    per = max(1, min(outer, cols // io))
+    pipe = RingPipeline()
+    x_slot, t_slot = per * length * io * es, per * length * io * 4
+    slot = 2 * x_slot + t_slot + 2 * per * io * 4
+    for o0 in range(0, outer, per):
+        for i0 in range(0, inner, io):
+            o, i = min(per, outer - o0), min(io, inner - i0)
+            base = pipe.slot * slot
+            shape = (o, length, i)
+            x = View(Space.SPM, base, dtype, (length * io * es, io * es, es))
+            y = View(Space.SPM, base + x_slot, dtype, (length * io * es, io * es, es))
+            t = View(Space.SPM, base + 2 * x_slot, F32, (length * io * 4, io * 4, 4))
+            m_addr, z_addr = base + 2 * x_slot + t_slot, base + 2 * x_slot + t_slot + per * io * 4
+            m, z = View(Space.SPM, m_addr, F32, (io * 4, 0, 4)), View(Space.SPM, z_addr, F32, (io * 4, 0, 4))
+            zv = View(Space.SPM, z_addr, F32, (io * 4, 4))
+            dram = (length * inner * es, inner * es, es)
+            off = (o0 * length * inner + i0) * es
+            compute = [VecConvert(shape=shape, dst=t, src=x),
+                       VecUnary(fn=Act.MOV, reduce=Reduce.MAX, zero=True, shape=shape, dst=m, src=t),
+                       VecBinary(op=BinOp.SUB, shape=shape, dst=t, src0=t, src1=m)]
+            if log:
+                compute += [VecUnary(fn=Act.EXP, reduce=Reduce.SUM, zero=True, shape=shape, dst=z, src=t),
+                            VecUnary(fn=Act.LOG, shape=(o, i), dst=zv, src=zv),
+                            VecBinary(op=BinOp.SUB, shape=shape, dst=y, src0=t, src1=z)]
+            else:
+                compute += [VecUnary(fn=Act.EXP, shape=shape, dst=t, src=t),
+                            VecUnary(fn=Act.MOV, reduce=Reduce.SUM, zero=True, shape=shape, dst=z, src=t),
+                            VecUnary(fn=Act.RECIP, shape=(o, i), dst=zv, src=zv),
+                            VecBinary(op=BinOp.MUL, shape=shape, dst=y, src0=t, src1=z)]
+            pipe.step([DmaCopy(queue=Queue.DMA_LD, shape=shape, dst=x, src=View(Space.DRAM, off, dtype, dram, "X"))],
+                      compute,
+                      [DmaCopy(queue=Queue.DMA_ST, shape=shape, src=y, dst=View(Space.DRAM, off, dtype, dram, "Y"))])
+    n = outer * length * inner * es
+    return pipe.program(vector_config(spm), (Region("X", 0, n), Region("Y", 1, n)))
 
 
 def layernorm(rows: int, length: int, dtype: DType, target: Target, eps: float = 1e-5):
@@ -373,33 +463,6 @@ def avgpool_reciprocals(H: int, W: int, k: int, stride: int, pad: int) -> np.nda
     OH, OW = (H + 2 * pad - k) // stride + 1, (W + 2 * pad - k) // stride + 1
     return (1.0 / avgpool_counts(H, W, (k, k), (stride, stride), (pad,) * 4, (1, 1), (OH, OW), False)).astype(
         np.float32)
-
-
-def permute(in_shape: tuple[int, ...], perm: tuple[int, ...], dtype: DType, target: Target):
-    """``Y = transpose(X, perm)`` (row-major in and out); regions X, Y. Per tile the DMA reads X's box in X's own order
-    (long DRAM runs), the vector unit moves it into Y's order in SPM, and the DMA writes Y's box."""
-    spm = target.spm
-    out = tuple(in_shape[p] for p in perm)
-    xst = row_major(tuple(in_shape))
-    shape, (xs, ys) = collapse(out, tuple(xst[p] for p in perm), row_major(out))
-    if len(shape) > 5:
-        raise CompileError(f"transpose of {in_shape} by {perm} does not collapse to 5 dimensions")
-    es = dtype.size
-    limit = min(max(1, (spm // 2) // (2 * es)), _overlap_cap(math.prod(shape), 4096))
-    order = sorted(range(len(shape)), key=lambda d: -xs[d])   # X's order of the output dimensions
-    pipe = RingPipeline()
-    for start, tshape in _tiles(shape, limit):
-        x_base, y_base = pipe.slot * limit * es, (2 + pipe.slot) * limit * es
-        held = tuple(tshape[d] for d in order)
-        dense = row_major(held)
-        load = DmaCopy(queue=Queue.DMA_LD, shape=held, dst=View(Space.SPM, x_base, dtype, tuple(s * es for s in dense)),
-                       src=_dram_box(tuple(start[d] for d in order), tuple(xs[d] for d in order), dtype, "X"))
-        src = View(Space.SPM, x_base, dtype, tuple(dense[order.index(d)] * es for d in range(len(shape))))
-        y = View(Space.SPM, y_base, dtype, tuple(s * es for s in row_major(tshape)))
-        store = DmaCopy(queue=Queue.DMA_ST, shape=tshape, src=y, dst=_dram_box(start, ys, dtype, "Y"))
-        pipe.step([load], [VecUnary(fn=Act.MOV, shape=tshape, dst=y, src=src)], [store])
-    n = math.prod(in_shape) * es
-    return pipe.program(vector_config(spm), (Region("X", 0, n), Region("Y", 1, n)))
 
 
 def quantize(shape: tuple[int, ...], out: DType, scale: float, zp: int, target: Target):

@@ -10,7 +10,26 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.conv import ConvShape, conv2d, conv_inputs, conv_reference, search_conv_tiling
+from compiler import grid_sample, sample2d  # noqa: F401 (Sample2D generators, for npusim.seedbench)
+from compiler.conv import (
+    ConvShape,
+    choose_conv_tiling,
+    conv2d,
+    conv_inputs,
+    conv_instructions,
+    conv_reference,
+    search_conv_tiling,
+)
+from compiler.conv_transpose import MODES as CONV_TRANSPOSE_MODES  # noqa: F401 (for npusim.seedbench)
+from compiler.conv_transpose import (
+    ConvTransposeShape,
+    TransposeTiling,
+    conv_transpose2d,
+    conv_transpose_inputs,
+    conv_transpose_reference,
+    search_conv_transpose_tiling,
+    swell_shape,  # noqa: F401 (for npusim.seedbench)
+)
 from compiler.errors import CompileError
 from compiler.gemm import (
     ACC_TYPE,
@@ -27,14 +46,18 @@ from compiler.ir import Graph
 from compiler.link import LayerRange
 from compiler.lower import REGISTRY as OP_REGISTRY  # noqa: F401 (the op registry, for npusim.docgen)
 from compiler.lower.quant import QUANT_OPS
-from compiler.model import CompiledModel, compile_model
+from compiler.model import CompiledModel, compile_model, run_passes
+from compiler.model import _spm_top as spm_top  # noqa: F401 (one past the highest SPM byte a program touches)
 from compiler.target import Target
-from isa import DType, SimulationError
+from compiler.zoo import MODELS as ZOO_MODELS  # noqa: F401 (for npusim.sweep)
+from isa import DType, LimitError, SimulationError
 from isa.arch import Arch
 from isa.dtypes import to_compute
 
 from .energy import layer_energy
+from .inputs import for_model
 from .intervals import time_split, unit_role
+from .limits import LIMITS, Limits
 from .simulator import SimResult, region_array, simulate
 from .stats import UNIT_NAMES
 
@@ -69,13 +92,41 @@ def ideal_memory_arch(M: int, N: int, K: int, dtype: DType, arch: Arch) -> Arch:
                                 f"matrix.max_rows={max(M, arch.matrix.max_rows)}"])
 
 
+def _positive(**dims: int) -> None:
+    for name, v in dims.items():
+        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
+            raise CompileError(f"{name} must be a positive integer, not {v!r}")
+
+
+def _regions_fit(what: str, **sizes: int) -> None:
+    """A LimitError unless every DRAM region fits the ISA's 32-bit region sizes."""
+    for name, size in sizes.items():
+        if size >= 1 << 32:
+            raise LimitError(f"{what}: region {name} would be {size:,} bytes; a DRAM region holds less than 4 GiB")
+
+
+def layer_work(outputs: int, macs: int, dram: int, arch: Arch) -> tuple[int, int, int]:
+    """(instructions at least, element operations, bytes of memory) of one layer with ``outputs`` accumulator
+    elements, ``macs`` and ``dram`` bytes of inputs and outputs: a step's output tile must fit half the accumulator
+    (two tiles overlap), and each step is at least one instruction; the host keeps the inputs and the reference."""
+    steps = -(-outputs * 4 * 2 // arch.acc.size)
+    return steps, macs + dram, arch.spm.size + arch.acc.size + 3 * dram + 16 * outputs
+
+
 def run_gemm(M: int, N: int, K: int, dtype: DType, arch: Arch, *, timing_only: bool = False,
-             ideal_memory: bool = False, seed: int = 0, progress=None) -> tuple[SimResult, Validation | None]:
+             ideal_memory: bool = False, seed: int = 0, progress=None,
+             limits: Limits | None = LIMITS) -> tuple[SimResult, Validation | None]:
     """Compile ``C = A @ B`` for ``arch``, simulate it on seeded random inputs and check C against numpy.
 
     ideal_memory: the whole GEMM is one tile in SRAMs sized to hold it, and data movement is free (see
-    :func:`ideal_memory_arch`); the matrix unit's busy cycles then follow SCALE-Sim's accounting.
+    :func:`ideal_memory_arch`); the matrix unit's busy cycles then follow SCALE-Sim's accounting. limits: the layer's
+    instructions, element operations and memory are estimated before anything is built (LimitError above them).
     """
+    _positive(M=M, N=N, K=K)
+    if limits is not None:
+        limits.check(f"GEMM {M}x{N}x{K}", *layer_work(M * N, M * N * K, (M * K + K * N) * dtype.size + M * N * 4,
+                                                      arch), timing_only)
+    _regions_fit(f"GEMM {M}x{N}x{K}", A=M * K * dtype.size, B=K * N * dtype.size, C=M * N * 4)
     packed = not ideal_memory   # B pre-blocked offline, as weights are (ideal memory keeps SCALE-Sim's setting)
     if ideal_memory:
         arch = ideal_memory_arch(M, N, K, dtype, arch)
@@ -108,9 +159,19 @@ def _validate(got: np.ndarray, want: np.ndarray, bound: np.ndarray | None) -> Va
 
 
 def run_conv(cs: ConvShape, dtype: DType, arch: Arch, *, timing_only: bool = False, ideal_memory: bool = False,
-             seed: int = 0, progress=None) -> tuple[SimResult, Validation | None]:
-    """Compile one convolution for ``arch``, simulate it on seeded random inputs and check Y against numpy."""
-    target = Target.of(arch)
+             seed: int = 0, progress=None, limits: Limits | None = LIMITS) -> tuple[SimResult, Validation | None]:
+    """Compile one convolution for ``arch``, simulate it on seeded random inputs and check Y against numpy.
+    limits: as :func:`run_gemm`'s, checked before the tiling search."""
+    what = f"conv {cs.N}x{cs.C}x{cs.H}x{cs.W} * {cs.K}x{cs.Cg}x{cs.R}x{cs.S}"
+    outputs, target = cs.N * cs.K * cs.OH * cs.OW, Target.of(arch)
+    if limits is not None:
+        dram = (cs.N * cs.C * cs.H * cs.W + cs.K * cs.Cg * cs.R * cs.S) * dtype.size + outputs * 4
+        _, elements, memory = layer_work(outputs, cs.macs, dram, arch)
+        tallest = choose_conv_tiling(cs, dtype, target)
+        limits.check(what, conv_instructions(cs, tallest, dtype.size, target.rows, target.cols, target.spm),
+                     elements, memory, timing_only)
+    _regions_fit(what, X=cs.N * cs.C * cs.H * cs.W * dtype.size, Wt=cs.K * cs.Cg * cs.R * cs.S * dtype.size,
+                 Y=outputs * 4)
     tiling = search_conv_tiling(cs, dtype, target)
     program = conv2d(cs, dtype, target, tiling)
     inputs, x, w = conv_inputs(cs, dtype, target.rows, target.cols, seed, tiling.im2col, tiling.pack, tiling.gpack)
@@ -124,6 +185,29 @@ def run_conv(cs: ConvShape, dtype: DType, arch: Arch, *, timing_only: bool = Fal
     bound = None
     if dtype.is_float:
         bound = (cs.Cg * cs.R * cs.S + 1) * np.finfo(np.float32).eps * conv_reference(np.abs(xs), np.abs(ws), cs)
+    return result, _validate(got, want, bound)
+
+
+def run_conv_transpose(ct: ConvTransposeShape, dtype: DType, arch: Arch, *, mode: str = "split",
+                       tiling: TransposeTiling | None = None, timing_only: bool = False, seed: int = 0,
+                       progress=None) -> tuple[SimResult, Validation | None]:
+    """Compile one transposed convolution (:func:`compiler.conv_transpose.conv_transpose2d`, ``mode`` split or
+    swell_spm) for ``arch``, simulate it on seeded random inputs and check Y against the float64/int64 scatter
+    reference (floats within the fp32 accumulation bound of the taps each output sums)."""
+    target = Target.of(arch)
+    tiling = tiling or search_conv_transpose_tiling(ct, dtype, target, mode=mode)
+    program = conv_transpose2d(ct, dtype, target, tiling, mode=mode)
+    inputs, x, w = conv_transpose_inputs(ct, dtype, target.rows, target.cols, seed, mode, tiling.gpack)
+    result = simulate(program, arch, None if timing_only else inputs, timing_only=timing_only, progress=progress)
+    if timing_only:
+        return result, None
+    got = region_array(result, "Y", ACC_TYPE[dtype], (ct.N, ct.OH, ct.OW, ct.K)).transpose(0, 3, 1, 2)
+    xs, ws = to_compute(x, dtype), to_compute(w, dtype)
+    want = conv_transpose_reference(xs, ws, ct)
+    bound = None
+    if dtype.is_float:
+        taps = ct.Cg * -(-ct.R // ct.stride[0]) * -(-ct.S // ct.stride[1])
+        bound = (taps + 1) * np.finfo(np.float32).eps * conv_transpose_reference(np.abs(xs), np.abs(ws), ct)
     return result, _validate(got, want, bound)
 
 
@@ -151,12 +235,23 @@ def run_topology(layers, arch: Arch, *, dtype: DType = DType.I8, ideal_memory: b
 
 def load_model(model, fallback: bool = True, dims: dict[str, int] | None = None) -> Graph:
     """A Graph from an ONNX file path, an onnx.ModelProto or a Graph; with ``fallback``, ops the compiler does not
-    know are kept (marked for the host CPU) instead of refused; ``dims`` fixes symbolic input dimensions by name."""
+    know are kept (marked for the host CPU) instead of refused (without it, unless the fusion passes remove every
+    such node: an exported LayerNorm's Pow and Sqrt, a written-out softmax's Exp); ``dims`` fixes symbolic input
+    dimensions by name."""
     if isinstance(model, Graph):
         return model
+    from compiler.errors import UnsupportedOpError
     from compiler.onnx_import import import_onnx
 
-    return import_onnx(model, allow_unknown=fallback, dims=dims)
+    try:
+        return import_onnx(model, allow_unknown=fallback, dims=dims)
+    except UnsupportedOpError:
+        if fallback:
+            raise
+        graph = import_onnx(model, allow_unknown=True, dims=dims)
+        if any(n.unsupported for n in run_passes(graph).nodes):
+            raise
+        return graph
 
 
 def host_functions(compiled: CompiledModel) -> dict[str, Callable]:
@@ -184,13 +279,13 @@ def host_functions(compiled: CompiledModel) -> dict[str, Callable]:
 
 
 def ort_session(model, options=None, what: str = "onnxruntime"):
-    """An onnxruntime CPU session for ``model`` (ModelProto or bytes) that logs only errors (its warnings about
+    """An onnxruntime CPU session for ``model`` (ModelProto or bytes) that logs only fatal errors (its warnings about
     unused initializers and the like would otherwise reach the user's terminal on every host call); a CompileError
     ``<what> rejects the model: <reason>`` when onnxruntime cannot load it."""
     import onnxruntime as ort
 
     opts = options or ort.SessionOptions()
-    opts.log_severity_level = 3
+    opts.log_severity_level = 4   # errors too: a session that fails to load is reported in our one line
     data = model if isinstance(model, bytes) else model.SerializeToString()
     try:
         return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
@@ -238,6 +333,11 @@ def single_layer_report(result: SimResult, name: str, op: str) -> list[dict]:
     return layer_report(result, [LayerRange(name, op, 0, len(result.program.instrs), result.macs)])
 
 
+def model_inputs(graph: Graph) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """A graph's inputs: name -> (shape, dtype)."""
+    return {n: (graph.tensor(n).shape, graph.tensor(n).dtype) for n in graph.inputs}
+
+
 def zoo_model(name: str):
     """The ONNX model of zoo entry ``name`` (seeded, default sizes)."""
     from compiler.zoo import MODELS
@@ -264,24 +364,28 @@ def model_report(result: SimResult, compiled: CompiledModel, instructions: bool 
 def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *, timing_only: bool = False,
               validate: bool = False, seed: int = 0, dump_after: str | None = None, fallback: bool = True,
               fuse: bool = True, buffers: int = 2, prefetch: bool | None = None, resident: bool | None = None,
-              serial: bool = False, progress=None, dims: dict[str, int] | None = None, cache: bool = True):
+              serial: bool = False, progress=None, limits: Limits | None = LIMITS,
+              dims: dict[str, int] | None = None, conv_transpose: str = "split", cache: bool = True):
     """Compile an ONNX model (path, ModelProto or Graph) for ``arch`` and simulate it.
 
-    Without ``inputs``, seeded random ones (standard normal for floats). Returns (compiled model, result, outputs by
-    ONNX name, report dict with ``layers``, ``host_ops`` and, when ``validate``, ``validation`` per output against
-    onnxruntime). fallback: run the nodes the NPU cannot on the host CPU (else UnsupportedOpError lists them).
-    fuse, buffers, prefetch, resident: compiler options (:func:`compiler.model.compile_model`); serial: simulate every
-    instruction after the previous one retired (no overlap between units at all). ``progress`` is passed to
-    :func:`npusim.simulate` (``progress(retired, total, cycle)``). ``dims`` fixes the model's symbolic input
-    dimensions by name (``{"batch": 1}``). ``cache``: load the compiled model from the disk compile cache
-    (:mod:`npusim.compile_cache`) when it holds this model, Arch and options, else compile and store it there (an ONNX
-    path or ModelProto; a Graph, or ``dump_after``, always compiles; so does every run with the environment variable
-    ``NPUSIM_NO_CACHE`` set). The report says ``compile_cache`` ("hit",
-    "miss" or "off"), ``compile_seconds`` (import + compile, or the cache load) and ``simulate_seconds`` (wall).
+    ``inputs``: input name -> array of exactly the input's shape and dtype (or one array for a one-input model),
+    checked before compiling; without them, seeded random ones (standard normal for floats). Returns (compiled
+    model, result, outputs by ONNX name, report dict with ``layers``, ``host_ops`` and, when ``validate``,
+    ``validation`` per output against onnxruntime). fallback: run the nodes the NPU cannot on the host CPU (else
+    UnsupportedOpError lists them).
+    fuse, buffers, prefetch, resident, conv_transpose: compiler options (:func:`compiler.model.compile_model`);
+    serial: simulate every instruction after the previous one retired (no overlap between units at all). ``progress``
+    and ``limits`` are passed to :func:`npusim.simulate` (``progress(retired, total, cycle)``). ``dims`` fixes the
+    model's symbolic input dimensions by name (``{"batch": 1}``). ``cache``: load the compiled model from the disk
+    compile cache (:mod:`npusim.compile_cache`) when it holds this model, Arch and options, else compile and store it
+    there (an ONNX path or ModelProto; a Graph, or ``dump_after``, always compiles; so does every run with the
+    environment variable ``NPUSIM_NO_CACHE`` set). The report says ``compile_cache`` ("hit", "miss" or "off"),
+    ``compile_seconds`` (import + compile, or the cache load) and ``simulate_seconds`` (wall).
     """
     t0 = time.perf_counter()
     entry, hit = None, "off"
-    options = dict(fallback=fallback, fuse=fuse, buffers=buffers, prefetch=prefetch, resident=resident, dims=dims)
+    options = dict(fallback=fallback, fuse=fuse, buffers=buffers, prefetch=prefetch, resident=resident, dims=dims,
+                   conv_transpose=conv_transpose)
     cache = cache and dump_after is None and not os.environ.get("NPUSIM_NO_CACHE")
     key = _cache_key(model, arch, options) if cache else None
     if key is not None:
@@ -289,24 +393,21 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
 
         entry = compile_cache.load(key)
         hit = "hit" if entry is not None else "miss"
-    if entry is None:
-        graph = load_model(model, fallback, dims)
+    graph, compiled = entry if entry is not None else (load_model(model, fallback, dims), None)
+    if inputs is not None:
+        inputs = for_model(model_inputs(graph), inputs)
+    if compiled is None:
         compiled = compile_model(graph, arch, dump_after=dump_after, fallback=fallback, fuse=fuse, buffers=buffers,
-                                 prefetch=prefetch, resident=resident)
+                                 prefetch=prefetch, resident=resident, conv_transpose=conv_transpose)
         if key is not None:
             compile_cache.store(key, graph, compiled)
-    else:
-        graph, compiled = entry
     t1 = time.perf_counter()
     rng = np.random.default_rng(seed)
     if inputs is None:
         inputs = {n: rng.standard_normal(graph.tensor(n).shape).astype(graph.tensor(n).dtype) for n in graph.inputs}
-    missing = [n for n in graph.inputs if n not in inputs]
-    if missing:
-        raise SimulationError(f"inputs lack {', '.join(missing)}; the model's inputs are {', '.join(graph.inputs)}")
     result = simulate(compiled.program, arch, None if timing_only else compiled.dram_inputs(inputs),
                       timing_only=timing_only, host_functions=None if timing_only else host_functions(compiled),
-                      serial=serial, progress=progress)
+                      serial=serial, progress=progress, limits=limits)
     outputs = {} if timing_only else compiled.read_outputs(result.outputs["ACT"])
     report = model_report(result, compiled)
     report.update(compile_seconds=t1 - t0, simulate_seconds=time.perf_counter() - t1, compile_cache=hit)
@@ -323,7 +424,11 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
             if isinstance(model, Graph):
                 raise
             sess = ort_session(to_onnx(graph), _ort_options(graph), what="onnxruntime (the reference for --validate)")
-        refs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, dict(inputs))))
+        try:
+            refs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, dict(inputs))))
+        except Exception as e:   # onnxruntime's own error types: the model is one it cannot run
+            raise CompileError(f"onnxruntime (the reference for --validate) cannot run the model: "
+                               f"{_first_line(e)}") from None
         quantized = any(n.op in QUANT_OPS for n in graph.nodes)
         report["validation"] = {name: _compare(outputs[name], refs[name], quantized) for name in outputs}
     return compiled, result, outputs, report
@@ -361,9 +466,14 @@ def _ort_options(graph: Graph):
 
 def _compare(got: np.ndarray, want: np.ndarray, quantized: bool = False) -> dict:
     """max |err| and the relative error max|err| / max|want|; fp32 models must agree within 1e-3 relative, integer
-    outputs and every output of a quantized model (int8, or float from DequantizeLinear of identical int8) exactly."""
-    err = float(np.abs(got.astype(np.float64) - want.astype(np.float64)).max(initial=0))
-    rel = err / max(float(np.abs(want).max(initial=0)), 1e-30)
+    outputs and every output of a quantized model (int8, or float from DequantizeLinear of identical int8) exactly.
+    Equal infinities and NaN against NaN agree (a masked attention score is -inf on both sides); any other
+    non-finite difference is an infinite error."""
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    same = (g == w) | (np.isnan(g) & np.isnan(w))
+    with np.errstate(invalid="ignore"):   # inf - inf where the two disagree: counted as an infinite error
+        err = float(np.nan_to_num(np.where(same, 0.0, np.abs(g - w)), nan=np.inf).max(initial=0))
+    rel = err / max(float(np.abs(w[np.isfinite(w)]).max(initial=0)), 1e-30)
     exact = quantized or not np.issubdtype(want.dtype, np.floating)
     return {"max_abs_error": err, "max_rel_error": rel, "ok": err == 0 if exact else rel <= 1e-3,
             "rule": "exact" if exact else "max|err| / max|reference| <= 1e-3"}

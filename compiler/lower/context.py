@@ -17,7 +17,7 @@ import numpy as np
 
 from isa import DType, Program
 
-from .. import vector
+from .. import transpose
 from ..ir import Graph, Node
 from ..link import Segment
 from ..target import Target
@@ -75,11 +75,12 @@ class LoweringContext:
 
     ``target``: what the lowering may use of the NPU (the SPM less any activation arena, or half of that under
     prefetch); ``prefetched``: the segment's leading constant loads will overlap the previous layer, so a tiling
-    search may discount them.
+    search may discount them; ``conv_transpose``: how ConvTranspose is lowered (``split``, or the baselines
+    ``swell_spm`` and ``swell_dram``: :data:`compiler.conv_transpose.MODES`).
     """
 
-    def __init__(self, graph: Graph, target: Target):
-        self.graph, self.target = graph, target
+    def __init__(self, graph: Graph, target: Target, conv_transpose: str = "split"):
+        self.graph, self.target, self.conv_transpose = graph, target, conv_transpose
         self.prefetched = False
         self.segments: list[Segment] = []
         self.weights: list[np.ndarray] = []   # constant images, each padded to ALIGN, in region W order
@@ -121,7 +122,7 @@ class LoweringContext:
         out = self.alloc(b.shape, layout, b.dtype)
         rank = len(b.shape)
         perm = channels_last(rank) if layout == "nhwc" else channels_first(rank)
-        prog = vector.permute(b.phys, perm, b.dtype, self.target)
+        prog = transpose.permute(b.phys, perm, b.dtype, self.target)
         self.segments.append(Segment(f"{name}.to_{layout}", "Transpose", prog,
                                      {"X": ("ACT", b.offset), "Y": ("ACT", out.offset)}))
         self.bind[name] = out

@@ -13,7 +13,7 @@ import numpy as np
 from isa import DType
 
 from ..canonical import CanonContext, window_attrs
-from ..conv import ConvShape, Epilogue, conv2d, conv_shape, pack_weights, search_conv_tiling
+from ..conv import ConvShape, conv2d, conv_shape, pack_weights, search_conv_tiling
 from ..depthwise import depthwise2d, is_depthwise, pack_depthwise
 from ..errors import CompileError, TilingError, UnsupportedOpError
 from ..gemm import tiled_gemm
@@ -21,7 +21,7 @@ from ..ir import Graph, Node
 from ..patchify import dma_estimate, is_patchify, pack_b_loads, patch_gemm, patch_matrix, patch_weights
 from .context import LoweringContext
 from .spec import Canonical, Check, OpSpec
-from .steps import activation_step, bias_step
+from .steps import activation_step, bias_step, fused_epilogue
 
 F32 = DType.F32
 
@@ -49,8 +49,7 @@ def lower_conv(low: LoweringContext, n: Node) -> None:
             y = activation_step(low, n, y, act)
     else:   # bias and activation fused: applied to each accumulator tile before the store
         residual = bool(a.get("residual"))   # fuse_residual: the Add's other operand starts the accumulators
-        ep = Epilogue(bias=has_bias, act=act[0] if act else None, lo=act[1] if act and len(act) > 1 else 0.0,
-                      hi=act[2] if act and len(act) > 1 else 0.0, residual=residual)
+        ep = fused_epilogue(n, has_bias)
         tiling = npu_tiling(n, search_conv_tiling, cs, F32, target, ep, hidden_constants=low.prefetched)
         prog = conv2d(cs, F32, target, tiling, ep)
         wt = pack_weights(w, cs, target.rows, target.cols, tiling.im2col, tiling.pack, tiling.gpack)

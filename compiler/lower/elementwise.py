@@ -89,10 +89,34 @@ def lower_unary(low: LoweringContext, n: Node) -> None:
     lo = hi = 0.0
     if n.op == "Clip":
         ins = n.inputs + ("", "")
-        lo = float(low.data(ins[1])) if ins[1] else float(n.attrs.get("min", -3.4e38))
-        hi = float(low.data(ins[2])) if ins[2] else float(n.attrs.get("max", 3.4e38))
+        lo = low.data(ins[1]).item() if ins[1] else float(n.attrs.get("min", -3.4e38))   # (a 1-element bound)
+        hi = low.data(ins[2]).item() if ins[2] else float(n.attrs.get("max", 3.4e38))
+        lo = min(lo, hi)   # ONNX: with min > max every output is max
     y = low.alloc(x.shape, x.layout)
     low.emit(n, vector.unary(UNARY[n.op], x.phys, F32, low.target, lo, hi),
+             {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)})
+    low.bind[n.outputs[0]] = y
+
+
+def lower_gelu(low: LoweringContext, n: Node) -> None:
+    """Gelu: the erf form in one vpu.act.gelu per tile, the tanh form as one stream of eight instructions per tile
+    (:func:`compiler.vector.activation`)."""
+    if n.attrs.get("approximate", "none") == "none":
+        return lower_unary(low, n)
+    lower_activation(low, n, "gelu_tanh")
+
+
+def lower_swish(low: LoweringContext, n: Node) -> None:
+    """Swish ``x * sigmoid(alpha * x)`` (SiLU for alpha 1): one stream, per tile vpu.act.sigmoid and vpu.mul (a
+    vpu.mul by alpha first otherwise)."""
+    lower_activation(low, n, "silu", float(n.attrs.get("alpha", 1.0)))
+
+
+def lower_activation(low: LoweringContext, n: Node, act: str, alpha: float = 1.0) -> None:
+    """``act`` (:mod:`compiler.epilogue`'s name) over the tensor in its layout, as one stream."""
+    x = low.bind[n.inputs[0]]
+    y = low.alloc(x.shape, x.layout)
+    low.emit(n, vector.activation(act, x.phys, F32, low.target, alpha=alpha),
              {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)})
     low.bind[n.outputs[0]] = y
 
@@ -102,9 +126,13 @@ def _gelu(node: Node, ctx: CanonContext) -> Node:
 
 
 def _gelu_check(node: Node, graph: Graph) -> str | None:
-    if node.attrs.get("approximate", "none") != "none":
-        return "only approximate='none' (the erf form) is supported"
+    if node.attrs.get("approximate", "none") not in ("none", "tanh"):
+        return f"approximate must be 'none' or 'tanh', not {node.attrs.get('approximate')!r}"
     return None
+
+
+def _swish(node: Node, ctx: CanonContext) -> Node:
+    return dataclasses.replace(node, attrs={"alpha": float(node.attrs.get("alpha", 1.0))})
 
 
 OPS = (
@@ -112,7 +140,10 @@ OPS = (
              "Relu/Clip is fused into the same pass") for op in BINARY),
     *(OpSpec(op, lower_unary, npu=f"vector unit ({fn.name.lower()})")
       for op, fn in UNARY.items() if op not in ("Gelu", "Clip")),
-    OpSpec("Gelu", lower_unary, _gelu, _gelu_check, npu="vector unit (gelu), approximate='none'"),
+    OpSpec("Gelu", lower_gelu, _gelu, _gelu_check, npu="vector unit: approximate='none' one gelu pass, 'tanh' one "
+           "stream of 8 instructions per tile"),
+    OpSpec("Swish", lower_swish, _swish, npu="vector unit: one stream of sigmoid and multiply per tile (SiLU; also "
+           "what Mul(x, Sigmoid(x)) is fused into)"),
     OpSpec("Clip", lower_unary, const_inputs("min", "max"),
            npu="vector unit (clamp), constant bounds"),
 )

@@ -1,5 +1,5 @@
-"""Row-wise ops over the last axis on the vector unit: Softmax, LayerNormalization, and the row-wise program of
-ReduceMean and ReduceSum (their entries: :mod:`compiler.lower.reduce`)."""
+"""Row-wise ops on the vector unit: Softmax and LogSoftmax over any axis, LayerNormalization over the last axis, and the
+row-wise program of ReduceMean and ReduceSum (their entries: :mod:`compiler.lower.reduce`)."""
 
 from __future__ import annotations
 
@@ -30,16 +30,33 @@ def lower_rows(low: LoweringContext, n: Node) -> None:
     out_shape = low.graph.tensor(n.outputs[0]).shape
     y = low.alloc(out_shape, "rm")
     bind = {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)}
-    if n.op == "Softmax":
-        prog = vector.softmax(rows, length, F32, low.target)
-    elif n.op == "LayerNormalization":
-        gamma = low.data(n.inputs[1]).astype(np.float32)
-        beta = low.data(n.inputs[2]).astype(np.float32) if len(n.present_inputs) > 2 else np.zeros_like(gamma)
+    if n.op == "LayerNormalization":
+        # scale and bias broadcast to the normalized (last) axis: a (1,)-shaped scale is one value for every element
+        gamma = np.broadcast_to(low.data(n.inputs[1]).astype(np.float32), (length,))
+        beta = np.broadcast_to(low.data(n.inputs[2]).astype(np.float32), (length,)) \
+            if len(n.present_inputs) > 2 else np.zeros_like(gamma)
         bind["GB"] = ("W", low.const(np.concatenate([gamma.ravel(), beta.ravel()])))
         prog = vector.layernorm(rows, length, F32, low.target, n.attrs.get("epsilon", 1e-5))
     else:
         prog = vector.reduce_rows(Reduce.SUM, rows, length, F32, low.target, mean=n.op == "ReduceMean")
     low.emit(n, prog, bind)
+    low.bind[n.outputs[0]] = y
+
+
+def lower_softmax(low: LoweringContext, n: Node) -> None:
+    """Softmax / LogSoftmax over any axis, in the layout the input is in (a channels-last tensor's channel axis is
+    its rows): over the innermost axis in memory as rows, over another one through strided views
+    (:func:`compiler.vector.softmax_axis`), never a transpose."""
+    b = low.bind[n.inputs[0]]
+    x = b if b.layout == "nhwc" and len(b.shape) == 4 else low.want(n.inputs[0], "rm")
+    axis = n.attrs["axis"]
+    p = (0, 2, 3, 1).index(axis) if x.layout == "nhwc" else axis
+    outer, length, inner = math.prod(x.phys[:p]), x.phys[p], math.prod(x.phys[p + 1:])
+    y = low.alloc(x.shape, x.layout)
+    log = n.op == "LogSoftmax"
+    prog = vector.softmax(outer, length, F32, low.target, log) if inner == 1 else \
+        vector.softmax_axis(outer, length, inner, F32, low.target, log)
+    low.emit(n, prog, {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)})
     low.bind[n.outputs[0]] = y
 
 
@@ -62,7 +79,8 @@ def _layernorm(node: Node, ctx: CanonContext) -> Node:
 
 
 OPS = (
-    OpSpec("Softmax", lower_rows, axis_attr(-1), _last_axis, npu="vector unit, last axis"),
+    OpSpec("Softmax", lower_softmax, axis_attr(-1), npu="vector unit, any axis (strided views, no transpose)"),
+    OpSpec("LogSoftmax", lower_softmax, axis_attr(-1), npu="vector unit, any axis (strided views, no transpose)"),
     OpSpec("LayerNormalization", lower_rows, _layernorm, _last_axis, npu="vector unit, last axis, constant scale "
            "and bias"),
 )

@@ -8,6 +8,7 @@ import numpy as np
 from isa import Act, BinOp, DType
 
 from .. import vector
+from ..epilogue import Epilogue
 
 
 def bias_step(low, node, y, bias: np.ndarray):
@@ -20,9 +21,23 @@ def bias_step(low, node, y, bias: np.ndarray):
 
 
 def activation_step(low, node, y, act: tuple):
-    """A fused activation (``("relu",)`` or ``("clamp", lo, hi)``) as segment ``<node>.<act>``; the new binding."""
+    """A fused activation (``("relu",)``, ``("clamp", lo, hi)``, ``("gelu",)``, ...: see
+    :data:`compiler.ir.FUSED_ATTRS`) as segment ``<node>.<act>``; the new binding."""
     out = low.alloc(y.shape, y.layout)
     lo, hi = (act[1], act[2]) if len(act) > 1 else (0.0, 0.0)
-    prog = vector.unary(Act.RELU if act[0] == "relu" else Act.CLAMP, y.phys, DType.F32, low.target, lo, hi)
+    if act[0] in ("relu", "clamp"):
+        prog = vector.unary(Act.RELU if act[0] == "relu" else Act.CLAMP, y.phys, DType.F32, low.target, lo, hi)
+    else:
+        prog = vector.activation(act[0], y.phys, DType.F32, low.target)
     low.emit(node, prog, {"X": ("ACT", y.offset), "Y": ("ACT", out.offset)}, suffix="." + act[0])
     return out
+
+
+def fused_epilogue(node, bias: bool) -> Epilogue:
+    """The :class:`~compiler.epilogue.Epilogue` of a node's fused attributes (``compiler.ir.FUSED_ATTRS``): its
+    divisor, activation and residual, and a bias when ``bias``."""
+    a = node.attrs
+    act = a.get("activation")
+    clamp = act is not None and act[0] == "clamp"
+    return Epilogue(bias=bias, act=act[0] if act else None, lo=act[1] if clamp else 0.0, hi=act[2] if clamp else 0.0,
+                    residual=bool(a.get("residual")), divisor=a.get("divisor"))

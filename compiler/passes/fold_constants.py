@@ -184,6 +184,16 @@ def _squeeze(node: Node, ins: list) -> list:
     return [np.squeeze(x, axis=axes) if axes else np.squeeze(x)]
 
 
+def _affine_grid(node: Node, ins: list) -> list | None:
+    """A 2-D AffineGrid of a constant theta, in onnxruntime's float32 order (3-D grids are not folded)."""
+    from ..sample2d import affine_grid_values
+
+    size = [int(v) for v in ins[1].ravel()]
+    if len(size) != 4 or ins[0].dtype != np.float32:
+        return None
+    return [affine_grid_values(ins[0], size[2], size[3], int(node.attrs.get("align_corners", 0)))]
+
+
 FOLDERS: dict[str, Folder] = {
     "Identity": lambda n, i: [i[0]],
     "Shape": lambda n, i: [],  # handled in _fold: needs only the static shape
@@ -220,6 +230,7 @@ FOLDERS: dict[str, Folder] = {
     "ConstantOfShape": _constant_of_shape,
     "Range": lambda n, i: [np.arange(i[0], i[1], i[2])],
     "MatMul": lambda n, i: [np.matmul(i[0], i[1])],
+    "AffineGrid": _affine_grid,
     "ReduceSum": _reduce(np.sum),
     "ReduceMean": _reduce(np.mean),
     "ReduceProd": _reduce(np.prod),

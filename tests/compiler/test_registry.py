@@ -25,9 +25,11 @@ def _graph(build):
 
 
 @pytest.mark.parametrize("build, reason", [
-    (lambda b, x: b.softmax(x, axis=1), "only the last axis, not (1,)"),
-    (lambda b, x: b.pad(x, (0, 0, 1, 0, 0, 0, 0, 1), mode="reflect"), "only mode='constant' is supported, not "
-                                                                         "'reflect'"),
+    (lambda b, x: b.layernorm(x, np.ones((6, 6), np.float32), axis=2), "only the last axis, not (2,)"),
+    (lambda b, x: b.pad(x, (0, 0, 6, 0, 0, 0, 0, 1), mode="reflect"), "mode 'reflect' pads axis 2 by up to 5 (it "
+                                                                         "keeps 6 elements), not 6"),
+    (lambda b, x: b.pad(x, (0, 0, 1, 0, 0, 0, 0, 1), mode="reflect"), None),
+    (lambda b, x: b.softmax(x, axis=1), None),
     (lambda b, x: b.maxpool(x, (3, 2), (2, 1), (0, 1, 1, 0), (1, 2), ceil_mode=True), None),
     (lambda b, x: b.maxpool(b.reshape(x, (1, 4, 6, 6, 1)), (2, 2, 1)), "only 1-D and 2-D pooling (NCL or NCHW "
                                                                         "inputs), not rank 5"),

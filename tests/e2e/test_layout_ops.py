@@ -1,6 +1,8 @@
 """Concat / Slice / Pad lowered by the DMA alone, and patch-embedding convolutions as DMA im2col + GEMM: the programs
 against numpy, whole graphs compiled and simulated against onnxruntime."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -70,6 +72,33 @@ def test_staged_copy_splits_extents_beyond_the_dma_limit():
     assert all(max(i.shape) <= 0xFFFF for i in prog.instrs[:-1])
     res = simulate(prog, ARCH, {"X": x, "Y": np.zeros(70000, np.float32)})
     np.testing.assert_array_equal(region_array(res, "Y", F32, (70000,)), x[1::2])
+
+
+def test_staged_copy_loads_a_broadcast_once_and_repeats_it_from_sram():
+    # Y[i, j, k] = X[j, k] for 40 values of i: the DRAM source is never read with stride 0
+    arch = load_arch("mid32")
+    x = _rand(3, 50)
+    box = Box((40, 3, 50), Operand("Y", 0, (150, 50, 1)), Operand("X", 0, (0, 50, 1)))
+    prog = staged_copy([box], F32, (Region("X", 0, x.nbytes), Region("Y", 1, 40 * 150 * 4)), Target.of(arch))
+    loads = [i for i in prog.instrs if isinstance(i, DmaCopy) and i.src.region == "X"]
+    assert loads and all(e == 1 for i in loads for e, st in zip(i.shape, i.src.strides) if st == 0)
+    assert sum(math.prod(i.shape) for i in loads) == len(loads) * x.size
+    res = simulate(prog, arch, {"X": x, "Y": np.zeros((40, 3, 50), np.float32)})
+    np.testing.assert_array_equal(region_array(res, "Y", F32, (40, 3, 50)), np.broadcast_to(x, (40, 3, 50)))
+
+
+def test_staged_copy_in_source_order_loads_long_runs():
+    # a permuting copy, Y = X^T of a 30 x 70 X: with src_order the loads walk X's rows (unit stride innermost), the
+    # stores Y's rows; the reordering happens between the slot and DRAM on the store
+    arch = load_arch("edge16")
+    x = _rand(30, 70)
+    box = Box((70, 30), Operand("Y", 0, (30, 1)), Operand("X", 0, (1, 70)), src_order=True)
+    prog = staged_copy([box], F32, (Region("X", 0, x.nbytes), Region("Y", 1, x.nbytes)), Target.of(arch),
+                       tile_bytes=2048)
+    dram = [i.src if i.src.region else i.dst for i in prog.instrs if isinstance(i, DmaCopy)]
+    assert len(dram) > 2 and all(v.strides[-1] == 4 for v in dram)
+    res = simulate(prog, arch, {"X": x, "Y": np.zeros((70, 30), np.float32)})
+    np.testing.assert_array_equal(region_array(res, "Y", F32, (70, 30)), x.T)
 
 
 def test_staged_copy_refuses_nothing_to_do():
@@ -190,11 +219,12 @@ def test_pad_nhwc_spatial():
     assert "Transpose" not in _ops(compiled)
 
 
-def test_pad_refuses_other_modes():
+def test_pad_refuses_a_reflection_wider_than_the_axis():
     b = GraphBuilder("reflect")
     x = b.input("x", (1, 2, 5, 5))
-    b.output(b.pad(x, 1, mode="reflect"))
-    with pytest.raises(UnsupportedOpError, match=r"node 'pad_0' \(Pad\): only mode='constant' is supported"):
+    b.output(b.pad(x, (0, 0, 0, 5, 0, 0, 0, 0), mode="reflect"))
+    with pytest.raises(UnsupportedOpError, match=r"node 'pad_0' \(Pad\): mode 'reflect' pads axis 3 by up to 4 "
+                                                 r"\(it keeps 5 elements\), not 5"):
         compile_model(b.build(), ARCH, fallback=False)
     assert [h.node.op for h in compile_model(b.build(), ARCH).host_ops] == ["Pad"]   # the host CPU runs it
 

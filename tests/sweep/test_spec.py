@@ -96,7 +96,7 @@ topology = "topo.csv"
     assert zoo.options == (("prefetch", False),)
     assert zoo.digest != OnnxModel("x", zoo.data).digest   # options are part of the key
     assert gemm == Gemm("gemm 64x32x16 f16", 64, 32, 16, "f16")
-    assert isinstance(conv, Conv) and conv.name == "c3" and (conv.shape.OH, conv.shape.pad) == (10, 1)
+    assert isinstance(conv, Conv) and conv.name == "c3" and (conv.shape.OH, conv.shape.pad) == (10, (1, 1, 1, 1))
     assert isinstance(topo, Topology) and topo.name == "topo"
     assert topo.layers == tuple(read_topology(tmp_path / "topo.csv"))
     assert topo.layers[1].M == 8 * 8   # SCALE-Sim's geometry: ceil((14 - 1 + 2) / 2) = 8
@@ -105,7 +105,8 @@ topology = "topo.csv"
 BAD = [
     ({"workloads": GEMM, "grids": {}}, "unknown key 'grids'"),
     ({"workloads": GEMM, "grid": {"matrix.rowz": [8]}}, "unknown Arch field 'matrix.rowz'; did you mean 'matrix.rows'"),
-    ({"workloads": GEMM, "grid": {"matrix.rows": [8, 0]}}, "matrix.rows must be an integer >= 1, not 0"),
+    ({"workloads": GEMM, "grid": {"matrix.rows": [8, 0]}},
+     "matrix.rows must be an integer in [1, 255] (the k and n of mxu.mm hold 1-255), not 0"),
     ({"workloads": GEMM, "grid": {"matrix.rows": 8}}, "matrix.rows must be a non-empty list of values"),
     ({"workloads": GEMM, "grid": {"matrix.dataflow": ["ws", "xs"]}}, "matrix.dataflow must be one of"),
     ({"workloads": GEMM, "grid": {"a": [1]}, "points": [{}]}, "give one of grid, points or random"),
