@@ -606,10 +606,11 @@ def instr_cost(instr: Instr, arch: Arch) -> Cost:
 
 
 def _moduli(arch: Arch) -> dict[Space, int]:
-    """Per space, the modulus of a view's base that its cost depends on: an SRAM's bank period (banks x width); for
-    DRAM the row-buffer page (the offset within a page is all :func:`dram_window` reads), else the burst."""
+    """Per space, the modulus of a view's base that its cost depends on: an SRAM's bank width (moving a view by a
+    word moves every word to the next bank, :func:`bank_cycles`); for DRAM the row-buffer page (the offset within a
+    page is all :func:`dram_window` reads), else the burst."""
     d = arch.dram
-    return {Space.SPM: arch.spm.banks * arch.spm.bank_width, Space.ACC: arch.acc.banks * arch.acc.bank_width,
+    return {Space.SPM: arch.spm.bank_width, Space.ACC: arch.acc.bank_width,
             Space.DRAM: d.page_bytes if d.model == "rowbuffer" else arch.dma.burst_bytes}
 
 
