@@ -492,7 +492,7 @@ def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTilin
     bus = 0
     kinds: dict[tuple, tuple] = {}   # tile key -> (busy per queue, bus window, state change)
     state, n = _TileState(), len(parts.tiles)
-    memo = _StepMemo({}, modulus, arch.spm.banks * arch.spm.bank_width)
+    memo = _StepMemo({}, modulus, arch.spm.bank_width, arch.acc.bank_width)
     first = last = None
     for i, (b, oh0, ow0) in enumerate(parts.tiles):
         key = parts.key(b, oh0, ow0, state, modulus)
@@ -609,11 +609,12 @@ class _TileState:
 
 class _StepMemo(NamedTuple):
     """:func:`conv_estimate`'s memo of emitted steps (key -> instructions) and the moduli of the keys' bases: the DRAM
-    offset modulus of :func:`isa.cost.dram_window` and the SPM bank period."""
+    offset modulus of :func:`isa.cost.dram_window` and the SPM and ACC bank widths (:func:`isa.cost.bank_cycles`)."""
 
     steps: dict
     dram: int
     spm: int
+    acc: int
 
 
 class _ConvParts(NamedTuple):
@@ -746,13 +747,15 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                     w_new = state.first_tile or not p.resident
                     y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo
                     if memo is not None:
-                        m_d, m_s = memo.dram, memo.spm
-                        key = (toh, tow, th, tw, pads, xc, tc, ng, nbn, ncb, c0 - xc0, x_new, x_last, w_new, si,
-                               si == len(c_steps) - 1, state.first_tile and cid == 0, x_base, slot, acc_base,
-                               (x_src + (g * cs.Cg + xc0) * es) % m_d,
-                               ((g * p.nbs + nb0) * chunk + cb_first * tile) % m_d,
-                               (w_base0 + (cid if p.resident else state.ws % 2) * p.w_chunk) % m_s, y_off % m_d,
-                               (bias_base + (g * cs.Kg + nb0 * cols) * 4) % m_s)
+                        # (a matrix instruction's cost reads no base: only the loads' and the init's bases count)
+                        m_d, m_s, first = memo.dram, memo.spm, si == 0
+                        key = (toh, tow, th, tw, pads, xc, tc, ng, nbn, ncb, x_new, x_last, w_new, first,
+                               si == len(c_steps) - 1, state.first_tile and cid == 0, slot,
+                               x_new and (x_base % m_s, (x_src + (g * cs.Cg + xc0) * es) % m_d),
+                               w_new and (((g * p.nbs + nb0) * chunk + cb_first * tile) % m_d,
+                                          (w_base0 + (cid if p.resident else state.ws % 2) * p.w_chunk) % m_s),
+                               first and (acc_base % memo.acc, epilogue.residual and y_off % m_d,
+                                          bias_init and (bias_base + (g * cs.Kg + nb0 * cols) * 4) % m_s))
                         done = memo.steps.get(key)
                         if done is not None:
                             prog += done
@@ -825,7 +828,7 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                 y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo
                 if memo is not None:
                     ch = (g * cs.Kg + nb0 * cols) * 4
-                    key = (toh, tow, ng, acc_base, (bias_base + ch) % memo.spm, (scale_base + ch) % memo.spm,
+                    key = (toh, tow, ng, acc_base % memo.acc, (bias_base + ch) % memo.spm, (scale_base + ch) % memo.spm,
                            y_off % memo.dram, state.accs == 0)
                     done = memo.steps.get(key)
                     if done is not None:
