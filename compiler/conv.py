@@ -22,6 +22,7 @@ corner of the array. :func:`search_conv_tiling` picks the tiling by the simulato
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -459,7 +460,7 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, target: Target, epilogue: Ep
     best, costs = None, {}   # (instruction costs shared by the candidates)
     priced = [t for bufs in (2, 1) for t in [t for _, t in fitting if t.acc_bufs == bufs][:SEARCH_PRICED]]
     for t in priced:
-        est = conv_estimate(cs, dtype, target, t, epilogue, hidden_constants, costs)
+        est = conv_estimate(cs, dtype, target, t, epilogue, hidden_constants, costs, None if best is None else best[0])
         if best is None or est < best[0]:
             best = (est, t)
     return best[1]
@@ -476,15 +477,23 @@ def program_price(prog: Program, arch: Arch, tiling: ConvTiling, hidden_constant
 
 
 def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling,
-                  epilogue: Epilogue | None = None, hidden_constants: bool = False, costs: dict | None = None) -> int:
+                  epilogue: Epilogue | None = None, hidden_constants: bool = False, costs: dict | None = None,
+                  bound: int | None = None) -> int:
     """:func:`program_price` of ``conv2d(cs, dtype, target, tiling, epilogue)`` without building that program
     (cycles): the same sums of the same :func:`isa.cost.instr_cost` terms, with the instructions of only one tile of
     each kind built and priced. Tiles whose geometry, DRAM offsets (modulo what the DRAM cost reads) and starting
     ring slots agree have equal costs, so each kind's per-queue busy cycles and bus window are counted once and
     multiplied. program_estimate's other terms come from the first tile (the loads before the first matrix
     instruction, the leading constants) and the last (the epilogue and stores after the last one). ``costs``: an
-    :func:`isa.cost.instr_costs` memo to share with other estimates on the same target."""
+    :func:`isa.cost.instr_costs` memo to share with other estimates on the same target.
+
+    ``bound`` (a search's best price so far): the exact price when it is below ``bound``, else some value at least
+    ``bound`` (``bound`` itself when the walk stops as soon as the price is known to reach it). The price is at
+    least the busiest queue and the bus (the head and tail add to them; the hidden constants are part of the head),
+    and the matrix unit's busy cycles are at least those of the first tile times the tiles of its height and width
+    (a tile's matrix instructions depend only on them)."""
     costs = {} if costs is None else costs
+    bound = math.inf if bound is None else bound
     arch = target.arch
     parts = _conv_parts(cs, dtype, target, tiling, epilogue or Epilogue(), 0)
     modulus = arch.dram.page_bytes if arch.dram.model == "rowbuffer" else arch.dma.burst_bytes
@@ -510,6 +519,9 @@ def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTilin
                                  (state.xs - before[0], state.ws - before[1], state.accs - before[2]))
             if i == 0:
                 first = (instrs, priced)
+                alike = cs.N * _count_equal(cs.OH, tiling.toh) * _count_equal(cs.OW, tiling.tow)   # (grouped: ==)
+                if alike * tb.get(Queue.MXU, 0) >= bound:
+                    return bound
             if i == n - 1:
                 last = (instrs, priced)
         else:
@@ -518,6 +530,8 @@ def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTilin
         for q, c in kind[0].items():
             busy[q] = busy.get(q, 0) + c
         bus += kind[1]
+        if bus >= bound or max(busy.values()) >= bound:
+            return bound
     pro = instr_costs(parts.prologue, arch, costs)
     for ins, c in zip(parts.prologue, pro):
         busy[ins.queue] = busy.get(ins.queue, 0) + c.cycles
@@ -539,6 +553,11 @@ def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTilin
     if tiling.acc_bufs == 1:
         est = max(est, sum(c for q, c in busy.items() if q is not Queue.DMA_LD))
     return est
+
+
+def _count_equal(size: int, tile: int) -> int:
+    """How many of the tiles of ``size`` cut into ``tile``-long pieces are as long as the first."""
+    return size // tile if tile <= size else 1
 
 
 _CONSTANTS = {"Wt": ("W", 0), "Bias": ("W", 0), "Scale": ("W", 0)}   # conv2d's constants, as a model binds them

@@ -73,3 +73,19 @@ def test_the_most_input_blocks_that_fit_is_the_first_fitting_from_the_top(preset
             assert _fit_tcb(cs, t, dtype.size, r, c, budget, acc) == want, (cs, t, budget)
             tried += bool(want)
     assert tried >= 10
+
+
+@pytest.mark.parametrize("preset", ["edge16", "dc128"])
+def test_a_bounded_estimate_stops_at_the_bound_and_is_exact_below_it(preset):
+    # the search passes its best price so far: a tiling that cannot beat it gets the bound back (often before its
+    # last tile is priced), one that can gets its exact price
+    target = Target.of(load_arch(preset))
+    for cs, tiling in itertools.product(SHAPES[:3], TILINGS[:3]):
+        try:
+            exact = conv_estimate(cs, DType.F32, target, tiling)
+        except TilingError:
+            continue
+        for bound in (exact // 2, exact - 1, exact, exact + 1, 2 * exact):
+            got = conv_estimate(cs, DType.F32, target, tiling, bound=bound)
+            assert got == exact if exact < bound else got >= bound, (cs, tiling, bound)
+        assert conv_estimate(cs, DType.F32, target, tiling, bound=1) == 1   # (stopped after the first tile)
