@@ -457,10 +457,12 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, target: Target, epilogue: Ep
     fitting.sort(key=lambda e: e[0])
     if conv_instructions(cs, fitting[0][1], es, r, c, spm) > PRICE_MAX:
         return fitting[0][1]    # too large to price every candidate: the best rough estimate
-    best, costs = None, {}   # (instruction costs shared by the candidates)
+    best, costs, steps = None, {}, {}   # (instruction costs shared by the candidates, step memos by acc_bufs twins)
     priced = [t for bufs in (2, 1) for t in [t for _, t in fitting if t.acc_bufs == bufs][:SEARCH_PRICED]]
     for t in priced:
-        est = conv_estimate(cs, dtype, target, t, epilogue, hidden_constants, costs, None if best is None else best[0])
+        twin = (t.toh, t.tow, t.tcb, t.tnb, t.x_all, t.im2col, t.pack, t.gpack)
+        est = conv_estimate(cs, dtype, target, t, epilogue, hidden_constants, costs, None if best is None else best[0],
+                            steps.setdefault(twin, {}))
         if best is None or est < best[0]:
             best = (est, t)
     return best[1]
@@ -478,7 +480,7 @@ def program_price(prog: Program, arch: Arch, tiling: ConvTiling, hidden_constant
 
 def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling,
                   epilogue: Epilogue | None = None, hidden_constants: bool = False, costs: dict | None = None,
-                  bound: int | None = None) -> int:
+                  bound: int | None = None, steps: dict | None = None) -> int:
     """:func:`program_price` of ``conv2d(cs, dtype, target, tiling, epilogue)`` without building that program
     (cycles): the same sums of the same :func:`isa.cost.instr_cost` terms, with the instructions of only one tile of
     each kind built and priced. Tiles whose geometry, DRAM offsets (modulo what the DRAM cost reads) and starting
@@ -491,7 +493,11 @@ def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTilin
     ``bound`` (``bound`` itself when the walk stops as soon as the price is known to reach it). The price is at
     least the busiest queue and the bus (the head and tail add to them; the hidden constants are part of the head),
     and the matrix unit's busy cycles are at least those of the first tile times the tiles of its height and width
-    (a tile's matrix instructions depend only on them)."""
+    (a tile's matrix instructions depend only on them).
+
+    ``steps``: the memo of built steps (see :func:`_conv_parts`) to share with the estimates of the same tiling with
+    the other accumulator ring depth (``acc_bufs``): its steps' costs depend on the ring only through the
+    accumulator bases, which their keys hold."""
     costs = {} if costs is None else costs
     bound = math.inf if bound is None else bound
     arch = target.arch
@@ -501,7 +507,7 @@ def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTilin
     bus = 0
     kinds: dict[tuple, tuple] = {}   # tile key -> (busy per queue, bus window, state change)
     state, n = _TileState(), len(parts.tiles)
-    memo = _StepMemo({}, modulus, arch.spm.bank_width, arch.acc.bank_width)
+    memo = _StepMemo({} if steps is None else steps, modulus, arch.spm.bank_width, arch.acc.bank_width)
     first = last = None
     for i, (b, oh0, ow0) in enumerate(parts.tiles):
         key = parts.key(b, oh0, ow0, state, modulus)

@@ -89,3 +89,19 @@ def test_a_bounded_estimate_stops_at_the_bound_and_is_exact_below_it(preset):
             got = conv_estimate(cs, DType.F32, target, tiling, bound=bound)
             assert got == exact if exact < bound else got >= bound, (cs, tiling, bound)
         assert conv_estimate(cs, DType.F32, target, tiling, bound=1) == 1   # (stopped after the first tile)
+
+
+@pytest.mark.parametrize("preset", ["edge16", "mid32"])
+def test_estimates_of_both_accumulator_depths_may_share_built_steps(preset):
+    # the search shares one step memo between a tiling with one and with two accumulator tiles
+    target = Target.of(load_arch(preset))
+    for cs, (ep, dtype), tiling in itertools.product(SHAPES[:4], EPILOGUES, TILINGS[:3]):
+        steps = {}
+        for bufs in (2, 1):
+            t = replace(tiling, acc_bufs=bufs)
+            try:
+                prog = conv2d(cs, dtype, target, t, ep)
+            except TilingError:
+                continue
+            assert conv_estimate(cs, dtype, target, t, ep, steps=steps) == program_price(prog, target.arch, t), \
+                (cs, ep, t)
