@@ -27,6 +27,7 @@ from .passes.fuse import fuse_activation, fuse_residual
 from .passes.fuse_gelu import fuse_gelu
 from .passes.fuse_layernorm import fuse_layernorm
 from .passes.fuse_matmul import fuse_matmul
+from .passes.fuse_msda import fuse_msda
 from .passes.fuse_silu import fuse_silu
 from .passes.fuse_softmax import fuse_softmax
 from .residency import place_in_spm
@@ -39,10 +40,11 @@ PREFETCH_MIN_SPM = 1 << 20           # bytes: prefetch is on by default from thi
 PASSES: dict[str, Callable[[Graph], Graph]] = {
     "fold_constants": fold_constants, "fold_batchnorm": fold_batchnorm, "fuse_gelu": fuse_gelu,
     "fuse_silu": fuse_silu, "fuse_layernorm": fuse_layernorm, "fuse_softmax": fuse_softmax,
-    "fuse_activation": fuse_activation, "fuse_residual": fuse_residual, "fuse_matmul": fuse_matmul}
+    "fuse_activation": fuse_activation, "fuse_residual": fuse_residual, "fuse_matmul": fuse_matmul,
+    "fuse_msda": fuse_msda}
 """The graph passes by name, in the order they run (``--dump-after NAME`` prints the graph after one)."""
 FUSION_PASSES = ("fuse_gelu", "fuse_silu", "fuse_layernorm", "fuse_softmax", "fuse_activation", "fuse_residual",
-                 "fuse_matmul")
+                 "fuse_matmul", "fuse_msda")
 """The passes ``compile_model(fuse=False)`` skips."""
 
 

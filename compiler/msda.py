@@ -1,0 +1,241 @@
+"""Multi-scale deformable attention in one pass per (head, query tile) (seed-ops.md 5): the ``MSDeformAttn`` node
+of :mod:`compiler.passes.fuse_msda`.
+
+Per head ``b`` (of ``n = batch*heads``) and tile of ``pt`` queries, every level's ``P`` samples per query are
+gathered from that level's channels-last table ``X_l (n, H_l, W_l, D)``, weighted bilinearly in onnxruntime's
+product order (:func:`compiler.sample2d.weighting`), then times the attention weight and summed over the ``L*P``
+samples in sequence (``vpu.mul`` of sample 0, ``vpu.mul.sum`` without ``.z`` over the rest): the order of
+:func:`npusim.sampling.ms_deform_attn`, bit for bit. The samples ``(pt, L*P, D)`` live only in the SPM; the result
+``(pt, D)`` is stored channels-last, ``Y (n, Q, D)``.
+
+Two placements of the level tables (:data:`TABLES`):
+
+- ``spm``: all levels of one head are loaded into the SPM once per head (two table buffers, alternating by head, so
+  the next head's tables load while this head's last tiles compute); the coordinates are computed in the same step
+  on the vector unit (class 3 of seed-ops.md 4.4, :func:`compiler.grid_sample._coordinate_ops`), the taps read by
+  ``vpu.gather``. Reads each table once per head.
+- ``dram``: the tables stay in DRAM and each tile's taps are ``dma.ld.gather`` rows (4 per sample); the indices and
+  bilinear weights come from the class-3 coordinate program of each level (:func:`compiler.grid_sample
+  .grid_coordinates`), 32 bytes per sample written and read back (the sampled tensor is ``4*D`` bytes per sample).
+
+:func:`msda_tables` picks ``spm`` when two heads' tables fit next to the tiles, else ``dram``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from isa import BinOp, DmaCopy, DType, Gather, Program, Queue, Reduce, Region, Space, VecBinary, View
+from isa.instructions import MAX_TABLE_ROWS
+from isa.view import MAX_EXTENT
+
+from . import grid_sample as gs
+from .errors import CompileError, TilingError
+from .pipeline import RingPipeline, vector_config
+from .sample2d import ES, pixel_pitch, weighting
+from .target import Target
+
+F32, I32 = DType.F32, DType.I32
+TABLES = ("spm", "dram")
+MAX_LEVELS = 4   # regions: X, G (or I and Wt) per level, K, A, Y within the 16 a program may have
+
+
+@dataclass(frozen=True)
+class MsdaSpec:
+    """One fused deformable attention: ``n`` heads (batch x heads), ``d`` channels per head, ``q`` queries,
+    ``p`` points per level, ``levels`` the ``(H_l, W_l)`` of each level."""
+
+    n: int
+    d: int
+    q: int
+    p: int
+    levels: tuple[tuple[int, int], ...]
+
+    @property
+    def lp(self) -> int:
+        return len(self.levels) * self.p
+
+    def level(self, i: int) -> gs.GridSpec:
+        """Level ``i`` as the GridSample it fuses (linear, zeros, align_corners=0; ``q x p`` points)."""
+        h, w = self.levels[i]
+        return gs.GridSpec(self.n, self.d, h, w, self.q, self.p, "linear", "zeros", 0)
+
+    def check(self) -> str | None:
+        """Why the fused lowering cannot take this shape, or None."""
+        if not 1 <= len(self.levels) <= MAX_LEVELS:
+            return f"{len(self.levels)} levels; the fused lowering takes 1 to {MAX_LEVELS}"
+        if self.d > MAX_EXTENT or self.lp > MAX_EXTENT:
+            return f"D = {self.d} channels or L*P = {self.lp} samples per query is more than {MAX_EXTENT}"
+        if any(h * w > MAX_TABLE_ROWS for h, w in self.levels):
+            return "a level has more pixels than a gather table holds"
+        return None
+
+
+def msda_constants(spec: MsdaSpec) -> np.ndarray:
+    """Region K: each level's 8 words of :func:`compiler.grid_sample.grid_constants`."""
+    return np.concatenate([gs.grid_constants(spec.level(i)) for i in range(len(spec.levels))])
+
+
+def _up(n: int, a: int) -> int:
+    return -(-n // a) * a
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """SPM offsets of one ring slot (per ``pt`` queries) and of the fixed areas above the two slots."""
+
+    pt: int
+    tp: int            # bytes per gathered row (a pixel's D channels, padded) and per sample row
+    g: int             # spm: the grids of all levels; dram: indices then weights of all levels
+    a: int
+    idx: int
+    w: int
+    tmp: int
+    taps: int          # spm: one level's taps (reused); dram: every level's
+    s: int
+    y: int
+    slot: int
+    tables: int        # spm: the two table buffers (bytes each), dram: 0
+    k: int             # the constants (spm only)
+    top: int
+
+
+def _layout(spec: MsdaSpec, target: Target, tables: str, pt: int) -> _Layout:
+    line, tp, nl = target.bank_row, pixel_pitch(spec.d, (1,), target), len(spec.levels)
+    npts = pt * spec.p
+    at = 0
+
+    def take(nbytes: int) -> int:
+        nonlocal at
+        at, off = at + _up(nbytes, line), at
+        return off
+
+    if tables == "spm":
+        g, a = take(nl * _up(8 * npts, line)), take(4 * spec.lp * pt)
+        idx, w, tmp, taps = take(16 * npts), take(16 * npts), take(80 * npts), take(4 * tp * npts)
+    else:
+        g, a = take(nl * 2 * _up(16 * npts, line)), take(4 * spec.lp * pt)
+        idx = w = tmp = g
+        taps = take(nl * 4 * tp * npts)
+    s, y = take(spec.lp * tp * pt), take(4 * spec.d * pt)
+    slot = at
+    tb = sum(_up(h * w * tp, line) for h, w in spec.levels) if tables == "spm" else 0
+    k = 2 * slot + 2 * tb
+    return _Layout(pt, tp, g, a, idx, w, tmp, taps, s, y, slot, tb, k, k + _up(32 * nl, line))
+
+
+def _tiling(spec: MsdaSpec, target: Target, tables: str, pt: int | None) -> _Layout:
+    if pt is None:
+        lo, hi = 1, max(1, min(spec.q, MAX_EXTENT // max(4 * spec.p, spec.lp, spec.d)))
+        if _layout(spec, target, tables, lo).top > target.spm:
+            raise TilingError(f"fused deformable attention with {tables} tables needs "
+                              f"{_layout(spec, target, tables, lo).top} B of SPM for one query, the target has "
+                              f"{target.spm} B")
+        while lo < hi:   # the most queries per tile that fit
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if _layout(spec, target, tables, mid).top <= target.spm else (lo, mid - 1)
+        pt = min(lo, max(8, -(-spec.q // 4)))   # keep a few tiles for the pipeline to overlap
+    lay = _layout(spec, target, tables, pt)
+    if lay.top > target.spm:
+        raise TilingError(f"fused deformable attention tiles of {pt} queries need {lay.top} B of SPM, the target has "
+                          f"{target.spm} B")
+    return lay
+
+
+def msda_tables(spec: MsdaSpec, target: Target) -> str:
+    """``spm`` when two heads' level tables fit the SPM next to tiles of at least 8 queries, else ``dram``."""
+    return "spm" if _layout(spec, target, "spm", min(8, spec.q)).top <= target.spm else "dram"
+
+
+def _attention(spec: MsdaSpec, np_: int, s: int, a: int, y: int, tp: int) -> list[VecBinary]:
+    """``y[q] = ((s_0*a_0 + s_1*a_1) + ...) + s_{LP-1}*a_{LP-1}``: ``vpu.mul`` then ``vpu.mul.sum`` without ``.z``."""
+    lp, d = spec.lp, spec.d
+    out = [VecBinary(op=BinOp.MUL, shape=(np_, d), dst=View(Space.SPM, y, F32, (d * ES, ES)),
+                     src0=View(Space.SPM, s, F32, (lp * tp, ES)), src1=View(Space.SPM, a, F32, (lp * ES, 0)))]
+    if lp > 1:
+        out.append(VecBinary(op=BinOp.MUL, reduce=Reduce.SUM, shape=(np_, lp - 1, d),
+                             dst=View(Space.SPM, y, F32, (d * ES, 0, ES)),
+                             src0=View(Space.SPM, s + tp, F32, (lp * tp, tp, ES)),
+                             src1=View(Space.SPM, a + ES, F32, (lp * ES, ES, 0))))
+    return out
+
+
+def msda_program(spec: MsdaSpec, target: Target, tables: str | None = None, pt: int | None = None) -> Program:
+    """The fused program. Regions: ``X<l>`` ``(n, H_l, W_l, D)`` f32 per level, ``A`` ``(n, Q, L*P)`` f32, ``Y``
+    ``(n, Q, D)`` f32; with ``spm`` tables also ``G<l>`` ``(n, Q, P, 2)`` f32 (the grids) and ``K``
+    (:func:`msda_constants`), with ``dram`` tables ``I<l>`` ``(n, Q*P, 4)`` i32 and ``W<l>`` ``(n, Q*P, 4)`` f32
+    (:func:`compiler.grid_sample.grid_coordinates` of each level). ``pt`` queries per tile (None: chosen)."""
+    why = spec.check()
+    if why:
+        raise CompileError(why)
+    tables = tables or msda_tables(spec, target)
+    if tables not in TABLES:
+        raise CompileError(f"tables must be one of {TABLES}, not {tables!r}")
+    lay = _tiling(spec, target, tables, pt)
+    nl, p, d, tp = len(spec.levels), spec.p, spec.d, lay.tp
+    pipe = RingPipeline()
+    offs = np.cumsum([0] + [_up(h * w * tp, target.bank_row) for h, w in spec.levels]).tolist()
+    for b in range(spec.n):
+        tab = 2 * lay.slot + (b % 2) * lay.tables
+        for q0 in range(0, spec.q, lay.pt):
+            np_ = min(lay.pt, spec.q - q0)
+            npts, base = np_ * p, pipe.slot * lay.slot
+            loads, compute = [], []
+            if tables == "spm" and q0 == 0:
+                if b == 0:
+                    loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(8 * nl,), dst=View(Space.SPM, lay.k, F32, (ES,)),
+                                         src=View(Space.DRAM, 0, F32, (ES,), "K")))
+                for i, (h, w) in enumerate(spec.levels):
+                    loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(h, w, d),
+                                         dst=View(Space.SPM, tab + offs[i], F32, (w * tp, tp, ES)),
+                                         src=View(Space.DRAM, b * h * w * d * ES, F32, (w * d * ES, d * ES, ES),
+                                                  f"X{i}")))
+            for i, (h, w) in enumerate(spec.levels):
+                first = b * spec.q * p + q0 * p                      # this tile's first sample of head b
+                if tables == "spm":
+                    g = base + lay.g + i * _up(8 * lay.pt * p, target.bank_row)
+                    loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(npts * 2,), dst=View(Space.SPM, g, F32, (ES,)),
+                                         src=View(Space.DRAM, first * 8, F32, (ES,), f"G{i}")))
+                    compute += gs._coordinate_ops(spec.level(i), npts, g, lay.k + 32 * i, base + lay.idx,
+                                                  base + lay.w, base + lay.tmp)
+                    idx, wts, taps = base + lay.idx, base + lay.w, base + lay.taps
+                    compute.append(Gather(queue=Queue.VPU, shape=(npts, 4), row=d, rows=h * w,
+                                          dst=View(Space.SPM, taps, F32, (4 * tp, tp, ES)),
+                                          table=View(Space.SPM, tab + offs[i], F32, (tp,)),
+                                          idx=View(Space.SPM, idx, I32, (16, 4))))
+                else:
+                    per = 2 * _up(16 * lay.pt * p, target.bank_row)
+                    idx = base + lay.g + i * per
+                    wts = idx + per // 2
+                    taps = base + lay.taps + i * 4 * tp * lay.pt * p
+                    loads += [DmaCopy(queue=Queue.DMA_LD, shape=(npts * 4,), dst=View(Space.SPM, idx, I32, (ES,)),
+                                      src=View(Space.DRAM, first * 16, I32, (ES,), f"I{i}")),
+                              DmaCopy(queue=Queue.DMA_LD, shape=(npts * 4,), dst=View(Space.SPM, wts, F32, (ES,)),
+                                      src=View(Space.DRAM, first * 16, F32, (ES,), f"W{i}")),
+                              Gather(queue=Queue.DMA_LD, shape=(npts, 4), row=d, rows=h * w,
+                                     dst=View(Space.SPM, taps, F32, (4 * tp, tp, ES)),
+                                     table=View(Space.DRAM, b * h * w * d * ES, F32, (d * ES,), f"X{i}"),
+                                     idx=View(Space.SPM, idx, I32, (16, 4)))]
+                compute += weighting((np_, p), d, View(Space.SPM, base + lay.s + i * p * tp, F32,
+                                                       (spec.lp * tp, tp, ES)),
+                                     View(Space.SPM, taps, F32, (p * 4 * tp, 4 * tp, tp, ES)),
+                                     View(Space.SPM, wts, F32, (p * 16, 16, ES)))
+            loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(np_ * spec.lp,),
+                                 dst=View(Space.SPM, base + lay.a, F32, (ES,)),
+                                 src=View(Space.DRAM, (b * spec.q + q0) * spec.lp * ES, F32, (ES,), "A")))
+            compute += _attention(spec, np_, base + lay.s, base + lay.a, base + lay.y, tp)
+            store = DmaCopy(queue=Queue.DMA_ST, shape=(np_ * d,), src=View(Space.SPM, base + lay.y, F32, (ES,)),
+                            dst=View(Space.DRAM, (b * spec.q + q0) * d * ES, F32, (ES,), "Y"))
+            pipe.step(loads, compute, [store])
+    samples = spec.n * spec.q * p
+    regions = [Region(f"X{i}", i, spec.n * h * w * d * ES) for i, (h, w) in enumerate(spec.levels)]
+    if tables == "spm":
+        regions += [Region(f"G{i}", nl + i, samples * 8) for i in range(nl)] + [Region("K", 2 * nl, 32 * nl)]
+    else:
+        regions += [Region(f"I{i}", nl + i, samples * 16) for i in range(nl)]
+        regions += [Region(f"W{i}", 2 * nl + i, samples * 16) for i in range(nl)]
+    regions += [Region("A", len(regions), spec.n * spec.q * spec.lp * ES),
+                Region("Y", len(regions) + 1, spec.n * spec.q * d * ES)]
+    return pipe.program(vector_config(target.spm), tuple(regions))
