@@ -1,0 +1,123 @@
+"""Multi-scale deformable attention (seed-ops.md 5): mmcv's exported graph, the fuse_msda pass, the unfused path
+against onnxruntime within seed-ops' bound, and the fused lowering bit for bit against the numpy reference in the CUDA
+kernel's order, with the level tables in the SPM and gathered from DRAM, on every preset."""
+
+import numpy as np
+import onnx
+import pytest
+
+from compiler import lower  # noqa: F401  (first: importing compiler.model alone meets the host/lower import cycle)
+from compiler.model import run_passes
+from compiler.onnx_import import import_onnx
+from compiler.passes.fuse_msda import fuse_msda
+from compiler.zoo.msda import msda_inputs, msda_mmcv
+from isa.arch import load_arch
+from npusim import sampling
+from npusim.driver import ort_session
+from npusim.msdabench import CASES, SMALL, run_variant
+
+PRESETS = ("edge16", "mid32", "dc128")
+LEVELS = ((6, 5), (3, 3))
+
+
+def _ops(g):
+    return [n.op for n in g.nodes]
+
+
+def _graph(model):
+    return run_passes(import_onnx(model), skip=("fuse_msda",))
+
+
+def test_the_exported_graph_is_mmcvs_and_the_reference_matches_onnxruntime_within_the_bound():
+    m = msda_mmcv(levels=LEVELS)
+    ops = [n.op_type for n in m.graph.node]
+    assert ops.count("GridSample") == 2 and ops[-4:] == ["Mul", "ReduceSum", "Reshape", "Transpose"]
+    assert ["Unsqueeze", "Concat"] == [o for o in ops if o in ("Unsqueeze", "Concat")][-2:]
+    inp = msda_inputs(m, seed=3)
+    got = ort_session(m).run(None, inp)[0]
+    want = sampling.ms_deform_attn_mmcv(inp["value"], LEVELS, inp["sampling_locations"], inp["attention_weights"])
+    assert got.shape == want.shape == (1, 7, 16)
+    # the bound of seed-ops 5, per output, from the same samples
+    bs, heads, d, q = 1, 2, 8, 7
+    value, loc, aw = inp["value"], inp["sampling_locations"], inp["attention_weights"]
+    grid = loc * np.float32(2) - np.float32(1)
+    starts = np.cumsum([0] + [h * w for h, w in LEVELS])
+    vals = [value[:, starts[i]:starts[i + 1]].transpose(0, 2, 3, 1).reshape(bs * heads, d, h, w)
+            for i, (h, w) in enumerate(LEVELS)]
+    grids = [grid[:, :, :, i].transpose(0, 2, 1, 3, 4).reshape(bs * heads, q, 2, 2) for i in range(2)]
+    attn = aw.transpose(0, 2, 1, 3, 4).reshape(bs * heads, q, 4)
+    bound = sampling.ms_deform_attn_bound(vals, grids, attn).reshape(bs, heads * d, q).transpose(0, 2, 1)
+    assert np.all(np.abs(got.astype(np.float64) - want) <= bound) and bound.max() > 0
+
+
+def test_fuse_msda_makes_one_node_of_the_pattern_and_dump_after_names_it():
+    g = _graph(msda_mmcv(levels=LEVELS))
+    out = fuse_msda(g)
+    assert "GridSample" not in _ops(out) and "Concat" not in _ops(out) and _ops(out).count("MSDeformAttn") == 1
+    node = next(n for n in out.nodes if n.op == "MSDeformAttn")
+    assert node.attrs == {"levels": 2, "points": 2} and len(node.inputs) == 5
+    assert out.tensor(node.outputs[0]).shape == (2, 8, 7)
+    dumped = []
+    run_passes(import_onnx(msda_mmcv(levels=LEVELS)), dump_after="fuse_msda", dump=dumped.append)
+    assert "MSDeformAttn" in dumped[0]
+
+
+def _with_attr(model, op, name, value):
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    for n in m.graph.node:
+        if n.op_type == op:
+            for a in n.attribute:
+                if a.name == name:
+                    a.i = value
+    return m
+
+
+@pytest.mark.parametrize("change", ["align_corners", "keepdims", "stack_is_output"])
+def test_near_misses_stay_unfused(change):
+    m = msda_mmcv(levels=LEVELS)
+    if change == "align_corners":   # not what the module calls: another bilinear rule
+        m = _with_attr(m, "GridSample", "align_corners", 1)
+    elif change == "keepdims":      # (N, D, Q, 1): not lowered fused
+        m = _with_attr(m, "ReduceSum", "keepdims", 1)
+        m.graph.node[-2].input[1] = "out_shape"
+    else:                           # the stacked samples are read outside the pattern
+        m.graph.output.append(onnx.helper.make_tensor_value_info("sampled_lp", onnx.TensorProto.FLOAT, None))
+    g = _graph(m)
+    assert _ops(fuse_msda(g)) == _ops(g)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_unfused_graph_runs_on_the_npu_within_the_bound(preset):
+    row = run_variant(SMALL[0], "unfused", load_arch(preset), values=True)
+    assert row["validated"] == "tol" and row["tables"] == "-"
+
+
+@pytest.mark.parametrize("tables", ["fused-spm", "fused-dram"])
+@pytest.mark.parametrize("preset", PRESETS)
+@pytest.mark.parametrize("case", SMALL, ids=lambda c: c.name)
+def test_fused_lowering_is_bit_exact_against_the_reference(case, preset, tables):
+    row = run_variant(case, tables, load_arch(preset), values=True, seed=1)
+    assert row["validated"] == "exact" and row["tables"] == tables.split("-")[1]
+
+
+def test_fused_run_keeps_every_node_on_the_npu_and_matches_onnxruntime():
+    from npusim.driver import run_model
+
+    m = msda_mmcv(levels=LEVELS)
+    inp = msda_inputs(m, seed=5)
+    compiled, _, out, rep = run_model(m, load_arch("mid32"), inp, validate=True)
+    assert rep["host_ops"] == [] and rep["validation"]["output"]["ok"]
+    assert "MSDeformAttn" in _ops(compiled.graph) and "GridSample" not in _ops(compiled.graph)
+
+
+@pytest.mark.slow
+def test_fused_m2_moves_at_least_the_sampled_tensor_fewer_dram_bytes():
+    """BEVFormer-tiny's TSA (M2) timing-only on mid32 (its tables in the SPM)."""
+    m2 = CASES[0]
+    for preset, tables in (("mid32", "spm"),):
+        arch = load_arch(preset)
+        unfused, fused = (run_variant(m2, v, arch) for v in ("unfused", "fused"))
+        assert fused["tables"] == tables
+        saved = unfused["dram_rd"] + unfused["dram_wr"] - fused["dram_rd"] - fused["dram_wr"]
+        assert saved >= m2.sampled_bytes and fused["cycles"] < unfused["cycles"]
