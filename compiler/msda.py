@@ -52,6 +52,31 @@ class MsdaSpec:
     q: int
     p: int
     levels: tuple[tuple[int, int], ...]
+    heads: int = 0
+    """0: the planar form (one tensor per level, ``X_l (n, H_l, W_l, D)``, ``G_l (n, Q, P, 2)``, ``A (n, Q, L*P)``,
+    ``Y (n, Q, D)``); else mmcv's own layouts with ``n = bs*heads``: ``V (bs, sum H*W, heads, D)``, ``G (bs, Q,
+    heads, L, P, 2)``, ``A (bs, Q, heads, L, P)``, ``Y (bs, Q, heads*D)`` (:meth:`at`)."""
+
+    def at(self, what: str, b: int, q0: int, level: int = 0) -> tuple[int, int]:
+        """(byte offset, byte stride between queries) of head ``b``'s query ``q0`` in region ``what`` (V: level
+        ``level``'s first pixel, then the stride between pixels; G: level ``level``'s grid; A; Y)."""
+        nl, h = len(self.levels), self.heads
+        row = {"V": self.d, "G": 2 * self.p, "A": self.lp, "Y": self.d}[what] * ES
+        if not h:
+            if what == "V":
+                hw = self.levels[level][0] * self.levels[level][1]
+                return b * hw * self.d * ES, self.d * ES
+            return (b * self.q + q0) * row, row
+        bb, hh = divmod(b, h)
+        if what == "V":
+            start = sum(y * x for y, x in self.levels[:level])
+            return ((bb * self.pixels + start) * h + hh) * self.d * ES, h * self.d * ES
+        per = nl * row if what == "G" else row      # G holds every level of a (query, head)
+        return ((bb * self.q + q0) * h + hh) * per + (level * row if what == "G" else 0), h * per
+
+    @property
+    def pixels(self) -> int:
+        return sum(h * w for h, w in self.levels)
 
     @property
     def lp(self) -> int:
@@ -162,11 +187,87 @@ def _attention(spec: MsdaSpec, np_: int, s: int, a: int, y: int, tp: int) -> lis
     return out
 
 
+def _region(spec: MsdaSpec, what: str, level: int) -> str:
+    """The region name of ``what`` (V or G) for ``level``: one per level in the planar form, one in mmcv's."""
+    return what if spec.heads else {"V": "X", "G": "G"}[what] + str(level)
+
+
+def _grid_loads(spec: MsdaSpec, b: int, q0: int, np_: int, g: int, gstep: int) -> list[DmaCopy]:
+    """The DMAs of head ``b``'s grids of queries ``q0 .. q0+np_`` for every level to ``g + level*gstep`` (``[q][p][x,
+    y]``, contiguous)."""
+    out = []
+    for i in range(len(spec.levels)):
+        off, stride = spec.at("G", b, q0, i)
+        out.append(DmaCopy(queue=Queue.DMA_LD, shape=(np_, 2 * spec.p), dst=View(Space.SPM, g + i * gstep, F32,
+                                                                                    (2 * spec.p * ES, ES)),
+                           src=View(Space.DRAM, off, F32, (stride, ES), _region(spec, "G", i))))
+    return out
+
+
+def _regions(spec: MsdaSpec, names: list[tuple[str, int]]) -> tuple[Region, ...]:
+    return tuple(Region(name, k, size) for k, (name, size) in enumerate(names))
+
+
+def _io_regions(spec: MsdaSpec) -> list[tuple[str, int]]:
+    """Regions V (or X<l>), G (or G<l>) of the inputs."""
+    samples = spec.n * spec.q * spec.p
+    if spec.heads:
+        return [("V", spec.n * spec.pixels * spec.d * ES), ("G", samples * len(spec.levels) * 8)]
+    return [(f"X{i}", spec.n * h * w * spec.d * ES) for i, (h, w) in enumerate(spec.levels)] + \
+        [(f"G{i}", samples * 8) for i in range(len(spec.levels))]
+
+
+def msda_coordinates(spec: MsdaSpec, target: Target, pt: int | None = None) -> Program:
+    """The coordinate program of the ``dram`` placement: regions V/X (unused, for one binding), G, K
+    (:func:`msda_constants`) in; ``I<l>`` ``(n, Q*P, 4)`` i32 and ``W<l>`` ``(n, Q*P, 4)`` f32 out (per level the
+    indices ``y*W + x`` or -1 and the product-order weights of :func:`compiler.grid_sample.grid_taps`)."""
+    why = spec.check()
+    if why:
+        raise CompileError(why)
+    nl, p, line = len(spec.levels), spec.p, target.bank_row
+    per = nl * (8 + 32) + 80                                   # bytes per sample: grids, indices + weights, temps
+    if pt is None:
+        pt = max(1, min(spec.q, (target.spm - 4 * nl * line - 64 * line) // (2 * per * p), MAX_EXTENT // (4 * p)))
+    npts = pt * p
+    gstep, ostep = _up(8 * npts, line), _up(16 * npts, line)
+    g, o = 0, nl * gstep
+    tmp = o + 2 * nl * ostep
+    slot = tmp + _up(80 * npts, line)
+    k = 2 * slot
+    if k + 32 * nl > target.spm:
+        raise TilingError(f"deformable attention coordinates of {pt} queries need {k + 32 * nl} B of SPM, the target "
+                          f"has {target.spm} B")
+    pipe = RingPipeline()
+    for b in range(spec.n):
+        for q0 in range(0, spec.q, pt):
+            np_ = min(pt, spec.q - q0)
+            base = pipe.slot * slot
+            loads = [] if pipe.steps else [DmaCopy(queue=Queue.DMA_LD, shape=(8 * nl,),
+                                                   dst=View(Space.SPM, k, F32, (ES,)),
+                                                   src=View(Space.DRAM, 0, F32, (ES,), "K"))]
+            loads += _grid_loads(spec, b, q0, np_, base + g, gstep)
+            compute, stores = [], []
+            first = (b * spec.q + q0) * p
+            for i in range(nl):
+                oi, ow = base + o + 2 * i * ostep, base + o + (2 * i + 1) * ostep
+                compute += gs._coordinate_ops(spec.level(i), np_ * p, base + g + i * gstep, k + 32 * i, oi, ow,
+                                              base + tmp)
+                stores += [DmaCopy(queue=Queue.DMA_ST, shape=(np_ * p * 4,), src=View(Space.SPM, oi, I32, (ES,)),
+                                   dst=View(Space.DRAM, first * 16, I32, (ES,), f"I{i}")),
+                           DmaCopy(queue=Queue.DMA_ST, shape=(np_ * p * 4,), src=View(Space.SPM, ow, F32, (ES,)),
+                                   dst=View(Space.DRAM, first * 16, F32, (ES,), f"W{i}"))]
+            pipe.step(loads, compute, stores)
+    samples = spec.n * spec.q * p
+    names = [n for n in _io_regions(spec) if n[0].startswith("G")] + [("K", 32 * nl)]
+    names += [(f"{w}{i}", samples * 16) for i in range(nl) for w in "IW"]
+    return pipe.program(vector_config(target.spm), _regions(spec, names))
+
+
 def msda_program(spec: MsdaSpec, target: Target, tables: str | None = None, pt: int | None = None) -> Program:
-    """The fused program. Regions: ``X<l>`` ``(n, H_l, W_l, D)`` f32 per level, ``A`` ``(n, Q, L*P)`` f32, ``Y``
-    ``(n, Q, D)`` f32; with ``spm`` tables also ``G<l>`` ``(n, Q, P, 2)`` f32 (the grids) and ``K``
-    (:func:`msda_constants`), with ``dram`` tables ``I<l>`` ``(n, Q*P, 4)`` i32 and ``W<l>`` ``(n, Q*P, 4)`` f32
-    (:func:`compiler.grid_sample.grid_coordinates` of each level). ``pt`` queries per tile (None: chosen)."""
+    """The fused program. Regions: the values (``X<l>`` ``(n, H_l, W_l, D)`` per level, or mmcv's ``V``), ``A``
+    and ``Y`` (:class:`MsdaSpec`); with ``spm`` tables also the grids (``G<l>`` ``(n, Q, P, 2)`` or mmcv's ``G``)
+    and ``K`` (:func:`msda_constants`), with ``dram`` tables ``I<l>``, ``W<l>`` of :func:`msda_coordinates`.
+    ``pt`` queries per tile (None: chosen)."""
     why = spec.check()
     if why:
         raise CompileError(why)
@@ -174,68 +275,70 @@ def msda_program(spec: MsdaSpec, target: Target, tables: str | None = None, pt: 
     if tables not in TABLES:
         raise CompileError(f"tables must be one of {TABLES}, not {tables!r}")
     lay = _tiling(spec, target, tables, pt)
-    nl, p, d, tp = len(spec.levels), spec.p, spec.d, lay.tp
+    nl, p, d, tp, line = len(spec.levels), spec.p, spec.d, lay.tp, target.bank_row
     pipe = RingPipeline()
-    offs = np.cumsum([0] + [_up(h * w * tp, target.bank_row) for h, w in spec.levels]).tolist()
+    offs = np.cumsum([0] + [_up(h * w * tp, line) for h, w in spec.levels]).tolist()
     for b in range(spec.n):
         tab = 2 * lay.slot + (b % 2) * lay.tables
         for q0 in range(0, spec.q, lay.pt):
             np_ = min(lay.pt, spec.q - q0)
             npts, base = np_ * p, pipe.slot * lay.slot
             loads, compute = [], []
-            if tables == "spm" and q0 == 0:
-                if b == 0:
+            if tables == "spm":
+                if b == 0 and q0 == 0:
                     loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(8 * nl,), dst=View(Space.SPM, lay.k, F32, (ES,)),
                                          src=View(Space.DRAM, 0, F32, (ES,), "K")))
                 for i, (h, w) in enumerate(spec.levels):
-                    loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(h, w, d),
-                                         dst=View(Space.SPM, tab + offs[i], F32, (w * tp, tp, ES)),
-                                         src=View(Space.DRAM, b * h * w * d * ES, F32, (w * d * ES, d * ES, ES),
-                                                  f"X{i}")))
+                    if q0 == 0:   # this head's tables, once
+                        off, rs = spec.at("V", b, 0, i)
+                        loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(h, w, d),
+                                             dst=View(Space.SPM, tab + offs[i], F32, (w * tp, tp, ES)),
+                                             src=View(Space.DRAM, off, F32, (w * rs, rs, ES), _region(spec, "V", i))))
+                gstep = _up(8 * lay.pt * p, line)
+                loads += _grid_loads(spec, b, q0, np_, base + lay.g, gstep)
             for i, (h, w) in enumerate(spec.levels):
-                first = b * spec.q * p + q0 * p                      # this tile's first sample of head b
                 if tables == "spm":
-                    g = base + lay.g + i * _up(8 * lay.pt * p, target.bank_row)
-                    loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(npts * 2,), dst=View(Space.SPM, g, F32, (ES,)),
-                                         src=View(Space.DRAM, first * 8, F32, (ES,), f"G{i}")))
-                    compute += gs._coordinate_ops(spec.level(i), npts, g, lay.k + 32 * i, base + lay.idx,
-                                                  base + lay.w, base + lay.tmp)
                     idx, wts, taps = base + lay.idx, base + lay.w, base + lay.taps
+                    compute += gs._coordinate_ops(spec.level(i), npts, base + lay.g + i * gstep, lay.k + 32 * i, idx,
+                                                  wts, base + lay.tmp)
                     compute.append(Gather(queue=Queue.VPU, shape=(npts, 4), row=d, rows=h * w,
                                           dst=View(Space.SPM, taps, F32, (4 * tp, tp, ES)),
                                           table=View(Space.SPM, tab + offs[i], F32, (tp,)),
                                           idx=View(Space.SPM, idx, I32, (16, 4))))
                 else:
-                    per = 2 * _up(16 * lay.pt * p, target.bank_row)
+                    per = 2 * _up(16 * lay.pt * p, line)
                     idx = base + lay.g + i * per
                     wts = idx + per // 2
                     taps = base + lay.taps + i * 4 * tp * lay.pt * p
+                    first = (b * spec.q + q0) * p
+                    off, rs = spec.at("V", b, 0, i)
                     loads += [DmaCopy(queue=Queue.DMA_LD, shape=(npts * 4,), dst=View(Space.SPM, idx, I32, (ES,)),
                                       src=View(Space.DRAM, first * 16, I32, (ES,), f"I{i}")),
                               DmaCopy(queue=Queue.DMA_LD, shape=(npts * 4,), dst=View(Space.SPM, wts, F32, (ES,)),
                                       src=View(Space.DRAM, first * 16, F32, (ES,), f"W{i}")),
                               Gather(queue=Queue.DMA_LD, shape=(npts, 4), row=d, rows=h * w,
                                      dst=View(Space.SPM, taps, F32, (4 * tp, tp, ES)),
-                                     table=View(Space.DRAM, b * h * w * d * ES, F32, (d * ES,), f"X{i}"),
+                                     table=View(Space.DRAM, off, F32, (rs,), _region(spec, "V", i)),
                                      idx=View(Space.SPM, idx, I32, (16, 4)))]
                 compute += weighting((np_, p), d, View(Space.SPM, base + lay.s + i * p * tp, F32,
                                                        (spec.lp * tp, tp, ES)),
                                      View(Space.SPM, taps, F32, (p * 4 * tp, 4 * tp, tp, ES)),
                                      View(Space.SPM, wts, F32, (p * 16, 16, ES)))
-            loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(np_ * spec.lp,),
-                                 dst=View(Space.SPM, base + lay.a, F32, (ES,)),
-                                 src=View(Space.DRAM, (b * spec.q + q0) * spec.lp * ES, F32, (ES,), "A")))
+            off, stride = spec.at("A", b, q0)
+            loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(np_, spec.lp),
+                                 dst=View(Space.SPM, base + lay.a, F32, (spec.lp * ES, ES)),
+                                 src=View(Space.DRAM, off, F32, (stride, ES), "A")))
             compute += _attention(spec, np_, base + lay.s, base + lay.a, base + lay.y, tp)
-            store = DmaCopy(queue=Queue.DMA_ST, shape=(np_ * d,), src=View(Space.SPM, base + lay.y, F32, (ES,)),
-                            dst=View(Space.DRAM, (b * spec.q + q0) * d * ES, F32, (ES,), "Y"))
+            off, stride = spec.at("Y", b, q0)
+            store = DmaCopy(queue=Queue.DMA_ST, shape=(np_, d), src=View(Space.SPM, base + lay.y, F32, (d * ES, ES)),
+                            dst=View(Space.DRAM, off, F32, (stride, ES), "Y"))
             pipe.step(loads, compute, [store])
     samples = spec.n * spec.q * p
-    regions = [Region(f"X{i}", i, spec.n * h * w * d * ES) for i, (h, w) in enumerate(spec.levels)]
+    names = _io_regions(spec)
     if tables == "spm":
-        regions += [Region(f"G{i}", nl + i, samples * 8) for i in range(nl)] + [Region("K", 2 * nl, 32 * nl)]
+        names.append(("K", 32 * nl))
     else:
-        regions += [Region(f"I{i}", nl + i, samples * 16) for i in range(nl)]
-        regions += [Region(f"W{i}", 2 * nl + i, samples * 16) for i in range(nl)]
-    regions += [Region("A", len(regions), spec.n * spec.q * spec.lp * ES),
-                Region("Y", len(regions) + 1, spec.n * spec.q * d * ES)]
-    return pipe.program(vector_config(target.spm), tuple(regions))
+        names = [n for n in names if not n[0].startswith("G")]
+        names += [(f"{w}{i}", samples * 16) for i in range(nl) for w in "IW"]
+    names += [("A", spec.n * spec.q * spec.lp * ES), ("Y", spec.n * spec.q * d * ES)]
+    return pipe.program(vector_config(target.spm), _regions(spec, names))

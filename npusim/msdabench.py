@@ -91,7 +91,7 @@ def run_variant(case: MsdaCase, variant: str, arch: Arch, values: bool = False, 
     fused = [n for n in compiled.graph.nodes if n.op == "MSDeformAttn"]
     if variant != "unfused" and not fused:
         raise RuntimeError(f"{case.name}: fuse_msda did not fuse the exported graph on {arch.name}")
-    used = "-" if not fused else "dram" if any(lr.name.endswith(".coords0") for lr in compiled.layers) else "spm"
+    used = "-" if not fused else "dram" if any(lr.name.endswith(".coords") for lr in compiled.layers) else "spm"
     validated = "-"
     if values:
         want = sampling.ms_deform_attn_mmcv(inputs["value"], case.levels, inputs["sampling_locations"],

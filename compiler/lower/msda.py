@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from isa import DType
 
-from .. import grid_sample as gs
 from .. import msda
 from ..ir import Graph, Node
 from .context import LoweringContext
@@ -14,8 +13,14 @@ from .spec import OpSpec
 
 
 def msda_spec(node: Node, graph: Graph) -> msda.MsdaSpec:
-    """The :class:`~compiler.msda.MsdaSpec` of an ``MSDeformAttn`` node (inputs ``X_l``, grids, weights)."""
-    nl = node.attrs["levels"]
+    """The :class:`~compiler.msda.MsdaSpec` of an ``MSDeformAttn`` node: planar (inputs ``X_l``, grids, weights)
+    or, with a ``heads`` attribute, mmcv's layouts (inputs value, sampling grids, attention weights)."""
+    a = node.attrs
+    if a.get("heads"):
+        bs, _, heads, d = graph.tensor(node.inputs[0]).shape
+        _, q, _, _, p, _ = graph.tensor(node.inputs[1]).shape
+        return msda.MsdaSpec(bs * heads, d, q, p, tuple(a["shapes"]), heads)
+    nl = a["levels"]
     xs = [graph.tensor(t).shape for t in node.inputs[:nl]]
     n, d, _, _ = xs[0]
     _, q, p, _ = graph.tensor(node.inputs[nl]).shape
@@ -24,38 +29,41 @@ def msda_spec(node: Node, graph: Graph) -> msda.MsdaSpec:
 
 def _check(node: Node, graph: Graph) -> str | None:
     nl = node.attrs.get("levels", 0)
-    if len(node.inputs) != 2 * nl + 1 or nl < 1:
-        return f"MSDeformAttn takes the levels' values, their grids and the weights: {2 * nl + 1} inputs"
-    if len(graph.tensor(node.outputs[0]).shape) != 3:
+    want = 3 if node.attrs.get("heads") else 2 * nl + 1
+    if len(node.inputs) != want or nl < 1:
+        return f"MSDeformAttn of {nl} levels takes {want} inputs, not {len(node.inputs)}"
+    if not node.attrs.get("heads") and len(graph.tensor(node.outputs[0]).shape) != 3:
         return "only the ReduceSum without keepdims ((N, D, Q), stored channels-last) is lowered"
     return msda_spec(node, graph).check()
 
 
 def lower_msda(low: LoweringContext, n: Node, tables: str | None = None) -> None:
-    """The fused program on channels-last level tables; its output ``(N, D, Q)`` (or ``(N, D, Q, 1)``) is stored
-    channels-last ``(N, Q, D)``."""
+    """The fused program (:func:`compiler.msda.msda_program`), after :func:`compiler.msda.msda_coordinates` when
+    the level tables stay in DRAM. Planar: channels-last level tables, the output ``(N, D, Q)`` stored channels-last
+    ``(N, Q, D)``; mmcv's layouts: every tensor as it is, the output ``(bs, Q, heads*D)`` row-major."""
     spec = msda_spec(n, low.graph)
     nl = len(spec.levels)
     tables = tables or msda.msda_tables(spec, low.target)
-    xs = [low.want(t, "nhwc") for t in n.inputs[:nl]]
-    grids = [low.want(t, "rm") for t in n.inputs[nl:2 * nl]]
-    a = low.want(n.inputs[-1], "rm")
     shape = low.graph.tensor(n.outputs[0]).shape
-    y = low.alloc(shape, "nhwc")
-    bind = {f"X{i}": ("ACT", x.offset) for i, x in enumerate(xs)}
-    bind |= {"A": ("ACT", a.offset), "Y": ("ACT", y.offset)}
-    if tables == "spm":
-        bind |= {f"G{i}": ("ACT", g.offset) for i, g in enumerate(grids)}
-        bind["K"] = ("W", low.const(msda.msda_constants(spec)))
+    if spec.heads:
+        values = {"V": ("ACT", low.want(n.inputs[0], "rm").offset)}
+        grids = {"G": ("ACT", low.want(n.inputs[1], "rm").offset)}
+        y = low.alloc(shape, "rm")
     else:
-        for i, g in enumerate(grids):
-            lv = spec.level(i)
-            ib = low.alloc((spec.n, spec.q * spec.p, 4), "rm", DType.I32)
-            wb = low.alloc((spec.n, spec.q * spec.p, 4), "rm")
-            low.emit(n, gs.grid_coordinates(lv, low.target),
-                     {"G": ("ACT", g.offset), "K": ("W", low.const(gs.grid_constants(lv))),
-                      "I": ("ACT", ib.offset), "Wt": ("ACT", wb.offset)}, suffix=f".coords{i}")
-            bind |= {f"I{i}": ("ACT", ib.offset), f"W{i}": ("ACT", wb.offset)}
+        values = {f"X{i}": ("ACT", low.want(t, "nhwc").offset) for i, t in enumerate(n.inputs[:nl])}
+        grids = {f"G{i}": ("ACT", low.want(t, "rm").offset) for i, t in enumerate(n.inputs[nl:2 * nl])}
+        y = low.alloc(shape, "nhwc")
+    bind = {**values, "A": ("ACT", low.want(n.inputs[-1], "rm").offset), "Y": ("ACT", y.offset)}
+    k = {"K": ("W", low.const(msda.msda_constants(spec)))}
+    if tables == "spm":
+        bind |= grids | k
+    else:
+        tabs = {}
+        for i in range(nl):
+            tabs[f"I{i}"] = ("ACT", low.alloc((spec.n, spec.q * spec.p, 4), "rm", DType.I32).offset)
+            tabs[f"W{i}"] = ("ACT", low.alloc((spec.n, spec.q * spec.p, 4), "rm").offset)
+        low.emit(n, msda.msda_coordinates(spec, low.target), grids | k | tabs, suffix=".coords")
+        bind |= tabs
     low.emit(n, msda.msda_program(spec, low.target, tables), bind)
     low.bind[n.outputs[0]] = y
 
