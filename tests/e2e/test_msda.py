@@ -150,3 +150,13 @@ def test_fused_m2_moves_at_least_the_sampled_tensor_fewer_dram_bytes():
         assert fused["tables"] == tables
         saved = unfused["dram_rd"] + unfused["dram_wr"] - fused["dram_rd"] - fused["dram_wr"]
         assert saved >= m2.sampled_bytes and fused["cycles"] < unfused["cycles"]
+
+
+def test_reduce_rows_steps_stay_within_one_shape_extent():
+    """Unfused M2 on dc128 reduces 640,000 rows of 4: more than 65,535 rows per step fit its SPM (IsaError before)."""
+    from compiler.target import Target
+    from compiler.vector import reduce_rows
+    from isa import DType, Reduce
+
+    prog = reduce_rows(Reduce.SUM, 640_000, 4, DType.F32, Target.of(load_arch("dc128")))
+    assert max(max(i.shape) for i in prog.instrs if hasattr(i, "shape")) <= 65_535
