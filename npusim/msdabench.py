@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from compiler.errors import CompileError
 from compiler.lower import REGISTRY
 from compiler.lower import msda as lower_msda
 from compiler.model import _spm_top
@@ -126,14 +127,19 @@ def _within_bound(case: MsdaCase, inputs: dict, got: np.ndarray) -> bool:
 
 def msda_rows(cases=CASES, presets=PRESETS, variants=("unfused", "fused"), values: bool = False,
               gather_rows=(1,), progress=None) -> list[dict]:
-    """Every (case, variant, preset, G) row of :func:`run_variant` (``G`` = ``vector.gather_rows``, the G sweep)."""
+    """Every (case, variant, preset, G) row of :func:`run_variant` (``G`` = ``vector.gather_rows``, the G sweep); a
+    variant that cannot be compiled there (SPM tables that do not fit) gets the reason as ``validated``."""
     rows = []
     for case in cases:
         for preset in presets:
             for g in gather_rows:
                 arch = load_arch(preset, [f"vector.gather_rows={g}"] if g != 1 else [])
                 for v in variants:
-                    rows.append({**run_variant(case, v, arch, values), "G": g})
+                    try:
+                        rows.append({**run_variant(case, v, arch, values), "G": g})
+                    except CompileError as e:   # the SPM tables do not fit this preset
+                        rows.append(dict(case=case.name, variant=v, preset=arch.name, G=g, validated=str(e)))
                     if progress:
                         progress(rows[-1])
     return rows
+
