@@ -414,6 +414,21 @@ class GraphBuilder:
         out = shapes[0][:a] + (sum(s[a] for s in shapes),) + shapes[0][a + 1:]
         return self._emit(n, "Concat", list(xs), out, self.dtype(xs[0]), {"axis": a})
 
+    def split(self, x: str, sizes: Sequence[int], axis: int = 0, name: str | None = None) -> list[str]:
+        """ONNX Split of ``x`` along ``axis`` into parts of ``sizes`` (given as an input, as from opset 13); the
+        outputs are named ``<name>.<i>``."""
+        n = self._node_name("Split", name)
+        sx = self.shape(x)
+        a = self._axis(n, "Split", axis, len(sx))
+        if sum(sizes) != sx[a] or min(sizes, default=0) < 0:
+            raise ShapeError(n, "Split", f"sizes {list(sizes)} must add up to axis {a} ({sx[a]})")
+        outs = [f"{n}.{i}" for i in range(len(sizes))]
+        for o, k in zip(outs, sizes):
+            self._add_tensor(Tensor(o, sx[:a] + (k,) + sx[a + 1:], self.dtype(x)))
+        ins = [x, self._operand(np.asarray(sizes, np.int64), n, "split", np.int64)]
+        self._nodes.append(Node(n, "Split", tuple(ins), tuple(outs), {"axis": a}))
+        return outs
+
     def slice(self, x: str, starts: Sequence[int], ends: Sequence[int], axes: Sequence[int] | None = None,
               steps: Sequence[int] | None = None, name: str | None = None) -> str:
         """ONNX Slice with constant starts/ends/axes/steps (out-of-range bounds clamp, as in Python)."""
@@ -603,6 +618,8 @@ def _onnx_nodes(node: Node, graph: Graph, opset: int, consts: list) -> list:
         x, y = node.inputs[0] if node.inputs else "", node.outputs[0]
         if node.op.startswith("Reduce") and "axes" in attrs and (node.op == "ReduceSum" or opset >= 18):
             inputs = inputs[:1] + [const("axes", np.asarray(attrs.pop("axes"), np.int64))]
+        elif node.op == "Split" and "split" in attrs and opset >= 13:   # the sizes became an input at 13
+            inputs = inputs[:1] + [const("split", np.asarray(attrs.pop("split"), np.int64))]
         elif node.op == "AveragePool" and opset < 19:
             if any(d != 1 for d in attrs.pop("dilations", ())):
                 raise CompileError(f"node {node.name!r} (AveragePool): dilations need opset 19, not {opset}")

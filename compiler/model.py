@@ -15,6 +15,7 @@ from isa import DmaCopy, Program, Space
 from isa.arch import Arch
 from isa.cost import program_estimate
 
+from .conv_transpose import MODES as CONV_TRANSPOSE_MODES
 from .errors import FALLBACK_HINT, CompileError, UnsupportedDTypeError, UnsupportedOpError
 from .host import HostOp, HostTensor, host_fn_name, host_ops, host_program, storage_dtype
 from .ir import Graph, Node
@@ -30,6 +31,7 @@ from .passes.fuse_matmul import fuse_matmul
 from .passes.fuse_msda import fuse_msda
 from .passes.fuse_silu import fuse_silu
 from .passes.fuse_softmax import fuse_softmax
+from .passes.qdq import fuse_qdq_conv_transpose
 from .residency import place_in_spm
 from .target import Target
 
@@ -38,14 +40,14 @@ RESIDENT_MIN_SPM = 1 << 23           # bytes: activations are kept in SPM by def
 ARENA_FRACTION = 3 / 8               # of the SPM, for activations kept on chip (measured: see docs/compiler.md)
 PREFETCH_MIN_SPM = 1 << 20           # bytes: prefetch is on by default from this SPM size (mid32, dc128)
 PASSES: dict[str, Callable[[Graph], Graph]] = {
-    "fold_constants": fold_constants, "fold_batchnorm": fold_batchnorm, "fuse_gelu": fuse_gelu,
-    "fuse_silu": fuse_silu, "fuse_layernorm": fuse_layernorm, "fuse_softmax": fuse_softmax,
+    "fold_constants": fold_constants, "fold_batchnorm": fold_batchnorm, "fuse_qdq": fuse_qdq_conv_transpose,
+    "fuse_gelu": fuse_gelu, "fuse_silu": fuse_silu, "fuse_layernorm": fuse_layernorm, "fuse_softmax": fuse_softmax,
     "fuse_activation": fuse_activation, "fuse_residual": fuse_residual, "fuse_matmul": fuse_matmul,
     "fuse_msda": fuse_msda}
 """The graph passes by name, in the order they run (``--dump-after NAME`` prints the graph after one)."""
 FUSION_PASSES = ("fuse_gelu", "fuse_silu", "fuse_layernorm", "fuse_softmax", "fuse_activation", "fuse_residual",
                  "fuse_matmul", "fuse_msda")
-"""The passes ``compile_model(fuse=False)`` skips."""
+"""The passes ``compile_model(fuse=False)`` skips (``fuse_qdq`` is how an int8 ConvTranspose is lowered at all)."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +113,7 @@ def unsupported_nodes(graph: Graph) -> list[tuple[Node, str]]:
 
 def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallback: bool = True, *,
                   fuse: bool = True, buffers: int = 2, prefetch: bool | None = None,
-                  resident: bool | None = None) -> CompiledModel:
+                  resident: bool | None = None, conv_transpose: str = "split") -> CompiledModel:
     """Compile ``graph`` for ``arch``.
 
     fallback: nodes the NPU cannot run (unknown ops, unsupported attributes or dtypes) run on the host CPU as
@@ -132,6 +134,9 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
     are compiled for the rest of the SPM. Graph inputs, outputs and what host calls touch stay in DRAM, and tensors
     kept on chip are absent from ``CompiledModel.tensors``. None: on for SPMs of at least ``RESIDENT_MIN_SPM`` bytes
     (on mid32's 1 MiB it costs BERT and ViT 5-6% for 1.2-7.4% on the CNNs, see docs/compiler.md).
+    conv_transpose: how ConvTranspose is lowered: ``"split"`` (phase splitting), or one of the baselines it is
+    measured against, ``"swell_spm"`` (each window zero-inserted in SPM) and ``"swell_dram"`` (the zero-inserted input
+    written to DRAM, then a convolution): :mod:`compiler.conv_transpose`.
     """
     if buffers not in (1, 2):
         raise CompileError(f"buffers must be 1 (single) or 2 (double buffering), not {buffers}")
@@ -151,7 +156,9 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
     arena = _arena_bytes(whole) if resident or (resident is None and arch.spm.size >= RESIDENT_MIN_SPM) else 0
     target = whole.with_spm(whole.spm - arena) if arena else whole   # the lowerings get the SPM below the arena
     half = half and _half(target) if arena else half                 # and prefetch splits that
-    low = LoweringContext(graph, target)
+    if conv_transpose not in CONV_TRANSPOSE_MODES:
+        raise CompileError(f"conv_transpose must be one of {', '.join(CONV_TRANSPOSE_MODES)}, not {conv_transpose!r}")
+    low = LoweringContext(graph, target, conv_transpose)
     for name in graph.inputs:
         t = graph.tensor(name)
         nhwc = t.rank in (3, 4) and any(getattr(REGISTRY.get(u.op), "nhwc", False) and u.inputs[0] == name

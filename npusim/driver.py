@@ -8,6 +8,14 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from compiler.conv import ConvShape, conv2d, conv_inputs, conv_reference, search_conv_tiling
+from compiler.conv_transpose import (
+    ConvTransposeShape,
+    TransposeTiling,
+    conv_transpose2d,
+    conv_transpose_inputs,
+    conv_transpose_reference,
+    search_conv_transpose_tiling,
+)
 from compiler.errors import CompileError
 from compiler.gemm import (
     ACC_TYPE,
@@ -124,6 +132,29 @@ def run_conv(cs: ConvShape, dtype: DType, arch: Arch, *, timing_only: bool = Fal
     return result, _validate(got, want, bound)
 
 
+def run_conv_transpose(ct: ConvTransposeShape, dtype: DType, arch: Arch, *, mode: str = "split",
+                       tiling: TransposeTiling | None = None, timing_only: bool = False, seed: int = 0,
+                       progress=None) -> tuple[SimResult, Validation | None]:
+    """Compile one transposed convolution (:func:`compiler.conv_transpose.conv_transpose2d`, ``mode`` split or
+    swell_spm) for ``arch``, simulate it on seeded random inputs and check Y against the float64/int64 scatter
+    reference (floats within the fp32 accumulation bound of the taps each output sums)."""
+    target = Target.of(arch)
+    tiling = tiling or search_conv_transpose_tiling(ct, dtype, target, mode=mode)
+    program = conv_transpose2d(ct, dtype, target, tiling, mode=mode)
+    inputs, x, w = conv_transpose_inputs(ct, dtype, target.rows, target.cols, seed, mode, tiling.gpack)
+    result = simulate(program, arch, None if timing_only else inputs, timing_only=timing_only, progress=progress)
+    if timing_only:
+        return result, None
+    got = region_array(result, "Y", ACC_TYPE[dtype], (ct.N, ct.OH, ct.OW, ct.K)).transpose(0, 3, 1, 2)
+    xs, ws = to_compute(x, dtype), to_compute(w, dtype)
+    want = conv_transpose_reference(xs, ws, ct)
+    bound = None
+    if dtype.is_float:
+        taps = ct.Cg * -(-ct.R // ct.stride[0]) * -(-ct.S // ct.stride[1])
+        bound = (taps + 1) * np.finfo(np.float32).eps * conv_transpose_reference(np.abs(xs), np.abs(ws), ct)
+    return result, _validate(got, want, bound)
+
+
 def run_topology(layers, arch: Arch, *, dtype: DType = DType.I8, ideal_memory: bool = False,
                  progress=None) -> dict:
     """Simulate every layer's GEMM view (timing only) in one process; per-layer and total cycles.
@@ -192,13 +223,13 @@ def host_functions(compiled: CompiledModel) -> dict[str, Callable]:
 
 
 def ort_session(model, options=None, what: str = "onnxruntime"):
-    """An onnxruntime CPU session for ``model`` (ModelProto or bytes) that logs only errors (its warnings about
+    """An onnxruntime CPU session for ``model`` (ModelProto or bytes) that logs only fatal errors (its warnings about
     unused initializers and the like would otherwise reach the user's terminal on every host call); a CompileError
     ``<what> rejects the model: <reason>`` when onnxruntime cannot load it."""
     import onnxruntime as ort
 
     opts = options or ort.SessionOptions()
-    opts.log_severity_level = 3
+    opts.log_severity_level = 4   # errors too: a session that fails to load is reported in our one line
     data = model if isinstance(model, bytes) else model.SerializeToString()
     try:
         return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
@@ -272,20 +303,22 @@ def model_report(result: SimResult, compiled: CompiledModel, instructions: bool 
 def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *, timing_only: bool = False,
               validate: bool = False, seed: int = 0, dump_after: str | None = None, fallback: bool = True,
               fuse: bool = True, buffers: int = 2, prefetch: bool | None = None, resident: bool | None = None,
-              serial: bool = False, progress=None, dims: dict[str, int] | None = None):
+              serial: bool = False, progress=None, dims: dict[str, int] | None = None,
+              conv_transpose: str = "split"):
     """Compile an ONNX model (path, ModelProto or Graph) for ``arch`` and simulate it.
 
     Without ``inputs``, seeded random ones (standard normal for floats). Returns (compiled model, result, outputs by
     ONNX name, report dict with ``layers``, ``host_ops`` and, when ``validate``, ``validation`` per output against
     onnxruntime). fallback: run the nodes the NPU cannot on the host CPU (else UnsupportedOpError lists them).
-    fuse, buffers, prefetch, resident: compiler options (:func:`compiler.model.compile_model`); serial: simulate every
+    fuse, buffers, prefetch, resident, conv_transpose: compiler options (:func:`compiler.model.compile_model`); serial:
+    simulate every
     instruction after the previous one retired (no overlap between units at all). ``progress`` is passed to
     :func:`npusim.simulate` (``progress(retired, total, cycle)``). ``dims`` fixes the model's symbolic input
     dimensions by name (``{"batch": 1}``).
     """
     graph = load_model(model, fallback, dims)
     compiled = compile_model(graph, arch, dump_after=dump_after, fallback=fallback, fuse=fuse, buffers=buffers,
-                             prefetch=prefetch, resident=resident)
+                             prefetch=prefetch, resident=resident, conv_transpose=conv_transpose)
     rng = np.random.default_rng(seed)
     if inputs is None:
         inputs = {n: rng.standard_normal(graph.tensor(n).shape).astype(graph.tensor(n).dtype) for n in graph.inputs}

@@ -28,7 +28,16 @@ from isa import DType, NpuSimError
 from isa.arch import Arch, load_arch
 from isa.asm import format_program
 
-from .driver import ConvShape, run_conv, run_gemm, run_model, single_layer_report, zoo_model
+from .driver import (
+    ConvShape,
+    ConvTransposeShape,
+    run_conv,
+    run_conv_transpose,
+    run_gemm,
+    run_model,
+    single_layer_report,
+    zoo_model,
+)
 from .simulator import SimResult
 from .tables import keyed_layers
 
@@ -60,6 +69,11 @@ def _conv(cs: tuple[int, ...], dtype: DType) -> Callable[[Arch], tuple[SimResult
     return lambda arch: _whole_program(run_conv(ConvShape(*cs), dtype, arch, timing_only=True)[0], "conv", "Conv")
 
 
+def _conv_transpose(ct: ConvTransposeShape, dtype: DType) -> Callable[[Arch], tuple[SimResult, list[dict]]]:
+    return lambda arch: _whole_program(run_conv_transpose(ct, dtype, arch, timing_only=True)[0], "conv_transpose",
+                                       "ConvTranspose")
+
+
 def _zoo(name: str) -> Callable[[Arch], tuple[SimResult, list[dict]]]:
     def run(arch: Arch) -> tuple[SimResult, list[dict]]:
         _, result, _, report = run_model(zoo_model(name), arch, timing_only=True)
@@ -72,6 +86,9 @@ WORKLOADS = {w.name: w for w in (
              _gemm(512, 512, 512, DType.I8)),
     Workload("conv3x3", "ResNet-like convolution 1x64x56x56 -> 64 channels, 3x3, stride 1, pad 1, int8",
              _conv((1, 64, 56, 56, 64, 3, 3, 1, 1), DType.I8)),
+    Workload("conv_transpose", "2x upsampling ConvTranspose by phase splitting, seed-ops case C: 1x128x25x25 -> 128 "
+             "channels, 3x3, stride 2, pad 1, output_padding 1, fp32", _conv_transpose(
+                 ConvTransposeShape(1, 128, 25, 25, 128, 3, 3, 2, 1, output_padding=1), DType.F32)),
     Workload("resnet18", "ResNet-18 from compiler.zoo (fp32, seed 0), 1x3x224x224 -> 1x1000", _zoo("resnet18")),
     Workload("bert_layer", "transformer encoder layer from compiler.zoo (BERT-base, fp32, seed 0), 1x128x768",
              _zoo("bert_layer")),

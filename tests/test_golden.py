@@ -131,7 +131,7 @@ def test_unknown_golden_is_an_error_listing_the_goldens():
 def test_names_select_by_golden_workload_or_preset():
     assert golden_names(["conv3x3"]) == ["conv3x3-edge16", "conv3x3-mid32"]
     assert golden_names(["mid32", "gemm512-mid32"]) == [g for g in GOLDENS if g.endswith("-mid32")]
-    assert golden_names() == list(GOLDENS) and len(GOLDENS) == 8
+    assert golden_names() == list(GOLDENS) and len(GOLDENS) == 10
 
 
 def test_cli_exit_codes_and_one_line_per_difference(tmp_path, capsys):

@@ -10,14 +10,13 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from ..ir import Graph, Node
-from . import conv, elementwise, folded, layout, matmul, msda, norm, pool, quant, reduce, rows, sample
+from . import conv, conv_transpose, elementwise, folded, layout, matmul, msda, norm, pool, quant, reduce, rows, sample
 from .context import ALIGN, Binding, LoweringContext
 from .spec import OpSpec
 
 REGISTRY: MappingProxyType[str, OpSpec] = MappingProxyType(
-    {spec.op: spec for module in (conv, matmul, elementwise, pool, rows, reduce, norm, layout, quant, folded, sample,
-                                        msda)
-     for spec in module.OPS})
+    {spec.op: spec for module in (conv, conv_transpose, matmul, elementwise, pool, rows, reduce, norm, layout, quant,
+                                  folded, sample, msda) for spec in module.OPS})
 """Every default-domain op the compiler takes, by ONNX name."""
 
 

@@ -75,11 +75,12 @@ class LoweringContext:
 
     ``target``: what the lowering may use of the NPU (the SPM less any activation arena, or half of that under
     prefetch); ``prefetched``: the segment's leading constant loads will overlap the previous layer, so a tiling
-    search may discount them.
+    search may discount them; ``conv_transpose``: how ConvTranspose is lowered (``split``, or the baselines
+    ``swell_spm`` and ``swell_dram``: :data:`compiler.conv_transpose.MODES`).
     """
 
-    def __init__(self, graph: Graph, target: Target):
-        self.graph, self.target = graph, target
+    def __init__(self, graph: Graph, target: Target, conv_transpose: str = "split"):
+        self.graph, self.target, self.conv_transpose = graph, target, conv_transpose
         self.prefetched = False
         self.segments: list[Segment] = []
         self.weights: list[np.ndarray] = []   # constant images, each padded to ALIGN, in region W order

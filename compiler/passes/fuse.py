@@ -1,5 +1,5 @@
-"""Fuse an activation into the op that feeds it: a Conv or an element-wise Add/Sub/Mul/Div whose only consumer is a
-Relu, or a Clip with constant bounds, takes the activation as ``attrs["activation"]`` (``("relu",)`` or
+"""Fuse an activation into the op that feeds it: a Conv, a ConvTranspose or an element-wise Add/Sub/Mul/Div whose only
+consumer is a Relu, or a Clip with constant bounds, takes the activation as ``attrs["activation"]`` (``("relu",)`` or
 ``("clamp", lo, hi)``) and the activation's output; the lowering applies it to each tile before the store (for a
 Conv, after the bias, on the accumulator tile)."""
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from ..ir import Graph
 
-PRODUCERS = ("Conv", "Add", "Sub", "Mul", "Div")
+PRODUCERS = ("Conv", "ConvTranspose", "Add", "Sub", "Mul", "Div")
 
 
 def fuse_activation(graph: Graph) -> Graph:

@@ -9,10 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .cnn import mobilenet_v2, resnet18, resnet18_int8, resnet50
+from .perception import bev_tiny
 from .transformer import bert_layer, vit_block
 
 MODELS: dict[str, Callable] = {f.__name__: f for f in (resnet18, resnet50, mobilenet_v2, bert_layer, vit_block,
-                                                         resnet18_int8)}
+                                                         resnet18_int8, bev_tiny)}
 
 
 def describe(name: str) -> str:
@@ -24,4 +25,5 @@ def describe(name: str) -> str:
     return " ".join(doc.split("\n\n")[0].split())
 
 
-__all__ = ["MODELS", "describe", "bert_layer", "mobilenet_v2", "resnet18", "resnet18_int8", "resnet50", "vit_block"]
+__all__ = ["MODELS", "describe", "bert_layer", "bev_tiny", "mobilenet_v2", "resnet18", "resnet18_int8", "resnet50",
+           "vit_block"]

@@ -14,7 +14,7 @@ from tests.e2e.test_model_compile import tiny_resnet
 def test_zoo_list_and_export(capsys, tmp_path):
     assert main(["zoo", "list"]) == 0
     names = [line.split("\t")[0] for line in capsys.readouterr().out.splitlines()]
-    assert names == ["resnet18", "resnet50", "mobilenet_v2", "bert_layer", "vit_block", "resnet18_int8"]
+    assert names == ["resnet18", "resnet50", "mobilenet_v2", "bert_layer", "vit_block", "resnet18_int8", "bev_tiny"]
     out = tmp_path / "bert.onnx"
     assert main(["zoo", "bert_layer", "-o", str(out)]) == 0
     onnx.checker.check_model(onnx.load(out))
@@ -46,8 +46,8 @@ def test_run_validates_and_reports_layers(capsys, tmp_path):
 
 @pytest.mark.parametrize("argv,message", [
     (["--dump-after", "nope"],
-     "--dump-after must be one of fold_constants, fold_batchnorm, fuse_gelu, fuse_silu, fuse_layernorm, fuse_softmax, "
-     "fuse_activation, fuse_residual, fuse_matmul, not 'nope'"),
+     "--dump-after must be one of fold_constants, fold_batchnorm, fuse_qdq, fuse_gelu, fuse_silu, fuse_layernorm, "
+     "fuse_softmax, fuse_activation, fuse_residual, fuse_matmul, not 'nope'"),
 ])
 def test_run_errors(capsys, tmp_path, argv, message):
     model = tmp_path / "tiny.onnx"

@@ -11,7 +11,7 @@ from isa.races import find_races
 from npusim.driver import run_model
 
 PRESETS = ["edge16", "mid32", "dc128"]
-FLOAT_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "bert_layer", "vit_block"]
+FLOAT_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "bert_layer", "vit_block", "bev_tiny"]
 INT8_MODELS = ["resnet18_int8"]
 
 
@@ -31,3 +31,13 @@ def test_zoo_model_validates(name, preset):
         assert check["ok"], (output, check)
         assert (check["rule"] == "exact") == (name in INT8_MODELS)
     assert result.cycles == max(lr["end"] for lr in report["layers"])
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_bev_tiny_runs_its_perception_operators_on_the_npu(preset):
+    compiled, _, _, report = run_model(built("bev_tiny"), load_arch(preset), validate=True)
+    ops = {lr.op for lr in compiled.layers}
+    assert {"ConvTranspose", "Resize", "GridSample", "Conv", "MatMul", "Softmax"} <= ops
+    assert sum(n.op == "GridSample" for n in compiled.graph.nodes) == 3   # the view transform, two attention levels
+    assert report["host_ops"] == []
+    assert all(check["ok"] for check in report["validation"].values())
