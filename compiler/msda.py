@@ -18,7 +18,8 @@ Two placements of the level tables (:data:`TABLES`):
   bilinear weights come from the class-3 coordinate program of each level (:func:`compiler.grid_sample
   .grid_coordinates`), 32 bytes per sample written and read back (the sampled tensor is ``4*D`` bytes per sample).
 
-:func:`msda_tables` picks ``spm`` when two heads' tables fit next to the tiles, else ``dram``.
+:func:`choose_tables` picks the one :func:`isa.cost.program_estimate` prices faster (``spm`` only where two heads'
+tables fit next to the tiles, :func:`msda_tables`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from isa import BinOp, DmaCopy, DType, Gather, Program, Queue, Reduce, Region, Space, VecBinary, View
+from isa.cost import program_estimate
 from isa.instructions import MAX_TABLE_ROWS
 from isa.view import MAX_EXTENT
 
@@ -172,6 +174,18 @@ def _tiling(spec: MsdaSpec, target: Target, tables: str, pt: int | None) -> _Lay
 def msda_tables(spec: MsdaSpec, target: Target) -> str:
     """``spm`` when two heads' level tables fit the SPM next to tiles of at least 8 queries, else ``dram``."""
     return "spm" if _layout(spec, target, "spm", min(8, spec.q)).top <= target.spm else "dram"
+
+
+def choose_tables(spec: MsdaSpec, target: Target) -> str:
+    """The placement :func:`isa.cost.program_estimate` prices faster: ``spm`` (when it fits, :func:`msda_tables`)
+    or ``dram`` (its coordinate program included). The SPM tables read each table once, but their ``vpu.gather``
+    shares the vector unit with the weighting; ``dma.ld.gather`` runs beside it."""
+    if msda_tables(spec, target) == "dram":
+        return "dram"
+    spm = program_estimate(msda_program(spec, target, "spm"), target.arch)
+    dram = sum(program_estimate(p, target.arch) for p in (msda_coordinates(spec, target),
+                                                           msda_program(spec, target, "dram")))
+    return "spm" if spm <= dram else "dram"
 
 
 def _attention(spec: MsdaSpec, np_: int, s: int, a: int, y: int, tp: int) -> list[VecBinary]:

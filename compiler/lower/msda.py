@@ -1,6 +1,6 @@
 """``MSDeformAttn``, the node :mod:`compiler.passes.fuse_msda` makes of mmcv's exported deformable attention:
-one fused program per node (:mod:`compiler.msda`), its level tables in the SPM when two heads' fit, else gathered
-from DRAM after a coordinate program per level."""
+one fused program per node (:mod:`compiler.msda`), its level tables held in the SPM per head or gathered from DRAM
+after a coordinate program (:func:`compiler.msda.choose_tables`)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def lower_msda(low: LoweringContext, n: Node, tables: str | None = None) -> None
     ``(N, Q, D)``; mmcv's layouts: every tensor as it is, the output ``(bs, Q, heads*D)`` row-major."""
     spec = msda_spec(n, low.graph)
     nl = len(spec.levels)
-    tables = tables or msda.msda_tables(spec, low.target)
+    tables = tables or msda.choose_tables(spec, low.target)
     shape = low.graph.tensor(n.outputs[0]).shape
     if spec.heads:
         values = {"V": ("ACT", low.want(n.inputs[0], "rm").offset)}
@@ -72,7 +72,7 @@ OPS = (
     OpSpec("MSDeformAttn", lower_msda, check=_check,
            npu="not an ONNX op: made by the fuse_msda pass of mmcv's exported multi-scale deformable attention "
                "(GridSample per level, stack, Mul by the weights, ReduceSum); one pass per (head, query tile), "
-               "coordinates on the vector unit, taps gathered from the level tables (in the SPM when two heads' "
-               "fit, else from DRAM), bilinear in onnxruntime's order, weighted sum over levels x points in "
-               "sequence; the sampled tensor never leaves the SPM"),
+               "coordinates on the vector unit, taps gathered from the level tables (held in the SPM per head or "
+               "gathered from DRAM, whichever the cost model prices faster), bilinear in onnxruntime's order, "
+               "weighted sum over levels x points in sequence; the sampled tensor never leaves the SPM"),
 )
