@@ -47,7 +47,7 @@ def test_run_validates_and_reports_layers(capsys, tmp_path):
 @pytest.mark.parametrize("argv,message", [
     (["--dump-after", "nope"],
      "--dump-after must be one of fold_constants, fold_batchnorm, fuse_qdq, fuse_gelu, fuse_silu, fuse_layernorm, "
-     "fuse_softmax, fuse_activation, fuse_residual, fuse_matmul, not 'nope'"),
+     "fuse_softmax, fuse_activation, fuse_residual, fuse_matmul, fuse_msda, not 'nope'"),
 ])
 def test_run_errors(capsys, tmp_path, argv, message):
     model = tmp_path / "tiny.onnx"
