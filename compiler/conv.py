@@ -22,6 +22,7 @@ corner of the array. :func:`search_conv_tiling` picks the tiling by the simulato
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -295,23 +296,47 @@ def _fits(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int,
 
 def choose_conv_tiling(cs: ConvShape, dtype: DType, target: Target) -> ConvTiling:
     """The tallest output tile (full width up to max_rows, one output-channel block) that fits, with as many
-    input-channel blocks per step as fit (all of them when possible: no split reduction)."""
+    input-channel blocks per step as fit (all of them when possible: no split reduction). Binary searches (see
+    :func:`_largest`): O(log OH * log C) fit checks, the result of trying every height and block count."""
     rows, cols, spm, acc = target.rows, target.cols, target.spm, target.acc
-    tow = min(cs.OW, target.max_rows)
-    for tcb in range(-(-cs.Cg // rows), 0, -1):
-        for toh in range(cs.OH, 0, -1):
-            if _fits(cs, ConvTiling(toh, tow, tcb), dtype.size, rows, cols, spm, acc):
-                return ConvTiling(toh, tow, tcb)
+    tow, cbs = min(cs.OW, target.max_rows), -(-cs.Cg // rows)
+
+    def fits(tcb: int, toh: int) -> bool:
+        return _fits(cs, ConvTiling(toh, tow, tcb), dtype.size, rows, cols, spm, acc)
+
+    tcb = _largest(cbs, lambda b: fits(b, cs.OH) or fits(b, 1))   # some height fits iff the full or the lowest does
+    if tcb:
+        return ConvTiling(_largest(cs.OH, lambda h: fits(tcb, h)), tow, tcb)
     raise TilingError(f"no tiling of {cs} fits {spm} B of SPM and {acc} B of ACC (one output row of one channel "
                       f"block needs more)")
 
 
+def _largest(top: int, fits: Callable[[int], bool]) -> int:
+    """The largest v in [1, top] with ``fits(v)``, or 0: ``top`` itself, else by binary search below it.
+
+    Exact for :func:`_fits` over tile heights and over input-channel blocks per step: below the top both only grow
+    the SRAM a tile needs (window rows, accumulator rows; channels per window and weight chunk), so the fitting
+    values are an initial segment [1, v]. Only the top can break the order: a tile as tall as the output needs one
+    input slot instead of two, a step over every channel block keeps one weight chunk and the whole window.
+    """
+    if fits(top):
+        return top
+    lo, hi = 0, top - 1                 # fits(lo) holds (0 stands for "none"); the answer is in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 def _fit_tcb(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> int:
-    """The most input-channel blocks per step with which tiling ``t`` (its ``tcb`` aside) fits, or 0."""
+    """The most input-channel blocks per step with which tiling ``t`` (its ``tcb`` aside) fits, or 0 (a binary
+    search, :func:`_largest`)."""
     gs = grouped(cs, t.gpack)
     kc = t.pack * (gs.R * gs.S * gs.Cg if t.im2col else gs.Cg)   # (the plan's reduction, needed before a plan)
-    return next((tcb for tcb in range(-(-kc // rows), 0, -1) if _fits(cs, replace(t, tcb=tcb), es, rows, cols, spm,
-                                                                        acc)), 0)
+    return _largest(-(-kc // rows), lambda tcb: _fits(cs, replace(t, tcb=tcb), es, rows, cols, spm, acc))
 
 
 def conv_shape(n: Node, x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> ConvShape:
@@ -391,6 +416,8 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, target: Target, epilogue: Ep
     if not fitting:
         raise refused or TilingError(f"no tiling of {cs} fits {spm} B of SPM and {target.acc} B of ACC")
     fitting.sort(key=lambda e: e[0])
+    if conv_instructions(cs, fitting[0][1], es, r, c, spm) > PRICE_MAX:
+        return fitting[0][1]    # too large to build every candidate: the best rough estimate
     best = None
     priced = [t for bufs in (2, 1) for t in [t for _, t in fitting if t.acc_bufs == bufs][:SEARCH_PRICED]]
     for t in priced:
@@ -405,6 +432,18 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, target: Target, epilogue: Ep
 
 _CONSTANTS = {"Wt": ("W", 0), "Bias": ("W", 0), "Scale": ("W", 0)}   # conv2d's constants, as a model binds them
 SEARCH_PRICED = 10   # candidates per accumulator ring depth, best by :func:`_rough_cycles`, priced exactly
+PRICE_MAX = 20_000
+"""Instructions (by :func:`conv_instructions`) of the best-ranked candidate above which the search does not build
+and price candidates, but takes that one: building 2 * SEARCH_PRICED programs of a layer that large would take
+minutes (no layer of the zoo models comes within a factor of five)."""
+
+
+def conv_instructions(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> int:
+    """At least how many instructions :func:`conv2d` emits for tiling ``t``: two per step (a load and a matmul; 2.3
+    to 3.3 measured), a step being one tile's output-channel block group and input-channel step."""
+    p, gs = _plan(cs, t, es, rows, cols, spm), grouped(cs, t.gpack)
+    tiles = gs.N * gs.groups * -(-gs.OH // t.toh) * -(-gs.OW // t.tow)
+    return 2 * tiles * -(-p.nbs // p.tnb) * -(-p.cbs // p.tcb)
 
 
 def group_packs(cs: ConvShape, rows: int, cols: int) -> tuple[int, ...]:

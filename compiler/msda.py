@@ -19,7 +19,7 @@ Two placements of the level tables (:data:`TABLES`):
   .grid_coordinates`), 32 bytes per sample written and read back (the sampled tensor is ``4*D`` bytes per sample).
 
 :func:`choose_tables` picks the one :func:`isa.cost.program_estimate` prices faster (``spm`` only where two heads'
-tables fit next to the tiles, :func:`msda_tables`).
+tables fit next to the tiles, :func:`tables_that_fit`).
 """
 
 from __future__ import annotations
@@ -171,16 +171,16 @@ def _tiling(spec: MsdaSpec, target: Target, tables: str, pt: int | None) -> _Lay
     return lay
 
 
-def msda_tables(spec: MsdaSpec, target: Target) -> str:
+def tables_that_fit(spec: MsdaSpec, target: Target) -> str:
     """``spm`` when two heads' level tables fit the SPM next to tiles of at least 8 queries, else ``dram``."""
     return "spm" if _layout(spec, target, "spm", min(8, spec.q)).top <= target.spm else "dram"
 
 
 def choose_tables(spec: MsdaSpec, target: Target) -> str:
-    """The placement :func:`isa.cost.program_estimate` prices faster: ``spm`` (when it fits, :func:`msda_tables`)
+    """The placement :func:`isa.cost.program_estimate` prices faster: ``spm`` (when it fits, :func:`tables_that_fit`)
     or ``dram`` (its coordinate program included). The SPM tables read each table once, but their ``vpu.gather``
     shares the vector unit with the weighting; ``dma.ld.gather`` runs beside it."""
-    if msda_tables(spec, target) == "dram":
+    if tables_that_fit(spec, target) == "dram":
         return "dram"
     spm = program_estimate(msda_program(spec, target, "spm"), target.arch)
     dram = sum(program_estimate(p, target.arch) for p in (msda_coordinates(spec, target),
@@ -285,7 +285,7 @@ def msda_program(spec: MsdaSpec, target: Target, tables: str | None = None, pt: 
     why = spec.check()
     if why:
         raise CompileError(why)
-    tables = tables or msda_tables(spec, target)
+    tables = tables or tables_that_fit(spec, target)
     if tables not in TABLES:
         raise CompileError(f"tables must be one of {TABLES}, not {tables!r}")
     lay = _tiling(spec, target, tables, pt)

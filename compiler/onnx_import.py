@@ -31,7 +31,7 @@ from .errors import (
     UnsupportedOpsetError,
 )
 from .ir import Graph, Node, Tensor, node_prefix, short_dtype
-from .lower import REGISTRY
+from .lower import REGISTRY, contract_violation
 from .passes.fold_constants import FOLDERS, fold_constants, fold_node, remove_dead
 
 OPSETS = (1, onnx.defs.onnx_opset_version())
@@ -70,7 +70,11 @@ def import_onnx(model: onnx.ModelProto | str | Path, allow_unknown: bool = False
     """
     m = _load(model)
     opset = model_opset(m)
+    if not m.graph.output:
+        raise CompileError("the model's graph has no outputs: there is nothing to compute (onnxruntime refuses it "
+                           "too); declare the tensors it should produce in graph.output")
     if opset < WORKING_OPSET:
+        _check(m if m.ir_version >= 4 else _with_ir(m, 4))   # valid at its own opset, before converting
         m, opset = _convert(m, opset, WORKING_OPSET), WORKING_OPSET
     if dims:
         m = fix_dims(m, dims)
@@ -83,7 +87,7 @@ def import_onnx(model: onnx.ModelProto | str | Path, allow_unknown: bool = False
             if folded is None:
                 break
             m = _infer(folded)
-        graph = fold_constants(_raw_graph(m, opset))
+        graph = fold_constants(_checked_contracts(_raw_graph(m, opset)))
         graph = remove_dead(_canonical(graph))
     except CompileError:
         if unknown and not allow_unknown:  # e.g. a foreign op without shapes: name the op, not the symptom
@@ -220,6 +224,13 @@ def _check(m: onnx.ModelProto) -> None:
         if on.name and on.name in seen:
             raise CompileError(f"the model is not valid ONNX: two nodes are named {on.name!r}")
         seen.add(on.name)
+
+
+def _with_ir(m: onnx.ModelProto, ir: int) -> onnx.ModelProto:
+    """A copy of ``m`` at IR version ``ir`` (IR 4 let initializers be constants rather than defaulted inputs)."""
+    out = _copy(m)
+    out.ir_version = ir
+    return out
 
 
 def _copy(m: onnx.ModelProto) -> onnx.ModelProto:
@@ -454,6 +465,18 @@ def _attrs(on: onnx.NodeProto, name: str, opset: int) -> dict[str, Any]:
 
 
 # -- canonical form ------------------------------------------------------------------------------------------------
+
+def _checked_contracts(graph: Graph) -> Graph:
+    """``graph``, after checking every node against its op's operand contract (:mod:`compiler.lower.contracts`:
+    what onnxruntime requires of operand shapes beyond ONNX's shape inference); CompileError naming the first node
+    that breaks it."""
+    for node in graph.nodes:
+        reason = contract_violation(node, graph)
+        if reason:
+            raise CompileError(f"node {node.name!r} ({node.op}): {reason}; the model is not valid ONNX "
+                               f"(onnxruntime refuses it too)")
+    return graph
+
 
 def _canonical_node(node: Node, ctx: CanonContext) -> Node:
     if node.domain not in ("", "ai.onnx"):

@@ -6,7 +6,9 @@ from .errors import (
     AsmSyntaxError,
     DeadlockError,
     EncodingError,
+    InputError,
     IsaError,
+    LimitError,
     NpuSimError,
     SimulationError,
     VerifyError,
@@ -38,7 +40,8 @@ from .view import View
 
 __all__ = [
     "Act", "ArchError", "AsmSyntaxError", "Barrier", "BinOp", "DType", "DeadlockError", "DmaCopy", "DmaFill",
-    "EncodingError", "Gather", "Halt", "HostCall", "INT_RANGE", "Instr", "IsaError", "MatMul", "NpuSimError", "Opcode",
-    "Pad", "Program", "ProgramConfig", "Queue", "Reduce", "Region", "SemDecl", "SemOp", "SimulationError", "Space",
-    "Sync", "UNIT_QUEUES", "VecBinary", "VecConvert", "VecRequant", "VecUnary", "VerifyError", "View", "reduction_dims",
+    "EncodingError", "Gather", "Halt", "HostCall", "INT_RANGE", "InputError", "Instr", "IsaError", "LimitError",
+    "MatMul", "NpuSimError", "Opcode", "Pad", "Program", "ProgramConfig", "Queue", "Reduce", "Region", "SemDecl",
+    "SemOp", "SimulationError", "Space", "Sync", "UNIT_QUEUES", "VecBinary", "VecConvert", "VecRequant", "VecUnary",
+    "VerifyError", "View", "reduction_dims",
 ]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ArchError
+from .files import decode_utf8
 from .techtable import load_table, table_names
 
 DATAFLOWS = ("ws", "os", "is")
@@ -23,25 +24,51 @@ DRAM_MODELS = ("rowbuffer", "bandwidth")
 MXU_DTYPES = ("i8", "u8", "f16", "bf16", "f32")
 
 
-def _int(lo: int = 1, pow2: bool = False):
+INT_MAX = 2**31 - 1
+"""The default upper bound of an Arch integer: every count, size and latency stays far from overflowing the int64
+arithmetic of the cost model and the simulator's cycle counters."""
+FLOAT_MAX = 1e9
+"""The default upper bound of an Arch number (rates, energies): finite, and small enough for the same reason."""
+
+
+def _int(lo: int = 1, pow2: bool = False, hi: int = INT_MAX, why: str = ""):
+    """An integer in [lo, hi] (a power of two if ``pow2``); ``why`` explains ``hi`` in the error message."""
     def check(name: str, v: Any) -> None:
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo or (pow2 and v & (v - 1)):
-            what = f"an integer >= {lo}" + (" and a power of two" if pow2 else "")
-            raise ArchError(f"{name} must be {what}, not {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi or (pow2 and v & (v - 1)):
+            what = f"an integer in [{_bound(lo)}, {_bound(hi)}]" + (" and a power of two" if pow2 else "")
+            raise ArchError(f"{name} must be {what}{f' ({why})' if why else ''}, not {v!r}")
+    check.allowed = f"[{_bound(lo)}, {_bound(hi)}]" + (", power of 2" if pow2 else "")
     return check
 
 
-def _float(lo: float = 0.0):
+def _float(lo: float = 0.0, hi: float = FLOAT_MAX, why: str = ""):
+    """A finite number in (lo, hi] (in [lo, hi] when ``lo`` > 0)."""
     def check(name: str, v: Any) -> None:
-        if isinstance(v, bool) or not isinstance(v, int | float) or not v > lo:
-            raise ArchError(f"{name} must be a number > {lo:g}, not {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int | float) or not (v >= lo if lo > 0 else v > lo) \
+                or not v <= hi:
+            low = f"[{lo:g}" if lo > 0 else f"({lo:g}"
+            raise ArchError(f"{name} must be a number in {low}, {_bound(hi)}]{f' ({why})' if why else ''}, "
+                            f"not {v!r}")
+    check.allowed = f"{'[' if lo > 0 else '('}{lo:g}, {_bound(hi)}]"
     return check
+
+
+def _bound(v: int | float) -> str:
+    """A bound as people write it: 255, 65_536, 2**31 - 1, 1e+09."""
+    if isinstance(v, float):
+        return f"{v:g}"
+    if v >= 1 << 16 and not v & (v - 1):
+        return f"2**{v.bit_length() - 1}"
+    if v >= (1 << 16) - 1 and not v & (v + 1):
+        return f"2**{v.bit_length()} - 1"
+    return f"{v:_}" if v >= 10_000 else str(v)
 
 
 def _choice(options: tuple[str, ...]):
     def check(name: str, v: Any) -> None:
         if v not in options:
             raise ArchError(f"{name} must be one of {', '.join(map(repr, options))}, not {v!r}")
+    check.allowed = ", ".join(options)
     return check
 
 
@@ -49,6 +76,7 @@ def _subset(options: tuple[str, ...]):
     def check(name: str, v: Any) -> None:
         if not isinstance(v, tuple) or not v or any(x not in options for x in v):
             raise ArchError(f"{name} must be a non-empty list drawn from {', '.join(options)}, not {v!r}")
+    check.allowed = "non-empty list of " + ", ".join(options)
     return check
 
 
@@ -57,9 +85,23 @@ def _bool(name: str, v: Any) -> None:
         raise ArchError(f"{name} must be true or false, not {v!r}")
 
 
+_bool.allowed = "true, false"
+
+
 def _text(name: str, v: Any) -> None:
     if not isinstance(v, str):
         raise ArchError(f"{name} must be a string, not {v!r}")
+
+
+_text.allowed = "text"
+
+
+LATENCY = 1_000_000
+"""Bound of latencies and intervals, cycles: a millisecond at 1 GHz."""
+SRAM_MAX = 1 << 31
+SRAM_WHY = "2 GiB: program addresses are 32-bit and the simulator holds the memory"
+RATE_MIN = 0.001
+"""Least throughput or clock: a slower one makes cycle counts overflow."""
 
 
 def _table(name: str, v: Any) -> None:
@@ -67,8 +109,12 @@ def _table(name: str, v: Any) -> None:
     load_table(v)   # an ArchError saying what is wrong with the table
 
 
+_table.allowed = "bundled name or TOML path"
+
+
 def spec(default: Any, check, doc: str, unit: str = ""):
-    """A validated Arch field with its documentation and unit (used by docs and error messages)."""
+    """A validated Arch field with its documentation and unit (used by docs and error messages); ``check(name,
+    value)`` raises ArchError, and its ``allowed`` attribute (if any) says what it allows for the docs."""
     return field(default=default, metadata={"check": check, "doc": doc, "unit": unit})
 
 
@@ -78,17 +124,25 @@ class _Section:
             f.metadata["check"](f"{self._name}.{f.name}", getattr(self, f.name))
 
 
+_PES = _int(hi=255, why="the k and n of mxu.mm hold 1-255")
+_CYCLES = _int(0, hi=LATENCY)
+_INTERVAL = _int(hi=LATENCY)
+_SRAM_SIZE = _int(hi=SRAM_MAX, why=SRAM_WHY)
+_RATE = _float(RATE_MIN, 65536.0)
+
+
 @dataclass(frozen=True)
 class MatrixUnit(_Section):
     """The systolic array."""
 
     _name = "matrix"
-    rows: int = spec(16, _int(), "processing-element rows (K extent of one weight tile under ws)", "PEs")
-    cols: int = spec(16, _int(), "processing-element columns (N extent of one weight tile under ws)", "PEs")
+    rows: int = spec(16, _PES, "processing-element rows (K extent of one weight tile under ws)", "PEs")
+    cols: int = spec(16, _PES, "processing-element columns (N extent of one weight tile under ws)", "PEs")
     dataflow: str = spec("ws", _choice(DATAFLOWS), "weight-, output- or input-stationary")
     dtypes: tuple[str, ...] = spec(MXU_DTYPES, _subset(MXU_DTYPES), "operand types the array accepts")
     fold_overlap: bool = spec(True, _bool, "preload the next fold's stationary operand while the current one streams")
-    max_rows: int = spec(256, _int(), "largest m (rows streamed) of one mxu.mm", "rows")
+    max_rows: int = spec(256, _int(hi=65535, why="the m of mxu.mm holds 1-65535"),
+                         "largest m (rows streamed) of one mxu.mm", "rows")
 
 
 @dataclass(frozen=True)
@@ -96,18 +150,18 @@ class VectorUnit(_Section):
     """The SIMD vector unit."""
 
     _name = "vector"
-    lanes: int = spec(16, _int(), "elements processed per cycle", "elements/cycle")
-    alu_latency: int = spec(2, _int(0), "pipeline depth of add/sub/min/max/logic/compare/mov/relu/clamp", "cycles")
-    mul_latency: int = spec(3, _int(0), "pipeline depth of mul/shifts/cvt/rq", "cycles")
-    special_latency: int = spec(12, _int(0), "pipeline depth of div/exp/log/recip/sqrt/rsqrt/sigmoid/tanh/gelu/erf",
+    lanes: int = spec(16, _int(hi=4096), "elements processed per cycle", "elements/cycle")
+    alu_latency: int = spec(2, _CYCLES, "pipeline depth of add/sub/min/max/logic/compare/mov/relu/clamp", "cycles")
+    mul_latency: int = spec(3, _CYCLES, "pipeline depth of mul/shifts/cvt/rq", "cycles")
+    special_latency: int = spec(12, _CYCLES, "pipeline depth of div/exp/log/recip/sqrt/rsqrt/sigmoid/tanh/gelu/erf",
                                 "cycles")
-    alu_interval: int = spec(1, _int(), "initiation interval of the alu class: cycles between successive vectors of "
-                             "lanes elements", "cycles/vector")
-    mul_interval: int = spec(1, _int(), "initiation interval of the mul class (mul/shifts/cvt/rq)", "cycles/vector")
-    special_interval: int = spec(4, _int(), "initiation interval of the special class (div/exp/log/recip/sqrt/rsqrt/"
-                                 "sigmoid/tanh/gelu/erf)", "cycles/vector")
-    gather_rows: int = spec(1, _int(), "table rows vpu.gather reads per cycle (G; above 1 assumes a conflict-free "
-                            "crossbar)", "rows/cycle")
+    alu_interval: int = spec(1, _INTERVAL, "initiation interval of the alu class: cycles between successive vectors "
+                             "of lanes elements", "cycles/vector")
+    mul_interval: int = spec(1, _INTERVAL, "initiation interval of the mul class (mul/shifts/cvt/rq)", "cycles/vector")
+    special_interval: int = spec(4, _INTERVAL, "initiation interval of the special class (div/exp/log/recip/sqrt/"
+                                 "rsqrt/sigmoid/tanh/gelu/erf)", "cycles/vector")
+    gather_rows: int = spec(1, _int(hi=4096), "table rows vpu.gather reads per cycle (G; above 1 assumes a "
+                            "conflict-free crossbar)", "rows/cycle")
 
 
 @dataclass(frozen=True)
@@ -115,22 +169,25 @@ class Memory(_Section):
     """An on-chip SRAM (scratchpad or accumulator buffer): address-interleaved banks."""
 
     _name = "spm"
-    size: int = spec(256 * 1024, _int(), "capacity", "bytes")
-    banks: int = spec(16, _int(pow2=True), "number of banks; bank = (address // bank_width) % banks")
-    bank_width: int = spec(16, _int(pow2=True), "bytes one bank delivers per cycle", "bytes")
-    ports: int = spec(4, _int(), "units that can access the memory at the same time")
+    size: int = spec(256 * 1024, _SRAM_SIZE, "capacity", "bytes")
+    banks: int = spec(16, _int(pow2=True, hi=1024), "number of banks; bank = (address // bank_width) % banks")
+    bank_width: int = spec(16, _int(pow2=True, hi=4096), "bytes one bank delivers per cycle", "bytes")
+    ports: int = spec(4, _int(hi=64), "units that can access the memory at the same time")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.size % (self.banks * self.bank_width):
-            raise ArchError(f"{self._name}.size must be a multiple of banks * bank_width = "
-                            f"{self.banks * self.bank_width}, not {self.size}")
+        line = self.banks * self.bank_width
+        if line > 1 << 16:
+            raise ArchError(f"{self._name}.banks * bank_width (one memory line) must be at most 65_536 bytes, not "
+                            f"{self.banks} * {self.bank_width} = {line}")
+        if self.size % line:
+            raise ArchError(f"{self._name}.size must be a multiple of banks * bank_width = {line}, not {self.size}")
 
 
 @dataclass(frozen=True)
 class Accumulator(Memory):
     _name = "acc"
-    size: int = spec(64 * 1024, _int(), "capacity", "bytes")
+    size: int = spec(64 * 1024, _SRAM_SIZE, "capacity", "bytes")
 
 
 @dataclass(frozen=True)
@@ -138,11 +195,12 @@ class Dma(_Section):
     """The DMA engines that run the dma.ld and dma.st queues."""
 
     _name = "dma"
-    channels: int = spec(2, _int(), "independent channels; with 1, dma.ld and dma.st take turns")
-    setup_latency: int = spec(8, _int(0), "descriptor processing before the first request", "cycles")
-    burst_bytes: int = spec(64, _int(pow2=True), "largest DRAM request; requests are aligned to it", "bytes")
-    outstanding: int = spec(8, _int(), "DRAM requests one channel keeps in flight", "requests")
-    gather_issue: int = spec(1, _int(), "dma.ld.gather: cycles to fetch one index and issue its row", "cycles/index")
+    channels: int = spec(2, _int(hi=64), "independent channels; with 1, dma.ld and dma.st take turns")
+    setup_latency: int = spec(8, _CYCLES, "descriptor processing before the first request", "cycles")
+    burst_bytes: int = spec(64, _int(pow2=True, hi=65536), "largest DRAM request; requests are aligned to it", "bytes")
+    outstanding: int = spec(8, _int(hi=4096), "DRAM requests one channel keeps in flight", "requests")
+    gather_issue: int = spec(1, _INTERVAL, "dma.ld.gather: cycles to fetch one index and issue its row",
+                             "cycles/index")
 
 
 @dataclass(frozen=True)
@@ -150,28 +208,29 @@ class Dram(_Section):
     """Off-chip memory: a pipelined bus shared by the DMA channels."""
 
     _name = "dram"
-    bandwidth: float = spec(16.0, _float(), "data bus throughput", "bytes/cycle")
-    latency: int = spec(100, _int(0), "request to data", "cycles")
+    bandwidth: float = spec(16.0, _RATE, "data bus throughput", "bytes/cycle")
+    latency: int = spec(100, _CYCLES, "request to data", "cycles")
     model: str = spec("rowbuffer", _choice(DRAM_MODELS), "rowbuffer: banks with open rows, a burst to a closed row "
                       "waits for row_miss_latency (less what other banks' bursts hide); bandwidth: bus bandwidth and "
                       "latency only")
-    banks: int = spec(16, _int(pow2=True), "banks, each with one open row; bank = page % banks (rowbuffer model)")
-    page_bytes: int = spec(2048, _int(pow2=True), "row (page) size; page = region offset // page_bytes; at least "
-                           "dma.burst_bytes (rowbuffer model)", "bytes")
-    row_miss_latency: int = spec(30, _int(0), "to open a burst's row (precharge + activate; rowbuffer model); "
+    banks: int = spec(16, _int(pow2=True, hi=1024), "banks, each with one open row; bank = page % banks (rowbuffer "
+                      "model)")
+    page_bytes: int = spec(2048, _int(pow2=True, hi=1 << 20), "row (page) size; page = region offset // page_bytes; "
+                           "at least dma.burst_bytes (rowbuffer model)", "bytes")
+    row_miss_latency: int = spec(30, _CYCLES, "to open a burst's row (precharge + activate; rowbuffer model); "
                                  "overlaps earlier bursts to other banks", "cycles")
 
 
 @dataclass(frozen=True)
 class Clock(_Section):
     _name = "clock"
-    ghz: float = spec(1.0, _float(), "core clock, for converting cycles to time", "GHz")
+    ghz: float = spec(1.0, _float(RATE_MIN, 100.0), "core clock, for converting cycles to time", "GHz")
 
 
 @dataclass(frozen=True)
 class Queues(_Section):
     _name = "queues"
-    depth: int = spec(8, _int(), "instructions each unit queue holds; the dispatcher stalls when one is full",
+    depth: int = spec(8, _int(hi=65536), "instructions each unit queue holds; the dispatcher stalls when one is full",
                       "instructions")
 
 
@@ -182,10 +241,10 @@ class Host(_Section):
     NPU cycles."""
 
     _name = "host"
-    launch: int = spec(10000, _int(0), "fixed cost of one host call: interrupt, driver, kernel launch and return",
-                       "cycles")
-    bandwidth: float = spec(8.0, _float(), "host DRAM throughput (reads + writes), per NPU cycle", "bytes/cycle")
-    ops_per_cycle: float = spec(4.0, _float(), "host scalar operations per NPU cycle", "ops/cycle")
+    launch: int = spec(10000, _int(0, hi=10**9), "fixed cost of one host call: interrupt, driver, kernel launch and "
+                       "return", "cycles")
+    bandwidth: float = spec(8.0, _RATE, "host DRAM throughput (reads + writes), per NPU cycle", "bytes/cycle")
+    ops_per_cycle: float = spec(4.0, _RATE, "host scalar operations per NPU cycle", "ops/cycle")
 
 
 @dataclass(frozen=True)
@@ -228,6 +287,11 @@ class Arch:
     energy: Energy = field(default_factory=Energy)
 
     def __post_init__(self) -> None:
+        _text("name", self.name)
+        _text("description", self.description)
+        for sec, klass in SECTIONS.items():
+            if not isinstance(getattr(self, sec), klass):
+                raise ArchError(f"[{sec}] must be a {klass.__name__}, not {getattr(self, sec)!r}")
         if self.dma.burst_bytes < self.dram.bandwidth:
             raise ArchError(f"dma.burst_bytes ({self.dma.burst_bytes}) must be >= dram.bandwidth "
                             f"({self.dram.bandwidth:g} B/cycle): a burst holds the bus for at least one cycle, so "
@@ -245,22 +309,46 @@ class Arch:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "arch") -> Arch:
-        """Build from a nested dict; unknown sections or fields are errors with a suggestion."""
-        top = {"name", "description", *SECTIONS}
+        """Build from a nested dict (the shape of the TOML file). Every field must be given, unless ``base`` names a
+        preset whose values the others are taken from (``{"base": "mid32", "matrix": {"rows": 64}}``). Unknown
+        sections or fields are errors with a suggestion."""
+        if not isinstance(data, dict):
+            raise ArchError(f"{source}: an Arch must be a table of sections, not {data!r}")
+        top = {"base", "name", "description", *SECTIONS}
         for key in data:
             if key not in top:
                 raise ArchError(f"{source}: unknown Arch section {key!r}{_suggest(key, top)}")
-        kwargs: dict[str, Any] = {k: data[k] for k in ("name", "description") if k in data}
-        for sec, klass in SECTIONS.items():
+        for sec in SECTIONS:
             values = data.get(sec, {})
             if not isinstance(values, dict):
                 raise ArchError(f"{source}: [{sec}] must be a table of fields, not {values!r}")
-            names = {f.name for f in fields(klass)}
+            names = {f.name for f in fields(SECTIONS[sec])}
             for key in values:
                 if key not in names:
                     raise ArchError(f"{source}: unknown Arch field '{sec}.{key}'{_suggest(key, names, sec + '.')}")
-            kwargs[sec] = klass(**{k: _coerce(klass, k, v) for k, v in values.items()})
-        return cls(**kwargs)
+        for key in ("name", "description"):
+            if key in data and not isinstance(data[key], str):
+                raise ArchError(f"{source}: {key} must be a string, not {data[key]!r}")
+        if "base" in data:
+            base = data["base"]
+            if not isinstance(base, str) or base not in preset_names():
+                raise ArchError(f"{source}: base must name a preset ({', '.join(preset_names())}), not {base!r}")
+            full = load_arch(base).to_dict()
+            for key, value in data.items():
+                if key in SECTIONS:
+                    full[key] = full[key] | value
+                elif key != "base":
+                    full[key] = value
+            data = full
+        else:
+            _require_all(data, source)
+        kwargs: dict[str, Any] = {k: data[k] for k in ("name", "description") if k in data}
+        try:
+            for sec, klass in SECTIONS.items():
+                kwargs[sec] = klass(**{k: _coerce(klass, k, v) for k, v in data.get(sec, {}).items()})
+            return cls(**kwargs)
+        except ArchError as e:
+            raise ArchError(f"{source}: {e}") from None
 
     def to_toml(self) -> str:
         """TOML text that :meth:`from_toml` reads back to an equal Arch."""
@@ -295,6 +383,23 @@ class Arch:
     def peak_macs_per_cycle(self) -> int:
         """MACs the matrix unit completes per cycle at full use (rows x cols)."""
         return self.matrix.rows * self.matrix.cols
+
+
+def _require_all(data: dict[str, Any], source: str) -> None:
+    """Raise ArchError naming what ``data`` lacks (with no base preset to take it from)."""
+    missing = [k for k in ("name", "description") if k not in data]
+    missing += [f"{sec}.{f.name}" for sec, klass in SECTIONS.items() for f in fields(klass)
+                if f.name not in data.get(sec, {})]
+    if not missing:
+        return
+    names = preset_names()
+    example = f"base = {_toml_value('edge16' if 'edge16' in names else names[0])}"
+    if not data:
+        raise ArchError(f"{source} is empty: an Arch gives every field, or names a preset to take the others from "
+                        f"({example}; presets: {', '.join(names)})")
+    shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+    raise ArchError(f"{source} lacks {shown}: give every field, or name a preset to take the others from ({example}; "
+                    f"presets: {', '.join(names)})")
 
 
 def parse_override(item: str, check: bool = True) -> tuple[str, str, Any]:
@@ -389,12 +494,15 @@ def _table_beside(data: dict[str, Any], folder: Path) -> dict[str, Any]:
 
 
 def load_arch(spec_: str | Path, overrides: list[str] | tuple[str, ...] = ()) -> Arch:
-    """A preset name or a TOML file path, then overrides."""
+    """A preset name or a TOML file path (UTF-8 text), then overrides."""
     name = str(spec_)
     if name in preset_names():
-        arch = Arch.from_toml(resources.files("isa.presets").joinpath(f"{name}.toml").read_text(), f"preset {name}")
+        arch = Arch.from_toml(resources.files("isa.presets").joinpath(f"{name}.toml").read_text("utf-8"),
+                              f"preset {name}")
     elif Path(name).is_file():
-        arch = Arch.from_toml(Path(name).read_text(), name, Path(name).parent)
+        text = decode_utf8(Path(name).read_bytes(), name,
+                           lambda msg, line, col: ArchError(f"{name}:{line}:{col}: {msg}"))
+        arch = Arch.from_toml(text, name, Path(name).parent)
     else:
         raise ArchError(f"--arch must be a preset ({', '.join(preset_names())}) or a TOML file, not {name!r}")
     return arch.with_overrides(overrides)

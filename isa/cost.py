@@ -13,8 +13,10 @@ from typing import NamedTuple
 
 import numpy as np
 
+from . import stream
 from .arch import Arch, Memory
 from .dtypes import Queue, Space
+from .errors import IsaError
 from .instructions import (
     Act,
     BinOp,
@@ -113,31 +115,48 @@ def mxu_cycles(mm: MatMul, arch: Arch) -> int:
 
 
 # ---------------------------------------------------------------------------------------------------- memories
-def _addresses(base: int, dims: tuple[tuple[int, int], ...]) -> np.ndarray:
-    """Byte addresses of every element in row-major iteration order."""
-    addr = np.array([base], dtype=np.int64)
-    for e, s in dims:
-        addr = (addr[:, None] + np.arange(e, dtype=np.int64) * s).ravel()
-    return addr
+class _Banks:
+    """Stream cost of a banked SRAM (:func:`bank_cycles`): costs (cycles, conflict-free cycles) of the full beats;
+    the state is the beat still open (its elements' int64 offsets, as bytes). Moving the stream by bank_width bytes
+    moves every word to the next bank, which changes no beat's cost: the modulus is bank_width."""
+
+    zero, initial = (0, 0), b""
+
+    def __init__(self, banks: int, width: int, beat: int):
+        self.banks, self.modulus, self.beat = banks, width, beat
+
+    def leaf(self, leaf: stream.Leaf, r: int, state: bytes) -> tuple[tuple[int, int], bytes]:
+        addr = leaf.offsets + r
+        if state:
+            addr = np.concatenate((np.frombuffer(state, np.int64) + r, addr))
+        nb = addr.size // self.beat
+        cost = self.beats(addr[:nb * self.beat].reshape(nb, self.beat)) if nb else (0, 0)
+        return cost, (addr[nb * self.beat:] - r).tobytes()
+
+    def beats(self, addr: np.ndarray) -> tuple[int, int]:
+        """(cycles, conflict-free cycles) of beats, one per row of byte addresses: the most distinct words one bank
+        delivers, and ceil(distinct words / banks)."""
+        nb, banks = addr.shape[0], self.banks
+        words = np.sort(addr // self.modulus, axis=1)
+        distinct = np.ones(words.shape, dtype=bool)
+        distinct[:, 1:] = words[:, 1:] != words[:, :-1]
+        slot = np.arange(nb)[:, None] * banks + words % banks    # (beat, bank) of every element
+        counts = np.bincount(slot[distinct], minlength=nb * banks).reshape(nb, banks)
+        return int(counts.max(axis=1).sum()), int((-(-distinct.sum(axis=1) // banks)).sum())
+
+    def shift(self, state: bytes, delta: int) -> bytes:
+        return (np.frombuffer(state, np.int64) + delta).tobytes() if state and delta else state
 
 
 @lru_cache(maxsize=8192)
-def _bank_cycles(base: int, dims: tuple[tuple[int, int], ...], es: int, banks: int, width: int,
+def _bank_cycles(base: int, dims: tuple[tuple[int, int], ...], banks: int, width: int,
                  beat: int) -> tuple[int, int]:
-    addr = _addresses(base, dims)
-    n = addr.size
-    nbeats = -(-n // beat)
-    words = np.full(nbeats * beat, -1, dtype=np.int64)
-    words[:n] = addr // width
-    words = np.sort(words.reshape(nbeats, beat), axis=1)
-    distinct = np.ones_like(words, dtype=bool)
-    distinct[:, 1:] = words[:, 1:] != words[:, :-1]
-    distinct &= words >= 0
-    bank = np.where(distinct, words % banks, banks)  # banks = "not counted"
-    counts = np.zeros((nbeats, banks + 1), dtype=np.int64)
-    np.add.at(counts, (np.repeat(np.arange(nbeats), beat), bank.ravel()), 1)
-    actual = int(counts[:, :banks].max(axis=1).sum())
-    ideal = int((-(-distinct.sum(axis=1) // banks)).sum())
+    banked = _Banks(banks, width, beat)
+    tree = stream.build(stream.canonical(dims), stream.Leaf(np.zeros(1, np.int64)), width, beat)
+    (actual, ideal), rest = stream.evaluate(tree, banked, base)
+    if rest:                                           # the last beat, partly filled
+        a, i = banked.beats(np.frombuffer(rest, np.int64).reshape(1, -1) + base % width)
+        actual, ideal = actual + a, ideal + i
     return actual, ideal
 
 
@@ -147,28 +166,39 @@ def bank_cycles(view: View, shape: tuple[int, ...], mem: Memory, beat_elems: int
 
     Elements are taken in row-major iteration order, ``beat_elems`` per beat. A beat costs the largest number of
     distinct ``bank_width``-byte words it needs from any one bank (a bank delivers one word per cycle); the
-    conflict-free cost is ``ceil(distinct words / banks)``.
+    conflict-free cost is ``ceil(distinct words / banks)``. Evaluated period by period (:mod:`isa.stream`): time and
+    memory grow with the period of the view's address pattern, not with its size.
     """
-    period = mem.banks * mem.bank_width
     dims = tuple(zip(shape, view.strides[: len(shape)])) + tuple(extra)
-    return _bank_cycles(view.base % period, dims, view.dtype.size, mem.banks, mem.bank_width, max(1, beat_elems))
+    try:
+        return _bank_cycles(view.base % mem.bank_width, dims, mem.banks, mem.bank_width, max(1, beat_elems))
+    except stream.TooIrregular as e:
+        raise IsaError(_irregular(view, shape, extra, e)) from None
+
+
+def _irregular(view: View, shape: tuple[int, ...], extra: tuple[tuple[int, int], ...], e: Exception) -> str:
+    from .asm import format_view
+
+    points = math.prod(shape) * math.prod(x for x, _ in extra)
+    return (f"the cost model cannot time operand {format_view(view)} over shape{list(shape)} ({points:,} elements): "
+            f"its address pattern has no short period ({e}); split the instruction into smaller ones")
 
 
 # ---------------------------------------------------------------------------------------------------- DRAM
-def _runs(offset: int, dims: tuple[tuple[int, int], ...], es: int) -> tuple[np.ndarray, int]:
-    """(start offsets, bytes) of the contiguous runs of a view: innermost dimensions merged while they are dense."""
+def _runs(dims: tuple[tuple[int, int], ...], es: int) -> tuple[tuple[tuple[int, int], ...], int]:
+    """(dimensions of the run starts, bytes of one run): a view's contiguous runs are its innermost dimensions,
+    merged while they are dense."""
     run, k = es, len(dims)
     if dims and dims[-1][1] == es:
         run, k = es * dims[-1][0], k - 1
         while k > 0 and dims[k - 1][1] == run:
             run, k = run * dims[k - 1][0], k - 1
-    return _addresses(offset, dims[:k]), run
+    return dims[:k], run
 
 
-def _bursts(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int) -> tuple[np.ndarray, np.ndarray]:
-    """(aligned start offset, bytes) of every burst of a view, in issue order: each contiguous run is cut at
-    multiples of ``burst``, so a run starting or ending mid-burst has a partial first or last burst."""
-    starts, run = _runs(offset, dims, es)
+def _bursts(starts: np.ndarray, run: int, burst: int) -> tuple[np.ndarray, np.ndarray]:
+    """(aligned start, bytes) of every burst of runs of ``run`` bytes at ``starts``, in issue order: each run is cut
+    at multiples of ``burst``, so a run starting or ending mid-burst has a partial first or last burst."""
     off = starts % burst
     nb = -(-(off + run) // burst)
     of_run = np.repeat(np.arange(starts.size), nb)
@@ -178,9 +208,11 @@ def _bursts(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int)
     return addr, np.minimum(addr + burst, hi) - np.maximum(addr, lo)
 
 
-def _row_delay(pages: np.ndarray, issue: np.ndarray, banks: int, row_miss: int, outstanding: int) -> tuple[int, int]:
-    """(row misses, cycles they add to the window) of bursts to ``pages`` issuing at ``issue`` cycles (the schedule
-    without row delays), every bank's row closed at the start; see :func:`dram_window`."""
+def _row_misses(pages: np.ndarray, issue: np.ndarray, after: int, banks: int, row_miss: int,
+                outstanding: int) -> tuple[int, int]:
+    """(row misses, cycles they delay the bursts) of the bursts from index ``after`` on, to ``pages``, issuing at
+    ``issue`` cycles (the schedule without row delays); see :func:`dram_window`. The bursts before ``after`` are the
+    history: the last ``outstanding`` bursts and, before them, the last burst to each other bank."""
     n = pages.size
     new = np.flatnonzero(np.concatenate(([True], pages[1:] != pages[:-1])))  # first bursts of same-page groups:
     last = np.append(new[1:], n) - 1                                        # only they can miss
@@ -189,11 +221,88 @@ def _row_delay(pages: np.ndarray, issue: np.ndarray, banks: int, row_miss: int, 
     b, p, j = bank[order], pages[new][order], new[order]
     same = np.concatenate(([False], b[1:] == b[:-1]))
     miss = ~same | np.concatenate(([True], p[1:] != p[:-1]))
+    if after:
+        miss &= j >= after
     prev = np.where(same, np.concatenate(([-1], last[order][:-1])), -1)     # previous burst to the same bank
     j, prev = j[miss], prev[miss]
     seen = np.maximum(j - outstanding, prev)           # the burst at whose issue the activation starts (< 0: start)
     delay = np.where(seen < 0, 0, np.maximum(row_miss - (issue[j] - issue[np.maximum(seen, 0)]), 0))
-    return int(j.size), row_miss + int(delay.sum())    # activations from the start overlap the first burst's
+    return int(j.size), int(delay.sum())
+
+
+class _Bus:
+    """Stream cost of a DRAM view's bursts (:func:`dram_window`): costs (sum of issue intervals, row misses, their
+    delay, bursts). The state: for the rowbuffer model the history that decides later misses, as int64 bytes: the
+    last burst to each bank before the last ``outstanding`` bursts (aligned offsets), those bursts (offsets) and
+    their intervals; then the last burst's interval and bus cycles. Moving the stream by a whole page only renames
+    the banks (by a burst, for the bandwidth model): that is the modulus."""
+
+    zero, initial = (0, 0, 0, 0), (b"", b"", b"", 0, 0)
+
+    def __init__(self, burst: int, bandwidth: float, latency: int, outstanding: int, page: int, banks: int,
+                 row_miss: int):
+        self.burst, self.bandwidth, self.latency, self.outstanding = burst, bandwidth, latency, outstanding
+        self.page, self.banks, self.row_miss = page, banks, row_miss
+        self.modulus = page or burst
+
+    def leaf(self, leaf: stream.Leaf, r: int, state, history: bool = True):
+        """Costs and state after the runs of ``leaf``; without ``history`` the state only has its last two fields
+        (the leaf is the whole stream)."""
+        addr, nbytes = _bursts(leaf.offsets + r, leaf.arg, self.burst)
+        d = np.ceil(nbytes / self.bandwidth).astype(np.int64)
+        interval = burst_interval(d, self.latency, self.outstanding)
+        tail = (int(interval[-1]), int(d[-1]))
+        if not self.page:
+            return (int(interval.sum()), 0, 0, addr.size), (b"", b"", b"") + tail
+        if state[1]:
+            older, window, steps = (np.frombuffer(x, np.int64) for x in state[:3])
+            rel = np.concatenate((older, window, addr - r))
+            steps = np.concatenate((np.zeros(older.size, np.int64), steps, interval))
+            past = older.size + window.size
+            pages = (rel + r) // self.page
+        else:
+            rel, steps, past, pages = None, interval, 0, addr // self.page
+        issue = np.concatenate(([0], np.cumsum(steps[:-1])))
+        costs = (int(issue[-1] - issue[past]) + tail[0], *_row_misses(pages, issue, past, self.banks, self.row_miss,
+                                                                      self.outstanding), addr.size)
+        if not history:
+            return costs, (b"", b"", b"") + tail
+        if rel is None:
+            rel = addr - r
+        keep = rel.size - min(self.outstanding, len(state[1]) // 8 + addr.size)   # where the new window starts
+        _, at = np.unique((pages % self.banks)[::-1], return_index=True)
+        lasts = rel.size - 1 - at                                          # each bank's last burst
+        return costs, (np.sort(rel[lasts[lasts < keep]]).tobytes(), rel[keep:].tobytes(),
+                              steps[keep:].tobytes()) + tail
+
+    def shift(self, state, delta: int):
+        if not delta or not state[1]:
+            return state
+        return tuple((np.frombuffer(x, np.int64) + delta).tobytes() for x in state[:2]) + state[2:]
+
+    def unit(self, run: int):
+        """The node of one run of ``run`` bytes: a leaf, or, for a run of many bursts, a node that cuts it at burst
+        boundaries once its alignment is known (so that no leaf holds more than a chunk of bursts)."""
+        most = run // self.burst + 2
+        if most <= stream.CHUNK // 4:
+            return stream.Leaf(np.zeros(1, np.int64), run, most)
+        block = max(1, self.modulus // self.burst)
+        block = max(block, stream.CHUNK // 4 // block * block) * self.burst   # bytes: whole pages of bursts
+
+        def cut(r: int):
+            head = -r % self.burst
+            if head >= run:
+                return stream.Leaf(np.zeros(1, np.int64), run, 2)
+            blocks, rest = divmod(run - head, block)
+            parts = [(0, stream.Leaf(np.zeros(1, np.int64), head, 2))] if head else []
+            if blocks:
+                parts.append((head, stream.Rep(stream.Leaf(np.zeros(1, np.int64), block, block // self.burst + 2),
+                                               blocks, block)))
+            if rest:
+                parts.append((head + blocks * block, stream.Leaf(np.zeros(1, np.int64), rest,
+                                                                 rest // self.burst + 2)))
+            return stream.Seq(tuple(parts))
+        return stream.Lazy(cut)
 
 
 def burst_interval(data_cycles, latency: int, outstanding: int):
@@ -240,26 +349,34 @@ def dram_window(view: View, shape: tuple[int, ...], arch: Arch) -> DramWindow:
     bursts since the bank's previous burst)`` when all bursts are full). The window grows by the sum of the delays.
     """
     d, b = arch.dram, arch.dma.burst_bytes
-    if d.model == "rowbuffer":
-        # translating every page by the same amount only renames the banks: the offset within a page is enough
-        return _dram(view.base % d.page_bytes, tuple(zip(shape, view.strides)), view.dtype.size, b,
-                     float(d.bandwidth), d.latency, arch.dma.outstanding, d.page_bytes, d.banks, d.row_miss_latency)
-    return _dram(view.base % b, tuple(zip(shape, view.strides)), view.dtype.size, b, float(d.bandwidth), d.latency,
-                 arch.dma.outstanding, 0, 0, 0)
+    d, b = arch.dram, arch.dma.burst_bytes
+    dims = tuple(zip(shape, view.strides))
+    try:
+        if d.model == "rowbuffer":
+            # translating every page by the same amount only renames the banks: the offset within a page is enough
+            return _dram(view.base % d.page_bytes, dims, view.dtype.size, b, float(d.bandwidth), d.latency,
+                         arch.dma.outstanding, d.page_bytes, d.banks, d.row_miss_latency)
+        return _dram(view.base % b, dims, view.dtype.size, b, float(d.bandwidth), d.latency, arch.dma.outstanding,
+                     0, 0, 0)
+    except stream.TooIrregular as e:
+        raise IsaError(_irregular(view, shape, (), e)) from None
 
 
 @lru_cache(maxsize=8192)
 def _dram(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int, bandwidth: float, latency: int,
           outstanding: int, page: int, banks: int, row_miss: int) -> DramWindow:
     """:func:`dram_window` on plain values (page = 0: bandwidth model), cached: programs repeat a few patterns."""
-    addr, nbytes = _bursts(offset, dims, es, burst)
-    d = np.ceil(nbytes / bandwidth).astype(np.int64)
-    issue = np.concatenate(([0], np.cumsum(burst_interval(d, latency, outstanding)[:-1])))
-    window = int(issue[-1] + d[-1])
+    bus = _Bus(burst, bandwidth, latency, outstanding, page, banks, row_miss)
+    outer, run = _runs(dims, es)
+    tree = stream.build(stream.canonical(outer), bus.unit(run), bus.modulus)
+    if isinstance(tree, stream.Leaf):                 # the whole view in one leaf: no history to keep
+        (intervals, misses, delay, bursts), state = bus.leaf(tree, offset % bus.modulus, bus.initial, False)
+    else:
+        (intervals, misses, delay, bursts), state = stream.evaluate(tree, bus, offset)
+    window = intervals - state[-2] + state[-1]         # the last burst's data, not its interval, ends the window
     if not page:
-        return DramWindow(window, addr.size)
-    misses, delay = _row_delay(addr // page, issue, banks, row_miss, outstanding)
-    return DramWindow(window + delay, addr.size, addr.size - misses, misses)
+        return DramWindow(window, bursts)
+    return DramWindow(window + row_miss + delay, bursts, bursts - misses, misses)   # row_miss: the first burst's
 
 
 # ---------------------------------------------------------------------------------------------------- per kind
@@ -373,7 +490,7 @@ def host_cost(call: HostCall, arch: Arch) -> Cost:
 
 
 # ---------------------------------------------------------------------------------------------------- gather
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=256)
 def _row_offsets(base: int, stride: int, rows: int, period: int) -> np.ndarray:
     """The distinct offsets ``(base + i*stride) mod period`` of the starts of rows ``i < rows``, sorted."""
     n = min(rows, period // math.gcd(stride % period, period))      # the offsets repeat with this period
@@ -402,17 +519,31 @@ def gather_bursts(g: Gather, arch: Arch) -> GatherBursts:
     ``d = ceil(bytes / dram.bandwidth)`` bus cycles and issuing ``I = max(d, ceil((dram.latency + d) /
     dma.outstanding))`` after the previous one (:func:`burst_interval`). Every row is charged as the table row whose
     cut gives the longest window (when ``rs % burst_bytes == 0`` all rows are cut alike):
-    ``window = max over row offsets of (P * sum(I of the row) - I(last) + d(last))``.
+    ``window = max over row offsets of (P * sum(I of the row) - I(last) + d(last))``. A row's cut depends only on its
+    offset modulo the burst: a head to the next burst boundary, full bursts, a tail; all row offsets are priced at
+    once in closed form (no array grows with the row's bytes).
     """
-    burst, bw, d = arch.dma.burst_bytes, float(arch.dram.bandwidth), arch.dram
-    best = (-1, 0)
-    for o in _row_offsets(g.table.base, g.table.strides[0], g.rows, burst).tolist():
-        _, nbytes = _bursts(o, ((g.row_bytes, 1),), 1, burst)
-        cycles = np.ceil(nbytes / bw).astype(np.int64)
-        interval = burst_interval(cycles, d.latency, arch.dma.outstanding)
-        window = g.points * int(interval.sum()) - int(interval[-1]) + int(cycles[-1])
-        best = max(best, (window, int(nbytes.size)))
-    return GatherBursts(*best)
+    burst, b, dram = arch.dma.burst_bytes, g.row_bytes, arch.dram
+    o = _row_offsets(g.table.base, g.table.strides[0], g.rows, burst)
+    head = (-o) % burst                                  # bytes up to the next burst boundary (0: aligned)
+    single = head >= b                                   # the whole row inside one burst
+    head = np.where(single, b, head)
+    full, tail = (b - head) // burst, (b - head) % burst
+    pieces = (head > 0).astype(np.int64) + full + (tail > 0)
+
+    def interval(nbytes):
+        d = np.ceil(nbytes / float(dram.bandwidth)).astype(np.int64)
+        return burst_interval(d, dram.latency, arch.dma.outstanding), d
+
+    i_head, d_head = interval(head)
+    i_full, d_full = interval(np.int64(burst))
+    i_tail, d_tail = interval(tail)
+    total = np.where(head > 0, i_head, 0) + full * i_full + np.where(tail > 0, i_tail, 0)
+    i_last = np.where(tail > 0, i_tail, np.where(full > 0, i_full, i_head))
+    d_last = np.where(tail > 0, d_tail, np.where(full > 0, d_full, d_head))
+    window = g.points * total - i_last + d_last
+    k = int(np.lexsort((pieces, window))[-1])            # the longest window (then the most bursts)
+    return GatherBursts(int(window[k]), int(pieces[k]))
 
 
 def gather_cost(g: Gather, arch: Arch) -> Cost:

@@ -40,5 +40,14 @@ class SimulationError(NpuSimError, RuntimeError):
     """The simulation cannot continue (out-of-range access at run time, bad inputs, cycle cap)."""
 
 
+class InputError(SimulationError, ValueError):
+    """Run inputs that do not match what the program (its DRAM regions) or the model (its inputs) expects."""
+
+
+class LimitError(SimulationError):
+    """A run that would need more instructions, element operations, memory or cycles than the limits allow; the
+    message gives the estimate, the limit and how to lift it."""
+
+
 class DeadlockError(SimulationError):
     """Instructions are pending but no event can ever fire: the units wait on each other."""

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from .asm import format_program, parse_program
 from .encoding import decode_program, encode_program
-from .errors import EncodingError
+from .errors import AsmSyntaxError, EncodingError
 from .program import Program
 
 BINARY_SUFFIX = ".npub"
@@ -21,7 +22,19 @@ def read_program(path: str | os.PathLike[str]) -> Program:
             return decode_program(path.read_bytes())
         except EncodingError as e:
             raise EncodingError(f"{path}: {e}") from None
-    return parse_program(path.read_text(encoding="utf-8"), source=str(path))
+    text = decode_utf8(path.read_bytes(), str(path), lambda msg, line, col: AsmSyntaxError(msg, line, col, str(path)))
+    return parse_program(text, source=str(path))
+
+
+def decode_utf8(data: bytes, source: str, error: Callable[[str, int, int], Exception]) -> str:
+    """``data`` decoded as UTF-8; else raise ``error(message, line, column)`` naming the first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise error(f"not UTF-8 text: byte {data[e.start]:#04x} ({e.reason}); save {source} as UTF-8", line,
+                    col) from None
 
 
 def write_program(p: Program, path: str | os.PathLike[str]) -> None:

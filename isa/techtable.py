@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import ArchError
+from .files import decode_utf8
 
 MAC_DTYPES = ("i8", "f16", "bf16", "f32")
 VECTOR_CLASSES = ("alu", "mul", "special")
@@ -39,6 +40,8 @@ SCHEMA: dict[str, tuple[dict[str, str] | None, str]] = {
                 "static power per area of logic (MACs, lanes) and of SRAM"),
 }
 OPEN_UNIT = {"dram_pj_per_bit": "pJ/bit"}
+VALUE_MAX = 1e9
+"""Largest table value: far above any real energy or area, and small enough that a run's totals stay finite."""
 
 
 def unit(section: str, key: str) -> str:
@@ -123,7 +126,9 @@ def _bundled(name: str) -> TechTable:
 
 @lru_cache(maxsize=32)
 def _file(path: str, _mtime: int) -> TechTable:
-    return parse_table(Path(path).read_text(), path, Path(path).stem)
+    text = decode_utf8(Path(path).read_bytes(), path,
+                       lambda msg, line, col: ArchError(f"energy table {path}:{line}:{col}: {msg}"))
+    return parse_table(text, path, Path(path).stem)
 
 
 def parse_table(text: str, origin: str, name: str = "custom") -> TechTable:
@@ -164,8 +169,9 @@ def _entry(v, where: str, sources: dict[str, str]) -> Entry:
         raise ArchError(f"{where} must be {{ value = NUMBER, source = \"KEY\" }} (every number needs its source), "
                         f"not {v!r}")
     value, source = v.get("value"), v.get("source")
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-        raise ArchError(f"{where}: value must be a finite number >= 0, not {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+            or not 0 <= value <= VALUE_MAX:
+        raise ArchError(f"{where}: value must be a number in [0, {VALUE_MAX:g}], not {value!r}")
     if not isinstance(source, str) or not source.strip():
         raise ArchError(f"{where} has no source; write {{ value = {value!r}, source = \"KEY\" }} with KEY in "
                         f"[sources]")

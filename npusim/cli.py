@@ -1,10 +1,15 @@
-"""The ``npusim`` command line. Every NpuSimError becomes one readable line on stderr and exit status 1."""
+"""The ``npusim`` command line. Whatever goes wrong is one line on stderr: ``npusim: error: ...`` and exit status 1
+for a bad input (every NpuSimError, unreadable files), argparse's usage message and exit status 2 for a bad command
+line, ``npusim: internal error: ...`` and exit status 70 for a bug (any other exception; ``NPUSIM_DEBUG=1`` shows its
+traceback). 3 means a run finished but its values did not match the reference; 130 an interrupt."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -19,14 +24,22 @@ def _arch(args):
     return load_arch(args.arch, tuple(args.set or ()))
 
 
-def _load_inputs(path: str | None) -> dict[str, np.ndarray]:
+EXIT_USER, EXIT_USAGE, EXIT_MISMATCH, EXIT_INTERNAL, EXIT_INTERRUPT = 1, 2, 3, 70, 130
+
+
+def _load_inputs(path: str | None):
+    """The arrays of ``--inputs`` (an .npz by name, or one .npy array), or None."""
     if not path:
-        return {}
-    try:
-        with np.load(path) as data:
-            return {k: data[k] for k in data.files}
-    except (OSError, ValueError) as e:
-        raise NpuSimError(f"cannot read inputs {path}: {e}") from None
+        return None
+    from .inputs import load_file
+
+    return load_file(path)
+
+
+def _limits(args):
+    from .limits import LIMITS
+
+    return None if args.no_limits else LIMITS
 
 
 def _dims(args) -> dict[str, int]:
@@ -156,7 +169,7 @@ def cmd_simulate(args) -> int:
     program = read_program(args.program)
     result = _run_with_progress(args, lambda bar: simulate(
         program, arch, _load_inputs(args.inputs), timing_only=args.timing_only, serial=args.serial,
-        max_cycles=args.max_cycles, progress=bar))
+        max_cycles=args.max_cycles, progress=bar, limits=_limits(args)))
     if args.save_outputs:
         np.savez(args.save_outputs, **result.outputs)
     if args.json:
@@ -169,8 +182,8 @@ def cmd_simulate(args) -> int:
 
 def _read_report(path: str) -> dict:
     try:
-        report = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as e:
+        report = json.loads(Path(path).read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise NpuSimError(f"{path} is not a JSON report: {e}") from None
     if not isinstance(report, dict) or "cycles" not in report:
         raise NpuSimError(f"{path} is not an npusim report (no 'cycles'); write one with `npusim run --json`")
@@ -178,9 +191,11 @@ def _read_report(path: str) -> dict:
 
 
 def cmd_diff(args) -> int:
-    from .tables import diff_rows, format_diff, to_csv
+    from .tables import check_report, diff_rows, format_diff, to_csv
 
     a, b = _read_report(args.a), _read_report(args.b)
+    check_report(a, args.a)
+    check_report(b, args.b)
     rows = diff_rows(a, b)
     if args.csv:
         Path(args.csv).write_text(to_csv(rows))
@@ -195,7 +210,7 @@ def cmd_gemm(args) -> int:
 
     result, check = _run_with_progress(args, lambda bar: run_gemm(
         args.M, args.N, args.K, DType.from_text(args.dtype), _arch(args), timing_only=args.timing_only,
-        ideal_memory=args.ideal_memory, seed=args.seed, progress=bar))
+        ideal_memory=args.ideal_memory, seed=args.seed, progress=bar, limits=_limits(args)))
     return _layer_report(f"GEMM {args.M}x{args.N}x{args.K} {args.dtype}", result, check, args)
 
 
@@ -214,7 +229,7 @@ def cmd_conv(args) -> int:
                    _all(args.dilation), args.groups)
     result, check = _run_with_progress(args, lambda bar: run_conv(
         cs, DType.from_text(args.dtype), _arch(args), timing_only=args.timing_only, ideal_memory=args.ideal_memory,
-        seed=args.seed, progress=bar))
+        seed=args.seed, progress=bar, limits=_limits(args)))
     title = f"conv N={cs.N} C={cs.C} H={cs.H} W={cs.W} K={cs.K} {cs.R}x{cs.S} {cs.text} {args.dtype} -> {cs.OH}x{cs.OW}"
     return _layer_report(title, result, check, args, cs.macs)
 
@@ -298,11 +313,11 @@ def cmd_run(args) -> int:
     from .driver import run_model
 
     arch = _arch(args)
-    inputs = _load_inputs(args.inputs) or None
+    inputs = _load_inputs(args.inputs)
     compiled, result, outputs, report = _run_with_progress(args, lambda bar: run_model(
         args.model, arch, inputs, timing_only=args.timing_only, validate=args.validate, seed=args.seed,
         dump_after=args.dump_after, fallback=not args.no_fallback, prefetch=False if args.no_prefetch else None,
-        resident=False if args.no_resident else None, progress=bar, dims=_dims(args)),
+        resident=False if args.no_resident else None, progress=bar, limits=_limits(args), dims=_dims(args)),
         phase=f"compiling {args.model} for {arch.name} ...")
     if args.save_outputs and outputs:
         np.savez(args.save_outputs, **outputs)
@@ -336,13 +351,18 @@ def _window(text: str | None) -> tuple[int, int] | None:
         c0, c1 = (int(x.replace("_", "")) for x in text.split(":"))
     except ValueError:
         raise NpuSimError(f"--window must be C0:C1 (two cycle numbers), not {text!r}") from None
+    if not 0 <= c0 < c1:
+        raise NpuSimError(f"--window C0:C1 must have 0 <= C0 < C1, not {text!r}")
     return c0, c1
 
 
 def cmd_plot(args) -> int:
     from .plots import render
 
-    report = _read_report(args.report)
+    try:   # render checks the fields the plot reads (plots.check_report)
+        report = json.loads(Path(args.report).read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise NpuSimError(f"{args.report} is not a JSON report: {e}") from None
     render(report, args.kind, args.output, title=args.title if args.title is not None else Path(args.report).stem,
            window=_window(args.window), color_by=args.color_by, buckets=args.buckets)
     print(f"wrote {args.output}")
@@ -464,8 +484,6 @@ def cmd_verify(args) -> int:
         return 0
     from isa.races import find_races
 
-    if args.max_races < 0:
-        raise NpuSimError(f"--max-races must be >= 0 (0: all), not {args.max_races}")
     limit = args.max_races or None
     races = find_races(program, limit)
     for race in races:
@@ -490,17 +508,60 @@ def cmd_arch(args) -> int:
     return 0
 
 
+class _Help(argparse.HelpFormatter):
+    """Help that shows every option's default (when it has a meaningful one)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or "default" in text or action.nargs == 0:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
+def _count(lo: int, hi: int | None = None, what: str = "an integer"):
+    """An argparse type: an integer in [lo, hi] (a usage error otherwise)."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text.replace("_", ""), 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}") from None
+        if v < lo or hi is not None and v > hi:
+            bound = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+            raise argparse.ArgumentTypeError(f"must be {what} {bound}, not {v}")
+        return v
+    return parse
+
+
+DIM = _count(1)
+DTYPES = ["i8", "u8", "f16", "bf16", "f32"]
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="npusim", description="Cycle-accurate NPU simulator with real tensor values.")
+    from compiler.model import PASSES
+
+    p = argparse.ArgumentParser(prog="npusim", description="Cycle-accurate NPU simulator with real tensor values.",
+                                epilog="Exit status: 0 ok, 1 bad input (one line on stderr), 2 bad command line, "
+                                       "3 values differ from the reference, 70 internal error (a bug: rerun with "
+                                       "NPUSIM_DEBUG=1 for the traceback).")
     p.add_argument("--version", action="version", version=f"npusim {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, help: str):
+        return sub.add_parser(name, help=help, description=help, formatter_class=_Help)
 
     def arch_args(sp):
-        sp.add_argument("--arch", default="edge16", help="preset name or TOML file (default edge16)")
-        sp.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="override one Arch field")
+        sp.add_argument("--arch", default="edge16", metavar="PRESET|FILE.toml",
+                        help=f"Arch preset ({', '.join(preset_names())}) or TOML file")
+        sp.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE",
+                        help="override one Arch field, e.g. matrix.rows=32 (repeat for more)")
+
+    def limit_args(sp):
+        sp.add_argument("--no-limits", action="store_true", help="start even when the estimated instructions, "
+                        "element operations or memory exceed the limits (docs: README, Limits)")
 
     def compile_args(sp):
-        sp.add_argument("--dump-after", metavar="PASS", help="print the graph IR after this pass")
+        sp.add_argument("--dump-after", metavar="PASS", choices=list(PASSES),
+                        help=f"print the graph IR after this pass: one of {', '.join(PASSES)}")
         sp.add_argument("--no-fallback", action="store_true", help="fail on ops the NPU cannot run instead of "
                         "running them on the host CPU")
         sp.add_argument("--no-prefetch", action="store_true", help="keep every layer in the whole SPM, waiting for "
@@ -515,151 +576,184 @@ def build_parser() -> argparse.ArgumentParser:
             sp.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace (docs/trace.md)")
         sp.add_argument("--quiet", action="store_true", help="no progress bar (shown only on a terminal)")
 
-    s = sub.add_parser("simulate", help="run an assembly (.s) or binary (.npub) program")
-    s.add_argument("program")
+    s = add("simulate", "run an assembly (.s) or binary (.npub) program")
+    s.add_argument("program", help="the program: .npub is the binary encoding, anything else UTF-8 assembly")
     arch_args(s)
-    s.add_argument("--inputs", help=".npz whose arrays fill the DRAM regions of the same names")
+    s.add_argument("--inputs", metavar="IN.npz|IN.npy", help=".npz whose numeric arrays fill the DRAM regions of "
+                   "the same names (bytes no more than the region's); .npy for a program with one region")
     s.add_argument("--json", metavar="OUT|-", help="write the full JSON report to a file or stdout")
     s.add_argument("--save-outputs", metavar="OUT.npz", help="save every DRAM region's bytes after the run")
     s.add_argument("--timing-only", action="store_true", help="skip the value kernels (same cycles)")
     s.add_argument("--serial", action="store_true", help="one instruction at a time in program order")
-    s.add_argument("--max-cycles", type=int, help="stop with an error after this many cycles")
+    s.add_argument("--max-cycles", type=_count(0, what="a cycle count"), metavar="CYCLES",
+                   help="stop with an error after this many cycles (a deadlock is reported as one either way)")
+    limit_args(s)
     trace_args(s)
     s.set_defaults(func=cmd_simulate)
 
     def layer_args(sp, dims):
-        for dim in dims:
-            sp.add_argument(dim, type=int)
-        sp.add_argument("--dtype", default="i8", choices=["i8", "u8", "f16", "bf16", "f32"])
+        for dim, what in dims:
+            sp.add_argument(dim, type=DIM, help=what)
+        sp.add_argument("--dtype", default="i8", choices=DTYPES, help="operand type")
         arch_args(sp)
         sp.add_argument("--json", metavar="OUT|-", help="write the JSON report (with validation) to a file or stdout")
         sp.add_argument("--timing-only", action="store_true", help="skip values and validation")
-        sp.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+        sp.add_argument("--seed", type=_count(0, 2**63 - 1, "a seed"), default=0, help="seed of the random inputs")
         sp.add_argument("--ideal-memory", action="store_true",
                         help="data movement is free (DMA takes no time); gemm also fits one tile in SRAM")
+        limit_args(sp)
         trace_args(sp, trace=False)
 
-    g = sub.add_parser("gemm", help="compile and simulate one GEMM C[M,N] = A[M,K] @ B[K,N], checked against numpy")
-    layer_args(g, ("M", "N", "K"))
+    g = add("gemm", "compile and simulate one GEMM C[M,N] = A[M,K] @ B[K,N], checked against numpy")
+    layer_args(g, (("M", "rows of A and C"), ("N", "columns of B and C"), ("K", "columns of A, rows of B")))
     g.set_defaults(func=cmd_gemm)
-    c = sub.add_parser("conv", help="compile and simulate one 2-D convolution (NCHW, OIHW), checked against numpy")
-    layer_args(c, ("N", "C", "H", "W", "K", "R", "S"))
-    for opt, what in (("--stride", "1 value, or 2 (h w)"), ("--pad", "1 value, or 4 (top left bottom right)"),
-                      ("--dilation", "1 value, or 2 (h w)")):
-        c.add_argument(opt, type=int, nargs="+", default=[0 if opt == "--pad" else 1], help=what)
-    c.add_argument("--groups", type=int, default=1)
+    c = add("conv", "compile and simulate one 2-D convolution (NCHW, OIHW), checked against numpy")
+    layer_args(c, (("N", "batch"), ("C", "input channels"), ("H", "input height"), ("W", "input width"),
+                   ("K", "output channels (filters)"), ("R", "filter height"), ("S", "filter width")))
+    for opt, default, lo, what in (("--stride", 1, 1, "stride of the window: 1 value, or 2 (h w)"),
+                                   ("--pad", 0, 0, "zero padding: 1 value for every side, or 4 (top left bottom "
+                                    "right)"),
+                                   ("--dilation", 1, 1, "spacing of the filter taps: 1 value, or 2 (h w)")):
+        c.add_argument(opt, type=_count(lo), nargs="+", default=[default], help=what)
+    c.add_argument("--groups", type=_count(1), default=1, help="channel groups (C and K must be multiples)")
     c.set_defaults(func=cmd_conv)
 
-    t = sub.add_parser("topo", help="simulate every layer of a SCALE-Sim topology file (GEMM view of each layer)")
-    t.add_argument("topology")
+    t = add("topo", "simulate every layer of a SCALE-Sim topology file (GEMM view of each layer)")
+    t.add_argument("topology", help="SCALE-Sim topology CSV (header line, then one layer per line)")
     t.add_argument("--gemm", action="store_true", help="rows are 'name, M, N, K' instead of conv rows")
     arch_args(t)
-    t.add_argument("--dtype", default="i8", choices=["i8", "u8", "f16", "bf16", "f32"])
+    t.add_argument("--dtype", default="i8", choices=DTYPES, help="operand type")
     t.add_argument("--ideal-memory", action="store_true",
                    help="operands already on chip (SCALE-Sim's setting): only the matrix unit's time counts")
     t.add_argument("--json", metavar="OUT|-", help="write the JSON report to a file or stdout")
     t.set_defaults(func=cmd_topo)
 
-    co = sub.add_parser("compile", help="compile an ONNX model to a program (.s assembly or .npub binary)")
-    co.add_argument("model")
+    co = add("compile", "compile an ONNX model to a program (.s assembly or .npub binary)")
+    co.add_argument("model", help="ONNX model file")
     arch_args(co)
-    co.add_argument("-o", "--output", required=True)
+    co.add_argument("-o", "--output", required=True, metavar="OUT.s|OUT.npub",
+                    help="program file to write; .npub writes the binary encoding")
     compile_args(co)
     co.set_defaults(func=cmd_compile)
 
-    ru = sub.add_parser("run", help="compile and simulate an ONNX model; per-layer table; --validate vs onnxruntime")
-    ru.add_argument("model")
+    ru = add("run", "compile and simulate an ONNX model; per-layer table; --validate vs onnxruntime")
+    ru.add_argument("model", help="ONNX model file (`npusim zoo NAME -o FILE` writes one)")
     arch_args(ru)
-    ru.add_argument("--inputs", help=".npz keyed by the model's input names (default: seeded random)")
+    ru.add_argument("--inputs", metavar="IN.npz|IN.npy", help=".npz keyed by the model's input names, each array of "
+                    "exactly the input's shape and dtype; .npy for a one-input model (default: seeded random)")
     ru.add_argument("--save-outputs", metavar="OUT.npz", help="save the outputs keyed by the model's output names")
     ru.add_argument("--validate", action="store_true", help="run onnxruntime on the same inputs and compare")
     ru.add_argument("--timing-only", action="store_true", help="skip the value kernels (same cycles)")
     ru.add_argument("--json", metavar="OUT|-", help="write the JSON report to a file or stdout")
     ru.add_argument("--csv", metavar="OUT.csv", help="write the per-layer table (cycles, time split, energy by kind)")
-    ru.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    ru.add_argument("--seed", type=_count(0, 2**63 - 1, "a seed"), default=0, help="seed of the random inputs")
     compile_args(ru)
     ru.add_argument("--timeline", metavar="OUT.png", help="draw the Gantt timeline of the run (as `npusim plot`)")
+    limit_args(ru)
     trace_args(ru)
     ru.set_defaults(func=cmd_run)
 
-    pl = sub.add_parser("plot", help="draw a plot of a `run --json` report: timeline, util, layers, roofline or "
-                        "energy")
+    from .plots import KINDS
+
+    pl = add("plot", f"draw a plot of a `run --json` report: {', '.join(KINDS)}")
     pl.add_argument("report", help="JSON report of `npusim run` (timeline and util also take `simulate`'s)")
-    pl.add_argument("--kind", required=True, choices=["timeline", "util", "layers", "roofline", "energy"])
-    pl.add_argument("-o", "--output", required=True, help="image file; .png, .svg or .pdf")
+    pl.add_argument("--kind", required=True, choices=KINDS, help="which plot")
+    pl.add_argument("-o", "--output", required=True, metavar="OUT.png|OUT.svg|OUT.pdf",
+                    help="image file; the suffix picks the format")
     pl.add_argument("--window", metavar="C0:C1", help="timeline: show only cycles [C0, C1)")
     pl.add_argument("--color-by", default="layer", choices=["layer", "op"], help="timeline: bar colours")
-    pl.add_argument("--buckets", type=int, default=100, help="util: number of time buckets (default 100)")
+    pl.add_argument("--buckets", type=_count(1, 10_000, "a bucket count"), default=100,
+                    help="util: number of time buckets")
     pl.add_argument("--title", help="title prefix (default: the report's file name)")
     pl.set_defaults(func=cmd_plot)
 
-    di = sub.add_parser("diff", help="two JSON reports side by side: totals, per unit (busy, stalls by cause, "
-                        "energy) and per layer (cycles, energy)")
-    di.add_argument("a", metavar="A.json")
-    di.add_argument("b", metavar="B.json")
+    di = add("diff", "two JSON reports side by side: totals, per unit (busy, stalls by cause, energy) and per layer "
+             "(cycles, energy)")
+    di.add_argument("a", metavar="A.json", help="the first report (`npusim run --json` or `simulate --json`)")
+    di.add_argument("b", metavar="B.json", help="the second report, compared with the first")
     di.add_argument("--all-layers", action="store_true", help="also list the layers whose cycles and energy are equal")
     di.add_argument("--csv", metavar="OUT.csv", help="write every row (section, name, metric, a, b) as CSV")
     di.set_defaults(func=cmd_diff)
 
-    zo = sub.add_parser("zoo", help="'zoo list' or 'zoo NAME -o MODEL.onnx': models built in code")
-    zo.add_argument("name")
-    zo.add_argument("-o", "--output")
+    zo = add("zoo", "'zoo list' or 'zoo NAME -o MODEL.onnx': models built in code")
+    zo.add_argument("name", help="'list', or the model to write (see `npusim zoo list`)")
+    zo.add_argument("-o", "--output", metavar="OUT.onnx", help="file to write (default: NAME.onnx)")
     zo.set_defaults(func=cmd_zoo)
 
-    sw = sub.add_parser("sweep", help="run every workload of a sweep spec (TOML) on every Arch point, on a dask "
-                        "cluster; resumable; writes CSV and Parquet (docs/sweep.md)")
-    sw.add_argument("spec", help="the sweep spec, a TOML file")
+    sw = add("sweep", "run every workload of a sweep spec (TOML) on every Arch point, on a dask cluster; resumable; "
+             "writes CSV and Parquet (docs/sweep.md)")
+    sw.add_argument("spec", help="the sweep spec, a UTF-8 TOML file")
     sw.add_argument("-o", "--output", metavar="DIR", help="results directory (default: the spec's output, else "
                     "SPEC-sweep); finished points stored there are not computed again")
-    sw.add_argument("--scheduler", default="local", metavar="ADDR", help="'local' (default: a LocalCluster of "
-                    "processes on this machine), tcp://HOST:PORT of a running `dask scheduler`, or 'synchronous' "
-                    "(in this process)")
-    sw.add_argument("--workers", type=int, help="local worker processes (default: one per core)")
+    sw.add_argument("--scheduler", default="local", metavar="ADDR", help="'local' (a LocalCluster of processes on "
+                    "this machine), tcp://HOST:PORT of a running `dask scheduler`, or 'synchronous' (in this process)")
+    sw.add_argument("--workers", type=_count(1, 1024, "a worker count"), help="local worker processes (default: one "
+                    "per core)")
     sw.add_argument("--pareto", metavar="M1,M2[,M3]", help="print the Pareto front of these metric columns "
                     "(all minimised), e.g. cycles,dram_bytes")
     sw.add_argument("--plot", metavar="OUT.png", help="draw the --pareto front (2 or 3 metrics), one panel per "
                     "workload")
-    sw.add_argument("--rows", type=int, default=40, help="rows of the table to print (default 40)")
+    sw.add_argument("--rows", type=_count(0, what="a row count"), default=40, help="rows of the table to print")
     sw.add_argument("--quiet", action="store_true", help="no progress bar (shown only on a terminal)")
     sw.set_defaults(func=cmd_sweep)
 
-    go = sub.add_parser("golden", help="recompile + resimulate the golden traces (traces/) and diff; --update rewrites")
+    go = add("golden", "recompile + resimulate the golden traces (traces/) and diff; --update rewrites")
     go.add_argument("names", nargs="*", metavar="NAME", help="golden, workload or preset names (default: all)")
     go.add_argument("--update", action="store_true", help="rewrite the goldens' files and say which changed")
     go.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE",
-                    help="check with this Arch override (shows what a change would do)")
+                    help="check with this Arch override (shows what a change would do; repeat for more)")
     go.add_argument("--dir", help="the traces directory (default: traces/ of the source tree)")
     go.set_defaults(func=cmd_golden)
 
-    v = sub.add_parser("verify", help="statically check a program (bounds, alignment, semaphores; --races: data "
-                       "races)")
-    v.add_argument("program", help="assembly (.s) or binary (.npub) program")
+    v = add("verify", "statically check a program (bounds, alignment, semaphores; --races: data races)")
+    v.add_argument("program", help="the program: .npub is the binary encoding, anything else UTF-8 assembly")
     v.add_argument("--races", action="store_true", help="also report every pair of accesses to common bytes (one a "
                    "write) that no semaphore, queue order or barrier orders, one line each; exit 1 if any")
-    v.add_argument("--max-races", type=int, default=100, metavar="N",
-                   help="with --races: stop after N races (0: report all; default 100)")
+    v.add_argument("--max-races", type=_count(0, what="a race count"), default=100, metavar="N",
+                   help="with --races: stop after N races (0: report all)")
     v.set_defaults(func=cmd_verify)
 
-    sub.add_parser("presets", help="list the bundled Arch presets").set_defaults(func=cmd_presets)
-    a = sub.add_parser("arch", help="print an Arch (preset or file, with overrides) as TOML")
+    add("presets", "list the bundled Arch presets").set_defaults(func=cmd_presets)
+    a = add("arch", "print an Arch (preset or file, with overrides) as TOML")
     arch_args(a)
     a.set_defaults(func=cmd_arch)
     return p
 
 
+def _internal(e: BaseException) -> str:
+    """``internal error: <Type> in <function> (<file>:<line>); ...`` at the innermost frame of npusim's own code."""
+    root = Path(__file__).resolve().parents[1]
+    frames = [(Path(f.filename).resolve(), f) for f in traceback.extract_tb(e.__traceback__)]
+    ours = [(path, f) for path, f in frames if path.is_relative_to(root) and path.parts[len(root.parts)] in
+            ("isa", "compiler", "npusim", "tests")] or frames
+    at = ""
+    if ours:
+        path, f = ours[-1]
+        at = f" in {f.name} ({path.relative_to(root) if path.is_relative_to(root) else path.name}:{f.lineno})"
+    return f"internal error: {type(e).__name__}{at}; rerun with NPUSIM_DEBUG=1 for the traceback"
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command line; returns the exit status (0 ok, 1 bad input, 2 bad command line, 3 values differ from the
+    reference, 70 internal error, 130 interrupted). ``NPUSIM_DEBUG=1`` lets internal errors raise."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except NpuSimError as e:
         print(f"npusim: error: {' '.join(str(e).split())}", file=sys.stderr)
-        return 1
+        return EXIT_USER
     except OSError as e:
-        print(f"npusim: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
-        return 2
+        where = f": {e.filename}" if e.filename else ""
+        print(f"npusim: error: {' '.join(str(e.strerror or e).split())}{where}", file=sys.stderr)
+        return EXIT_USER
     except KeyboardInterrupt:
         print("npusim: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPT
+    except Exception as e:  # noqa: BLE001 - a bug: one line, not a wall of text
+        if os.environ.get("NPUSIM_DEBUG"):
+            raise
+        print(f"npusim: {_internal(e)}", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -55,13 +55,14 @@ def enum_table() -> str:
 
 def arch_table() -> str:
     presets = {n: load_arch(n) for n in preset_names()}
-    rows = ["| field | unit | meaning | default | " + " | ".join(presets) + " |",
-            "|---|---|---|---|" + "---|" * len(presets)]
+    rows = ["| field | unit | meaning | allowed | default | " + " | ".join(presets) + " |",
+            "|---|---|---|---|---|" + "---|" * len(presets)]
     for sec, klass in SECTIONS.items():
         for f in dataclasses.fields(klass):
             vals = [getattr(getattr(a, sec), f.name) for a in presets.values()]
             fmt = lambda v: ", ".join(v) if isinstance(v, tuple) else str(v).lower() if isinstance(v, bool) else str(v)
-            rows.append(f"| `{sec}.{f.name}` | {f.metadata['unit']} | {_cell(f.metadata['doc'])} | "
+            allowed = _cell(getattr(f.metadata["check"], "allowed", ""))
+            rows.append(f"| `{sec}.{f.name}` | {f.metadata['unit']} | {_cell(f.metadata['doc'])} | {allowed} | "
                         f"{fmt(f.default)} | " + " | ".join(fmt(v) for v in vals) + " |")
     return "\n".join(rows)
 

@@ -7,7 +7,17 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from compiler.conv import ConvShape, conv2d, conv_inputs, conv_reference, search_conv_tiling
+from compiler import grid_sample, sample2d  # noqa: F401 (Sample2D generators, for npusim.seedbench)
+from compiler.conv import (
+    ConvShape,
+    choose_conv_tiling,
+    conv2d,
+    conv_inputs,
+    conv_instructions,
+    conv_reference,
+    search_conv_tiling,
+)
+from compiler.conv_transpose import MODES as CONV_TRANSPOSE_MODES  # noqa: F401 (for npusim.seedbench)
 from compiler.conv_transpose import (
     ConvTransposeShape,
     TransposeTiling,
@@ -15,6 +25,7 @@ from compiler.conv_transpose import (
     conv_transpose_inputs,
     conv_transpose_reference,
     search_conv_transpose_tiling,
+    swell_shape,  # noqa: F401 (for npusim.seedbench)
 )
 from compiler.errors import CompileError
 from compiler.gemm import (
@@ -33,13 +44,18 @@ from compiler.link import LayerRange
 from compiler.lower import REGISTRY as OP_REGISTRY  # noqa: F401 (the op registry, for npusim.docgen)
 from compiler.lower.quant import QUANT_OPS
 from compiler.model import CompiledModel, compile_model, run_passes
+from compiler.model import _spm_top as spm_top  # noqa: F401 (one past the highest SPM byte a program touches)
 from compiler.target import Target
-from isa import DType, SimulationError
+from compiler.zoo import MODELS as ZOO_MODELS  # noqa: F401 (for npusim.sweep)
+from compiler.zoo.msda import msda_inputs, msda_mmcv  # noqa: F401 (mmcv's deformable attention, for npusim.seedbench)
+from isa import DType, LimitError, SimulationError
 from isa.arch import Arch
 from isa.dtypes import to_compute
 
 from .energy import layer_energy
+from .inputs import for_model
 from .intervals import time_split, unit_role
+from .limits import LIMITS, Limits
 from .simulator import SimResult, region_array, simulate
 from .stats import UNIT_NAMES
 
@@ -74,13 +90,41 @@ def ideal_memory_arch(M: int, N: int, K: int, dtype: DType, arch: Arch) -> Arch:
                                 f"matrix.max_rows={max(M, arch.matrix.max_rows)}"])
 
 
+def _positive(**dims: int) -> None:
+    for name, v in dims.items():
+        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v < 1:
+            raise CompileError(f"{name} must be a positive integer, not {v!r}")
+
+
+def _regions_fit(what: str, **sizes: int) -> None:
+    """A LimitError unless every DRAM region fits the ISA's 32-bit region sizes."""
+    for name, size in sizes.items():
+        if size >= 1 << 32:
+            raise LimitError(f"{what}: region {name} would be {size:,} bytes; a DRAM region holds less than 4 GiB")
+
+
+def layer_work(outputs: int, macs: int, dram: int, arch: Arch) -> tuple[int, int, int]:
+    """(instructions at least, element operations, bytes of memory) of one layer with ``outputs`` accumulator
+    elements, ``macs`` and ``dram`` bytes of inputs and outputs: a step's output tile must fit half the accumulator
+    (two tiles overlap), and each step is at least one instruction; the host keeps the inputs and the reference."""
+    steps = -(-outputs * 4 * 2 // arch.acc.size)
+    return steps, macs + dram, arch.spm.size + arch.acc.size + 3 * dram + 16 * outputs
+
+
 def run_gemm(M: int, N: int, K: int, dtype: DType, arch: Arch, *, timing_only: bool = False,
-             ideal_memory: bool = False, seed: int = 0, progress=None) -> tuple[SimResult, Validation | None]:
+             ideal_memory: bool = False, seed: int = 0, progress=None,
+             limits: Limits | None = LIMITS) -> tuple[SimResult, Validation | None]:
     """Compile ``C = A @ B`` for ``arch``, simulate it on seeded random inputs and check C against numpy.
 
     ideal_memory: the whole GEMM is one tile in SRAMs sized to hold it, and data movement is free (see
-    :func:`ideal_memory_arch`); the matrix unit's busy cycles then follow SCALE-Sim's accounting.
+    :func:`ideal_memory_arch`); the matrix unit's busy cycles then follow SCALE-Sim's accounting. limits: the layer's
+    instructions, element operations and memory are estimated before anything is built (LimitError above them).
     """
+    _positive(M=M, N=N, K=K)
+    if limits is not None:
+        limits.check(f"GEMM {M}x{N}x{K}", *layer_work(M * N, M * N * K, (M * K + K * N) * dtype.size + M * N * 4,
+                                                      arch), timing_only)
+    _regions_fit(f"GEMM {M}x{N}x{K}", A=M * K * dtype.size, B=K * N * dtype.size, C=M * N * 4)
     packed = not ideal_memory   # B pre-blocked offline, as weights are (ideal memory keeps SCALE-Sim's setting)
     if ideal_memory:
         arch = ideal_memory_arch(M, N, K, dtype, arch)
@@ -113,9 +157,19 @@ def _validate(got: np.ndarray, want: np.ndarray, bound: np.ndarray | None) -> Va
 
 
 def run_conv(cs: ConvShape, dtype: DType, arch: Arch, *, timing_only: bool = False, ideal_memory: bool = False,
-             seed: int = 0, progress=None) -> tuple[SimResult, Validation | None]:
-    """Compile one convolution for ``arch``, simulate it on seeded random inputs and check Y against numpy."""
-    target = Target.of(arch)
+             seed: int = 0, progress=None, limits: Limits | None = LIMITS) -> tuple[SimResult, Validation | None]:
+    """Compile one convolution for ``arch``, simulate it on seeded random inputs and check Y against numpy.
+    limits: as :func:`run_gemm`'s, checked before the tiling search."""
+    what = f"conv {cs.N}x{cs.C}x{cs.H}x{cs.W} * {cs.K}x{cs.Cg}x{cs.R}x{cs.S}"
+    outputs, target = cs.N * cs.K * cs.OH * cs.OW, Target.of(arch)
+    if limits is not None:
+        dram = (cs.N * cs.C * cs.H * cs.W + cs.K * cs.Cg * cs.R * cs.S) * dtype.size + outputs * 4
+        _, elements, memory = layer_work(outputs, cs.macs, dram, arch)
+        tallest = choose_conv_tiling(cs, dtype, target)
+        limits.check(what, conv_instructions(cs, tallest, dtype.size, target.rows, target.cols, target.spm),
+                     elements, memory, timing_only)
+    _regions_fit(what, X=cs.N * cs.C * cs.H * cs.W * dtype.size, Wt=cs.K * cs.Cg * cs.R * cs.S * dtype.size,
+                 Y=outputs * 4)
     tiling = search_conv_tiling(cs, dtype, target)
     program = conv2d(cs, dtype, target, tiling)
     inputs, x, w = conv_inputs(cs, dtype, target.rows, target.cols, seed, tiling.im2col, tiling.pack, tiling.gpack)
@@ -277,6 +331,11 @@ def single_layer_report(result: SimResult, name: str, op: str) -> list[dict]:
     return layer_report(result, [LayerRange(name, op, 0, len(result.program.instrs), result.macs)])
 
 
+def model_inputs(graph: Graph) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """A graph's inputs: name -> (shape, dtype)."""
+    return {n: (graph.tensor(n).shape, graph.tensor(n).dtype) for n in graph.inputs}
+
+
 def zoo_model(name: str):
     """The ONNX model of zoo entry ``name`` (seeded, default sizes)."""
     from compiler.zoo import MODELS
@@ -303,31 +362,33 @@ def model_report(result: SimResult, compiled: CompiledModel, instructions: bool 
 def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *, timing_only: bool = False,
               validate: bool = False, seed: int = 0, dump_after: str | None = None, fallback: bool = True,
               fuse: bool = True, buffers: int = 2, prefetch: bool | None = None, resident: bool | None = None,
-              serial: bool = False, progress=None, dims: dict[str, int] | None = None,
-              conv_transpose: str = "split"):
+              serial: bool = False, progress=None, limits: Limits | None = LIMITS,
+              dims: dict[str, int] | None = None, conv_transpose: str = "split", msda_tables: str = "auto"):
     """Compile an ONNX model (path, ModelProto or Graph) for ``arch`` and simulate it.
 
-    Without ``inputs``, seeded random ones (standard normal for floats). Returns (compiled model, result, outputs by
-    ONNX name, report dict with ``layers``, ``host_ops`` and, when ``validate``, ``validation`` per output against
-    onnxruntime). fallback: run the nodes the NPU cannot on the host CPU (else UnsupportedOpError lists them).
-    fuse, buffers, prefetch, resident, conv_transpose: compiler options (:func:`compiler.model.compile_model`); serial:
-    simulate every
-    instruction after the previous one retired (no overlap between units at all). ``progress`` is passed to
-    :func:`npusim.simulate` (``progress(retired, total, cycle)``). ``dims`` fixes the model's symbolic input
-    dimensions by name (``{"batch": 1}``).
+    ``inputs``: input name -> array of exactly the input's shape and dtype (or one array for a one-input model),
+    checked before compiling; without them, seeded random ones (standard normal for floats). Returns (compiled
+    model, result, outputs by ONNX name, report dict with ``layers``, ``host_ops`` and, when ``validate``,
+    ``validation`` per output against onnxruntime). fallback: run the nodes the NPU cannot on the host CPU (else
+    UnsupportedOpError lists them).
+    fuse, buffers, prefetch, resident, conv_transpose, msda_tables: compiler options
+    (:func:`compiler.model.compile_model`);
+    serial: simulate every instruction after the previous one retired (no overlap between units at all). ``progress``
+    and ``limits`` are passed to :func:`npusim.simulate` (``progress(retired, total, cycle)``). ``dims`` fixes the
+    model's symbolic input dimensions by name (``{"batch": 1}``).
     """
     graph = load_model(model, fallback, dims)
+    if inputs is not None:
+        inputs = for_model(model_inputs(graph), inputs)
     compiled = compile_model(graph, arch, dump_after=dump_after, fallback=fallback, fuse=fuse, buffers=buffers,
-                             prefetch=prefetch, resident=resident, conv_transpose=conv_transpose)
+                             prefetch=prefetch, resident=resident, conv_transpose=conv_transpose,
+                             msda_tables=msda_tables)
     rng = np.random.default_rng(seed)
     if inputs is None:
         inputs = {n: rng.standard_normal(graph.tensor(n).shape).astype(graph.tensor(n).dtype) for n in graph.inputs}
-    missing = [n for n in graph.inputs if n not in inputs]
-    if missing:
-        raise SimulationError(f"inputs lack {', '.join(missing)}; the model's inputs are {', '.join(graph.inputs)}")
     result = simulate(compiled.program, arch, None if timing_only else compiled.dram_inputs(inputs),
                       timing_only=timing_only, host_functions=None if timing_only else host_functions(compiled),
-                      serial=serial, progress=progress)
+                      serial=serial, progress=progress, limits=limits)
     outputs = {} if timing_only else compiled.read_outputs(result.outputs["ACT"])
     report = model_report(result, compiled)
     if validate and not timing_only:
@@ -343,7 +404,11 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
             if isinstance(model, Graph):
                 raise
             sess = ort_session(to_onnx(graph), _ort_options(graph), what="onnxruntime (the reference for --validate)")
-        refs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, dict(inputs))))
+        try:
+            refs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, dict(inputs))))
+        except Exception as e:   # onnxruntime's own error types: the model is one it cannot run
+            raise CompileError(f"onnxruntime (the reference for --validate) cannot run the model: "
+                               f"{_first_line(e)}") from None
         quantized = any(n.op in QUANT_OPS for n in graph.nodes)
         report["validation"] = {name: _compare(outputs[name], refs[name], quantized) for name in outputs}
     return compiled, result, outputs, report

@@ -35,6 +35,56 @@ class PlotError(NpuSimError, ValueError):
 
 
 # ------------------------------------------------------------------------------------------------ report access
+_INT, _NUMBER, _TEXT, _TABLE = "an integer", "a number", "a string", "an object"
+_ROWS = {"instructions": {"pc": _INT, "unit": _TEXT, "start": _INT, "end": _INT},
+         "layers": {"name": _TEXT, "op": _TEXT, "cycles": _INT, "start": _INT, "end": _INT, "macs": _INT,
+                    "dram_bytes": _INT, "time_split": _TABLE}}
+
+
+def _is(v: Any, want: str) -> bool:
+    if want == _TEXT:
+        return isinstance(v, str)
+    if want == _TABLE:
+        return isinstance(v, dict)
+    ok = isinstance(v, int) if want == _INT else isinstance(v, int | float)
+    return ok and not isinstance(v, bool)
+
+
+def check_report(report: Any) -> None:
+    """Raise PlotError naming the first field of ``report`` that is not what npusim's JSON reports hold there
+    (fields the plots read: cycles, units, instructions[], layers[], the Arch's matrix, dram and clock)."""
+    def bad(where: str, want: str, v: Any) -> None:
+        raise PlotError(f"the report's {where} must be {want}, not {str(v)[:60]!r}: is it a report of `npusim run "
+                        f"--json` or `npusim simulate --json`?")
+
+    if not isinstance(report, dict):
+        raise PlotError(f"a report must be a JSON object (what `npusim run --json` or `simulate --json` writes), not "
+                        f"a {type(report).__name__}")
+    if "cycles" in report and not (_is(report["cycles"], _INT) and report["cycles"] >= 0):
+        bad("cycles", "an integer >= 0", report["cycles"])
+    units = report.get("units", {})
+    if not isinstance(units, dict) or not all(isinstance(u, dict) for u in units.values()):
+        bad("units", "an object of objects, one per unit", units)
+    for key, fields in _ROWS.items():
+        rows = report.get(key, [])
+        if not isinstance(rows, list):
+            bad(key, "a list", rows)
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict):
+                bad(f"{key}[{i}]", "an object", row)
+            for name, want in fields.items():
+                if name in row and not _is(row[name], want):
+                    bad(f"{key}[{i}].{name}", want, row[name])
+            pcs = row.get("pcs", [0, 0])
+            if not (isinstance(pcs, list) and len(pcs) == 2 and all(_is(x, _INT) for x in pcs)):
+                bad(f"{key}[{i}].pcs", "two integers", pcs)
+    arch = report.get("arch", {})
+    for sec, name, want in (("matrix", "rows", _INT), ("matrix", "cols", _INT), ("dram", "bandwidth", _NUMBER),
+                            ("clock", "ghz", _NUMBER)):
+        if not isinstance(arch, dict) or not isinstance(arch.get(sec, {}), dict):
+            bad(f"arch.{sec}", "an object", arch)
+        if name in arch.get(sec, {}) and not _is(arch[sec][name], want):
+            bad(f"arch.{sec}.{name}", want, arch[sec][name])
 def _need(report: dict, key: str, what: str, how: str) -> Any:
     if not report.get(key):
         raise PlotError(f"the {what} plot needs the report's {key!r}, which this report lacks; {how}")
@@ -419,6 +469,7 @@ def render(report: dict, kind: str, path: str | Path, *, title: str = "", window
            color_by: str = "layer", buckets: int = 100):
     """Draw plot ``kind`` (one of KINDS) of ``report`` on a new figure sized for it and write it to ``path`` (the
     suffix picks the format: .png, .svg, .pdf). Returns what the plot function returned."""
+    check_report(report)
     if kind not in KINDS:
         raise PlotError(f"the plot kind must be one of {', '.join(KINDS)}, not {kind!r}")
     fmt = Path(path).suffix.lstrip(".").lower()
@@ -448,7 +499,8 @@ def render(report: dict, kind: str, path: str | Path, *, title: str = "", window
     arch = report.get("arch", {}).get("name", "")
     if kind == "timeline" and window is not None:
         what += f" of cycles {window[0]:,} to {window[1]:,}"
-    ax.set_title(f"{title + ': ' if title else ''}{what} on {arch} ({report['cycles']:,} cycles)", loc="left")
+    cycles = _need(report, "cycles", kind, "write the report with `npusim run --json` or `npusim simulate --json`")
+    ax.set_title(f"{title + ': ' if title else ''}{what} on {arch} ({cycles:,} cycles)", loc="left")
     fig.savefig(path, dpi=110)
     return drawn
 

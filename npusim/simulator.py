@@ -24,6 +24,8 @@ from isa.cost import FREE, instr_cost
 from isa.verify import verify, where
 
 from .engine import Engine, check_max_cycles
+from .inputs import for_program
+from .limits import LIMITS, Limits, check_cycles, program_work
 from .memory import DeviceMemory
 from .stats import UNIT_NAMES, SimResult, UnitStats
 
@@ -47,16 +49,18 @@ def check_fits(program: Program, arch: Arch) -> None:
 def load_inputs(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | None) -> DeviceMemory:
     """Fresh device memory with each input's bytes copied to the start of the DRAM region of the same name."""
     mem = DeviceMemory.for_program(program, arch.spm.size, arch.acc.size)
-    for name, data in (inputs or {}).items():
-        mem.load(name, np.asarray(data))
+    for name, data in for_program(program, inputs).items():
+        mem.load(name, data)
     return mem
 
 
-def simulate(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | None = None, *,
+def simulate(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | np.ndarray | None = None, *,
              timing_only: bool = False, serial: bool = False, ideal_memory: bool = False,
              max_cycles: int | None = None, host_functions: Mapping[str, Callable] | None = None,
-             progress: Callable[[int, int, int], None] | None = None) -> SimResult:
-    """Verify and run ``program`` on ``arch``; DRAM regions are initialised from ``inputs`` (region name -> array).
+             progress: Callable[[int, int, int], None] | None = None, limits: Limits | None = LIMITS) -> SimResult:
+    """Verify and run ``program`` on ``arch``; DRAM regions are initialised from ``inputs`` (region name -> array of
+    numbers no larger than the region; one bare array for a program with one region), checked first even when
+    timing only.
 
     serial: run one instruction at a time in program order (the golden functional result; cycles are the sum of
     each instruction's cost in isolation). timing_only: skip the kernels (no values, same cycles). ideal_memory:
@@ -65,24 +69,34 @@ def simulate(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | No
     callable over the DRAM regions); needed for values, not for timing. max_cycles: a SimulationError if the
     run needs more cycles (exactly max_cycles is fine); a deadlock is a DeadlockError with or without it.
     progress: ``progress(retired, total, cycle)`` is called about every total / 200 retired instructions and at
-    the end (concurrent runs only).
-    Raises VerifyError, SimulationError or DeadlockError (all NpuSimError) with a message saying what and where.
+    the end (concurrent runs only). limits: the instructions, element operations and memory the run may need
+    (:class:`npusim.limits.Limits`, estimated before it starts; None: no limits).
+    Raises VerifyError, InputError, LimitError, SimulationError or DeadlockError (all NpuSimError) with a message
+    saying what and where.
     """
     t0 = time.perf_counter()
     gc_was_enabled = gc.isenabled()
     gc.disable()  # the run allocates many short-lived acyclic objects; collecting them mid-run only costs time
     try:
         return _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycles, host_functions or {},
-                         progress, t0)
+                         progress, t0, limits)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycles, host, progress, t0) -> SimResult:
+def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycles, host, progress, t0,
+              limits) -> SimResult:
     check_max_cycles(max_cycles)
+    inputs = for_program(program, inputs)
     report = verify(program)
     check_fits(program, arch)
+    if limits is not None:
+        n = len(program.instrs)
+        limits.check(f"simulating {n:,} instruction{'s' * (n != 1)}", *program_work(program, arch), timing_only)
+    costs = [FREE if ideal_memory and i.queue in (Queue.DMA_LD, Queue.DMA_ST) else instr_cost(i, arch)
+             for i in program.instrs]
+    check_cycles(costs)
     mem = None if timing_only else load_inputs(program, arch, inputs)
     execute = None
     if mem is not None:
@@ -99,8 +113,6 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
             except SimulationError as e:
                 raise SimulationError(f"{where(pc, ins)}: {e}") from None
 
-    costs = [FREE if ideal_memory and i.queue in (Queue.DMA_LD, Queue.DMA_ST) else instr_cost(i, arch)
-             for i in program.instrs]
     if serial:
         cycles, units, times = _run_serial(program, costs, execute, max_cycles)
         warnings = list(report.warnings)

@@ -66,6 +66,47 @@ TOTALS = (("cycles", "cycles"), ("time_us", "time_us"), ("macs", "macs"), ("matr
           ("area.total_mm2", "area_mm2"), ("memory_roof.binds", "memory_roof_binds"))
 
 
+def check_report(report: Any, source: str) -> None:
+    """Raise NpuSimError naming the first field that :func:`diff_rows` reads and that is not what npusim's reports
+    hold there: metrics (numbers of at most 64 bits, text, true/false or null), ``units`` an object of objects,
+    ``layers`` a list of objects with a text ``name``."""
+    def bad(where: str, want: str, v: Any) -> None:
+        raise NpuSimError(f"{source}: the report's {where} must be {want}, not {str(v)[:60]!r}; is it a report of "
+                          f"`npusim run --json` or `npusim simulate --json`?")
+
+    def metric(where: str, v: Any) -> None:
+        if isinstance(v, dict | list) or isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 1 << 63:
+            bad(where, "a number (at most 64 bits), text, true/false or null", v)
+
+    def table(where: str, v: Any) -> dict:
+        if not isinstance(v, dict):
+            bad(where, "an object", v)
+        return v
+
+    if not isinstance(report, dict):
+        bad("top level", "an object", report)
+    for path, _ in TOTALS:
+        metric(path, _get(report, path))
+    kinds = _get(report, "energy.by_kind_pj")
+    for kind, v in (table("energy.by_kind_pj", kinds) if kinds is not None else {}).items():
+        metric(f"energy.by_kind_pj.{kind}", v)
+    for unit, u in table("units", report.get("units", {})).items():
+        table(f"units.{unit}", u)
+        for key in ("busy_cycles", "idle_cycles", "energy_pj"):
+            metric(f"units.{unit}.{key}", u.get(key))
+        for cause, v in table(f"units.{unit}.stall_cycles", u.get("stall_cycles", {})).items():
+            metric(f"units.{unit}.stall_cycles.{cause}", v)
+    layers = report.get("layers") or []
+    if not isinstance(layers, list):
+        bad("layers", "a list", layers)
+    for i, lr in enumerate(layers):
+        table(f"layers[{i}]", lr)
+        if not isinstance(lr.get("name"), str):
+            bad(f"layers[{i}].name", "text", lr.get("name"))
+        for key in ("cycles", "energy_pj", "bound"):
+            metric(f"layers[{i}].{key}", lr.get(key))
+
+
 def diff_rows(a: dict, b: dict) -> list[dict[str, Any]]:
     """Two reports side by side, one row per (section, name, metric) with values ``a`` and ``b`` (None where a report
     lacks it): the run's totals; per unit its busy and idle cycles, each stall cause and its energy; per layer (matched

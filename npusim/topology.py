@@ -8,11 +8,13 @@ reduced to its GEMM view: M = output pixels, N = filters, K = filter window x ch
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 from isa import NpuSimError
+from isa.files import decode_utf8
 
 
 class TopologyError(NpuSimError, ValueError):
@@ -37,27 +39,28 @@ def conv_gemm(h: int, w: int, r: int, s: int, c: int, filters: int, stride: int)
 def read_topology(path: str | Path, gemm: bool = False) -> list[Layer]:
     """The layers of a SCALE-Sim topology CSV (the header line is skipped; trailing commas are fine)."""
     layers = []
-    with open(path, newline="") as f:
-        for lineno, row in enumerate(csv.reader(f), 1):
-            cells = [c.strip() for c in row if c.strip()]
-            if lineno == 1 or not cells:
-                continue
-            want = 4 if gemm else 8
-            if len(cells) < want:
-                kind = "name, M, N, K" if gemm else "name, H, W, R, S, C, filters, stride"
-                raise TopologyError(f"{path}:{lineno}: a {'GEMM' if gemm else 'conv'} row has {want} fields "
-                                    f"({kind}), not {len(cells)}" + ("" if gemm else "; use --gemm for GEMM rows"))
-            try:
-                nums = [int(x) for x in cells[1:want]]
-            except ValueError:
-                raise TopologyError(f"{path}:{lineno}: fields after the name must be integers: {cells[1:want]}") \
-                    from None
-            if min(nums) < 1:
-                raise TopologyError(f"{path}:{lineno}: fields must be positive, not {nums}")
-            if not gemm and (nums[2] > nums[0] or nums[3] > nums[1]):
-                raise TopologyError(f"{path}:{lineno}: filter {nums[2]}x{nums[3]} is larger than the "
-                                    f"{nums[0]}x{nums[1]} input")
-            layers.append(Layer(cells[0], *(nums if gemm else conv_gemm(*nums))))
+    text = decode_utf8(Path(path).read_bytes(), str(path),
+                       lambda msg, line, col: TopologyError(f"{path}:{line}:{col}: {msg}"))
+    for lineno, row in enumerate(csv.reader(io.StringIO(text, newline="")), 1):
+        cells = [c.strip() for c in row if c.strip()]
+        if lineno == 1 or not cells:
+            continue
+        want = 4 if gemm else 8
+        if len(cells) < want:
+            kind = "name, M, N, K" if gemm else "name, H, W, R, S, C, filters, stride"
+            raise TopologyError(f"{path}:{lineno}: a {'GEMM' if gemm else 'conv'} row has {want} fields "
+                                f"({kind}), not {len(cells)}" + ("" if gemm else "; use --gemm for GEMM rows"))
+        try:
+            nums = [int(x) for x in cells[1:want]]
+        except ValueError:
+            raise TopologyError(f"{path}:{lineno}: fields after the name must be integers: {cells[1:want]}") \
+                from None
+        if min(nums) < 1:
+            raise TopologyError(f"{path}:{lineno}: fields must be positive, not {nums}")
+        if not gemm and (nums[2] > nums[0] or nums[3] > nums[1]):
+            raise TopologyError(f"{path}:{lineno}: filter {nums[2]}x{nums[3]} is larger than the "
+                                f"{nums[0]}x{nums[1]} input")
+        layers.append(Layer(cells[0], *(nums if gemm else conv_gemm(*nums))))
     if not layers:
         raise TopologyError(f"{path}: no layers")
     return layers

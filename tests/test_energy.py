@@ -130,7 +130,7 @@ def _bundled_text(name="45nm") -> str:
     (lambda s: s.replace('i8 = { value = 0.3, source = "horowitz"', 'i8 = { value = 0.3, source = "nobody"'),
      r"\[mac_pj\]\.i8: source 'nobody' is not in \[sources\]"),
     (lambda s: s.replace("i8 = { value = 0.3,", "i8 = { value = -0.3,"),
-     r"value must be a finite number >= 0, not -0.3"),
+     r"value must be a number in \[0, 1e\+09\], not -0.3"),
     (lambda s: s.replace("[vector_pj]", "[vectr_pj]"), r"unknown section \[vectr_pj\]; did you mean 'vector_pj'\?"),
     (lambda s: s.replace("\nspecial = {", "\nspecal = {"), r"\[vector_pj\] lacks special"),
     (lambda s: s.replace("[sources]", "[sauces]"), r"needs a \[sources\] table"),

@@ -7,17 +7,27 @@ whether and when it runs on the NPU (read by the host-fallback decision, :func:`
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import MappingProxyType
 
 from ..ir import Graph, Node
 from . import conv, conv_transpose, elementwise, folded, layout, matmul, msda, norm, pool, quant, reduce, rows, sample
 from .context import ALIGN, Binding, LoweringContext
+from .contracts import CONTRACTS
 from .spec import OpSpec
 
 REGISTRY: MappingProxyType[str, OpSpec] = MappingProxyType(
-    {spec.op: spec for module in (conv, conv_transpose, matmul, elementwise, pool, rows, reduce, norm, layout, quant,
-                                  folded, sample, msda) for spec in module.OPS})
+    {spec.op: replace(spec, contract=CONTRACTS.get(spec.op, spec.contract))
+     for module in (conv, conv_transpose, matmul, elementwise, pool, rows, reduce, norm, layout, quant, folded, sample,
+                   msda)
+     for spec in module.OPS})
 """Every default-domain op the compiler takes, by ONNX name."""
+
+
+def contract_violation(node: Node, graph: Graph) -> str | None:
+    """Why imported ``node`` breaks its op's operand contract (:attr:`OpSpec.contract`), or None."""
+    spec = REGISTRY.get(node.op) if node.domain in ("", "ai.onnx") else None
+    return spec.contract(node, graph) if spec is not None and spec.contract is not None else None
 
 
 def npu_unsupported(node: Node, graph: Graph) -> str | None:
@@ -31,7 +41,9 @@ def npu_unsupported(node: Node, graph: Graph) -> str | None:
                   if t and not graph.is_const(t) and 0 in graph.tensor(t).shape), None)
     if empty and spec.lower is not None:
         return f"tensor {empty!r} is empty (shape {graph.tensor(empty).shape})"
+    if spec.lower is not None and node.present_inputs and all(graph.is_const(t) for t in node.present_inputs):
+        return "every input is a constant (and constant folding does not compute this op)"
     return spec.unsupported(node, graph)
 
 
-__all__ = ["ALIGN", "REGISTRY", "Binding", "LoweringContext", "OpSpec", "npu_unsupported"]
+__all__ = ["ALIGN", "REGISTRY", "Binding", "LoweringContext", "OpSpec", "contract_violation", "npu_unsupported"]

@@ -89,8 +89,8 @@ def lower_unary(low: LoweringContext, n: Node) -> None:
     lo = hi = 0.0
     if n.op == "Clip":
         ins = n.inputs + ("", "")
-        lo = float(low.data(ins[1])) if ins[1] else float(n.attrs.get("min", -3.4e38))
-        hi = float(low.data(ins[2])) if ins[2] else float(n.attrs.get("max", 3.4e38))
+        lo = low.data(ins[1]).item() if ins[1] else float(n.attrs.get("min", -3.4e38))   # (a 1-element bound)
+        hi = low.data(ins[2]).item() if ins[2] else float(n.attrs.get("max", 3.4e38))
         lo = min(lo, hi)   # ONNX: with min > max every output is max
     y = low.alloc(x.shape, x.layout)
     low.emit(n, vector.unary(UNARY[n.op], x.phys, F32, low.target, lo, hi),

@@ -20,10 +20,9 @@ import numpy as np
 from isa import DType, Region
 from isa.program import MAX_REGIONS
 
-from .. import transpose, vector
+from .. import host, transpose, vector  # host: a module import (host imports lower.context)
 from ..canonical import CanonContext, axis_attr, const_inputs, norm_axis
 from ..errors import CompileError, UnsupportedOpError
-from ..host import storage_dtype
 from ..ir import Graph, Node
 from ..staged_copy import Box, Operand, collapse_box, staged_copy
 from ..vector import row_major
@@ -106,7 +105,7 @@ def lower_constant_output(low: LoweringContext, name: str) -> None:
     """A graph output that is a constant (a model whose result folds, such as a Where of constants): the DMA copies
     its value from the weights (region W) into an activation the caller reads, as segment ``<name>.const``."""
     t = low.graph.tensor(name)
-    y = low.alloc(t.shape, "rm", storage_dtype(t))
+    y = low.alloc(t.shape, "rm", host.storage_dtype(t))
     data = np.ascontiguousarray(t.data, y.dtype.storage)
     if data.size:
         box = Box((data.size,), Operand("Y", 0, (1,)), Operand("X", 0, (1,)))

@@ -1,6 +1,6 @@
 """``MSDeformAttn``, the node :mod:`compiler.passes.fuse_msda` makes of mmcv's exported deformable attention:
 one fused program per node (:mod:`compiler.msda`), its level tables held in the SPM per head or gathered from DRAM
-after a coordinate program (:func:`compiler.msda.choose_tables`)."""
+after a coordinate program (:func:`compiler.msda.choose_tables`, or as the compile asks: ``msda_tables``)."""
 
 from __future__ import annotations
 
@@ -37,13 +37,13 @@ def _check(node: Node, graph: Graph) -> str | None:
     return msda_spec(node, graph).check()
 
 
-def lower_msda(low: LoweringContext, n: Node, tables: str | None = None) -> None:
+def lower_msda(low: LoweringContext, n: Node) -> None:
     """The fused program (:func:`compiler.msda.msda_program`), after :func:`compiler.msda.msda_coordinates` when
     the level tables stay in DRAM. Planar: channels-last level tables, the output ``(N, D, Q)`` stored channels-last
     ``(N, Q, D)``; mmcv's layouts: every tensor as it is, the output ``(bs, Q, heads*D)`` row-major."""
     spec = msda_spec(n, low.graph)
     nl = len(spec.levels)
-    tables = tables or msda.choose_tables(spec, low.target)
+    tables = msda.choose_tables(spec, low.target) if low.msda_tables == "auto" else low.msda_tables
     shape = low.graph.tensor(n.outputs[0]).shape
     if spec.heads:
         values = {"V": ("ACT", low.want(n.inputs[0], "rm").offset)}

@@ -31,8 +31,10 @@ def lower_rows(low: LoweringContext, n: Node) -> None:
     y = low.alloc(out_shape, "rm")
     bind = {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)}
     if n.op == "LayerNormalization":
-        gamma = low.data(n.inputs[1]).astype(np.float32)
-        beta = low.data(n.inputs[2]).astype(np.float32) if len(n.present_inputs) > 2 else np.zeros_like(gamma)
+        # scale and bias broadcast to the normalized (last) axis: a (1,)-shaped scale is one value for every element
+        gamma = np.broadcast_to(low.data(n.inputs[1]).astype(np.float32), (length,))
+        beta = np.broadcast_to(low.data(n.inputs[2]).astype(np.float32), (length,)) \
+            if len(n.present_inputs) > 2 else np.zeros_like(gamma)
         bind["GB"] = ("W", low.const(np.concatenate([gamma.ravel(), beta.ravel()])))
         prog = vector.layernorm(rows, length, F32, low.target, n.attrs.get("epsilon", 1e-5))
     else:

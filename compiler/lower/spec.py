@@ -22,6 +22,10 @@ UnsupportedOpError for a form the compiler does not take (the node then runs on 
 Check = Callable[[Node, Graph], str | None]
 """Why a canonical node cannot run on the NPU (a short reason naming the attribute or shape), or None."""
 
+Contract = Callable[[Node, Graph], str | None]
+"""Why an imported node breaks what ONNX requires of its operand shapes beyond shape inference (onnxruntime refuses
+such a model), or None (:mod:`compiler.lower.contracts`)."""
+
 F32 = frozenset({np.dtype(np.float32)})
 F32_INT8 = F32 | {np.dtype(np.int8), np.dtype(np.uint8)}
 
@@ -52,6 +56,9 @@ class OpSpec:
     """It works on channels-last 4-D activations (a graph input that is its first input is stored NHWC)."""
     npu: str = ""
     """When it runs on the NPU and how, in a few words (for ``docs/ops.md``)."""
+    contract: Contract | None = None
+    """The operand contract the importer checks before anything reads the operands (a violation is a CompileError:
+    the model is invalid, wherever the node would run)."""
 
     def unsupported(self, node: Node, graph: Graph) -> str | None:
         """Why ``node`` cannot run on the NPU, or None."""

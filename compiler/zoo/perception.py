@@ -82,9 +82,12 @@ def msda_pytorch(b: GraphBuilder, value: str, shapes: list[tuple[int, int]], loc
 
 def bev_tiny(seed: int = 0, image: int = 64, width: int = 16, dims: int = 32, bev: int = 16, heads: int = 4,
              points: int = 4, classes: int = 3):
-    """A BEV detector in miniature: 1x3x64x64 image -> conv backbone (/4, /8) -> FPN neck (nearest Resize top-down,
-    SECOND-FPN ConvTranspose deblock) -> BEV view transform by GridSample from a constant grid -> one multi-scale
-    deformable attention block (mmcv's form, two levels, BEV queries) -> heatmap and box heads on a 16x16 BEV grid.
+    """A BEV detector in miniature: conv backbone, FPN neck (Resize, ConvTranspose), GridSample view transform,
+    deformable attention, heads; 1x3x64x64 -> 16x16 BEV.
+
+    The neck upsamples by a nearest Resize top-down and a SECOND-FPN ConvTranspose deblock; the view transform is a
+    GridSample from a constant grid; one multi-scale deformable attention block (mmcv's exported form, two levels)
+    lets the BEV queries attend to the neck; heatmap and box heads run on the BEV grid.
 
     image, width, dims, bev, heads, points, classes: input size, backbone width, embedding width, BEV grid side,
     attention heads, sampling points per level and head, heatmap classes.

@@ -31,6 +31,7 @@ import numpy as np
 
 from isa import NpuSimError
 from isa.arch import Arch, load_arch, parse_override
+from isa.files import decode_utf8
 
 from .workloads import MODEL_OPTIONS, SpecError, Workload, workload_from_dict
 
@@ -75,7 +76,8 @@ def load_spec(source: str | Path | dict | SweepSpec, root: str | Path | None = N
         return _from_dict(source, Path(root or "."), "spec")
     path = Path(source)
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(decode_utf8(path.read_bytes(), str(path),
+                                         lambda msg, line, col: SpecError(f"{path}:{line}:{col}: {msg}")))
     except FileNotFoundError:
         raise SpecError(f"no sweep spec {str(path)!r}") from None
     except tomllib.TOMLDecodeError as e:

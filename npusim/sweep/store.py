@@ -23,13 +23,13 @@ POINTS = "points"
 @cache
 def code_fingerprint() -> str:
     """sha256 of the npusim version and every source and preset file of the isa, compiler and npusim packages."""
-    import compiler
-    import isa
+    import importlib.util
+
     import npusim
 
     h = hashlib.sha256(npusim.__version__.encode())
-    for pkg in (isa, compiler, npusim):
-        root = Path(pkg.__file__).parent
+    for pkg in ("isa", "compiler", "npusim"):   # located, not imported
+        root = Path(importlib.util.find_spec(pkg).origin).parent
         for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".toml")):
             h.update(str(path.relative_to(root.parent)).encode() + b"\0" + path.read_bytes())
     return h.hexdigest()

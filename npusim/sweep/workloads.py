@@ -69,7 +69,7 @@ def _proto(data: bytes):
 def _compiled(model: OnnxModel, arch: Arch):
     """The model compiled for ``arch`` (a :func:`compile_view`), cached per worker process: the points of a sweep
     that compile identically compile once."""
-    from compiler.model import compile_model
+    from ..driver import compile_model
 
     return compile_model(_graph(model), arch, **model.options_dict())
 
@@ -240,7 +240,7 @@ def _model_options(options: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 
 def _zoo(model: Any, args: Any, name: str | None, options: dict[str, Any], where: str) -> OnnxModel:
-    from compiler.zoo import MODELS
+    from ..driver import ZOO_MODELS as MODELS
 
     if model not in MODELS:
         raise SpecError(f"{where}.zoo: unknown zoo model {model!r}; the zoo has {', '.join(MODELS)}")
@@ -300,7 +300,7 @@ def _ints(value: Any, names: tuple[str, ...], where: str, optional: dict[str, in
 
 
 def _conv(value: Any, name: str | None, dtype: str, where: str) -> Conv:
-    from compiler.conv import ConvShape
+    from ..driver import ConvShape
 
     dims = _ints(value, ("N", "C", "H", "W", "K", "R", "S"), where + ".conv",
                  {"stride": 1, "pad": 0, "dilation": 1, "groups": 1})

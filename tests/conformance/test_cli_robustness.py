@@ -37,15 +37,7 @@ NODE_TESTS = ("test_if", "test_nonzero_example", "test_string_concat", "test_stf
               "test_ai_onnx_ml_label_encoder_string_int")
 """Exotic models of onnx's node tests, most at opsets the importer takes today."""
 
-ORT_LOG = ("onnxruntime's own error log line (E:onnxruntime ... ExecuteKernel) reaches stderr before npusim's one "
-           "line (issue 13 section 4)")
-KNOWN_FAILURES = {
-    ("pytorch-converted/test_PReLU_1d_multiparam", "--validate"):
-        ORT_LOG + "; the host PRelu fails because onnx.version_converter leaves the opset-6 per-channel slope (3,) "
-                  "unreshaped, which no longer broadcasts against (N, 3, L) at opset 7+",
-    ("test_resize_upsample_scales_linear", "--validate"):
-        ORT_LOG + "; the scales are a graph input the CLI fills with random numbers, which onnxruntime rejects",
-}
+KNOWN_FAILURES: dict[tuple[str, str], str] = {}
 """(model, mode) pairs that fail the check today, with the reason: strict xfails, removed once fixed."""
 
 

@@ -38,6 +38,19 @@ EXPECTED_FAILURES: dict[str, dict[str, tuple[str, ...]]] = {
         "optional and sequence tensors are not supported": ("test_identity_opt", "test_identity_sequence"),
     },
     "attribute": {
+        "cubic Resize/GridSample, antialias and exclude_outside run on the host": (
+            "test_gridsample_bicubic", "test_gridsample_bicubic_align_corners_0_additional_1",
+            "test_gridsample_bicubic_align_corners_1_additional_1",
+            "test_resize_downsample_scales_cubic_A_n0p5_exclude_outside",
+            "test_resize_downsample_scales_cubic_align_corners", "test_resize_downsample_scales_cubic_antialias",
+            "test_resize_downsample_scales_linear_antialias", "test_resize_downsample_sizes_cubic",
+            "test_resize_downsample_sizes_cubic_antialias", "test_resize_downsample_sizes_linear_antialias",
+            "test_resize_upsample_scales_cubic_A_n0p5_exclude_outside",
+            "test_resize_upsample_scales_cubic_align_corners", "test_resize_upsample_sizes_cubic",),
+        "GridSample reflection padding of a run-time grid runs on the host": (
+            "test_gridsample_reflection_padding",),
+        "ConvTranspose output_shape larger than the uncropped output (negative pads) runs on the host": (
+            "test_convtranspose_output_shape",),
         "MaxPool's Indices output is not produced": (
             "test_maxpool_with_argmax_2d_precomputed_pads", "test_maxpool_with_argmax_2d_precomputed_strides"),
         "Gemm transA=1 is not lowered": ("test_gemm_all_attributes", "test_gemm_transposeA"),
@@ -54,6 +67,14 @@ EXPECTED_FAILURES: dict[str, dict[str, tuple[str, ...]]] = {
             "test_batchnorm_epsilon_training_mode", "test_batchnorm_example_training_mode"),
     },
     "rank": {
+        "3-D ConvTranspose runs on the host": (
+            "test_convtranspose_3d",),
+        "3-D (volumetric) GridSample and AffineGrid run on the host": (
+            "test_affine_grid_3d", "test_affine_grid_3d_align_corners",
+            "test_gridsample_volumetric_bilinear_align_corners_0",
+            "test_gridsample_volumetric_bilinear_align_corners_1",
+            "test_gridsample_volumetric_nearest_align_corners_0",
+            "test_gridsample_volumetric_nearest_align_corners_1",),
         "pooling is 1-D and 2-D only (3-D inputs run on the host)": (
             "test_averagepool_3d_default",
             *(f"test_averagepool_3d_dilations_large_count_include_pad_is_{i}_ceil_mode_is_{c}"
@@ -87,6 +108,22 @@ EXPECTED_FAILURES: dict[str, dict[str, tuple[str, ...]]] = {
             "test_reduce_log_sum_empty_set_expanded", "test_reduce_max_empty_set", "test_reduce_min_empty_set",
             "test_reshape_allowzero_reordered", "test_slice_start_out_of_bounds", "test_split_zero_size_splits_opset13",
             "test_split_zero_size_splits_opset18"),
+    },
+    "inputs": {
+        "Resize scales, sizes or roi given as run-time inputs (exporters write them as constants)": (
+            "test_resize_downsample_scales_cubic", "test_resize_downsample_scales_linear",
+            "test_resize_downsample_scales_linear_align_corners",
+            "test_resize_downsample_scales_linear_half_pixel_symmetric", "test_resize_downsample_scales_nearest",
+            "test_resize_tf_crop_and_resize", "test_resize_tf_crop_and_resize_axes_2_3",
+            "test_resize_tf_crop_and_resize_axes_3_2", "test_resize_tf_crop_and_resize_extrapolation_value",
+            "test_resize_upsample_scales_cubic", "test_resize_upsample_scales_cubic_asymmetric",
+            "test_resize_upsample_scales_linear", "test_resize_upsample_scales_linear_align_corners",
+            "test_resize_upsample_scales_linear_half_pixel_symmetric", "test_resize_upsample_scales_nearest",
+            "test_resize_upsample_scales_nearest_axes_2_3", "test_resize_upsample_scales_nearest_axes_3_2",),
+        "ConvTranspose weights and bias given as run-time inputs (exporters write them as constants)": (
+            "test_convtranspose", "test_convtranspose_1d", "test_convtranspose_autopad_same",
+            "test_convtranspose_dilations", "test_convtranspose_group_2", "test_convtranspose_group_2_image_3",
+            "test_convtranspose_kernel_shape", "test_convtranspose_pad", "test_convtranspose_pads",),
     },
     "bug": {
         "constant folding of ReduceMax over an empty bool tensor raises numpy's ValueError": (

@@ -81,15 +81,15 @@ def test_fusion_saves_cycles_on_a_small_bert_layer():
 
 
 def test_no_fallback_accepts_what_fusion_removes():
-    # the importer cannot take an exported LayerNorm's Pow and Sqrt or a softmax's Exp on their own, but the fusion
-    # passes remove all of them: --no-fallback compiles the model; a Pow no pattern explains is still refused
+    # the fusion passes turn an exported LayerNorm's Pow and Sqrt and a softmax's Exp into fused ops: --no-fallback
+    # compiles the model; an op the NPU does not have is still refused
     arch = load_arch("edge16")
     compiled, _, _, report = run_model(encoder_block(17, "gelu"), arch, timing_only=True, fallback=False)
     assert report["host_ops"] == [] and "Pow" not in compiled.graph.op_counts()
     m = encoder_block(17, "gelu")
-    m.graph.node.append(helper.make_node("Pow", ["/Add_1_output_0", "/ln1/Constant_output_0"], ["z"], name="pow"))
+    m.graph.node.append(helper.make_node("Sin", ["/Add_1_output_0"], ["z"], name="sin"))   # an op the NPU lacks
     m.graph.output[0].name = "z"
-    with pytest.raises(UnsupportedOpError, match=r"^node '/ln1/Pow' \(Pow\)"):
+    with pytest.raises(UnsupportedOpError, match=r"^node 'sin' \(Sin\)"):
         load_model(m, fallback=False)
 
 

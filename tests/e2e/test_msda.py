@@ -14,7 +14,7 @@ from compiler.zoo.msda import msda_inputs, msda_mmcv
 from isa.arch import load_arch
 from npusim import sampling
 from npusim.driver import ort_session
-from npusim.msdabench import CASES, SMALL, run_variant
+from npusim.seedbench.msda import CASES, SMALL, run_variant
 
 PRESETS = ("edge16", "mid32", "dc128")
 LEVELS = ((6, 5), (3, 3))
@@ -83,12 +83,10 @@ def test_fuse_msda_keeps_the_core_when_a_layout_chain_is_read_elsewhere():
 def test_planar_form_is_bit_exact(tables):
     from isa.races import find_races
     from npusim.driver import run_model
-    from npusim.msdabench import forced_tables
 
     m = _planar_model()
     inp = msda_inputs(m, seed=2)
-    with forced_tables(tables):
-        compiled, _, out, rep = run_model(m, load_arch("edge16"), inp)
+    compiled, _, out, rep = run_model(m, load_arch("edge16"), inp, msda_tables=tables)
     assert find_races(compiled.program) == []
     assert rep["host_ops"] == [] and "MSDeformAttn" in _ops(compiled.graph)
     assert any(lr.name.endswith(".coords") for lr in compiled.layers) == (tables == "dram")

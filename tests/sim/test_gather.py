@@ -232,11 +232,12 @@ def test_aliasing_reads_every_row_before_writing():
     assert np.array_equal(mem.spm[0x2000:0x2030].view(np.float32).reshape(4, 3), table[[1, 1, 0, 2]])
 
 
-@pytest.mark.parametrize("field", ["vector.gather_rows", "dma.gather_issue"])
-def test_new_arch_fields_are_validated(field):
+@pytest.mark.parametrize("field,hi", [("vector.gather_rows", "4096"), ("dma.gather_issue", "1_000_000")])
+def test_new_arch_fields_are_validated(field, hi):
     assert getattr(getattr(load_arch("edge16"), field.split(".")[0]), field.split(".")[1]) == 1   # the default
-    with pytest.raises(ArchError, match=f"{re.escape(field)} must be an integer >= 1, not 0"):
-        edge(f"{field}=0")
+    for bad in (0, int(hi.replace("_", "")) + 1):
+        with pytest.raises(ArchError, match=f"{re.escape(field)} must be an integer in \\[1, {hi}\\], not {bad}"):
+            edge(f"{field}={bad}")
 
 
 def test_energy_prices_the_gathers():

@@ -11,8 +11,9 @@ from compiler.gemm import tiled_gemm
 from compiler.target import Target
 from isa import ArchError, DmaCopy, DType, Halt, Program, ProgramConfig, Queue, Region, Space, View
 from isa.arch import load_arch
-from isa.cost import _addresses, _runs, dram_window, instr_cost
+from isa.cost import dram_window, instr_cost
 from npusim import simulate
+from tests.isa.cost_oracle import _addresses, _runs
 
 EDGE = load_arch("edge16")
 
@@ -196,14 +197,14 @@ def test_dram_to_dram_copy_pays_both_sides():
 # ---------------------------------------------------------------------------------------------------- Arch fields
 @pytest.mark.parametrize("override,message", [
     ("dram.model=ddr", "dram.model must be one of 'rowbuffer', 'bandwidth', not 'ddr'"),
-    ("dram.banks=6", "dram.banks must be an integer >= 1 and a power of two, not 6"),
-    ("dram.page_bytes=1000", "dram.page_bytes must be an integer >= 1 and a power of two, not 1000"),
+    ("dram.banks=6", "dram.banks must be an integer in [1, 1024] and a power of two, not 6"),
+    ("dram.page_bytes=1000", "dram.page_bytes must be an integer in [1, 2**20] and a power of two, not 1000"),
     ("dram.page_bytes=32", "dram.page_bytes (32) must be >= dma.burst_bytes (64) so that no burst spans two rows"),
     ("dram.bandwidth=128", "dma.burst_bytes (64) must be >= dram.bandwidth (128 B/cycle): a burst holds the bus for "
                            "at least one cycle, so smaller bursts could never reach the bandwidth; raise "
                            "dma.burst_bytes with it"),
-    ("dram.row_miss_latency=-1", "dram.row_miss_latency must be an integer >= 0, not -1"),
-    ("vector.special_interval=0", "vector.special_interval must be an integer >= 1, not 0"),
+    ("dram.row_miss_latency=-1", "dram.row_miss_latency must be an integer in [0, 1_000_000], not -1"),
+    ("vector.special_interval=0", "vector.special_interval must be an integer in [1, 1_000_000], not 0"),
 ])
 def test_new_arch_fields_are_validated(override, message):
     with pytest.raises(ArchError) as e:

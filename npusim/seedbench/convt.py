@@ -24,13 +24,12 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.conv_transpose import MODES, ConvTransposeShape, swell_shape
-from compiler.model import _spm_top
 from isa import DmaCopy, DmaFill, Space
 from isa.arch import load_arch
 from isa.cost import instr_cost
 
-from .driver import run_model
+from ..driver import CONV_TRANSPOSE_MODES as MODES
+from ..driver import ConvTransposeShape, run_model, spm_top, swell_shape
 
 CASES: dict[str, ConvTransposeShape] = {
     "A": ConvTransposeShape(1, 256, 90, 90, 256, 2, 2, 2),
@@ -46,7 +45,7 @@ SMALL_CASES = ("C",)
 VARIANTS = ("swell_dram", "swell_spm", "split")
 
 COLUMNS = ("case", "variant", "preset", "cycles", "useful_macs", "util", "instr_macs", "input_tensor", "input_bytes",
-           "dram_rd", "dram_wr", "spm_peak", "validated")
+           "dram_rd", "dram_wr", "spm_peak", "vector_busy", "gather_busy", "bank_conflict", "validated")
 
 
 def conv_transpose_model(ct: ConvTransposeShape, opset: int = 17, bias: bool = True, seed: int = 0):
@@ -107,7 +106,8 @@ def conv_transpose_row(case: str, variant: str, preset: str, *, timing_only: boo
             "input_tensor": input_tensor_bytes(ct, variant),
             "input_bytes": input_window_bytes(compiled.program, compiled.layers, arch),
             "dram_rd": result.dram_bytes_read, "dram_wr": result.dram_bytes_written,
-            "spm_peak": _spm_top(compiled.program), "validated": validated}
+            "spm_peak": spm_top(compiled.program), "vector_busy": result.unit["vector"].busy, "gather_busy": 0,
+            "bank_conflict": sum(u.stall["bank_conflict"] for u in result.units), "validated": validated}
 
 
 def conv_transpose_rows(cases=tuple(CASES), presets=("edge16", "mid32", "dc128"), variants=VARIANTS, *,

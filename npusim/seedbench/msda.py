@@ -3,27 +3,23 @@ BEVFormer-tiny TSA, M3 a Deformable-DETR encoder on BEVFormer-base's FPN, each a
 (:func:`compiler.zoo.msda.msda_mmcv`) compiled unfused (every GridSample, the stack, Mul and ReduceSum lowered on their
 own) and fused (:mod:`compiler.passes.fuse_msda`; level tables in the SPM or gathered from DRAM), on each preset.
 
-Like :mod:`npusim.driver` this module joins the compiler and the simulator. Large cases run timing-only; with
-``values`` a run is checked against :func:`npusim.sampling.ms_deform_attn_mmcv`: the fused form bit for bit
-(``exact``), the unfused one within seed-ops' bound (``tol``), else ``MISMATCH``. ``bench/seed_ops.py`` prints them.
+Like :mod:`npusim.driver` this module joins the compiler and the simulator (through the driver). Large cases run
+timing-only; with ``values`` a run is checked against :func:`npusim.sampling.ms_deform_attn_mmcv`: the fused form bit
+for bit (``exact``), the unfused one within seed-ops' bound (``tol``), else ``MISMATCH``. ``bench/seed_ops.py``
+prints them.
 """
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.errors import CompileError
-from compiler.lower import REGISTRY
-from compiler.lower import msda as lower_msda
-from compiler.model import _spm_top
-from compiler.zoo.msda import msda_inputs, msda_mmcv
+from isa import NpuSimError
 from isa.arch import Arch, load_arch
 
-from . import sampling
-from .driver import run_model
+from .. import sampling
+from ..driver import msda_inputs, msda_mmcv, run_model, spm_top
 
 PRESETS = ("edge16", "mid32", "dc128")
 VARIANTS = ("unfused", "fused", "fused-spm", "fused-dram")
@@ -65,19 +61,6 @@ SMALL = (
 )
 
 
-@contextmanager
-def forced_tables(tables: str | None):
-    """Within the block, every MSDeformAttn node is lowered with ``tables`` (``spm``/``dram``; None: chosen)."""
-    spec = REGISTRY["MSDeformAttn"]
-    original = spec.lower
-    if tables is not None:
-        object.__setattr__(spec, "lower", lambda low, n: lower_msda.lower_msda(low, n, tables))
-    try:
-        yield
-    finally:
-        object.__setattr__(spec, "lower", original)
-
-
 def run_variant(case: MsdaCase, variant: str, arch: Arch, values: bool = False, seed: int = 0) -> dict:
     """One row: the whole exported graph of ``case`` compiled as ``variant`` (``unfused``, ``fused`` (tables as
     chosen), ``fused-spm``, ``fused-dram``) on ``arch``: cycles, DRAM bytes read and written, vector busy, gather
@@ -85,9 +68,9 @@ def run_variant(case: MsdaCase, variant: str, arch: Arch, values: bool = False, 
     program used, validated."""
     model = case.model()
     inputs = msda_inputs(model, seed)
-    tables = {"fused-spm": "spm", "fused-dram": "dram"}.get(variant)
-    with forced_tables(tables):
-        compiled, res, out, _ = run_model(model, arch, inputs, timing_only=not values, fuse=variant != "unfused")
+    tables = {"fused-spm": "spm", "fused-dram": "dram"}.get(variant, "auto")
+    compiled, res, out, _ = run_model(model, arch, inputs, timing_only=not values, fuse=variant != "unfused",
+                                      msda_tables=tables)
     busy = res.busy_by_mnemonic()
     fused = [n for n in compiled.graph.nodes if n.op == "MSDeformAttn"]
     if variant != "unfused" and not fused:
@@ -102,11 +85,11 @@ def run_variant(case: MsdaCase, variant: str, arch: Arch, values: bool = False, 
             validated = "exact" if np.array_equal(got.view(np.int32), want.view(np.int32)) else "MISMATCH"
         else:
             validated = "tol" if _within_bound(case, inputs, got) else "MISMATCH"
-    return dict(case=case.name, variant=variant, preset=arch.name, tables=used, cycles=res.cycles,
+    return dict(case=case.name, op="MSDeformAttn", variant=variant, preset=arch.name, tables=used, cycles=res.cycles,
                 dram_rd=res.dram_bytes_read, dram_wr=res.dram_bytes_written, vector_busy=res.unit["vector"].busy,
                 gather_busy=busy.get("vpu.gather", 0) + busy.get("dma.ld.gather", 0),
                 bank_conflict=sum(u.stall["bank_conflict"] for u in res.units),
-                spm_peak=_spm_top(compiled.program), sampled_bytes=case.sampled_bytes, validated=validated)
+                spm_peak=spm_top(compiled.program), sampled_bytes=case.sampled_bytes, validated=validated)
 
 
 def _within_bound(case: MsdaCase, inputs: dict, got: np.ndarray) -> bool:
@@ -128,7 +111,8 @@ def _within_bound(case: MsdaCase, inputs: dict, got: np.ndarray) -> bool:
 def msda_rows(cases=CASES, presets=PRESETS, variants=("unfused", "fused"), values: bool = False,
               gather_rows=(1,), progress=None) -> list[dict]:
     """Every (case, variant, preset, G) row of :func:`run_variant` (``G`` = ``vector.gather_rows``, the G sweep); a
-    variant that cannot be compiled there (SPM tables that do not fit) gets the reason as ``validated``."""
+    variant that cannot run there (SPM tables that do not fit, an unfused GridSample beyond the ISA's extents) gets
+    ``refused: <reason>`` as ``validated``."""
     rows = []
     for case in cases:
         for preset in presets:
@@ -137,8 +121,9 @@ def msda_rows(cases=CASES, presets=PRESETS, variants=("unfused", "fused"), value
                 for v in variants:
                     try:
                         rows.append({**run_variant(case, v, arch, values), "G": g})
-                    except CompileError as e:   # the SPM tables do not fit this preset
-                        rows.append(dict(case=case.name, variant=v, preset=arch.name, G=g, validated=str(e)))
+                    except NpuSimError as e:   # e.g. the SPM tables do not fit this preset
+                        rows.append(dict(case=case.name, op="MSDeformAttn", variant=v, preset=arch.name, G=g,
+                                         validated=f"refused: {e}"))
                     if progress:
                         progress(rows[-1])
     return rows

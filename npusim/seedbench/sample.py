@@ -14,15 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler import grid_sample as gs
-from compiler import sample2d
-from compiler.target import Target
 from isa import DType, HostCall
 from isa.arch import Arch, load_arch
 from isa.cost import host_cost
 
-from . import sampling
-from .simulator import region_array, simulate
+from .. import sampling
+from ..driver import Target, sample2d
+from ..driver import grid_sample as gs
+from ..simulator import region_array, simulate
 
 PRESETS = ("edge16", "mid32", "dc128")
 

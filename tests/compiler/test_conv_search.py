@@ -1,0 +1,87 @@
+"""The convolution tiling search is bounded: the tallest tile and the channel blocks per step come from binary
+searches equal to trying every value (the old loops, kept here as the oracle), and a layer too large to build every
+candidate takes the best rough estimate."""
+
+import time
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compiler.conv import (
+    PRICE_MAX,
+    ConvShape,
+    ConvTiling,
+    TilingError,
+    _fit_tcb,
+    _fits,
+    choose_conv_tiling,
+    conv_instructions,
+    grouped,
+    search_conv_tiling,
+)
+from compiler.target import Target
+from isa import DType
+from isa.arch import load_arch
+
+
+def linear_choose(cs, dtype, target):
+    """choose_conv_tiling as it was: every block count, every height, from the top."""
+    tow = min(cs.OW, target.max_rows)
+    for tcb in range(-(-cs.Cg // target.rows), 0, -1):
+        for toh in range(cs.OH, 0, -1):
+            if _fits(cs, ConvTiling(toh, tow, tcb), dtype.size, target.rows, target.cols, target.spm, target.acc):
+                return ConvTiling(toh, tow, tcb)
+    return None
+
+
+def linear_fit_tcb(cs, t, es, rows, cols, spm, acc):
+    """_fit_tcb as it was: every block count from the top."""
+    gs = grouped(cs, t.gpack)
+    kc = t.pack * (gs.R * gs.S * gs.Cg if t.im2col else gs.Cg)
+    return next((tcb for tcb in range(-(-kc // rows), 0, -1)
+                 if _fits(cs, replace(t, tcb=tcb), es, rows, cols, spm, acc)), 0)
+
+
+@st.composite
+def convs(draw):
+    groups = draw(st.sampled_from((1, 1, 2, 4)))
+    c = groups * draw(st.integers(1, 40))
+    k = groups * draw(st.integers(1, 40))
+    r = draw(st.integers(1, 5))
+    stride, dilation = draw(st.integers(1, 3)), draw(st.integers(1, 2))
+    pad = draw(st.integers(0, 2))
+    h, w = (draw(st.integers(dilation * (r - 1) + 1, 60)) for _ in range(2))
+    return ConvShape(draw(st.integers(1, 2)), c, h, w, k, r, r, stride, pad, dilation, groups)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(cs=convs(), rows=st.sampled_from((4, 8, 16)), cols=st.sampled_from((4, 8, 16)),
+       spm=st.sampled_from((1024, 4096, 16384, 65536)), acc=st.sampled_from((1024, 4096, 65536)),
+       es=st.sampled_from((1, 2, 4)), toh=st.integers(1, 8), tow=st.integers(1, 16), tnb=st.integers(1, 3),
+       im2col=st.booleans(), x_all=st.booleans(), bufs=st.sampled_from((1, 2)), pack=st.sampled_from((1, 2, 4)),
+       gpack=st.sampled_from((1, 2, 4)))
+def test_binary_searches_equal_trying_every_value(cs, rows, cols, spm, acc, es, toh, tow, tnb, im2col, x_all, bufs,
+                                                  pack, gpack):
+    dtype = {1: DType.I8, 2: DType.F16, 4: DType.F32}[es]
+    target = replace(Target.of(load_arch("edge16")), rows=rows, cols=cols, max_rows=16, spm=spm, acc=acc)
+    try:
+        got = choose_conv_tiling(cs, dtype, target)
+    except TilingError:
+        got = None
+    assert got == linear_choose(cs, dtype, target)
+    gpack = gpack if cs.groups % gpack == 0 else 1
+    t = ConvTiling(min(toh, cs.OH), min(tow, cs.OW), 1, tnb, x_all, bufs, im2col, pack, gpack)
+    args = (cs, t, es, rows, cols, spm, acc)
+    assert _fit_tcb(*args) == linear_fit_tcb(*args)
+
+
+def test_a_huge_layer_is_not_built_once_per_candidate():
+    """conv 1 8 1000000 8 8 3 3 searched for minutes (a height loop over a million rows, then 20 programs of 35 K
+    instructions built and priced); now the tallest tile is a binary search and the best rough candidate wins."""
+    arch = load_arch("edge16")
+    cs = ConvShape(1, 8, 1_000_000, 8, 8, 3, 3)
+    t0 = time.perf_counter()
+    t = search_conv_tiling(cs, DType.I8, Target.of(arch))
+    assert time.perf_counter() - t0 < 10
+    assert conv_instructions(cs, t, 1, 16, 16, arch.spm.size) > PRICE_MAX

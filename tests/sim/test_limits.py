@@ -1,0 +1,89 @@
+"""Runs are estimated before they start (instructions, element operations, memory, cycles) and refused above the
+limits with the numbers; limits=None lifts them. Timing-only runs are limited by instructions and cycles only."""
+
+import time
+
+import pytest
+
+from isa import DType, LimitError
+from isa.arch import load_arch
+from isa.asm import parse_program
+from npusim import simulate
+from npusim.driver import run_conv, run_gemm
+from npusim.limits import Limits
+from tests.fuzz.fixtures import EXAMPLES
+
+EDGE = load_arch("edge16")
+GEMM = parse_program((EXAMPLES / "gemm_int8.s").read_text())
+# one DMA broadcasting a byte over 65535 x 65535 elements: in bounds, 4.3 G element operations with values
+BROADCAST = parse_program(".config rows=16 cols=16 spm=262144 acc=65536\n.region X r0 64\n"
+                          "dma.ld shape[65535,65535] dst=spm:0x0<i8>{0,0} src=dram:X+0x0<i8>{0,0}\n")
+HUGE_REGIONS = parse_program(".config rows=16 cols=16 spm=262144 acc=65536\n" + "".join(
+    f".region R{i} r{i} 4294967295\n" for i in range(3)) + "halt\n")
+
+
+def test_too_many_instructions():
+    with pytest.raises(LimitError) as e:
+        simulate(GEMM, EDGE, timing_only=True, limits=Limits(instructions=100))
+    assert str(e.value) == ("simulating 109 instructions would need 109 instructions (limit 100); lift the limits "
+                            "with --no-limits (Python: limits=None)")
+
+
+def test_too_much_work_with_values_but_not_timing_only():
+    """The fuzzer's hangs on zero-stride DMAs of 65535**2 elements: refused at once with values; timing only they
+    run, the cost model being periodic."""
+    t0 = time.perf_counter()
+    with pytest.raises(LimitError, match=r"^simulating 1 instruction would need 4,294,836,225 element operations "
+                                         r"\(limit 1,000,000,000\); lift the limits with --no-limits \(Python: "
+                                         r"limits=None\), or run timing-only$"):
+        simulate(BROADCAST, EDGE, limits=Limits(elements=10**9))
+    result = simulate(BROADCAST, EDGE, timing_only=True)
+    assert result.cycles > 65535**2 // EDGE.spm.bank_width // EDGE.spm.banks
+    assert time.perf_counter() - t0 < 5
+
+
+def test_too_much_memory_with_values():
+    with pytest.raises(LimitError) as e:
+        simulate(HUGE_REGIONS, EDGE)
+    assert str(e.value) == ("simulating 1 instruction would need 12,885,229,565 bytes of memory (limit "
+                            "4,294,967,296); lift the limits with --no-limits (Python: limits=None), or run "
+                            "timing-only")
+    assert simulate(HUGE_REGIONS, EDGE, timing_only=True).cycles == 0
+
+
+def test_cycles_that_would_overflow_are_refused_whatever_the_limits():
+    program = parse_program(".config rows=16 cols=16 spm=262144 acc=65536\n"
+                            "host.call fn=f rd=9223372036854775807 wr=0 ops=9223372036854775807\nhalt\n")
+    with pytest.raises(LimitError, match=r"^the program could run for up to \d{1,3}(,\d{3})+ cycles, more than the "
+                                         r"simulator counts \(2\*\*62\); split its largest instructions$"):
+        simulate(program, EDGE.with_overrides(["host.ops_per_cycle=0.5"]), timing_only=True, limits=None)
+
+
+def test_layers_are_estimated_before_anything_is_built():
+    """npusim gemm 1000000 1000000 1000000 took 7.7 s to die of MemoryError; now refused in milliseconds."""
+    t0 = time.perf_counter()
+    with pytest.raises(LimitError) as e:
+        run_gemm(10**6, 10**6, 10**6, DType.I8, EDGE)
+    assert str(e.value) == (
+        "GEMM 1000000x1000000x1000000 would need 122,070,313 instructions (limit 2,000,000); "
+        "1,000,006,000,000,000,000 element operations (limit 17,179,869,184); 34,000,000,327,680 bytes of memory "
+        "(limit 4,294,967,296); lift the limits with --no-limits (Python: limits=None)")
+    from compiler.conv import ConvShape
+
+    with pytest.raises(LimitError, match=r"^conv 1x64x4096x4096 \* 64x64x3x3 would need 262,016 instructions \("):
+        run_conv(ConvShape(1, 64, 4096, 4096, 64, 3, 3), DType.I8, EDGE, limits=Limits(instructions=10_000))
+    assert time.perf_counter() - t0 < 1
+
+
+def test_a_matmul_of_tiny_tiles_counts_its_accumulator_updates():
+    """A fuzzed binary: mxu.mm over 3 x 3 x 65535 points of 6 x 8 x 16 took 13 s with values for 453 M MACs (the
+    kernel pays per accumulator element); the estimate counts 32 operations per update besides the MACs."""
+    program = parse_program(
+        ".config rows=16 cols=16 spm=262144 acc=65536\n"
+        "mxu.mm.z shape[3,3,65535] m=6 k=8 n=16 acc=acc:0x0<i32>{0,0,0} acc.row=64 a=spm:0x0<i8>{64,8,0} a.row=8 "
+        "b=spm:0x200<i8>{768,256,0}\n")
+    macs, updates = 3 * 3 * 65535 * 6 * 8 * 16, 3 * 3 * 65535 * 6 * 16
+    with pytest.raises(LimitError, match=rf"would need {macs + 32 * updates:,} element operations \(limit "
+                                         r"200,000,000\)"):
+        simulate(program, EDGE, limits=Limits(elements=2 * 10**8))
+    assert simulate(program, EDGE, timing_only=True, limits=Limits(elements=2 * 10**8)).cycles > 0
