@@ -47,6 +47,7 @@ from compiler.model import CompiledModel, compile_model, run_passes
 from compiler.model import _spm_top as spm_top  # noqa: F401 (one past the highest SPM byte a program touches)
 from compiler.target import Target
 from compiler.zoo import MODELS as ZOO_MODELS  # noqa: F401 (for npusim.sweep)
+from compiler.zoo.msda import msda_inputs, msda_mmcv  # noqa: F401 (mmcv's deformable attention, for npusim.seedbench)
 from isa import DType, LimitError, SimulationError
 from isa.arch import Arch
 from isa.dtypes import to_compute
@@ -362,7 +363,7 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
               validate: bool = False, seed: int = 0, dump_after: str | None = None, fallback: bool = True,
               fuse: bool = True, buffers: int = 2, prefetch: bool | None = None, resident: bool | None = None,
               serial: bool = False, progress=None, limits: Limits | None = LIMITS,
-              dims: dict[str, int] | None = None, conv_transpose: str = "split"):
+              dims: dict[str, int] | None = None, conv_transpose: str = "split", msda_tables: str = "auto"):
     """Compile an ONNX model (path, ModelProto or Graph) for ``arch`` and simulate it.
 
     ``inputs``: input name -> array of exactly the input's shape and dtype (or one array for a one-input model),
@@ -370,7 +371,8 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
     model, result, outputs by ONNX name, report dict with ``layers``, ``host_ops`` and, when ``validate``,
     ``validation`` per output against onnxruntime). fallback: run the nodes the NPU cannot on the host CPU (else
     UnsupportedOpError lists them).
-    fuse, buffers, prefetch, resident, conv_transpose: compiler options (:func:`compiler.model.compile_model`);
+    fuse, buffers, prefetch, resident, conv_transpose, msda_tables: compiler options
+    (:func:`compiler.model.compile_model`);
     serial: simulate every instruction after the previous one retired (no overlap between units at all). ``progress``
     and ``limits`` are passed to :func:`npusim.simulate` (``progress(retired, total, cycle)``). ``dims`` fixes the
     model's symbolic input dimensions by name (``{"batch": 1}``).
@@ -379,7 +381,8 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
     if inputs is not None:
         inputs = for_model(model_inputs(graph), inputs)
     compiled = compile_model(graph, arch, dump_after=dump_after, fallback=fallback, fuse=fuse, buffers=buffers,
-                             prefetch=prefetch, resident=resident, conv_transpose=conv_transpose)
+                             prefetch=prefetch, resident=resident, conv_transpose=conv_transpose,
+                             msda_tables=msda_tables)
     rng = np.random.default_rng(seed)
     if inputs is None:
         inputs = {n: rng.standard_normal(graph.tensor(n).shape).astype(graph.tensor(n).dtype) for n in graph.inputs}
