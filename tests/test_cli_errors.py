@@ -178,6 +178,16 @@ def test_exit_statuses_from_a_real_process(files):
         assert proc.returncode == status and "Traceback" not in proc.stderr
 
 
+def test_a_closed_pipe_ends_quietly():
+    """`npusim presets | head -1` printed "npusim: error: Broken pipe" and exited 1."""
+    proc = subprocess.run(f"'{sys.executable}' -m npusim presets | head -c 10", shell=True, capture_output=True,
+                          text=True, timeout=120, executable="/bin/bash")
+    assert proc.returncode == 0 and len(proc.stdout) == 10 and proc.stderr == ""
+    status = subprocess.run(f"'{sys.executable}' -m npusim presets | true; echo ${{PIPESTATUS[0]}}",
+                            shell=True, capture_output=True, text=True, timeout=120, executable="/bin/bash")
+    assert status.stdout.split() == ["141"] and status.stderr == ""
+
+
 def _actions(parser):
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
     return sub.choices
