@@ -123,7 +123,7 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
         units, times = engine.stats, (engine.dispatch, engine.issue, engine.start, engine.end)
         warnings = list(report.warnings)
         extra = {"resource_stalls": engine.resource_stalls, "dispatcher_gaps": engine.gaps}
-    outputs = {name: buf.copy() for name, buf in mem.dram.items()} if mem is not None else {}
+    outputs = dict(mem.dram) if mem is not None else {}   # the run's own buffers: no second copy of DRAM
     mode = ("serial" if serial else "concurrent") + (", ideal memory" if ideal_memory else "")
     return SimResult(
         program=program, arch=arch, mode=mode, cycles=cycles, units=units,

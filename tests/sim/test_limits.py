@@ -3,6 +3,7 @@ limits with the numbers; limits=None lifts them. Timing-only runs are limited by
 
 import time
 
+import numpy as np
 import pytest
 
 from isa import DType, LimitError
@@ -20,6 +21,22 @@ BROADCAST = parse_program(".config rows=16 cols=16 spm=262144 acc=65536\n.region
                           "dma.ld shape[65535,65535] dst=spm:0x0<i8>{0,0} src=dram:X+0x0<i8>{0,0}\n")
 HUGE_REGIONS = parse_program(".config rows=16 cols=16 spm=262144 acc=65536\n" + "".join(
     f".region R{i} r{i} 4294967295\n" for i in range(3)) + "halt\n")
+
+
+def test_a_run_with_values_holds_its_regions_once():
+    """The memory estimate counts each region once; the run copied every region again for its outputs (the fuzzer:
+    1.77 GB of regions failed with MemoryError in a 4 GiB address space)."""
+    import tracemalloc
+
+    program = parse_program(".config rows=16 cols=16 spm=262144 acc=65536\n.region X r0 67108864\nhalt\n")
+    tracemalloc.start()
+    try:
+        result = simulate(program, EDGE, {"X": np.arange(16, dtype=np.uint8)})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.outputs["X"].size == 67108864 and list(result.outputs["X"][:16]) == list(range(16))
+    assert peak < 67108864 * 1.25, peak
 
 
 def test_too_many_instructions():
