@@ -25,7 +25,7 @@ from npusim import seedbench  # noqa: E402
 
 def _gains(df: pd.DataFrame) -> pd.DataFrame:
     """One row per (case, preset, variant against its baseline): cycles speed-up and DRAM bytes change."""
-    base = {"ConvTranspose": "swell_dram", "Resize": "host", "GridSample": "host", "MSDA": "unfused"}
+    base = {"ConvTranspose": "swell_dram", "Resize": "host", "GridSample": "host", "MSDeformAttn": "unfused"}
     rows = []
     for (case, preset), g in df.groupby(["case", "preset"], sort=False):
         ref = g[g.variant == base[g.op.iloc[0]]]

@@ -124,12 +124,14 @@ def grid_taps(spec: GridSpec, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 # ---------------------------------------------------------------------------------------------- the sampling
 
-def _points_per_step(per_point: int, points: int, spm: int) -> int:
+def _points_per_step(per_point: int, points: int, spm: int, words: int) -> int:
+    """Points per ring step: what two slots of ``per_point`` bytes fit in ``spm``, at most ``MAX_EXTENT // words``
+    (a step moves ``words`` elements per point in one flat transfer, whose extent is bounded)."""
     fit = (spm // 2) // per_point
     if fit < 1:
         raise TilingError(f"one GridSample point needs {2 * per_point} B of SPM for two ring slots, the target "
                           f"has {spm} B")
-    return max(1, min(fit, MAX_EXTENT, max(16, -(-points // 4)), points))
+    return max(1, min(fit, MAX_EXTENT // words, max(16, -(-points // 4)), points))
 
 
 def _up(n: int, a: int) -> int:
@@ -149,7 +151,7 @@ def sample_points(spec: GridSpec, target: Target, cb: int | None = None, pt: int
         if 2 * (per + 4 * line) <= target.spm or cb <= target.lanes:
             break
         cb = max(target.lanes, _up(cb // 2, target.lanes))
-    pt = pt or _points_per_step(per + 1, spec.points, target.spm - 8 * line)
+    pt = pt or _points_per_step(per + 1, spec.points, target.spm - 8 * line, max(t, 4) if t > 1 else 1)
     idx_at, wts_at = 0, _up(pt * t * 4, line)
     taps_at = wts_at + (_up(pt * 16, line) if t > 1 else 0)
     out_at = taps_at + (_up(pt * t * tp, line) if t > 1 else 0)
@@ -277,14 +279,14 @@ def grid_coordinates(spec: GridSpec, target: Target, pt: int | None = None) -> P
         raise CompileError("reflection padding of a run-time grid is not computed on chip")
     t, line = spec.taps, target.bank_row
     per = 8 + t * 4 + 16 + 80                  # grid, indices, weights, temporaries: bytes per point
-    pt = pt or _points_per_step(per, spec.points, target.spm - 10 * line)
+    pt = pt or _points_per_step(per, spec.points, target.spm - 10 * line, max(t, 4))
     g_at, i_at = 0, _up(8 * pt, line)
     w_at = i_at + _up(t * 4 * pt, line)
     tmp = w_at + _up(16 * pt, line)
     slot = tmp + _up(80 * pt, line)
-    if 2 * slot + line > target.spm or pt * 2 > MAX_EXTENT:
-        raise TilingError(f"GridSample coordinates of {pt} points need {2 * slot + line} B of SPM, the target has "
-                          f"{target.spm} B")
+    if 2 * slot + line > target.spm or pt * max(t, 4) > MAX_EXTENT:
+        raise TilingError(f"GridSample coordinates of {pt} points need {2 * slot + line} B of SPM (the target has "
+                          f"{target.spm} B) and {max(t, 4)} words per point in one transfer (at most {MAX_EXTENT})")
     k = 2 * slot
     pipe = RingPipeline()
     for b in range(spec.n):

@@ -22,12 +22,14 @@ from .ir import Graph, Node
 from .link import LayerRange, Segment, leading_constants, link
 from .lower import ALIGN, REGISTRY, Binding, LoweringContext, npu_unsupported
 from .lower.layout import lower_constant_output
+from .msda import TABLES as MSDA_TABLES
 from .passes.fold_batchnorm import fold_batchnorm
 from .passes.fold_constants import fold_constants
 from .passes.fuse import fuse_activation, fuse_residual
 from .passes.fuse_gelu import fuse_gelu
 from .passes.fuse_layernorm import fuse_layernorm
 from .passes.fuse_matmul import fuse_matmul
+from .passes.fuse_msda import fuse_msda
 from .passes.fuse_silu import fuse_silu
 from .passes.fuse_softmax import fuse_softmax
 from .passes.qdq import fuse_qdq_conv_transpose
@@ -41,10 +43,11 @@ PREFETCH_MIN_SPM = 1 << 20           # bytes: prefetch is on by default from thi
 PASSES: dict[str, Callable[[Graph], Graph]] = {
     "fold_constants": fold_constants, "fold_batchnorm": fold_batchnorm, "fuse_qdq": fuse_qdq_conv_transpose,
     "fuse_gelu": fuse_gelu, "fuse_silu": fuse_silu, "fuse_layernorm": fuse_layernorm, "fuse_softmax": fuse_softmax,
-    "fuse_activation": fuse_activation, "fuse_residual": fuse_residual, "fuse_matmul": fuse_matmul}
+    "fuse_activation": fuse_activation, "fuse_residual": fuse_residual, "fuse_matmul": fuse_matmul,
+    "fuse_msda": fuse_msda}
 """The graph passes by name, in the order they run (``--dump-after NAME`` prints the graph after one)."""
 FUSION_PASSES = ("fuse_gelu", "fuse_silu", "fuse_layernorm", "fuse_softmax", "fuse_activation", "fuse_residual",
-                 "fuse_matmul")
+                 "fuse_matmul", "fuse_msda")
 """The passes ``compile_model(fuse=False)`` skips (``fuse_qdq`` is how an int8 ConvTranspose is lowered at all)."""
 
 
@@ -111,7 +114,8 @@ def unsupported_nodes(graph: Graph) -> list[tuple[Node, str]]:
 
 def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallback: bool = True, *,
                   fuse: bool = True, buffers: int = 2, prefetch: bool | None = None,
-                  resident: bool | None = None, conv_transpose: str = "split") -> CompiledModel:
+                  resident: bool | None = None, conv_transpose: str = "split",
+                  msda_tables: str = "auto") -> CompiledModel:
     """Compile ``graph`` for ``arch``.
 
     fallback: nodes the NPU cannot run (unknown ops, unsupported attributes or dtypes) run on the host CPU as
@@ -135,6 +139,9 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
     conv_transpose: how ConvTranspose is lowered: ``"split"`` (phase splitting), or one of the baselines it is
     measured against, ``"swell_spm"`` (each window zero-inserted in SPM) and ``"swell_dram"`` (the zero-inserted input
     written to DRAM, then a convolution): :mod:`compiler.conv_transpose`.
+    msda_tables: where a fused deformable attention (``MSDeformAttn``) keeps its level tables: ``"auto"`` (the one
+    the cost model prices faster), ``"spm"`` (per head, when they fit) or ``"dram"`` (gathered after a coordinate
+    program): :mod:`compiler.msda`.
     """
     if buffers not in (1, 2):
         raise CompileError(f"buffers must be 1 (single) or 2 (double buffering), not {buffers}")
@@ -156,7 +163,9 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
     half = half and _half(target) if arena else half                 # and prefetch splits that
     if conv_transpose not in CONV_TRANSPOSE_MODES:
         raise CompileError(f"conv_transpose must be one of {', '.join(CONV_TRANSPOSE_MODES)}, not {conv_transpose!r}")
-    low = LoweringContext(graph, target, conv_transpose)
+    if msda_tables not in ("auto", *MSDA_TABLES):
+        raise CompileError(f"msda_tables must be one of auto, {', '.join(MSDA_TABLES)}, not {msda_tables!r}")
+    low = LoweringContext(graph, target, conv_transpose, msda_tables)
     for name in graph.inputs:
         t = graph.tensor(name)
         nhwc = t.rank in (3, 4) and any(getattr(REGISTRY.get(u.op), "nhwc", False) and u.inputs[0] == name

@@ -219,6 +219,10 @@ def _check(m: onnx.ModelProto) -> None:
         # onnxruntime runs it: shape inference and the lowerings check such a model further
         if "is deprecated in domain_version" not in str(e):
             raise CompileError(f"the model is not valid ONNX: {_first_line(e)}") from None
+    for vi in (*m.graph.input, *m.graph.output, *m.graph.value_info):   # the checker allows it, onnxruntime not
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type == onnx.TensorProto.UNDEFINED:
+            raise CompileError(f"the model is not valid ONNX: {vi.name!r} is declared with element type 0 "
+                               f"(UNDEFINED); declare its type (e.g. onnx.TensorProto.FLOAT)")
     seen: set[str] = set()
     for on in m.graph.node:   # the checker allows it, onnxruntime refuses it
         if on.name and on.name in seen:

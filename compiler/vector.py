@@ -338,7 +338,7 @@ def reduce_rows(kind: Reduce, rows: int, length: int, dtype: DType, target: Targ
     spm = target.spm
     es = dtype.size
     pipe = RingPipeline()
-    per = max(1, (spm // 2) // (length * es + 8))
+    per = max(1, min(MAX_EXTENT, (spm // 2) // (length * es + 8)))   # rows per step: one shape extent at most
     for r0 in range(0, rows, per):
         r = min(per, rows - r0)
         base = pipe.slot * (per * length * es + per * 8)

@@ -24,7 +24,7 @@ def _arch(args):
     return load_arch(args.arch, tuple(args.set or ()))
 
 
-EXIT_USER, EXIT_USAGE, EXIT_MISMATCH, EXIT_INTERNAL, EXIT_INTERRUPT = 1, 2, 3, 70, 130
+EXIT_USER, EXIT_USAGE, EXIT_MISMATCH, EXIT_INTERNAL, EXIT_INTERRUPT, EXIT_PIPE = 1, 2, 3, 70, 130, 141
 
 
 def _load_inputs(path: str | None):
@@ -546,7 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="npusim", description="Cycle-accurate NPU simulator with real tensor values.",
                                 epilog="Exit status: 0 ok, 1 bad input (one line on stderr), 2 bad command line, "
                                        "3 values differ from the reference, 70 internal error (a bug: rerun with "
-                                       "NPUSIM_DEBUG=1 for the traceback).")
+                                       "NPUSIM_DEBUG=1 for the traceback), 141 the output's reader went away.")
     p.add_argument("--version", action="version", version=f"npusim {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -741,10 +741,16 @@ def _internal(e: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line; returns the exit status (0 ok, 1 bad input, 2 bad command line, 3 values differ from the
-    reference, 70 internal error, 130 interrupted). ``NPUSIM_DEBUG=1`` lets internal errors raise."""
+    reference, 70 internal error, 130 interrupted, 141 the reader of stdout went away, as after ``| head``, said
+    nowhere). ``NPUSIM_DEBUG=1`` lets internal errors raise."""
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        status = args.func(args)
+        sys.stdout.flush()   # here, so a closed pipe is seen now and not as a warning at exit
+        return status
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())   # what is left in the buffer goes nowhere
+        return EXIT_PIPE
     except NpuSimError as e:
         print(f"npusim: error: {' '.join(str(e).split())}", file=sys.stderr)
         return EXIT_USER

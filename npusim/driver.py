@@ -50,6 +50,7 @@ from compiler.model import CompiledModel, compile_model, run_passes
 from compiler.model import _spm_top as spm_top  # noqa: F401 (one past the highest SPM byte a program touches)
 from compiler.target import Target
 from compiler.zoo import MODELS as ZOO_MODELS  # noqa: F401 (for npusim.sweep)
+from compiler.zoo.msda import msda_inputs, msda_mmcv  # noqa: F401 (mmcv's deformable attention, for npusim.seedbench)
 from isa import DType, LimitError, SimulationError
 from isa.arch import Arch
 from isa.dtypes import to_compute
@@ -365,7 +366,8 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
               validate: bool = False, seed: int = 0, dump_after: str | None = None, fallback: bool = True,
               fuse: bool = True, buffers: int = 2, prefetch: bool | None = None, resident: bool | None = None,
               serial: bool = False, progress=None, limits: Limits | None = LIMITS,
-              dims: dict[str, int] | None = None, conv_transpose: str = "split", cache: bool = True):
+              dims: dict[str, int] | None = None, conv_transpose: str = "split", msda_tables: str = "auto",
+              cache: bool = True):
     """Compile an ONNX model (path, ModelProto or Graph) for ``arch`` and simulate it.
 
     ``inputs``: input name -> array of exactly the input's shape and dtype (or one array for a one-input model),
@@ -373,7 +375,8 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
     model, result, outputs by ONNX name, report dict with ``layers``, ``host_ops`` and, when ``validate``,
     ``validation`` per output against onnxruntime). fallback: run the nodes the NPU cannot on the host CPU (else
     UnsupportedOpError lists them).
-    fuse, buffers, prefetch, resident, conv_transpose: compiler options (:func:`compiler.model.compile_model`);
+    fuse, buffers, prefetch, resident, conv_transpose, msda_tables: compiler options
+    (:func:`compiler.model.compile_model`);
     serial: simulate every instruction after the previous one retired (no overlap between units at all). ``progress``
     and ``limits`` are passed to :func:`npusim.simulate` (``progress(retired, total, cycle)``). ``dims`` fixes the
     model's symbolic input dimensions by name (``{"batch": 1}``). ``cache``: load the compiled model from the disk
@@ -385,7 +388,7 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
     t0 = time.perf_counter()
     entry, hit = None, "off"
     options = dict(fallback=fallback, fuse=fuse, buffers=buffers, prefetch=prefetch, resident=resident, dims=dims,
-                   conv_transpose=conv_transpose)
+                   conv_transpose=conv_transpose, msda_tables=msda_tables)
     cache = cache and dump_after is None and not os.environ.get("NPUSIM_NO_CACHE")
     key = _cache_key(model, arch, options) if cache else None
     if key is not None:
@@ -398,7 +401,8 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
         inputs = for_model(model_inputs(graph), inputs)
     if compiled is None:
         compiled = compile_model(graph, arch, dump_after=dump_after, fallback=fallback, fuse=fuse, buffers=buffers,
-                                 prefetch=prefetch, resident=resident, conv_transpose=conv_transpose)
+                                 prefetch=prefetch, resident=resident, conv_transpose=conv_transpose,
+                                 msda_tables=msda_tables)
         if key is not None:
             compile_cache.store(key, graph, compiled)
     t1 = time.perf_counter()

@@ -286,3 +286,52 @@ def affine_grid(theta: np.ndarray, size, align_corners: int = 0) -> np.ndarray:
     gx = (t[:, 0, 0] * bx + t[:, 0, 1] * by) + t[:, 0, 2]
     gy = (t[:, 1, 0] * bx + t[:, 1, 1] * by) + t[:, 1, 2]
     return np.stack([gx, gy], axis=-1).astype(F32)
+
+
+# --------------------------------------------------------------------------- multi-scale deformable attention
+
+def ms_deform_attn(values, grids, attention: np.ndarray) -> np.ndarray:
+    """Multi-scale deformable attention (seed-ops.md 5) in the order of the fused lowering and of the CUDA kernel
+    (Deformable-DETR / mmcv ``ms_deformable_im2col``): ``values[l] (N, D, H_l, W_l)``, ``grids[l] (N, Q, P, 2)``
+    (the graph's ``2*loc - 1``), ``attention (N, Q, L*P)`` (level-major); each sample is GridSample's (linear, zeros,
+    align_corners=0: onnxruntime's product order, :func:`grid_sample`), times its attention weight, summed
+    sequentially over levels then points starting from the first product (``acc = s_0*a_0; acc = acc + s_k*a_k``),
+    every operation rounded to float32. Returns ``(N, D, Q)``."""
+    values, grids, attention = list(values), list(grids), np.asarray(attention, F32)
+    if len(values) != len(grids) or not values:
+        raise SimulationError(f"one grid per level: {len(values)} values and {len(grids)} grids")
+    s = np.concatenate([grid_sample(v, g) for v, g in zip(values, grids)], axis=-1)   # (N, D, Q, L*P)
+    if attention.shape != (s.shape[0], s.shape[2], s.shape[3]):
+        raise SimulationError(f"attention must have shape {(s.shape[0], s.shape[2], s.shape[3])} (N, Q, L*P), not "
+                              f"{attention.shape}")
+    a = attention[:, None]
+    acc = s[..., 0] * a[..., 0]
+    for k in range(1, s.shape[-1]):
+        acc = acc + s[..., k] * a[..., k]
+    return acc.astype(F32)
+
+
+def ms_deform_attn_mmcv(value: np.ndarray, levels, sampling_locations: np.ndarray,
+                        attention_weights: np.ndarray) -> np.ndarray:
+    """:func:`ms_deform_attn` on the inputs of mmcv's ``multi_scale_deformable_attn_pytorch`` (``value (bs, sum H*W,
+    heads, D)``, ``sampling_locations (bs, Q, heads, L, P, 2)``, ``attention_weights (bs, Q, heads, L, P)``), the
+    grid computed as the exported graph does (``2*loc`` then ``- 1`` in float32). Returns ``(bs, Q, heads*D)``."""
+    value, loc, aw = (np.asarray(t, F32) for t in (value, sampling_locations, attention_weights))
+    bs, _, heads, d = value.shape
+    _, q, _, n_l, p, _ = loc.shape
+    grid = loc * TWO - ONE
+    starts = np.cumsum([0] + [h * w for h, w in levels])
+    vals = [value[:, starts[i]:starts[i + 1]].transpose(0, 2, 3, 1).reshape(bs * heads, d, h, w)
+            for i, (h, w) in enumerate(levels)]
+    grids = [grid[:, :, :, i].transpose(0, 2, 1, 3, 4).reshape(bs * heads, q, p, 2) for i in range(n_l)]
+    attn = aw.transpose(0, 2, 1, 3, 4).reshape(bs * heads, q, n_l * p)
+    out = ms_deform_attn(vals, grids, attn)                                   # (bs*heads, D, Q)
+    return out.reshape(bs, heads * d, q).transpose(0, 2, 1)
+
+
+def ms_deform_attn_bound(values, grids, attention: np.ndarray) -> np.ndarray:
+    """seed-ops.md 5's bound on ``|onnxruntime - reference|`` per output ``(N, D, Q)``: ``2*(L*P) * 2^-24 *
+    sum_k |s_k * a_k|`` (two summation orders, each within ``(n-1)*u*sum|t|`` of the exact sum)."""
+    s = np.concatenate([grid_sample(v, g) for v, g in zip(values, grids)], axis=-1)
+    terms = np.abs(s.astype(np.float64) * np.asarray(attention, np.float64)[:, None])
+    return 2 * s.shape[-1] * 2.0 ** -24 * terms.sum(-1)

@@ -13,6 +13,7 @@ from isa import (
     DeadlockError,
     DType,
     HostCall,
+    LimitError,
     MatMul,
     Program,
     Queue,
@@ -47,8 +48,14 @@ def check_fits(program: Program, arch: Arch) -> None:
 
 
 def load_inputs(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | None) -> DeviceMemory:
-    """Fresh device memory with each input's bytes copied to the start of the DRAM region of the same name."""
-    mem = DeviceMemory.for_program(program, arch.spm.size, arch.acc.size)
+    """Fresh device memory with each input's bytes copied to the start of the DRAM region of the same name; a
+    LimitError if this machine cannot allocate it."""
+    try:
+        mem = DeviceMemory.for_program(program, arch.spm.size, arch.acc.size)
+    except MemoryError:
+        total = arch.spm.size + arch.acc.size + sum(r.size for r in program.regions)
+        raise LimitError(f"this machine could not allocate the run's device memory, {total:,} B (SPM, ACC and the "
+                         f"DRAM regions); run timing-only, or with smaller regions") from None
     for name, data in for_program(program, inputs).items():
         mem.load(name, data)
     return mem
@@ -124,7 +131,7 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
         units, times = engine.stats, (engine.dispatch, engine.issue, engine.start, engine.end)
         warnings = list(report.warnings)
         extra = {"resource_stalls": engine.resource_stalls, "dispatcher_gaps": engine.gaps}
-    outputs = {name: buf.copy() for name, buf in mem.dram.items()} if mem is not None else {}
+    outputs = dict(mem.dram) if mem is not None else {}   # the run's own buffers: no second copy of DRAM
     mode = ("serial" if serial else "concurrent") + (", ideal memory" if ideal_memory else "")
     return SimResult(
         program=program, arch=arch, mode=mode, cycles=cycles, units=units,

@@ -59,7 +59,7 @@ def test_assembly_that_is_not_text(capsys, files, name, message, cmd):
                                                     "'nonsense' (choose from 'fold_constants', 'fold_batchnorm', "
                                                     "'fuse_qdq', 'fuse_gelu', 'fuse_silu', 'fuse_layernorm', "
                                                     "'fuse_softmax', 'fuse_activation', 'fuse_residual', "
-                                                    "'fuse_matmul')"),
+                                                    "'fuse_matmul', 'fuse_msda')"),
 ])
 def test_bad_command_lines_are_usage_errors(capsys, argv, message):
     """`npusim gemm 16 -4 16` was a ZeroDivisionError, `npusim conv ... --stride 0` a traceback."""
@@ -178,6 +178,16 @@ def test_exit_statuses_from_a_real_process(files):
         assert proc.returncode == status and "Traceback" not in proc.stderr
 
 
+def test_a_closed_pipe_ends_quietly():
+    """`npusim presets | head -1` printed "npusim: error: Broken pipe" and exited 1."""
+    proc = subprocess.run(f"'{sys.executable}' -m npusim presets | head -c 10", shell=True, capture_output=True,
+                          text=True, timeout=120, executable="/bin/bash")
+    assert proc.returncode == 0 and len(proc.stdout) == 10 and proc.stderr == ""
+    status = subprocess.run(f"'{sys.executable}' -m npusim presets | true; echo ${{PIPESTATUS[0]}}",
+                            shell=True, capture_output=True, text=True, timeout=120, executable="/bin/bash")
+    assert status.stdout.split() == ["141"] and status.stderr == ""
+
+
 def _actions(parser):
     sub = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
     return sub.choices
@@ -198,7 +208,7 @@ def test_help_describes_every_argument_shows_defaults_and_choices():
                 assert f"(default: {a.default})" in text, (name, a.dest)
     run_help = " ".join(_actions(parser)["run"].format_help().split())
     assert ("one of fold_constants, fold_batchnorm, fuse_qdq, fuse_gelu, fuse_silu, fuse_layernorm, fuse_softmax, "
-            "fuse_activation, fuse_residual, fuse_matmul") in run_help
+            "fuse_activation, fuse_residual, fuse_matmul, fuse_msda") in run_help
     assert "{timeline,util,layers,roofline,energy}" in _actions(parser)["plot"].format_help()
     assert "70 internal error" in " ".join(parser.format_help().split())
 

@@ -104,12 +104,16 @@ def test_perception_operators(kernel_path):
                         '"host": report["host_ops"], "ok": [v["ok"] for v in report["validation"].values()], '
                         '"ops": sorted(set(by_op.index))}')
     rows = facts["rows"]
-    assert {r["op"] for r in rows} == {"ConvTranspose", "Resize", "GridSample"} and {r["preset"] for r in rows} == \
-        {"mid32"}
+    assert {r["op"] for r in rows} == {"ConvTranspose", "Resize", "GridSample", "MSDeformAttn"} and \
+        {r["preset"] for r in rows} == {"mid32"}
     assert all(r["validated"] in ("exact", "tol") for r in rows if r["variant"] != "host"), rows
     split = {r["case"]: r for r in rows if r["variant"] == "split"}
     swelled = {r["case"]: r for r in rows if r["variant"] == "swell_dram"}
     assert all(split[c]["cycles"] < swelled[c]["cycles"] for c in split)   # the interleave costs nothing
+    fused = {r["case"]: r for r in rows if r["variant"] == "fused"}
+    unfused = {r["case"]: r for r in rows if r["variant"] == "unfused"}
+    assert fused and all(fused[c]["dram_rd"] + fused[c]["dram_wr"] < unfused[c]["dram_rd"] + unfused[c]["dram_wr"]
+                         for c in fused)   # the sampled tensor stays in the SPM
     assert facts["host"] == [] and facts["ok"] == [True, True]
-    assert {"ConvTranspose", "GridSample", "Resize"} <= set(facts["ops"])
+    assert {"ConvTranspose", "GridSample", "Resize", "MSDeformAttn"} <= set(facts["ops"])
     assert images(nb) == 3   # cycles per case, DRAM bytes, bev_tiny by op

@@ -11,14 +11,15 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from ..ir import Graph, Node
-from . import conv, conv_transpose, elementwise, folded, layout, matmul, norm, pool, quant, reduce, rows, sample
+from . import conv, conv_transpose, elementwise, folded, layout, matmul, msda, norm, pool, quant, reduce, rows, sample
 from .context import ALIGN, Binding, LoweringContext
 from .contracts import CONTRACTS
 from .spec import OpSpec
 
 REGISTRY: MappingProxyType[str, OpSpec] = MappingProxyType(
     {spec.op: replace(spec, contract=CONTRACTS.get(spec.op, spec.contract))
-     for module in (conv, conv_transpose, matmul, elementwise, pool, rows, reduce, norm, layout, quant, folded, sample)
+     for module in (conv, conv_transpose, matmul, elementwise, pool, rows, reduce, norm, layout, quant, folded, sample,
+                   msda)
      for spec in module.OPS})
 """Every default-domain op the compiler takes, by ONNX name."""
 

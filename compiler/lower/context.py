@@ -76,11 +76,12 @@ class LoweringContext:
     ``target``: what the lowering may use of the NPU (the SPM less any activation arena, or half of that under
     prefetch); ``prefetched``: the segment's leading constant loads will overlap the previous layer, so a tiling
     search may discount them; ``conv_transpose``: how ConvTranspose is lowered (``split``, or the baselines
-    ``swell_spm`` and ``swell_dram``: :data:`compiler.conv_transpose.MODES`).
+    ``swell_spm`` and ``swell_dram``: :data:`compiler.conv_transpose.MODES`); ``msda_tables``: where a fused
+    deformable attention keeps its level tables (``auto`` or :data:`compiler.msda.TABLES`).
     """
 
-    def __init__(self, graph: Graph, target: Target, conv_transpose: str = "split"):
-        self.graph, self.target, self.conv_transpose = graph, target, conv_transpose
+    def __init__(self, graph: Graph, target: Target, conv_transpose: str = "split", msda_tables: str = "auto"):
+        self.graph, self.target, self.conv_transpose, self.msda_tables = graph, target, conv_transpose, msda_tables
         self.prefetched = False
         self.segments: list[Segment] = []
         self.weights: list[np.ndarray] = []   # constant images, each padded to ALIGN, in region W order

@@ -174,10 +174,13 @@ def gather(node: Node, graph: Graph) -> str | None:
 
 
 def reshape(node: Node, graph: Graph) -> str | None:
-    """A constant target shape holds as many elements as the input (ONNX's shape inference does not count them)."""
+    """A constant target shape is 1-D and holds as many elements as the input (ONNX's shape inference checks
+    neither)."""
     xs = graph.tensor(node.inputs[0]).shape
     if len(node.inputs) < 2 or not graph.is_const(node.inputs[1]):
         return None
+    if len(ts := graph.tensor(node.inputs[1]).shape) != 1:
+        return f"the target shape {node.inputs[1]!r} must be 1-D, not of shape {ts}"
     target = [int(d) for d in np.asarray(graph.tensor(node.inputs[1]).data).reshape(-1)]
     keep = not node.attrs.get("allowzero", 0)
     dims = [xs[i] if d == 0 and keep and i < len(xs) else d for i, d in enumerate(target)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import convt, sample
+from . import convt, msda, sample
 
 PRESETS = ("edge16", "mid32", "dc128")
 
@@ -38,7 +38,8 @@ def bench_rows(size: str = "full", presets=PRESETS, progress: Callable[[dict], N
     for r in convt.conv_transpose_rows(convt.SMALL_CASES if small else tuple(convt.CASES), presets):
         keep(_convt_row(r))
     sample.seed_sample_rows(sample.SMALL if small else sample.CASES, presets, values=small, progress=keep)
+    msda.msda_rows(msda.SMALL if small else msda.CASES, presets, values=small, progress=keep)
     return out
 
 
-__all__ = ["COLUMNS", "PRESETS", "bench_rows", "convt", "sample"]
+__all__ = ["COLUMNS", "PRESETS", "bench_rows", "convt", "msda", "sample"]

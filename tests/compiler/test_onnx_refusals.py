@@ -80,6 +80,9 @@ CONTRACT_CASES = [
     (model([helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape")], [vi("x", [3, 16])], [vi("y", None)], 17,
            [numpy_helper.from_array(np.array([4, 2, 4], np.int64), "s")]),   # (the fuzzer: an input dim changed)
      r"shape \(4, 2, 4\) \('s'\) does not hold the 48 elements of input shape \(3, 16\)"),
+    (model([helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape")], [vi("x", [3, 16])], [vi("y", None)], 17,
+           [numpy_helper.from_array(np.array([[16, 3]], np.int64), "s")]),   # (the fuzzer: (2,) made (1, 2))
+     r"the target shape 's' must be 1-D, not of shape \(1, 2\)"),
 ]
 
 
@@ -121,6 +124,8 @@ def test_attribute_types_the_schema_does_not_allow_are_refused():
                 m.graph.initializer.append(numpy_helper.from_array(np.ones(4, np.int64), "k")),
                 m.graph.output.append(vi("z", None))),
      r"B has inconsistent type tensor\(int64\)"),
+    (lambda m: setattr(m.graph.output[0].type.tensor_type, "elem_type", 0),   # (the fuzzer; the checker allows it)
+     r"'y' is declared with element type 0 \(UNDEFINED\); declare its type"),
 ])
 def test_models_onnxruntime_refuses_are_refused(mutate, message):
     m = model([helper.make_node("Relu", ["x"], ["r"], name="relu"), helper.make_node("Neg", ["r"], ["y"], name="neg")],

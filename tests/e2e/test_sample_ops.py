@@ -262,6 +262,18 @@ def test_grid_sample_opsets(opset):
         assert same_bits(out["y"], ort_run(m, {"x": x, "g": g})[0]), (opset, attrs)
 
 
+@pytest.mark.parametrize("mode", ["linear", "nearest"])
+def test_grid_sample_of_more_points_than_one_transfer_carries(mode):
+    """90,000 points of a run-time grid on dc128: a step's indices and weights (4 words a point) are one flat
+    transfer of at most 65,535 elements, so steps hold at most 16,383 points (they held 22,500 and the program
+    was refused: "shape extents must be in [1, 65535], not 90000")."""
+    xs, gs = (1, 4, 6, 7), (1, 300, 300, 2)
+    x = RNG.standard_normal(xs).astype(np.float32)
+    g = _grid(1, 300, 300, 6, 7)
+    compiled, out = _on_npu(_grid_model(xs, gs, mode=mode), "dc128", {"x": x, "g": g}, ops=("GridSample",))
+    assert same_bits(out["y"], grid_sample(x, g, mode=mode))
+
+
 def test_grid_sample_cubic_stays_on_the_host():
     xs, gs = (1, 2, 4, 4), (1, 3, 3, 2)
     m = _grid_model(xs, gs, mode="cubic")

@@ -37,7 +37,8 @@ def test_zoo_model_validates(name, preset):
 def test_bev_tiny_runs_its_perception_operators_on_the_npu(preset):
     compiled, _, _, report = run_model(built("bev_tiny"), load_arch(preset), validate=True)
     ops = {lr.op for lr in compiled.layers}
-    assert {"ConvTranspose", "Resize", "GridSample", "Conv", "MatMul", "Softmax"} <= ops
-    assert sum(n.op == "GridSample" for n in compiled.graph.nodes) == 3   # the view transform, two attention levels
+    assert {"ConvTranspose", "Resize", "GridSample", "MSDeformAttn", "Conv", "MatMul", "Softmax"} <= ops
+    assert sum(n.op == "GridSample" for n in compiled.graph.nodes) == 1   # the view transform
+    assert sum(n.op == "MSDeformAttn" for n in compiled.graph.nodes) == 1   # the attention's two levels, fused
     assert report["host_ops"] == []
     assert all(check["ok"] for check in report["validation"].values())

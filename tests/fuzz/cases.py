@@ -176,7 +176,8 @@ def arch_fields() -> list[tuple[str, str, type]]:
 
 
 BIG = 2**31
-"""No Arch integer needs to reach 2**31 (sizes in bytes, counts, cycles): at or above it a value is certainly bad."""
+"""No Arch integer needs to exceed 2**31 (sizes in bytes, counts, cycles; an SRAM may be exactly 2 GiB, the Arch's
+stated bound): above it a value is certainly bad."""
 
 
 def _arch_value(draw) -> tuple[str, Any]:
@@ -194,7 +195,7 @@ def _arch_value(draw) -> tuple[str, Any]:
 def _certainly_bad(v: Any, kind: type) -> bool:
     """A value no sane field of type ``kind`` takes (numbers only; choices are left to the oracles)."""
     if kind is int:
-        return isinstance(v, bool) or not isinstance(v, int) or v < 0 or v >= BIG
+        return isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > BIG
     if kind is float:
         return (isinstance(v, bool) or not isinstance(v, int | float) or v != v or v <= 0 or v >= BIG
                 or v < 1e-6)

@@ -2,7 +2,9 @@
 limits with the numbers; limits=None lifts them. Timing-only runs are limited by instructions and cycles only."""
 
 import time
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from isa import DType, LimitError
@@ -20,6 +22,50 @@ BROADCAST = parse_program(".config rows=16 cols=16 spm=262144 acc=65536\n.region
                           "dma.ld shape[65535,65535] dst=spm:0x0<i8>{0,0} src=dram:X+0x0<i8>{0,0}\n")
 HUGE_REGIONS = parse_program(".config rows=16 cols=16 spm=262144 acc=65536\n" + "".join(
     f".region R{i} r{i} 4294967295\n" for i in range(3)) + "halt\n")
+
+
+def test_a_run_with_values_holds_its_regions_once():
+    """The memory estimate counts each region once; the run copied every region again for its outputs (the fuzzer:
+    1.77 GB of regions failed with MemoryError in a 4 GiB address space)."""
+    import tracemalloc
+
+    program = parse_program(".config rows=16 cols=16 spm=262144 acc=65536\n.region X r0 67108864\nhalt\n")
+    tracemalloc.start()
+    try:
+        result = simulate(program, EDGE, {"X": np.arange(16, dtype=np.uint8)})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.outputs["X"].size == 67108864 and list(result.outputs["X"][:16]) == list(range(16))
+    assert peak < 67108864 * 1.25, peak
+
+
+def test_memory_the_machine_cannot_allocate_is_a_limit_error(tmp_path):
+    """In a process whose address space is 256 MiB short of a 1 GiB region, the run is refused as a LimitError, not
+    a MemoryError (the fuzzer's workers run under such a limit)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import resource
+        import numpy as np
+        from isa.arch import load_arch
+        from isa.asm import parse_program
+        from npusim import simulate
+        p = parse_program(".config rows=16 cols=16 spm=262144 acc=65536\\n.region X r0 1073741824\\nhalt\\n")
+        with open("/proc/self/statm") as f:
+            used = int(f.read().split()[0]) * resource.getpagesize()
+        resource.setrlimit(resource.RLIMIT_AS, (used + (768 << 20), resource.RLIM_INFINITY))
+        try:
+            simulate(p, load_arch("edge16"), {"X": np.zeros(4, np.uint8)})
+        except Exception as e:
+            print(type(e).__name__, e)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                         env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert out.stdout.strip() == ("LimitError this machine could not allocate the run's device memory, 1,074,069,504 "
+                                  "B (SPM, ACC and the DRAM regions); run timing-only, or with smaller regions"), out
 
 
 def test_too_many_instructions():
