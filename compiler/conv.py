@@ -22,9 +22,11 @@ corner of the array. :func:`search_conv_tiling` picks the tiling by the simulato
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -42,7 +44,7 @@ from isa import (
     View,
 )
 from isa.arch import Arch
-from isa.cost import instr_cost, program_estimate
+from isa.cost import instr_cost, instr_costs, program_estimate
 
 from .canonical import window_out
 from .epilogue import NO_EPILOGUE, Epilogue, epilogue_ops, synced_epilogue
@@ -50,7 +52,7 @@ from .errors import CompileError, TilingError, UnsupportedOpError
 from .gemm import ACC_TYPE, _groups
 from .halo import padded_load
 from .ir import Node
-from .link import leading_constants
+from .link import is_constant_load, leading_constants
 from .pipeline import synced
 from .target import Target
 
@@ -269,22 +271,50 @@ class _Plan:
 
 
 def _plan(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> _Plan:
+    return _plans(cs, t, es, rows, cols, spm).plan(t.tcb)
+
+
+class _PlanOf(NamedTuple):
+    """:func:`_plans`: the plan of a tiling with any tcb, and only its SPM bytes (:attr:`_Plan.spm`), cheaper."""
+
+    plan: Callable[[int], _Plan]
+    spm: Callable[[int], int]
+
+
+def _plans(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> _PlanOf:
+    """``tcb -> _plan(cs, replace(t, tcb=tcb), ...)``, what does not depend on tcb worked out once (the search tries
+    every tcb of many tilings)."""
     cs = grouped(cs, t.gpack)
     th, tw = _window(cs, t.toh, t.tow)
     kc, taps = (cs.R * cs.S * cs.Cg, 1) if t.im2col else (cs.Cg, cs.R * cs.S)  # reduced channels per tap
     cbs, nbs = -(-t.pack * kc // rows), -(-t.pack * cs.Kg // cols)
-    tcb, tnb = min(t.tcb, cbs), min(t.tnb, nbs)
-    x_all = t.x_all or t.im2col or t.pack > 1 or tcb >= cbs
-    x_slot = th * tw * (cs.Cg if x_all else tcb * rows) * es
+    tnb = min(t.tnb, nbs)
     windows = cs.N * cs.groups * -(-cs.OH // t.toh) * -(-cs.OW // t.tow)
-    x_slots = 1 if t.im2col or (x_all and windows == 1) else 2
     p_slot = t.toh * t.tow * kc * es if t.im2col else 0
-    w_chunk = tnb * taps * tcb * rows * cols * es
-    chunks = cs.groups * -(-nbs // tnb) * -(-cbs // tcb)
     pixel = cs.Kg if t.pack > 1 else tnb * cols    # accumulator elements per output pixel
-    plan = _Plan(th, tw, kc, taps, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, False, t.toh * t.tow * pixel * 4,
-                 x_all, x_slots, p_slot)
-    return replace(plan, resident=plan.x_bytes + chunks * w_chunk <= spm)
+    acc_tile = t.toh * t.tow * pixel * 4
+    packed = t.x_all or t.im2col or t.pack > 1
+
+    def sizes(tcb: int) -> tuple[int, bool, int, int, int, int, bool]:
+        tcb = min(tcb, cbs)
+        x_all = packed or tcb >= cbs
+        x_slot = th * tw * (cs.Cg if x_all else tcb * rows) * es
+        x_slots = 1 if t.im2col or (x_all and windows == 1) else 2
+        w_chunk = tnb * taps * tcb * rows * cols * es
+        chunks = cs.groups * -(-nbs // tnb) * -(-cbs // tcb)
+        resident = x_slots * x_slot + 2 * p_slot + chunks * w_chunk <= spm    # (x_bytes + every chunk)
+        return tcb, x_all, x_slot, x_slots, w_chunk, chunks, resident
+
+    def plan(tcb: int) -> _Plan:
+        tcb, x_all, x_slot, x_slots, w_chunk, chunks, resident = sizes(tcb)
+        return _Plan(th, tw, kc, taps, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, resident, acc_tile, x_all, x_slots,
+                     p_slot)
+
+    def spm_bytes(tcb: int) -> int:   # _Plan.spm of plan(tcb)
+        _, _, x_slot, x_slots, w_chunk, chunks, resident = sizes(tcb)
+        return x_slots * x_slot + 2 * p_slot + (chunks if resident else 2) * w_chunk
+
+    return _PlanOf(plan, spm_bytes)
 
 
 def _fits(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> bool:
@@ -332,11 +362,20 @@ def _largest(top: int, fits: Callable[[int], bool]) -> int:
 
 
 def _fit_tcb(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> int:
-    """The most input-channel blocks per step with which tiling ``t`` (its ``tcb`` aside) fits, or 0 (a binary
-    search, :func:`_largest`)."""
-    gs = grouped(cs, t.gpack)
-    kc = t.pack * (gs.R * gs.S * gs.Cg if t.im2col else gs.Cg)   # (the plan's reduction, needed before a plan)
-    return _largest(-(-kc // rows), lambda tcb: _fits(cs, replace(t, tcb=tcb), es, rows, cols, spm, acc))
+    """The most input-channel blocks per step with which tiling ``t`` (its ``tcb`` aside) fits, or 0: the largest tcb
+    for which :func:`_fits` holds (a binary search over the SPM bytes alone, :func:`_largest`)."""
+    plans = _plans(cs, t, es, rows, cols, spm)
+    p = plans.plan(1 << 16)
+    if t.acc_bufs * p.acc_tile > acc:   # (the accumulator tiles do not depend on tcb)
+        return 0
+    if t.im2col:   # every patch channel in one step
+        return p.cbs if p.spm <= spm else 0
+    return _largest(p.cbs, lambda tcb: plans.spm(tcb) <= spm)
+
+
+def _with_tcb(t: ConvTiling, tcb: int) -> ConvTiling:
+    """``replace(t, tcb=tcb)`` without dataclasses.replace's per-call field walk (the search makes many)."""
+    return ConvTiling(t.toh, t.tow, tcb, t.tnb, t.x_all, t.acc_bufs, t.im2col, t.pack, t.gpack)
 
 
 def conv_shape(n: Node, x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> ConvShape:
@@ -417,17 +456,114 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, target: Target, epilogue: Ep
         raise refused or TilingError(f"no tiling of {cs} fits {spm} B of SPM and {target.acc} B of ACC")
     fitting.sort(key=lambda e: e[0])
     if conv_instructions(cs, fitting[0][1], es, r, c, spm) > PRICE_MAX:
-        return fitting[0][1]    # too large to build every candidate: the best rough estimate
-    best = None
+        return fitting[0][1]    # too large to price every candidate: the best rough estimate
+    best, costs, steps = None, {}, {}   # (instruction costs shared by the candidates, step memos by acc_bufs twins)
     priced = [t for bufs in (2, 1) for t in [t for _, t in fitting if t.acc_bufs == bufs][:SEARCH_PRICED]]
     for t in priced:
-        prog = conv2d(cs, dtype, target, t, epilogue)
-        est = program_estimate(prog, arch) - (leading_constants(prog, arch, _CONSTANTS) if hidden_constants else 0)
-        if t.acc_bufs == 1:   # one accumulator tile: matrix work, epilogue and store take turns
-            est = max(est, sum(instr_cost(i, arch).cycles for i in prog.instrs if i.queue is not Queue.DMA_LD))
+        twin = (t.toh, t.tow, t.tcb, t.tnb, t.x_all, t.im2col, t.pack, t.gpack)
+        est = conv_estimate(cs, dtype, target, t, epilogue, hidden_constants, costs, None if best is None else best[0],
+                            steps.setdefault(twin, {}))
         if best is None or est < best[0]:
             best = (est, t)
     return best[1]
+
+
+def program_price(prog: Program, arch: Arch, tiling: ConvTiling, hidden_constants: bool = False) -> int:
+    """The search's price of ``prog``, a conv2d program with ``tiling`` (cycles): :func:`isa.cost.program_estimate`,
+    less the leading constant loads when they are hidden (``hidden_constants``), and with one accumulator tile at
+    least the matrix work, epilogue and stores one after the other (they take turns on that tile)."""
+    est = program_estimate(prog, arch) - (leading_constants(prog, arch, _CONSTANTS) if hidden_constants else 0)
+    if tiling.acc_bufs == 1:
+        est = max(est, sum(instr_cost(i, arch).cycles for i in prog.instrs if i.queue is not Queue.DMA_LD))
+    return est
+
+
+def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling,
+                  epilogue: Epilogue | None = None, hidden_constants: bool = False, costs: dict | None = None,
+                  bound: int | None = None, steps: dict | None = None) -> int:
+    """:func:`program_price` of ``conv2d(cs, dtype, target, tiling, epilogue)`` without building that program
+    (cycles): the same sums of the same :func:`isa.cost.instr_cost` terms, with the instructions of only one tile of
+    each kind built and priced. Tiles whose geometry, DRAM offsets (modulo what the DRAM cost reads) and starting
+    ring slots agree have equal costs, so each kind's per-queue busy cycles and bus window are counted once and
+    multiplied. program_estimate's other terms come from the first tile (the loads before the first matrix
+    instruction, the leading constants) and the last (the epilogue and stores after the last one). ``costs``: an
+    :func:`isa.cost.instr_costs` memo to share with other estimates on the same target.
+
+    ``bound`` (a search's best price so far): the exact price when it is below ``bound``, else some value at least
+    ``bound`` (``bound`` itself when the walk stops as soon as the price is known to reach it). The price is at
+    least the busiest queue and the bus (the head and tail add to them; the hidden constants are part of the head),
+    and the matrix unit's busy cycles are at least those of the first tile times the tiles of its height and width
+    (a tile's matrix instructions depend only on them).
+
+    ``steps``: the memo of built steps (see :func:`_conv_parts`) to share with the estimates of the same tiling with
+    the other accumulator ring depth (``acc_bufs``): its steps' costs depend on the ring only through the
+    accumulator bases, which their keys hold."""
+    costs = {} if costs is None else costs
+    bound = math.inf if bound is None else bound
+    arch = target.arch
+    parts = _conv_parts(cs, dtype, target, tiling, epilogue or Epilogue(), 0)
+    modulus = arch.dram.page_bytes if arch.dram.model == "rowbuffer" else arch.dma.burst_bytes
+    busy: dict[Queue, int] = {}
+    bus = 0
+    kinds: dict[tuple, tuple] = {}   # tile key -> (busy per queue, bus window, state change)
+    state, n = _TileState(), len(parts.tiles)
+    memo = _StepMemo({} if steps is None else steps, modulus, arch.spm.bank_width, arch.acc.bank_width)
+    first = last = None
+    for i, (b, oh0, ow0) in enumerate(parts.tiles):
+        key = parts.key(b, oh0, ow0, state, modulus)
+        kind = None if i in (0, n - 1) else kinds.get(key)
+        if kind is None:
+            instrs: list = []
+            state.last_store_at = None   # (an index into the program, which is not built)
+            before = (state.xs, state.ws, state.accs)
+            parts.emit(instrs, b, oh0, ow0, state, memo)
+            priced = instr_costs(instrs, arch, costs)
+            tb: dict[Queue, int] = {}
+            for ins, c in zip(instrs, priced):
+                tb[ins.queue] = tb.get(ins.queue, 0) + c.cycles
+            kind = kinds[key] = (tb, sum(c.dram_window for c in priced),
+                                 (state.xs - before[0], state.ws - before[1], state.accs - before[2]))
+            if i == 0:
+                first = (instrs, priced)
+                alike = cs.N * _count_equal(cs.OH, tiling.toh) * _count_equal(cs.OW, tiling.tow)   # (grouped: ==)
+                if alike * tb.get(Queue.MXU, 0) >= bound:
+                    return bound
+            if i == n - 1:
+                last = (instrs, priced)
+        else:
+            dx, dw, da = kind[2]
+            state.xs, state.ws, state.accs, state.first_tile = state.xs + dx, state.ws + dw, state.accs + da, False
+        for q, c in kind[0].items():
+            busy[q] = busy.get(q, 0) + c
+        bus += kind[1]
+        if bus >= bound or max(busy.values()) >= bound:
+            return bound
+    pro = instr_costs(parts.prologue, arch, costs)
+    for ins, c in zip(parts.prologue, pro):
+        busy[ins.queue] = busy.get(ins.queue, 0) + c.cycles
+    bus += sum(c.dram_window for c in pro)
+    busy.pop(Queue.CTRL, None)
+    # program_estimate's head: the loads before the first compute instruction (in the first tile)
+    start, start_costs = parts.prologue + first[0], pro + first[1]
+    k0 = next(k for k, ins in enumerate(start) if ins.queue in (Queue.MXU, Queue.VPU))
+    head = sum(c.cycles for ins, c in zip(start[:k0], start_costs) if ins.queue is Queue.DMA_LD)
+    # its tail: the stores and vector work after the last matrix instruction (in the last tile)
+    k1 = max(k for k, ins in enumerate(last[0]) if ins.queue is Queue.MXU)
+    tail = sum(c.cycles for ins, c in zip(last[0][k1 + 1:], last[1][k1 + 1:]) if ins.queue in (Queue.DMA_ST, Queue.VPU))
+    est = max(max(busy.values(), default=0), bus) + head + tail
+    if hidden_constants:
+        for ins, c in zip(start, start_costs):
+            if not is_constant_load(ins, _CONSTANTS):
+                break
+            est -= c.cycles
+    if tiling.acc_bufs == 1:
+        est = max(est, sum(c for q, c in busy.items() if q is not Queue.DMA_LD))
+    return est
+
+
+def _count_equal(size: int, tile: int) -> int:
+    """How many of the tiles of ``size`` cut into ``tile``-long pieces are as long as the first."""
+    return size // tile if tile <= size else 1
 
 
 _CONSTANTS = {"Wt": ("W", 0), "Bias": ("W", 0), "Scale": ("W", 0)}   # conv2d's constants, as a model binds them
@@ -486,6 +622,38 @@ def _epilogue_bytes(cs: ConvShape, epilogue: Epilogue, es: int) -> int:
     return cs.K * epilogue.spm_bytes + (3 if epilogue.spm_bytes and es % 4 else 0)
 
 
+class _TileState:
+    """What conv2d's tiles advance: input windows, weight chunks and accumulator tiles used so far (their ring slots
+    follow), whether the next tile is the first, and where the last tile store is in the program (or None)."""
+
+    __slots__ = ("xs", "ws", "accs", "first_tile", "last_store_at")
+
+    def __init__(self, xs: int = 0, ws: int = 0, accs: int = 0, first_tile: bool = True) -> None:
+        self.xs, self.ws, self.accs, self.first_tile, self.last_store_at = xs, ws, accs, first_tile, None
+
+
+class _StepMemo(NamedTuple):
+    """:func:`conv_estimate`'s memo of emitted steps (key -> instructions) and the moduli of the keys' bases: the DRAM
+    offset modulus of :func:`isa.cost.dram_window` and the SPM and ACC bank widths (:func:`isa.cost.bank_cycles`)."""
+
+    steps: dict
+    dram: int
+    spm: int
+    acc: int
+
+
+class _ConvParts(NamedTuple):
+    """One convolution's program in pieces (:func:`_conv_parts`): the constant loads that start it, the output tiles
+    in order, a function appending one tile's instructions, one giving what a tile's instruction costs depend on
+    besides the tiling, and one wrapping the instructions into the Program."""
+
+    prologue: list
+    tiles: list[tuple[int, int, int]]
+    emit: Callable[..., None]
+    key: Callable[[int, int, int, _TileState, int], tuple]
+    program: Callable[[list], Program]
+
+
 def conv2d(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | None = None,
            epilogue: Epilogue = NO_EPILOGUE, pad_value: int | float = 0) -> Program:
     """The program for one convolution; regions X (NHWC input), Wt (:func:`pack_weights`), Y (NHWC output), and Bias,
@@ -498,6 +666,16 @@ def conv2d(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | Non
     ``[nb, kh, kw, cb, oh]`` so that each weight tile stays in the array while all ``toh x tow`` pixels stream, and
     one ``dma.st`` writes the tile's pixels with all their tnb * cols channels (accumulator rows of ``tnb * cols``
     elements, so DRAM runs are that long)."""
+    parts = _conv_parts(cs, dtype, target, tiling, epilogue, pad_value)
+    prog, state = list(parts.prologue), _TileState()
+    for b, oh0, ow0 in parts.tiles:
+        parts.emit(prog, b, oh0, ow0, state)
+    return parts.program(prog + [Halt()])
+
+
+def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | None, epilogue: Epilogue,
+                pad_value: int | float) -> _ConvParts:
+    """:func:`conv2d` in pieces, so that :func:`conv_estimate` can price one tile of each kind."""
     es, at = dtype.size, ACC_TYPE[dtype]
     rows, cols, spm, acc = target.rows, target.cols, target.spm, target.acc
     yt, eo = epilogue.out or at, (epilogue.out or at).size
@@ -524,7 +702,6 @@ def conv2d(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | Non
     bias_init = epilogue.bias and not epilogue.residual
     vector = replace(epilogue, bias=False) if bias_init else epilogue
     ready = "out_full" if vector.active else "acc_full"   # what the store waits for
-    last_store_at = None   # where the previous tile's store is in prog (bias_init places the next init before it)
     kr, ks = (1, 1) if t.im2col else (cs.R, cs.S)                        # filter taps the matrix unit loops over
     kc, pk = p.kc, t.pack
     tile, chunk = rows * cols * es, p.taps * p.cbs * rows * cols * es    # packed bytes of one (g, nb)
@@ -536,152 +713,211 @@ def conv2d(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | Non
     step_h, step_w = (1, 1) if t.im2col else (win_h, win_w)   # im2col: the patches are dense
     c_steps = list(range(0, p.cbs, p.tcb))
     nb_groups = list(range(0, p.nbs, p.tnb))
-    prog, xs, ws, accs = [], 0, 0, 0
+    if epilogue.residual and epilogue.out is not None:
+        raise CompileError("a residual is added in the accumulator type: it cannot be fused with requantization")
+    prologue: list = []
     if epilogue.bias:
-        prog.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, bias_base, at, (4,)),
+        prologue.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, bias_base, at, (4,)),
                             src=View(Space.DRAM, 0, at, (4,), "Bias"),
                             signals=(SemOp("bias_init" if bias_init else "bias_ready"),)))
     if epilogue.out is not None:
-        prog.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, scale_base, DType.F32, (4,)),
+        prologue.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, scale_base, DType.F32, (4,)),
                             src=View(Space.DRAM, 0, DType.F32, (4,), "Scale"), signals=(SemOp("bias_ready"),)))
-    first_tile = True
-    for b in range(cs.N):
-        for oh0 in range(0, cs.OH, t.toh):
-            toh = min(t.toh, cs.OH - oh0)
-            for ow0 in range(0, cs.OW, t.tow):
-                tow = min(t.tow, cs.OW - ow0)
-                th, tw = _window(cs, toh, tow)
-                ih0, iw0 = oh0 * sh - pt, ow0 * sw - pl
-                top, left = max(0, -ih0), max(0, -iw0)
-                pads = ((top, max(0, ih0 + (th - 1) * skip_h + 1 - cs.H)),
-                        (left, max(0, iw0 + (tw - 1) * skip_w + 1 - cs.W)))
-                x_src = ((b * cs.H + max(ih0, 0)) * cs.W + max(iw0, 0)) * cs.C * es
-                for g in range(cs.groups):
-                    for gi, nb0 in enumerate(nb_groups):
-                        nbn = min(p.tnb, p.nbs - nb0)
-                        ng = min(nbn * cols, cs.Kg - nb0 * cols)          # output channels of this tile
-                        acc_base = (accs % t.acc_bufs) * p.acc_tile
-                        for si, cb_first in enumerate(c_steps):
-                            ncb = min(p.tcb, p.cbs - cb_first)
-                            c0, tc = cb_first * rows, min(pk * kc - cb_first * rows, ncb * rows)
-                            x_new = not p.x_all or (gi == 0 and si == 0)
-                            x_last = not p.x_all or (gi == len(nb_groups) - 1 and si == len(c_steps) - 1)
-                            slot = xs % 2 if x_new else (xs - 1) % 2
-                            x_base = 0 if t.im2col else slot % p.x_slots * p.x_slot
-                            xc, xc0 = (cs.Cg, 0) if p.x_all else (tc, c0)     # the window's channels
-                            pix = xc * es
-                            row = tw * pix
-                            x_at = len(prog)   # the first step loads its weights before its input (prefetch)
-                            if x_new:
-                                sync = {} if t.im2col else dict(waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),))
-                                prog += padded_load((th, tw, xc), View(Space.SPM, x_base, dtype, (row, pix, es)),
-                                                    View(Space.DRAM, x_src + (g * cs.Cg + xc0) * es, dtype,
-                                                         (skip_h * cs.W * cs.C * es, skip_w * cs.C * es, es), "X"),
-                                                    pads, pad_value, **sync)
-                                if t.im2col:   # gather the (kh, kw, c) patch of every pixel behind each other
-                                    prog.append(DmaCopy(
-                                        queue=Queue.DMA_LD, shape=(toh, tow, cs.R, cs.S * cs.C),
-                                        dst=View(Space.SPM, p.x_slot + slot * p.p_slot, dtype,
-                                                 (tow * kc * es, kc * es, cs.S * cs.C * es, es)),
-                                        src=View(Space.SPM, 0, dtype, (win_h * row, win_w * pix, dh * row, es)),
-                                        waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),)))
-                                xs += 1
-                            if t.im2col:   # the matrix unit reads the patches: a 1x1 convolution over kc channels
-                                x_base, pix = p.x_slot + slot * p.p_slot, kc * es
-                                row = tow * pix
-                            cid = (g * len(nb_groups) + gi) * len(c_steps) + si
-                            w_base = w_base0 + (cid if p.resident else ws % 2) * p.w_chunk
-                            w_new = first_tile or not p.resident
-                            if w_new:
-                                prog.insert(x_at if first_tile and cid == 0 else len(prog), DmaCopy(
-                                    queue=Queue.DMA_LD, shape=(nbn, p.taps, ncb, rows * cols),
-                                    dst=View(Space.SPM, w_base, dtype, (nb_stride, p.tcb * tile, tile, es)),
-                                    src=View(Space.DRAM, (g * p.nbs + nb0) * chunk + cb_first * tile, dtype,
-                                             (chunk, p.cbs * tile, tile, es), "Wt"),
-                                    waits=() if p.resident else (SemOp("w_empty"),), signals=(SemOp("w_full"),)))
-                                ws += 1
-                            first, last = si == 0, si == len(c_steps) - 1
-                            y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo
-                            if first and bias_init:   # after the store that freed this tile (ring of 2: two back)
-                                ch = (g * cs.Kg + nb0 * cols) * 4
-                                init = DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, ng),
-                                               dst=View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4)),
-                                               src=View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
-                                               waits=(SemOp("bias_init"),) * (accs == 0),
-                                               signals=(SemOp("init_full"),))
-                                at_ = len(prog) if last_store_at is None or t.acc_bufs == 1 else last_store_at
-                                prog.insert(at_, init)
-                            if first and epilogue.residual:   # the sum starts from the residual's tile
-                                prog.append(DmaCopy(
-                                    queue=Queue.DMA_LD, shape=(toh, tow, ng),
-                                    dst=View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4)),
-                                    src=View(Space.DRAM, y_off, at, (cs.OW * cs.K * 4, cs.K * 4, 4), "R"),
-                                    waits=(SemOp(acc_empty),), signals=(SemOp("res_full"),)))
-                            zero = first and not (epilogue.residual or bias_init)   # else init takes the tile
-                            # packed: each streamed row is pk consecutive pixels, their channels side by side
-                            mms = [_conv_mm(dims, m=tow // pk, k=k, n=n, zero=zero and cb0 == 0,
-                                            acc=View(Space.ACC, acc_base + nbi * cols * 4, at, ()),
-                                            acc_row=pk * row_bytes,
-                                            a=View(Space.SPM, x_base + (c0 - xc0 + cb0 * rows) * es, dtype, ()),
-                                            a_row=pk * step_w * pix,
-                                            b=View(Space.SPM, w_base + nbi * nb_stride + cb0 * tile, dtype, ()))
-                                   for nbi, nbc, n in _groups(pk * ng, cols) for cb0, cbc, k in _groups(tc, rows)
-                                   for dims in [((nbc, cols * 4, 0, nb_stride),
-                                                 (kr, 0, dh * row, ks * p.tcb * tile),
-                                                 (ks, 0, dw * pix, p.tcb * tile),
-                                                 (cbc, 0, rows * es, tile),
-                                                 (toh, t.tow * row_bytes, step_h * row, 0))]]
-                            mms = [mm for group in mms for mm in group]
-                            waits = ("x_full",) * x_new + ("w_full",) * w_new + (
-                                "res_full" if epilogue.residual else "init_full" if bias_init else acc_empty,) * first
-                            signals = ("x_empty",) * x_last + ("w_empty",) * (not p.resident) + ("acc_full",) * last
-                            prog += synced(mms, waits, signals)
-                        tile_view = View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4))
-                        out_view = tile_view
-                        if vector.active:
-                            ch = (g * cs.Kg + nb0 * cols) * 4
-                            prog += synced_epilogue(vector, epilogue_ops(
-                                vector, (toh, tow, ng), tile_view, View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
-                                View(Space.SPM, scale_base + ch, DType.F32, (0, 0, 4))), first=accs == 0)
-                            if epilogue.out is not None:   # the requantized tile, packed at the tile's base
-                                out_view = View(Space.ACC, acc_base, yt, (tow * ng * eo, ng * eo, eo))
-                        last_store_at = len(prog)
-                        prog.append(DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, ng),
-                                            dst=View(Space.DRAM, y_off, yt, (cs.OW * cs.K * eo, cs.K * eo, eo), "Y"),
-                                            src=out_view, waits=(SemOp(ready),),
-                                            signals=() if bias_init else (SemOp(acc_empty),)))
-                        accs += 1
-                first_tile = False
-    prog.append(Halt())
-    sems = (SemDecl("x_full", 0), SemDecl("x_empty", 2), SemDecl("w_full", 0), SemDecl("acc_full", 0))
-    sems += (SemDecl("bias_init", 0), SemDecl("init_full", 0)) if bias_init else (SemDecl(acc_empty, t.acc_bufs),)
-    sems += () if p.resident else (SemDecl("w_empty", 2),)
-    sems += (SemDecl("out_full", 0),) if vector.active else ()
-    sems += (SemDecl("bias_ready", 0),) if vector.bias or vector.out else ()
-    sems += (SemDecl("res_full", 0),) if epilogue.residual else ()
-    regions = (Region("X", 0, cs.N * cs.H * cs.W * cs.C * es), Region("Wt", 1, cs.groups * p.nbs * chunk),
-               Region("Y", 2, cs.N * cs.OH * cs.OW * cs.K * yt.size))
-    regions += (Region("Bias", 3, cs.K * 4),) if epilogue.bias else ()
-    regions += (Region("Scale", 3 + epilogue.bias, cs.K * 4),) if epilogue.out is not None else ()
-    regions += (Region("R", len(regions), cs.N * cs.OH * cs.OW * cs.K * 4),) if epilogue.residual else ()
-    if epilogue.residual and epilogue.out is not None:
-        raise CompileError("a residual is added in the accumulator type: it cannot be fused with requantization")
-    return Program(config=target.config, regions=regions, sems=sems, instrs=tuple(prog))
+    tiles = [(b, oh0, ow0) for b in range(cs.N) for oh0 in range(0, cs.OH, t.toh) for ow0 in range(0, cs.OW, t.tow)]
+
+    def geometry(b: int, oh0: int, ow0: int):
+        """(toh, tow, th, tw, pads, x_src) of the tile at (b, oh0, ow0)."""
+        toh, tow = min(t.toh, cs.OH - oh0), min(t.tow, cs.OW - ow0)
+        th, tw = _window(cs, toh, tow)
+        ih0, iw0 = oh0 * sh - pt, ow0 * sw - pl
+        top, left = max(0, -ih0), max(0, -iw0)
+        pads = ((top, max(0, ih0 + (th - 1) * skip_h + 1 - cs.H)),
+                (left, max(0, iw0 + (tw - 1) * skip_w + 1 - cs.W)))
+        x_src = ((b * cs.H + max(ih0, 0)) * cs.W + max(iw0, 0)) * cs.C * es
+        return toh, tow, th, tw, pads, x_src
+
+    def key(b: int, oh0: int, ow0: int, state: _TileState, modulus: int) -> tuple:
+        """What the costs of the tile's instructions depend on: its geometry, its DRAM offsets modulo ``modulus``
+        (cost.dram_window reads no more) and the ring slots it starts in."""
+        toh, tow, th, tw, pads, x_src = geometry(b, oh0, ow0)
+        y_base = ((b * cs.OH + oh0) * cs.OW + ow0) * cs.K * eo
+        return (toh, tow, pads, x_src % modulus, y_base % modulus, state.xs % 2, state.ws % 2, state.accs % 2,
+                state.first_tile)
+
+    def emit(prog: list, b: int, oh0: int, ow0: int, state: _TileState, memo: _StepMemo | None = None) -> None:
+        """Append the instructions of the tile at (b, oh0, ow0) to ``prog``, advancing ``state``.
+
+        ``memo`` (pricing only): a step, or a tile's epilogue and store, whose instructions' costs are those of one
+        already emitted (same shapes, flags, on-chip bases modulo the bank period and DRAM offsets modulo what the
+        DRAM cost reads) appends that one's instructions again instead of building its own; a bias init then goes
+        where it is built, not before the previous store (its place changes no price)."""
+        toh, tow, th, tw, pads, x_src = geometry(b, oh0, ow0)
+        for g in range(cs.groups):
+            for gi, nb0 in enumerate(nb_groups):
+                nbn = min(p.tnb, p.nbs - nb0)
+                ng = min(nbn * cols, cs.Kg - nb0 * cols)          # output channels of this tile
+                acc_base = (state.accs % t.acc_bufs) * p.acc_tile
+                for si, cb_first in enumerate(c_steps):
+                    ncb = min(p.tcb, p.cbs - cb_first)
+                    c0, tc = cb_first * rows, min(pk * kc - cb_first * rows, ncb * rows)
+                    x_new = not p.x_all or (gi == 0 and si == 0)
+                    x_last = not p.x_all or (gi == len(nb_groups) - 1 and si == len(c_steps) - 1)
+                    slot = state.xs % 2 if x_new else (state.xs - 1) % 2
+                    x_base = 0 if t.im2col else slot % p.x_slots * p.x_slot
+                    xc, xc0 = (cs.Cg, 0) if p.x_all else (tc, c0)     # the window's channels
+                    pix = xc * es
+                    row = tw * pix
+                    x_at = len(prog)   # the first step loads its weights before its input (prefetch)
+                    cid = (g * len(nb_groups) + gi) * len(c_steps) + si
+                    w_new = state.first_tile or not p.resident
+                    y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo
+                    if memo is not None:
+                        # (a matrix instruction's cost reads no base: only the loads' and the init's bases count)
+                        m_d, m_s, first = memo.dram, memo.spm, si == 0
+                        key = (toh, tow, th, tw, pads, xc, tc, ng, nbn, ncb, x_new, x_last, w_new, first,
+                               si == len(c_steps) - 1, state.first_tile and cid == 0, slot,
+                               x_new and (x_base % m_s, (x_src + (g * cs.Cg + xc0) * es) % m_d),
+                               w_new and (((g * p.nbs + nb0) * chunk + cb_first * tile) % m_d,
+                                          (w_base0 + (cid if p.resident else state.ws % 2) * p.w_chunk) % m_s),
+                               first and (acc_base % memo.acc, epilogue.residual and y_off % m_d,
+                                          bias_init and (bias_base + (g * cs.Kg + nb0 * cols) * 4) % m_s))
+                        done = memo.steps.get(key)
+                        if done is not None:
+                            prog += done
+                            state.xs, state.ws = state.xs + x_new, state.ws + w_new
+                            continue
+                    if x_new:
+                        sync = {} if t.im2col else dict(waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),))
+                        prog += padded_load((th, tw, xc), View(Space.SPM, x_base, dtype, (row, pix, es)),
+                                            View(Space.DRAM, x_src + (g * cs.Cg + xc0) * es, dtype,
+                                                 (skip_h * cs.W * cs.C * es, skip_w * cs.C * es, es), "X"),
+                                            pads, pad_value, **sync)
+                        if t.im2col:   # gather the (kh, kw, c) patch of every pixel behind each other
+                            prog.append(DmaCopy(
+                                queue=Queue.DMA_LD, shape=(toh, tow, cs.R, cs.S * cs.C),
+                                dst=View(Space.SPM, p.x_slot + slot * p.p_slot, dtype,
+                                         (tow * kc * es, kc * es, cs.S * cs.C * es, es)),
+                                src=View(Space.SPM, 0, dtype, (win_h * row, win_w * pix, dh * row, es)),
+                                waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),)))
+                        state.xs += 1
+                    if t.im2col:   # the matrix unit reads the patches: a 1x1 convolution over kc channels
+                        x_base, pix = p.x_slot + slot * p.p_slot, kc * es
+                        row = tow * pix
+                    w_base = w_base0 + (cid if p.resident else state.ws % 2) * p.w_chunk
+                    if w_new:
+                        prog.insert(x_at if state.first_tile and cid == 0 else len(prog), DmaCopy(
+                            queue=Queue.DMA_LD, shape=(nbn, p.taps, ncb, rows * cols),
+                            dst=View(Space.SPM, w_base, dtype, (nb_stride, p.tcb * tile, tile, es)),
+                            src=View(Space.DRAM, (g * p.nbs + nb0) * chunk + cb_first * tile, dtype,
+                                     (chunk, p.cbs * tile, tile, es), "Wt"),
+                            waits=() if p.resident else (SemOp("w_empty"),), signals=(SemOp("w_full"),)))
+                        state.ws += 1
+                    first, last = si == 0, si == len(c_steps) - 1
+                    if first and bias_init:   # after the store that freed this tile (ring of 2: two back)
+                        ch = (g * cs.Kg + nb0 * cols) * 4
+                        init = DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, ng),
+                                       dst=View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4)),
+                                       src=View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
+                                       waits=(SemOp("bias_init"),) * (state.accs == 0),
+                                       signals=(SemOp("init_full"),))
+                        at_ = len(prog) if state.last_store_at is None or t.acc_bufs == 1 or memo is not None \
+                            else state.last_store_at
+                        prog.insert(at_, init)
+                    if first and epilogue.residual:   # the sum starts from the residual's tile
+                        prog.append(DmaCopy(
+                            queue=Queue.DMA_LD, shape=(toh, tow, ng),
+                            dst=View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4)),
+                            src=View(Space.DRAM, y_off, at, (cs.OW * cs.K * 4, cs.K * 4, 4), "R"),
+                            waits=(SemOp(acc_empty),), signals=(SemOp("res_full"),)))
+                    zero = first and not (epilogue.residual or bias_init)   # else init takes the tile
+                    # packed: each streamed row is pk consecutive pixels, their channels side by side
+                    mms = [_conv_mm(dims, m=tow // pk, k=k, n=n, zero=zero and cb0 == 0,
+                                    acc=View(Space.ACC, acc_base + nbi * cols * 4, at, ()),
+                                    acc_row=pk * row_bytes,
+                                    a=View(Space.SPM, x_base + (c0 - xc0 + cb0 * rows) * es, dtype, ()),
+                                    a_row=pk * step_w * pix,
+                                    b=View(Space.SPM, w_base + nbi * nb_stride + cb0 * tile, dtype, ()))
+                           for nbi, nbc, n in _groups(pk * ng, cols) for cb0, cbc, k in _groups(tc, rows)
+                           for dims in [((nbc, cols * 4, 0, nb_stride),
+                                         (kr, 0, dh * row, ks * p.tcb * tile),
+                                         (ks, 0, dw * pix, p.tcb * tile),
+                                         (cbc, 0, rows * es, tile),
+                                         (toh, t.tow * row_bytes, step_h * row, 0))]]
+                    mms = [mm for group in mms for mm in group]
+                    waits = ("x_full",) * x_new + ("w_full",) * w_new + (
+                        "res_full" if epilogue.residual else "init_full" if bias_init else acc_empty,) * first
+                    signals = ("x_empty",) * x_last + ("w_empty",) * (not p.resident) + ("acc_full",) * last
+                    prog += synced(mms, waits, signals)
+                    if memo is not None:
+                        memo.steps[key] = prog[x_at:]
+                y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo
+                if memo is not None:
+                    ch = (g * cs.Kg + nb0 * cols) * 4
+                    key = (toh, tow, ng, acc_base % memo.acc, (bias_base + ch) % memo.spm, (scale_base + ch) % memo.spm,
+                           y_off % memo.dram, state.accs == 0)
+                    done = memo.steps.get(key)
+                    if done is not None:
+                        prog += done
+                        state.accs += 1
+                        continue
+                start = len(prog)
+                tile_view = View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4))
+                out_view = tile_view
+                if vector.active:
+                    ch = (g * cs.Kg + nb0 * cols) * 4
+                    prog += synced_epilogue(vector, epilogue_ops(
+                        vector, (toh, tow, ng), tile_view, View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
+                        View(Space.SPM, scale_base + ch, DType.F32, (0, 0, 4))), first=state.accs == 0)
+                    if epilogue.out is not None:   # the requantized tile, packed at the tile's base
+                        out_view = View(Space.ACC, acc_base, yt, (tow * ng * eo, ng * eo, eo))
+                state.last_store_at = len(prog)
+                prog.append(DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, ng),
+                                    dst=View(Space.DRAM, y_off, yt, (cs.OW * cs.K * eo, cs.K * eo, eo), "Y"),
+                                    src=out_view, waits=(SemOp(ready),),
+                                    signals=() if bias_init else (SemOp(acc_empty),)))
+                if memo is not None:
+                    memo.steps[key] = prog[start:]
+                state.accs += 1
+        state.first_tile = False
+
+    def program(instrs: list) -> Program:
+        sems = (SemDecl("x_full", 0), SemDecl("x_empty", 2), SemDecl("w_full", 0), SemDecl("acc_full", 0))
+        sems += (SemDecl("bias_init", 0), SemDecl("init_full", 0)) if bias_init else (SemDecl(acc_empty, t.acc_bufs),)
+        sems += () if p.resident else (SemDecl("w_empty", 2),)
+        sems += (SemDecl("out_full", 0),) if vector.active else ()
+        sems += (SemDecl("bias_ready", 0),) if vector.bias or vector.out else ()
+        sems += (SemDecl("res_full", 0),) if epilogue.residual else ()
+        regions = (Region("X", 0, cs.N * cs.H * cs.W * cs.C * es), Region("Wt", 1, cs.groups * p.nbs * chunk),
+                   Region("Y", 2, cs.N * cs.OH * cs.OW * cs.K * yt.size))
+        regions += (Region("Bias", 3, cs.K * 4),) if epilogue.bias else ()
+        regions += (Region("Scale", 3 + epilogue.bias, cs.K * 4),) if epilogue.out is not None else ()
+        regions += (Region("R", len(regions), cs.N * cs.OH * cs.OW * cs.K * 4),) if epilogue.residual else ()
+        return Program(config=target.config, regions=regions, sems=sems, instrs=tuple(instrs))
+
+    return _ConvParts(prologue, tiles, emit, key, program)
 
 
 def _conv_mm(dims: tuple[tuple[int, int, int, int], ...], acc: View, a: View, b: View, **kw) -> list[MatMul]:
     """``mxu.mm`` instructions looping over ``dims`` (extent, acc, a and b byte strides) from the given bases: unit
     dimensions dropped, then split on the outermost while more than a matmul's 4 remain."""
     dims = tuple(d for d in dims if d[0] > 1) or (dims[-1],)
+    out: list[MatMul] = []
+    _conv_mm_into(out, dims, acc, a, b, acc.base, a.base, b.base, kw)
+    return out
+
+
+def _conv_mm_into(out: list, dims: tuple[tuple[int, int, int, int], ...], acc: View, a: View, b: View, acc_base: int,
+                  a_base: int, b_base: int, kw: dict) -> None:
+    """:func:`_conv_mm`'s split, appending to ``out``; the views are built once per matmul (no dataclass copies)."""
     if len(dims) > 4:
         (e, sc, sa, sb), rest = dims[0], dims[1:]
-        return [mm for i in range(e) for mm in _conv_mm(rest, replace(acc, base=acc.base + i * sc),
-                                                         replace(a, base=a.base + i * sa),
-                                                         replace(b, base=b.base + i * sb), **kw)]
-    shape = tuple(d[0] for d in dims)
-    return [MatMul(shape=shape, acc=replace(acc, strides=tuple(d[1] for d in dims)),
-                   a=replace(a, strides=tuple(d[2] for d in dims)), b=replace(b, strides=tuple(d[3] for d in dims)),
-                   **kw)]
+        for i in range(e):
+            _conv_mm_into(out, rest, acc, a, b, acc_base + i * sc, a_base + i * sa, b_base + i * sb, kw)
+        return
+    out.append(MatMul(shape=tuple(d[0] for d in dims),
+                      acc=View(acc.space, acc_base, acc.dtype, tuple(d[1] for d in dims), acc.region),
+                      a=View(a.space, a_base, a.dtype, tuple(d[2] for d in dims), a.region),
+                      b=View(b.space, b_base, b.dtype, tuple(d[3] for d in dims), b.region), **kw))
 
 
 def conv_inputs(cs: ConvShape, dtype: DType, rows: int, cols: int, seed: int = 0,

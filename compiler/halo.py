@@ -43,6 +43,6 @@ def padded_load(shape: tuple[int, ...], dst: View, src: View, pads: Sequence[tup
     out.append(DmaCopy(queue=queue, shape=tuple(shape), pad=tuple(Pad(d, lo, hi) for d, (lo, hi) in enumerate(pads)
                                                                    if lo or hi),
                        fill=fill, dst=dst, src=src))
-    out[0] = replace(out[0], waits=waits)
-    out[-1] = replace(out[-1], signals=signals)
+    out[0] = out[0].resynced(waits, out[0].signals)
+    out[-1] = out[-1].resynced(out[-1].waits, signals)
     return out

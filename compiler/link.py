@@ -140,13 +140,14 @@ def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int]
         if overlap and not upper[k - 1]:   # (before relocation: activations kept in SPM do not move)
             upper[k] = True
             body = [_shift_spm(i, prefetch_spm) for i in body]
-        body = [replace(_relocate(i, seg.bind), waits=tuple(SemOp(rename[o.name], o.count) for o in i.waits),
-                        signals=tuple(SemOp(rename[o.name], o.count) for o in i.signals)) for i in body]
+        body = [_relocate(i, seg.bind).resynced(tuple(SemOp(rename[o.name], o.count) for o in i.waits),
+                                                tuple(SemOp(rename[o.name], o.count) for o in i.signals)) for i in body]
         if k and exits[k - 1] is not entries[k]:
             first = next(j for j, i in enumerate(body) if i.queue in ENTRY)
             if overlap and entries[k - 1] is Queue.DMA_LD:
                 first = next((j for j, i in enumerate(body) if i.queue in ENTRY and not is_constant_load(i)), first)
-            body[first] = replace(body[first], waits=body[first].waits + (SemOp(_dep_name(exits[k - 1], entries[k])),))
+            body[first] = body[first].resynced(body[first].waits + (SemOp(_dep_name(exits[k - 1], entries[k])),),
+                                               body[first].signals)
         if k < len(segments) - 1 and exits[k] is not entries[k + 1]:
             last = max(j for j, i in enumerate(body) if i.queue is exits[k])
             dep = _dep_name(exits[k], entries[k + 1])

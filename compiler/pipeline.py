@@ -10,8 +10,6 @@ its compute then takes no output buffer, and output buffers are counted apart (`
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from isa import Halt, Instr, Program, ProgramConfig, Region, SemDecl, SemOp, Sync
 from isa.instructions import MAX_SYNC_SLOTS
 
@@ -25,8 +23,8 @@ def vector_config(spm: int) -> ProgramConfig:
 
 def with_sync(instr: Instr, waits: tuple[str, ...] = (), signals: tuple[str, ...] = ()) -> Instr:
     """``instr`` with extra semaphore waits/signals appended."""
-    return replace(instr, waits=instr.waits + tuple(SemOp(w) for w in waits),
-                   signals=instr.signals + tuple(SemOp(s) for s in signals))
+    return instr.resynced(instr.waits + tuple(SemOp(w) for w in waits),
+                          instr.signals + tuple(SemOp(s) for s in signals))
 
 
 def synced(instrs: list, waits: tuple[str, ...], signals: tuple[str, ...]) -> list:

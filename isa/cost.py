@@ -605,6 +605,58 @@ def instr_cost(instr: Instr, arch: Arch) -> Cost:
     return f(instr, arch) if f is not None else FREE
 
 
+def _moduli(arch: Arch) -> dict[Space, int]:
+    """Per space, the modulus of a view's base that its cost depends on: an SRAM's bank width (moving a view by a
+    word moves every word to the next bank, :func:`bank_cycles`); for DRAM the row-buffer page (the offset within a
+    page is all :func:`dram_window` reads), else the burst."""
+    d = arch.dram
+    return {Space.SPM: arch.spm.bank_width, Space.ACC: arch.acc.bank_width,
+            Space.DRAM: d.page_bytes if d.model == "rowbuffer" else arch.dma.burst_bytes}
+
+
+def _cost_key(instr: Instr, mod: dict[Space, int]):
+    """What :func:`instr_cost` of ``instr`` depends on, as a hashable key (view bases reduced by :func:`_moduli`)."""
+    t = type(instr)
+    if t is MatMul:
+        return (t, instr.shape, instr.m, instr.k, instr.n, instr.acc.strides, instr.a.strides, instr.b.strides,
+                instr.a.dtype.size, instr.zero)
+    if t is DmaCopy:
+        d, s = instr.dst, instr.src
+        return (t, instr.shape, instr.pad, d.space, d.base % mod[d.space], d.dtype.size, d.strides, s.space,
+                s.base % mod[s.space], s.dtype.size, s.strides)
+    if t is DmaFill:
+        d = instr.dst
+        return t, instr.shape, d.space, d.base % mod[d.space], d.dtype.size, d.strides
+    if t is HostCall:
+        return t, instr.rd, instr.wr, instr.ops
+    if t in _VECTOR:   # operation class, shape and operands
+        return (t, vpu_class(instr), instr.shape) + tuple((v.space, v.base % mod[v.space], v.dtype.size, v.strides)
+                                                          for _, v, _ in instr.views())
+    return None   # (a gather: priced each time)
+
+
+_VECTOR = frozenset((VecBinary, VecUnary, VecConvert, VecRequant))
+
+
+def instr_costs(instrs, arch: Arch, memo: dict | None = None) -> list[Cost]:
+    """``[instr_cost(i, arch) for i in instrs]``, computed once per distinct key: instructions that differ only in
+    what the cost does not read (a view's base beyond its bank period or DRAM page, semaphores, a matrix
+    instruction's row strides) share one evaluation. Programs repeat a few instruction shapes thousands of times.
+    ``memo``: a dict to share those evaluations across calls with the same ``arch`` (a compiler's search)."""
+    mod, out = _moduli(arch), []
+    memo = {} if memo is None else memo
+    for instr in instrs:
+        key = _cost_key(instr, mod)
+        if key is None:
+            out.append(instr_cost(instr, arch))
+            continue
+        c = memo.get(key)
+        if c is None:
+            c = memo[key] = instr_cost(instr, arch)
+        out.append(c)
+    return out
+
+
 def program_estimate(program, arch: Arch) -> int:
     """Predicted cycles of a software-pipelined program (compilers rank tilings with it): the busiest unit queue or
     the DRAM bus (every DMA's window), whichever is longer, plus what nothing overlaps: the loads before the first
@@ -613,8 +665,7 @@ def program_estimate(program, arch: Arch) -> int:
     busy: dict = {}
     bus = 0
     costs, queues = [], [i.queue for i in program.instrs]
-    for instr, q in zip(program.instrs, queues):
-        c = instr_cost(instr, arch)
+    for q, c in zip(queues, instr_costs(program.instrs, arch)):
         costs.append(c.cycles)
         busy[q] = busy.get(q, 0) + c.cycles
         bus += c.dram_window

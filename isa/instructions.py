@@ -9,7 +9,9 @@ Semantics are written per class; ``docs/isa.md`` has the table generated from th
 
 from __future__ import annotations
 
+import dataclasses
 import enum
+import functools
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -18,7 +20,7 @@ import numpy as np
 
 from .dtypes import INT_RANGE, DType, Queue, Space
 from .errors import IsaError
-from .view import MAX_DIMS, MAX_EXTENT, NAME_CHARS, View
+from .view import MAX_DIMS, MAX_EXTENT, NAME_CHARS, View, is_name
 
 MAX_SYNC_SLOTS = 4
 MAX_SEM_COUNT = 127
@@ -106,7 +108,7 @@ class SemOp:
     count: int = 1
 
     def __post_init__(self) -> None:
-        if not self.name or any(c not in NAME_CHARS for c in self.name):
+        if not is_name(self.name):
             raise IsaError(f"semaphore name must be letters, digits and '_', not {self.name!r}")
         if not 1 <= self.count <= MAX_SEM_COUNT:
             raise IsaError(f"semaphore count must be in [1, {MAX_SEM_COUNT}], not {self.count}")
@@ -152,6 +154,12 @@ def _canon_value(value: int | float, dtype: DType, role: str) -> int | float:
     return int(value)
 
 
+@functools.cache
+def _slot_names(cls: type) -> tuple[str, ...]:
+    """The fields of instruction class ``cls`` (every slot along its bases)."""
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
 def reduction_dims(shape: tuple[int, ...], dst: View) -> tuple[int, ...]:
     """Dimensions whose values meet in one destination element: destination stride 0 and extent > 1."""
     return tuple(i for i, (e, s) in enumerate(zip(shape, dst.strides)) if s == 0 and e > 1)
@@ -166,6 +174,9 @@ class Instr:
     opcode: ClassVar[Opcode]
 
     def __post_init__(self) -> None:
+        self._check_sync()
+
+    def _check_sync(self) -> None:
         if len(self.waits) + len(self.signals) > MAX_SYNC_SLOTS:
             raise IsaError(f"an instruction has at most {MAX_SYNC_SLOTS} waits and signals in all, "
                            f"not {len(self.waits) + len(self.signals)} (split them with a .sync instruction)")
@@ -173,6 +184,18 @@ class Instr:
             names = [o.name for o in ops]
             if len(set(names)) != len(names):
                 raise IsaError(f"a semaphore may appear once among the waits and once among the signals: {names}")
+
+    def resynced(self, waits: tuple[SemOp, ...], signals: tuple[SemOp, ...]) -> Instr:
+        """This instruction with ``waits`` and ``signals`` instead of its own. Only the semaphore rules are checked
+        again (the other fields are this instruction's, already checked): ``dataclasses.replace`` without
+        re-validating every operand, for compilers that wire semaphores into many instructions."""
+        new = object.__new__(type(self))
+        for name in _slot_names(type(self)):
+            object.__setattr__(new, name, getattr(self, name))
+        object.__setattr__(new, "waits", waits)
+        object.__setattr__(new, "signals", signals)
+        new._check_sync()
+        return new
 
     @property
     def queue(self) -> Queue:
@@ -657,8 +680,7 @@ class Sync(Instr):
 class _Control(Instr):
     """An instruction the dispatcher itself executes; it carries no semaphore operations."""
 
-    def __post_init__(self) -> None:
-        Instr.__post_init__(self)
+    def _check_sync(self) -> None:
         if self.waits or self.signals:
             raise IsaError(f"{self.opcode.name.lower()} takes no semaphore operations")
 

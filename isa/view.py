@@ -15,6 +15,12 @@ from .errors import IsaError
 MAX_DIMS = 5
 MAX_EXTENT = 0xFFFF
 NAME_CHARS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"
+_NAME_SET = frozenset(NAME_CHARS)
+
+
+def is_name(text: str) -> bool:
+    """Whether ``text`` is a non-empty run of :data:`NAME_CHARS` (a region or semaphore name)."""
+    return bool(text) and _NAME_SET.issuperset(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +41,7 @@ class View:
             raise IsaError(f"view space must be a Space, not {self.space!r}")
         if (self.space is Space.DRAM) != (self.region is not None):
             raise IsaError("a DRAM view needs a region name and an SPM/ACC view must not have one")
-        if self.region is not None and (not self.region or any(c not in NAME_CHARS for c in self.region)):
+        if self.region is not None and not is_name(self.region):
             raise IsaError(f"region name must be letters, digits and '_', not {self.region!r}")
         if not 0 <= self.base < 2**32:
             raise IsaError(f"view base must be in [0, 2**32), not {self.base}")

@@ -317,7 +317,8 @@ def cmd_run(args) -> int:
     compiled, result, outputs, report = _run_with_progress(args, lambda bar: run_model(
         args.model, arch, inputs, timing_only=args.timing_only, validate=args.validate, seed=args.seed,
         dump_after=args.dump_after, fallback=not args.no_fallback, prefetch=False if args.no_prefetch else None,
-        resident=False if args.no_resident else None, progress=bar, limits=_limits(args), dims=_dims(args)),
+        resident=False if args.no_resident else None, progress=bar, limits=_limits(args), dims=_dims(args),
+        cache=not args.no_cache),
         phase=f"compiling {args.model} for {arch.name} ...")
     if args.save_outputs and outputs:
         np.savez(args.save_outputs, **outputs)
@@ -337,6 +338,9 @@ def cmd_run(args) -> int:
         print(summary(result, report["matrix_utilization"], report))
         for h in report["host_ops"]:
             print(f"host CPU ran {h['name']} ({h['op']}): {h['reason']}")
+        how = {"hit": "loaded from the compile cache", "miss": "compiled, now in the compile cache",
+               "off": "compiled"}[report["compile_cache"]]
+        print(f"{how} in {report['compile_seconds']:.2f} s, simulated in {report['simulate_seconds']:.2f} s")
         for name, v in report.get("validation", {}).items():
             print(f"validation {name} against onnxruntime ({v['rule']}): max |err| {v['max_abs_error']:.3g}, "
                   f"rel {v['max_rel_error']:.3g}: {'ok' if v['ok'] else 'FAILED'}")
@@ -645,6 +649,8 @@ def build_parser() -> argparse.ArgumentParser:
     ru.add_argument("--validate", action="store_true", help="run onnxruntime on the same inputs and compare")
     ru.add_argument("--timing-only", action="store_true", help="skip the value kernels (same cycles)")
     ru.add_argument("--json", metavar="OUT|-", help="write the JSON report to a file or stdout")
+    ru.add_argument("--no-cache", action="store_true", help="compile even when the disk compile cache has this model, "
+                    "Arch and options (and do not store it there)")
     ru.add_argument("--csv", metavar="OUT.csv", help="write the per-layer table (cycles, time split, energy by kind)")
     ru.add_argument("--seed", type=_count(0, 2**63 - 1, "a seed"), default=0, help="seed of the random inputs")
     compile_args(ru)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
@@ -363,7 +366,8 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
               validate: bool = False, seed: int = 0, dump_after: str | None = None, fallback: bool = True,
               fuse: bool = True, buffers: int = 2, prefetch: bool | None = None, resident: bool | None = None,
               serial: bool = False, progress=None, limits: Limits | None = LIMITS,
-              dims: dict[str, int] | None = None, conv_transpose: str = "split", msda_tables: str = "auto"):
+              dims: dict[str, int] | None = None, conv_transpose: str = "split", msda_tables: str = "auto",
+              cache: bool = True):
     """Compile an ONNX model (path, ModelProto or Graph) for ``arch`` and simulate it.
 
     ``inputs``: input name -> array of exactly the input's shape and dtype (or one array for a one-input model),
@@ -375,14 +379,33 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
     (:func:`compiler.model.compile_model`);
     serial: simulate every instruction after the previous one retired (no overlap between units at all). ``progress``
     and ``limits`` are passed to :func:`npusim.simulate` (``progress(retired, total, cycle)``). ``dims`` fixes the
-    model's symbolic input dimensions by name (``{"batch": 1}``).
+    model's symbolic input dimensions by name (``{"batch": 1}``). ``cache``: load the compiled model from the disk
+    compile cache (:mod:`npusim.compile_cache`) when it holds this model, Arch and options, else compile and store it
+    there (an ONNX path or ModelProto; a Graph, or ``dump_after``, always compiles; so does every run with the
+    environment variable ``NPUSIM_NO_CACHE`` set). The report says ``compile_cache`` ("hit", "miss" or "off"),
+    ``compile_seconds`` (import + compile, or the cache load) and ``simulate_seconds`` (wall).
     """
-    graph = load_model(model, fallback, dims)
+    t0 = time.perf_counter()
+    entry, hit = None, "off"
+    options = dict(fallback=fallback, fuse=fuse, buffers=buffers, prefetch=prefetch, resident=resident, dims=dims,
+                   conv_transpose=conv_transpose, msda_tables=msda_tables)
+    cache = cache and dump_after is None and not os.environ.get("NPUSIM_NO_CACHE")
+    key = _cache_key(model, arch, options) if cache else None
+    if key is not None:
+        from . import compile_cache
+
+        entry = compile_cache.load(key)
+        hit = "hit" if entry is not None else "miss"
+    graph, compiled = entry if entry is not None else (load_model(model, fallback, dims), None)
     if inputs is not None:
         inputs = for_model(model_inputs(graph), inputs)
-    compiled = compile_model(graph, arch, dump_after=dump_after, fallback=fallback, fuse=fuse, buffers=buffers,
-                             prefetch=prefetch, resident=resident, conv_transpose=conv_transpose,
-                             msda_tables=msda_tables)
+    if compiled is None:
+        compiled = compile_model(graph, arch, dump_after=dump_after, fallback=fallback, fuse=fuse, buffers=buffers,
+                                 prefetch=prefetch, resident=resident, conv_transpose=conv_transpose,
+                                 msda_tables=msda_tables)
+        if key is not None:
+            compile_cache.store(key, graph, compiled)
+    t1 = time.perf_counter()
     rng = np.random.default_rng(seed)
     if inputs is None:
         inputs = {n: rng.standard_normal(graph.tensor(n).shape).astype(graph.tensor(n).dtype) for n in graph.inputs}
@@ -391,6 +414,7 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
                       serial=serial, progress=progress, limits=limits)
     outputs = {} if timing_only else compiled.read_outputs(result.outputs["ACT"])
     report = model_report(result, compiled)
+    report.update(compile_seconds=t1 - t0, simulate_seconds=time.perf_counter() - t1, compile_cache=hit)
     if validate and not timing_only:
         import onnx
 
@@ -412,6 +436,24 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
         quantized = any(n.op in QUANT_OPS for n in graph.nodes)
         report["validation"] = {name: _compare(outputs[name], refs[name], quantized) for name in outputs}
     return compiled, result, outputs, report
+
+
+def _cache_key(model, arch: Arch, options: dict) -> str | None:
+    """The compile cache's key of an ONNX path or ModelProto (None for a Graph: it has no bytes of its own)."""
+    import onnx
+
+    from .compile_cache import cache_key
+
+    if isinstance(model, onnx.ModelProto):
+        data = model.SerializeToString(deterministic=True)
+    elif isinstance(model, str | os.PathLike):
+        try:
+            data = Path(model).read_bytes()
+        except OSError:   # (load_model says what is wrong with the path)
+            return None
+    else:
+        return None
+    return cache_key(data, arch, options)
 
 
 def _ort_options(graph: Graph):

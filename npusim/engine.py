@@ -17,7 +17,7 @@ import simpy
 
 from isa import UNIT_QUEUES, DeadlockError, Halt, Program, Queue, SimulationError
 from isa.arch import Arch
-from isa.cost import Cost, instr_cost
+from isa.cost import Cost, instr_costs
 from isa.verify import where
 
 from .resources import DramBus, PortPool
@@ -39,7 +39,7 @@ class Engine:
         self.program, self.arch, self.execute = program, arch, execute
         self.env = simpy.Environment()
         n = len(program.instrs)
-        self.costs = costs if costs is not None else [instr_cost(i, arch) for i in program.instrs]
+        self.costs = costs if costs is not None else instr_costs(program.instrs, arch)
         idx = program.sem_index
         qmap = {q: int(q) for q in UNIT_QUEUES} | {Queue.CTRL: CTRL}
         self.qid = [qmap[i.queue] for i in program.instrs]
@@ -110,7 +110,9 @@ class Engine:
         env, queue, st, sems, bus = self.env, self.queues[u], self.stats[u], self.sems, self.bus
         stall = st.stall
         costs, needs, gives, pools, instrs = self.costs, self.needs, self.gives, self.pools, self.program.instrs
-        resource_stalls = self.resource_stalls
+        issue, start, end_at, execute = self.issue, self.start, self.end, self.execute
+        resource_stalls, timeout = self.resource_stalls, env.timeout
+        # (busy, conflict, latency cycles and row outcomes are static: run() adds them up per unit at the end)
         while True:
             if not queue:
                 if self.dispatch_done:
@@ -126,9 +128,9 @@ class Engine:
             if self.space_queue == u:
                 self.space.succeed()
                 self.space_queue = -1
-            t1 = env.now
             need = needs[pc]
             if need and not sems.try_acquire(need):
+                t1 = env.now
                 ev = env.event()
                 sems.block(u, need, ev.succeed)
                 self.blocked[u] = pc
@@ -136,39 +138,33 @@ class Engine:
                 self.blocked[u] = -1
                 stall["semaphore"] += env.now - t1
             now = env.now
-            self.issue[pc] = now
+            issue[pc] = now
             held = pools[pc]
             if held:
                 ready = max([min(p.free_at) for p in held])
                 while ready > now:
                     cause = max(held, key=PortPool.next_free).name
-                    yield env.timeout(ready - now)
+                    yield timeout(ready - now)
                     stall[cause] += env.now - now
                     resource_stalls.append((pc, now, env.now, cause))
                     now = env.now
                     ready = max([min(p.free_at) for p in held])
-                taken = [(p, p.try_acquire(now)) for p in held]
             cost = costs[pc]
             end = now + cost.cycles
             if cost.dram_window:
                 wait = bus.reserve(now + cost.setup, cost.dram_window) - now - cost.setup
-                stall["dram_bandwidth"] += wait
-                stall["dram_latency"] += cost.dram_latency
-                st.row_hits += cost.row_hits
-                st.row_misses += cost.row_misses
-                end += wait
+                if wait:
+                    stall["dram_bandwidth"] += wait
+                    end += wait
             if held:
-                for p, i in taken:
-                    p.free_at[i] = end
-            self.start[pc] = now
-            st.busy += cost.cycles - cost.conflict - cost.dram_latency
-            stall["bank_conflict"] += cost.conflict
-            st.instructions += 1
+                for p in held:
+                    p.hold(end)
+            start[pc] = now
             if end > now:
-                yield env.timeout(end - now)
-            if self.execute is not None:
-                self.execute(pc, instrs[pc])
-            self.end[pc] = end
+                yield timeout(end - now)
+            if execute is not None:
+                execute(pc, instrs[pc])
+            end_at[pc] = end
             if gives[pc]:
                 try:
                     sems.signal(gives[pc])
@@ -208,6 +204,9 @@ class Engine:
         self.dispatch, self.issue, self.start, self.end = (
             np.array(a, np.int64) for a in (self.dispatch, self.issue, self.start, self.end))
         total = int(self.end.max(initial=0))
+        for q, cost in zip(self.qid, self.costs):
+            if q != CTRL:
+                self.stats[q].add_static(cost)
         for st in self.stats:
             st.idle = total - st.busy - sum(st.stall.values())
         return total

@@ -369,54 +369,69 @@ def matmul(acc_buf, a_buf, b_buf, g, m, k, n, acc_row, a_row, acode, bcode, zero
     pa = offsets(shape, _base(g, 1), _strides(g, 1))
     pb = offsets(shape, _base(g, 2), _strides(g, 2))
     npt = pc.size
-    oa = np.empty(npt * m * k, np.int64)  # A[p, r, q]
-    ob = np.empty(npt * n * k, np.int64)  # B transposed: B[p, j, q]
-    for p in range(npt):
-        for r in range(m):
-            for q in range(k):
-                oa[(p * m + r) * k + q] = pa[p] + r * a_row + q * es
-        for j in range(n):
-            for q in range(k):
-                ob[(p * n + j) * k + q] = pb[p] + (q * n + j) * es
-    raw_a, raw_b = gather_at(a_buf, oa, es), gather_at(b_buf, ob, es)
     if zero:
         for p in range(npt):
             for r in range(m):
                 for j in range(n):
                     o = pc[p] + r * acc_row + 4 * j
                     acc_buf[o:o + 4] = 0
-    cell = np.zeros(4, np.uint8)
+    # A's rows are k contiguous elements (A[r, q] at pa + r * a_row + q * es), B of a point k x n contiguous ones
+    # (B[q, j] at pb + (q * n + j) * es): both are read straight from the buffers, B once per run of points that keep
+    # it (the stationary weights), and an ACC row's n elements are summed side by side over q, so the j loop
+    # vectorizes. Each ACC element still adds its k products in order q = 0, 1, ... to its previous value (the same
+    # rounding).
+    row = np.empty(4 * n, np.uint8)   # one output row of ACC (n elements)
+    ka, nb = k * es, k * n * es
+    araw = np.empty(-(-ka // 4) * 4, np.uint8)   # (whole words, so that it has an f32 view)
     if acode >= F16:
-        fa, fb = decode_f32(raw_a, acode), decode_f32(raw_b, bcode)
-        cf, cu = cell.view(np.float32), cell.view(np.uint32)
+        af32 = araw.view(np.float32)
+        fb = decode_f32(b_buf[pb[0]:pb[0] + nb].copy(), bcode)
+        rf, ru = row.view(np.float32), row.view(np.uint32)
         for p in range(npt):
+            if p and pb[p] != pb[p - 1]:
+                fb = decode_f32(b_buf[pb[p]:pb[p] + nb].copy(), bcode)
             for r in range(m):
+                oa = pa[p] + r * a_row
+                araw[:ka] = a_buf[oa:oa + ka]
+                fa = af32 if acode == F32 else decode_f32(araw[:ka].copy(), acode)
+                o = pc[p] + r * acc_row
+                row[:] = acc_buf[o:o + 4 * n]
+                for q in range(k):
+                    x, ib = fa[q], q * n
+                    for j in range(n):
+                        rf[j] += x * fb[ib + j]
                 for j in range(n):
-                    o = pc[p] + r * acc_row + 4 * j
-                    cell[:] = acc_buf[o:o + 4]
-                    s = cf[0]
-                    ia, ib = (p * m + r) * k, (p * n + j) * k
-                    for q in range(k):
-                        s += fa[ia + q] * fb[ib + q]
-                    if s != s:
-                        cu[0] = F32_NAN_BITS
-                    else:
-                        cf[0] = s
-                    acc_buf[o:o + 4] = cell
+                    if rf[j] != rf[j]:
+                        ru[j] = F32_NAN_BITS
+                acc_buf[o:o + 4 * n] = row
     else:
-        ia64, ib64 = decode_i64(raw_a, acode), decode_i64(raw_b, bcode)
-        ci = cell.view(np.int32)
+        ai8 = araw.view(np.int8)
+        ia64 = np.empty(k, np.int64)
+        ib64 = decode_i64(b_buf[pb[0]:pb[0] + nb].copy(), bcode)
+        ri = row.view(np.int32)
+        t = np.empty(n, np.int64)
         for p in range(npt):
+            if p and pb[p] != pb[p - 1]:
+                ib64 = decode_i64(b_buf[pb[p]:pb[p] + nb].copy(), bcode)
             for r in range(m):
-                for j in range(n):
-                    o = pc[p] + r * acc_row + 4 * j
-                    cell[:] = acc_buf[o:o + 4]
-                    t = np.int64(ci[0])
-                    ia, ib = (p * m + r) * k, (p * n + j) * k
+                oa = pa[p] + r * a_row
+                araw[:ka] = a_buf[oa:oa + ka]
+                if acode == I8:
                     for q in range(k):
-                        t += ia64[ia + q] * ib64[ib + q]
-                    ci[0] = np.int32(t)  # wraps
-                    acc_buf[o:o + 4] = cell
+                        ia64[q] = ai8[q]
+                else:
+                    ia64[:] = decode_i64(araw[:ka].copy(), acode)
+                o = pc[p] + r * acc_row
+                row[:] = acc_buf[o:o + 4 * n]
+                for j in range(n):
+                    t[j] = ri[j]
+                for q in range(k):
+                    x, ib = ia64[q], q * n
+                    for j in range(n):
+                        t[j] += x * ib64[ib + j]
+                for j in range(n):
+                    ri[j] = np.int32(t[j])  # wraps
+                acc_buf[o:o + 4 * n] = row
 
 
 # ---------------------------------------------------------------- VPU

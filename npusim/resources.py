@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 
 class PortPool:
     """``n`` identical ports (SRAM ports, DMA channels); each is held from acquisition until a known end cycle."""
@@ -12,14 +10,11 @@ class PortPool:
         self.name = name
         self.free_at = [0] * n
 
-    def try_acquire(self, now: int) -> int:
-        """Index of a free port, marked held (the caller sets ``free_at[i]`` to its end cycle), or -1."""
+    def hold(self, end: int) -> None:
+        """Hold a port until cycle ``end``: the earliest-free one (the caller has seen that one is free now; which
+        of several free ports it takes changes nothing later, as all are free from now on)."""
         free = self.free_at
-        for i, t in enumerate(free):
-            if t <= now:
-                free[i] = math.inf
-                return i
-        return -1
+        free[free.index(min(free))] = end
 
     def next_free(self) -> int:
         """Cycle at which the earliest busy port frees (a retry time)."""

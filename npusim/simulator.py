@@ -21,7 +21,7 @@ from isa import (
     VerifyError,
 )
 from isa.arch import Arch
-from isa.cost import FREE, instr_cost
+from isa.cost import FREE, instr_costs
 from isa.verify import verify, where
 
 from .engine import Engine, check_max_cycles
@@ -101,8 +101,9 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
     if limits is not None:
         n = len(program.instrs)
         limits.check(f"simulating {n:,} instruction{'s' * (n != 1)}", *program_work(program, arch), timing_only)
-    costs = [FREE if ideal_memory and i.queue in (Queue.DMA_LD, Queue.DMA_ST) else instr_cost(i, arch)
-             for i in program.instrs]
+    costs = instr_costs(program.instrs, arch)
+    if ideal_memory:
+        costs = [FREE if i.queue in (Queue.DMA_LD, Queue.DMA_ST) else c for i, c in zip(program.instrs, costs)]
     check_cycles(costs)
     mem = None if timing_only else load_inputs(program, arch, inputs)
     execute = None

@@ -1,0 +1,99 @@
+"""The disk compile cache (npusim.compile_cache): a hit loads the same compiled model and gives the same cycles, every
+part of the key separates entries, a bad entry is a miss, and `npusim run` says which it was."""
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+
+from compiler.builder import GraphBuilder, to_onnx
+from isa.arch import load_arch
+from isa.asm import format_program
+from npusim import compile_cache
+from npusim.cli import main
+from npusim.driver import run_model
+
+
+def _model() -> onnx.ModelProto:
+    b = GraphBuilder("cached")
+    x = b.input("x", (1, 8, 6, 6))
+    w = np.random.default_rng(0).standard_normal((8, 8, 3, 3)).astype(np.float32)
+    b.output(b.relu(b.conv(x, w, pads=1, name="conv"), name="y"))
+    return to_onnx(b.build())
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("NPUSIM_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("NPUSIM_NO_CACHE", raising=False)
+    return tmp_path / "cache"
+
+
+def test_second_run_loads_the_same_program_and_gives_the_same_cycles(cache):
+    model, arch = _model(), load_arch("edge16")
+    c1, r1, out1, rep1 = run_model(model, arch)
+    c2, r2, out2, rep2 = run_model(model, arch)
+    assert (rep1["compile_cache"], rep2["compile_cache"]) == ("miss", "hit")
+    assert format_program(c2.program) == format_program(c1.program) and (c2.weights == c1.weights).all()
+    assert r2.cycles == r1.cycles and list(out1) == list(out2) and all((out2[k] == out1[k]).all() for k in out1)
+    assert len(list(cache.glob("*.pkl"))) == 1
+    assert rep2["compile_seconds"] >= 0 and rep2["simulate_seconds"] > 0
+
+
+def test_arch_options_and_model_bytes_each_separate_entries(cache):
+    model, arch = _model(), load_arch("edge16")
+    run_model(model, arch, timing_only=True)
+    assert run_model(model, arch.with_overrides(["dram.latency=121"]), timing_only=True)[3]["compile_cache"] == "miss"
+    assert run_model(model, arch, timing_only=True, prefetch=False)[3]["compile_cache"] == "miss"
+    other = _model()
+    other.graph.name = "renamed"
+    assert run_model(other, arch, timing_only=True)[3]["compile_cache"] == "miss"
+    assert run_model(model, arch, timing_only=True)[3]["compile_cache"] == "hit"
+    assert len(list(cache.glob("*.pkl"))) == 4
+
+
+def test_opting_out_and_graphs_never_touch_the_cache(cache, monkeypatch):
+    model, arch = _model(), load_arch("edge16")
+    assert run_model(model, arch, timing_only=True, cache=False)[3]["compile_cache"] == "off"
+    from npusim.driver import load_model
+
+    assert run_model(load_model(model), arch, timing_only=True)[3]["compile_cache"] == "off"
+    monkeypatch.setenv("NPUSIM_NO_CACHE", "1")
+    assert run_model(model, arch, timing_only=True)[3]["compile_cache"] == "off"
+    assert not cache.exists()
+
+
+def test_a_corrupt_or_foreign_entry_is_a_miss_and_is_rewritten(cache):
+    model, arch = _model(), load_arch("edge16")
+    run_model(model, arch, timing_only=True)
+    (entry,) = cache.glob("*.pkl")
+    for junk in (b"not a pickle", b""):
+        entry.write_bytes(junk)
+        assert compile_cache.load(entry.stem) is None
+        assert run_model(model, arch, timing_only=True)[3]["compile_cache"] == "miss"
+        assert run_model(model, arch, timing_only=True)[3]["compile_cache"] == "hit"
+
+
+def test_an_unwritable_cache_directory_still_runs(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("NPUSIM_CACHE_DIR", str(blocker / "cache"))   # a directory under a file cannot be made
+    monkeypatch.delenv("NPUSIM_NO_CACHE", raising=False)
+    for _ in range(2):
+        assert run_model(_model(), load_arch("edge16"), timing_only=True)[3]["compile_cache"] == "miss"
+
+
+def test_cli_run_says_when_it_used_the_cache(cache, tmp_path, capsys):
+    path = tmp_path / "m.onnx"
+    onnx.save(_model(), path)
+    lines = []
+    for extra in ([], [], ["--no-cache"]):
+        assert main(["run", str(path), "--arch", "edge16", "--timing-only", *extra]) == 0
+        lines.append([ln for ln in capsys.readouterr().out.splitlines() if "simulated in" in ln][0])
+    assert lines[0].startswith("compiled, now in the compile cache in ")
+    assert lines[1].startswith("loaded from the compile cache in ")
+    assert lines[2].startswith("compiled in ")
+    assert main(["run", str(path), "--arch", "edge16", "--timing-only", "--json", "-"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["compile_cache"] == "hit" and report["compile_seconds"] > 0 and report["simulate_seconds"] > 0
