@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -558,12 +559,29 @@ def _onnx_attrs(attrs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+@cache
+def _onnx_attributes(op: str, domain: str) -> frozenset[str]:
+    """The attribute names ONNX's schema gives ``op`` (empty for an op it does not know)."""
+    import onnx
+
+    try:
+        return frozenset(onnx.defs.get_schema(op, domain=domain).attributes)
+    except onnx.defs.SchemaError:
+        return frozenset()
+
+
+def fused_steps(node: Node) -> dict[str, Any]:
+    """What the fusion passes put into ``node`` (:data:`compiler.ir.FUSED_ATTRS`), without the ONNX attributes of
+    the same name: LRN's and Shrink's ``bias`` is a number of the op, not a fused bias Add."""
+    own = _onnx_attributes(node.op, node.domain or "")
+    return {k: node.attrs[k] for k in FUSED_ATTRS if k in node.attrs and k not in own}
+
+
 def _as_imported(node: Node) -> bool:
     """Whether ``node`` is still exactly the ONNX node it was imported from (no pass rewired or fused it)."""
     s = node.source
     return (s is not None and s.op_type == node.op and (s.domain or "") == (node.domain or "")
-            and tuple(s.input) == node.inputs and tuple(s.output) == node.outputs
-            and not any(a in node.attrs for a in FUSED_ATTRS))
+            and tuple(s.input) == node.inputs and tuple(s.output) == node.outputs and not fused_steps(node))
 
 
 def _onnx_nodes(node: Node, graph: Graph, opset: int, consts: list) -> list:
@@ -589,7 +607,9 @@ def _onnx_nodes(node: Node, graph: Graph, opset: int, consts: list) -> list:
         return f"{node.name}/{suffix}"
 
     dt = graph.tensors[node.outputs[0]].dtype if node.outputs[0] in graph.tensors else None
-    fused = {k: attrs.pop(k) for k in FUSED_ATTRS if k in attrs}
+    fused = fused_steps(node)
+    for k in fused:
+        del attrs[k]
     if fused:   # the op, then its fused steps (divisor, bias, residual, activation) through intermediate tensors
         out, p = node.outputs[0], node.name + "/"
         extra = inputs[2:4] + ["", ""]

@@ -62,6 +62,23 @@ def test_host_ops_validate_against_onnxruntime_and_show_in_the_report():
     assert report["units"]["host"]["busy_cycles"] == sum(int(result.end[p] - result.start[p]) for p in pcs)
 
 
+@pytest.mark.parametrize("node", [
+    helper.make_node("LRN", ["a"], ["y"], size=3, alpha=1e-3, beta=0.75, bias=2.0, name="lrn"),
+    helper.make_node("Shrink", ["a"], ["y"], bias=0.25, lambd=0.5, name="shrink"),
+])
+def test_a_host_op_whose_onnx_attribute_is_named_like_a_fused_step(node):
+    """LRN's (and Shrink's) ``bias`` attribute was taken for a fused bias Add: the host's model was written as the
+    op plus an Add of an empty input, which onnxruntime refused (light/bvlc_alexnet, zfnet512, inception_v1)."""
+    rng = np.random.default_rng(2)
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["a"], name="relu"), node], "lrn",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 5, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 5, 5])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    x = rng.standard_normal((1, 8, 5, 5)).astype(np.float32)
+    _, _, out, report = run_model(m, load_arch("edge16"), {"x": x}, validate=True)
+    assert [h["op"] for h in report["host_ops"]] == [node.op_type] and report["validation"]["y"]["ok"]
+
+
 def test_a_lowering_that_refuses_an_attribute_falls_back_without_leftovers():
     # a Conv whose weights are computed: the registry's check refuses it before lowering (no channels-last
     # conversion is emitted for it) and the host reads the tensor where it is
