@@ -29,10 +29,12 @@ METRICS: dict[str, tuple[Callable[[dict], Any], str]] = {
     "power_w": (lambda r: r["energy"]["average_power_w"], "W, energy / time at the Arch's clock"),
     "edp_js": (lambda r: r["energy"]["edp_js"], "J·s, energy x time"),
     "area_mm2": (lambda r: r["area"]["total_mm2"], "mm², matrix + vector + SPM + ACC"),
+    "host_ops": (lambda r: len(r.get("host_ops", ())), "nodes run on the host CPU, e.g. a layer no tiling of this "
+                 "Arch fits (0: the whole workload on the NPU)"),
 }
 """The metric columns of a sweep row: name -> (how to read it from the run report, unit). A metric every run
 report carries is one line here."""
-INTEGER_METRICS = ("cycles", "dram_bytes", "macs")
+INTEGER_METRICS = ("cycles", "dram_bytes", "macs", "host_ops")
 RESULTS = ("results.csv", "results.parquet")
 LOCAL, SYNCHRONOUS = "local", "synchronous"
 PROTOCOLS = ("tcp://", "tls://", "inproc://", "ucx://", "ws://", "wss://")

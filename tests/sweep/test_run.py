@@ -70,6 +70,17 @@ def test_every_row_is_the_point_run_alone_and_points_that_cannot_run_are_error_r
         assert row["power_w"] == pytest.approx(row["energy_pj"] * 1e-12 / row["time_s"])
         assert row["edp_js"] == pytest.approx(row["energy_pj"] * 1e-12 * row["time_s"])
         assert row["area_mm2"] == res.to_dict(instructions=False)["area"]["total_mm2"] > 0
+        assert row["host_ops"] == (0 if row["workload"].startswith("gemm") else len(report["host_ops"]))
+
+
+def test_a_point_whose_layer_runs_on_the_host_says_so():
+    """On 32x32 with 256 KiB of SPM no tiling of ResNet-18's 7x7 stem (C=3 in a 32-row channel block) fits, so it
+    runs on the host CPU: the row counts it, so a front need not be read as the NPU's."""
+    stem = {"zoo": "resnet18"}
+    df = sweep({"arch": "mid32", "grid": {"spm.size": [262144, 1048576]}, "workloads": [stem]},
+               scheduler="synchronous")
+    assert list(df["host_ops"]) == [1, 0] and df["error"].isna().all()
+    assert df["cycles"][0] > 2 * df["cycles"][1]
 
 
 def test_an_arch_that_does_not_exist_is_an_error_row_not_a_failed_sweep():
