@@ -38,19 +38,30 @@ class Engine:
                  progress: Callable[[int, int, int], None] | None = None):
         self.program, self.arch, self.execute = program, arch, execute
         self.env = simpy.Environment()
-        n = len(program.instrs)
-        self.costs = costs if costs is not None else instr_costs(program.instrs, arch)
+        instrs = program.instrs
+        n = len(instrs)
+        self.costs = costs = costs if costs is not None else instr_costs(instrs, arch)
+        qof = {q: int(q) for q in UNIT_QUEUES} | {Queue.CTRL: CTRL}
+        self.qid = qid = [qof[i.queue] for i in instrs]
         idx = program.sem_index
-        qmap = {q: int(q) for q in UNIT_QUEUES} | {Queue.CTRL: CTRL}
-        self.qid = [qmap[i.queue] for i in program.instrs]
-        self.needs = [tuple([(idx[o.name], o.count) for o in i.waits]) if i.waits else () for i in program.instrs]
-        self.gives = [tuple([(idx[o.name], o.count) for o in i.signals]) if i.signals else ()
-                      for i in program.instrs]
+
+        def sem_ops(ops) -> tuple[tuple[int, int], ...]:
+            return tuple([(idx[o.name], o.count) for o in ops]) if ops else ()
+
+        self.needs = [sem_ops(i.waits) for i in instrs]
         self.sems = SemaphoreFile([s.name for s in program.sems], [s.init for s in program.sems])
         spm, acc = PortPool("sram_port", arch.spm.ports), PortPool("sram_port", arch.acc.ports)
         channels = PortPool("dma_channel", arch.dma.channels)
-        self.pools = [((channels,) if q in (0, 1) else ()) + ((spm,) if c.spm_bytes else ())
-                      + ((acc,) if c.acc_bytes else ()) for q, c in zip(self.qid, self.costs)]
+        pools_memo: dict[tuple[int, bool, bool], tuple[PortPool, ...]] = {}
+        # per pc, what a unit reads to run it: (semaphore needs, port pools held, cycles, setup, DRAM window, gives)
+        self.steps = steps = []
+        for q, c, need, i in zip(qid, costs, self.needs, instrs):
+            key = (q, c.spm_bytes > 0, c.acc_bytes > 0)
+            held = pools_memo.get(key)
+            if held is None:
+                held = pools_memo[key] = (((channels,) if q in (0, 1) else ()) + ((spm,) if key[1] else ())
+                                          + ((acc,) if key[2] else ()))
+            steps.append((need, held, c.cycles, c.setup, c.dram_window, sem_ops(i.signals)))
         self.bus = DramBus()
         self.queues = [deque() for _ in UNIT_QUEUES]
         self.stats = [UnitStats(UNIT_NAMES[q]) for q in UNIT_QUEUES]
@@ -65,8 +76,8 @@ class Engine:
         self.dispatch_done = False
         self.outstanding = 0
         self.gaps: list[list] = []               # dispatcher blocked intervals [start, end|None, cause, pc]
-        self.last_pc = [max((pc for pc, q in enumerate(self.qid) if q == u), default=-1)
-                        for u in range(len(UNIT_QUEUES))]
+        backwards = qid[::-1]
+        self.last_pc = [n - 1 - backwards.index(u) if u in qid else -1 for u in range(len(UNIT_QUEUES))]
         self.progress = progress
 
     # ------------------------------------------------------------------------------------------------ processes
@@ -108,10 +119,10 @@ class Engine:
 
     def _unit(self, u: int):
         env, queue, st, sems, bus = self.env, self.queues[u], self.stats[u], self.sems, self.bus
-        stall = st.stall
-        costs, needs, gives, pools, instrs = self.costs, self.needs, self.gives, self.pools, self.program.instrs
+        stall, steps, instrs = st.stall, self.steps, self.program.instrs
         issue, start, end_at, execute = self.issue, self.start, self.end, self.execute
-        resource_stalls, timeout = self.resource_stalls, env.timeout
+        resource_stalls, timeout, try_acquire, popleft = self.resource_stalls, env.timeout, sems.try_acquire, \
+            queue.popleft
         # (busy, conflict, latency cycles and row outcomes are static: run() adds them up per unit at the end)
         while True:
             if not queue:
@@ -124,12 +135,12 @@ class Engine:
                 self._account_starvation(u, t0, env.now)
                 if not queue:
                     return
-            pc = queue.popleft()
+            pc = popleft()
             if self.space_queue == u:
                 self.space.succeed()
                 self.space_queue = -1
-            need = needs[pc]
-            if need and not sems.try_acquire(need):
+            need, held, cycles, setup, window, give = steps[pc]
+            if need and not try_acquire(need):
                 t1 = env.now
                 ev = env.event()
                 sems.block(u, need, ev.succeed)
@@ -139,20 +150,21 @@ class Engine:
                 stall["semaphore"] += env.now - t1
             now = env.now
             issue[pc] = now
-            held = pools[pc]
             if held:
-                ready = max([min(p.free_at) for p in held])
+                ready = 0
+                for p in held:
+                    if p.earliest > ready:
+                        ready = p.earliest
                 while ready > now:
                     cause = max(held, key=PortPool.next_free).name
                     yield timeout(ready - now)
                     stall[cause] += env.now - now
                     resource_stalls.append((pc, now, env.now, cause))
                     now = env.now
-                    ready = max([min(p.free_at) for p in held])
-            cost = costs[pc]
-            end = now + cost.cycles
-            if cost.dram_window:
-                wait = bus.reserve(now + cost.setup, cost.dram_window) - now - cost.setup
+                    ready = max([p.earliest for p in held])
+            end = now + cycles
+            if window:
+                wait = bus.reserve(now + setup, window) - now - setup
                 if wait:
                     stall["dram_bandwidth"] += wait
                     end += wait
@@ -165,9 +177,9 @@ class Engine:
             if execute is not None:
                 execute(pc, instrs[pc])
             end_at[pc] = end
-            if gives[pc]:
+            if give:
                 try:
-                    sems.signal(gives[pc])
+                    sems.signal(give)
                 except SimulationError as e:
                     raise SimulationError(f"{where(pc, instrs[pc])} at cycle {end}: {e}") from None
             self.outstanding -= 1
@@ -204,9 +216,12 @@ class Engine:
         self.dispatch, self.issue, self.start, self.end = (
             np.array(a, np.int64) for a in (self.dispatch, self.issue, self.start, self.end))
         total = int(self.end.max(initial=0))
+        per_unit: list[list[Cost]] = [[] for _ in UNIT_QUEUES]
         for q, cost in zip(self.qid, self.costs):
             if q != CTRL:
-                self.stats[q].add_static(cost)
+                per_unit[q].append(cost)
+        for st, unit_costs in zip(self.stats, per_unit):
+            st.add_statics(unit_costs)
         for st in self.stats:
             st.idle = total - st.busy - sum(st.stall.values())
         return total

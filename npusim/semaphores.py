@@ -36,6 +36,8 @@ class SemaphoreFile:
             if count[i] > SEM_MAX:
                 raise SimulationError(f"semaphore {self.names[i]} reaches {count[i]} > {SEM_MAX}: its producer ran "
                                       f"ahead of its consumer; bound it with an 'empty' semaphore the consumer signals")
+        if not self.waiters:
+            return
         for unit, (needs, wake) in list(self.waiters.items()):
             if self.try_acquire(needs):
                 del self.waiters[unit]
