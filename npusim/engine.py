@@ -18,6 +18,7 @@ import simpy
 from isa import UNIT_QUEUES, DeadlockError, Halt, Program, Queue, SimulationError
 from isa.arch import Arch
 from isa.cost import Cost, instr_costs
+from isa.program import SEM_MAX
 from isa.verify import where
 
 from .resources import DramBus, PortPool
@@ -46,22 +47,24 @@ class Engine:
         idx = program.sem_index
 
         def sem_ops(ops) -> tuple[tuple[int, int], ...]:
-            return tuple([(idx[o.name], o.count) for o in ops]) if ops else ()
+            if len(ops) == 1:
+                return ((idx[ops[0].name], ops[0].count),)
+            return tuple([(idx[o.name], o.count) for o in ops])
 
-        self.needs = [sem_ops(i.waits) for i in instrs]
         self.sems = SemaphoreFile([s.name for s in program.sems], [s.init for s in program.sems])
         spm, acc = PortPool("sram_port", arch.spm.ports), PortPool("sram_port", arch.acc.ports)
         channels = PortPool("dma_channel", arch.dma.channels)
-        pools_memo: dict[tuple[int, bool, bool], tuple[PortPool, ...]] = {}
+        pools = {(q, s, a): ((channels,) if q in (0, 1) else ()) + ((spm,) if s else ()) + ((acc,) if a else ())
+                 for q in (CTRL, *map(int, UNIT_QUEUES)) for s in (False, True) for a in (False, True)}
         # per pc, what a unit reads to run it: (semaphore needs, port pools held, cycles, setup, DRAM window, gives)
         self.steps = steps = []
-        for q, c, need, i in zip(qid, costs, self.needs, instrs):
-            key = (q, c.spm_bytes > 0, c.acc_bytes > 0)
-            held = pools_memo.get(key)
-            if held is None:
-                held = pools_memo[key] = (((channels,) if q in (0, 1) else ()) + ((spm,) if key[1] else ())
-                                          + ((acc,) if key[2] else ()))
-            steps.append((need, held, c.cycles, c.setup, c.dram_window, sem_ops(i.signals)))
+        self.needs = needs = []
+        for q, c, i in zip(qid, costs, instrs):
+            w, g = i.waits, i.signals
+            need = sem_ops(w) if w else ()
+            needs.append(need)
+            steps.append((need, pools[q, c.spm_bytes > 0, c.acc_bytes > 0], c.cycles, c.setup, c.dram_window,
+                          sem_ops(g) if g else ()))
         self.bus = DramBus()
         self.queues = [deque() for _ in UNIT_QUEUES]
         self.stats = [UnitStats(UNIT_NAMES[q]) for q in UNIT_QUEUES]
@@ -80,14 +83,16 @@ class Engine:
         backwards = qid[::-1]
         self.last_pc = [n - 1 - backwards.index(u) if u in qid else -1 for u in range(len(UNIT_QUEUES))]
         self.progress = progress
+        self.dispatcher_state = (self.env, arch.queues.depth, instrs, qid, self.queues, self.dispatch, self.work,
+                                 self.gaps)
 
     # ------------------------------------------------------------------------------------------------ processes
     def _dispatch(self) -> None:
         """Dispatch in program order from ``dispatch_pc`` until a queue is full, a barrier waits for the units to
         drain, or the program ends. Not a process: whoever makes room (a unit's pop or last retire) resumes it, through
         an event (``_wake``) or, when that event would be the next thing to happen at this cycle, directly."""
-        env, depth, instrs, qid, queues = self.env, self.arch.queues.depth, self.program.instrs, self.qid, self.queues
-        dispatch, work, gaps, now = self.dispatch, self.work, self.gaps, env.now
+        env, depth, instrs, qid, queues, dispatch, work, gaps = self.dispatcher_state
+        now = env.now
         pc, n = self.dispatch_pc, len(qid)
         if self.gap_open:  # resumed: close the gap it opened when it blocked
             gaps[-1][1] = now
@@ -146,8 +151,8 @@ class Engine:
         env, queue, st, sems, bus = self.env, self.queues[u], self.stats[u], self.sems, self.bus
         stall, steps, instrs = st.stall, self.steps, self.program.instrs
         issue, start, end_at, execute = self.issue, self.start, self.end, self.execute
-        resource_stalls, timeout, try_acquire, popleft = self.resource_stalls, env.timeout, sems.try_acquire, \
-            queue.popleft
+        resource_stalls, timeout, popleft = self.resource_stalls, env.timeout, queue.popleft
+        count, waiters = sems.count, sems.waiters  # semaphores taken and given inline: this is the hot loop
         heap = env._queue  # SimPy's event heap of (cycle, priority, id, event): is anything else due this cycle?
         pending = False    # the dispatcher is to run at this unit's next yield
         # (busy, conflict, latency cycles and row outcomes are static: run() adds them up per unit at the end)
@@ -173,7 +178,15 @@ class Engine:
                 else:
                     self.space_queue = -1
                     self._wake_later()
-            if need and not try_acquire(need):
+            if need:
+                for i, k in need:
+                    if count[i] < k:
+                        break
+                else:
+                    for i, k in need:
+                        count[i] -= k
+                    need = ()
+            if need:  # not all available: wait for them
                 t1 = env.now
                 ev = env.event()
                 sems.block(u, need, ev.succeed)
@@ -208,22 +221,29 @@ class Engine:
                     stall["dram_bandwidth"] += wait
                     end += wait
             if held:
-                for p in held:
-                    p.hold(end)
+                for p in held:  # PortPool.hold
+                    free = p.free_at
+                    free[free.index(p.earliest)] = end
+                    p.earliest = min(free)
             start[pc] = now
             if pending:
                 pending = False
                 self._dispatch()
             if end > now:
-                yield timeout(end - now)
+                if heap and heap[0][0] <= end:
+                    yield timeout(end - now)
+                else:  # nothing else is due before this retire: its timeout would be the next event, so skip it
+                    env._now = end
             if execute is not None:
                 execute(pc, instrs[pc])
             end_at[pc] = end
             if give:
-                try:
-                    sems.signal(give)
-                except SimulationError as e:
-                    raise SimulationError(f"{where(pc, instrs[pc])} at cycle {end}: {e}") from None
+                for i, k in give:
+                    count[i] += k
+                    if count[i] > SEM_MAX:
+                        raise SimulationError(f"{where(pc, instrs[pc])} at cycle {end}: {sems.overflow(i)}")
+                if waiters:
+                    sems.wake()
             self.outstanding -= 1
             if not self.outstanding and self.draining:
                 self.draining = False
