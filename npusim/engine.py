@@ -1,8 +1,10 @@
 """The discrete-event model: a dispatcher feeding four in-order unit queues, one SimPy process per unit.
 
 Events happen per instruction, never per cycle: a unit that finds its queue, semaphores and resources ready costs
-one timeout event per instruction. Static costs come from :mod:`isa.cost`; this module adds what depends on other
-units: semaphore waits, full queues, barriers, DMA channel and SRAM port contention, and the shared DRAM bus.
+at most one timeout event per instruction (none when its retire is the next event due: it moves the clock itself).
+The dispatcher is not a process: the unit that makes room in a full queue resumes it, through an event or directly
+when that event would be the next one due. Static costs come from :mod:`isa.cost`; this module adds what depends on
+other units: semaphore waits, full queues, barriers, DMA channel and SRAM port contention, and the shared DRAM bus.
 """
 
 from __future__ import annotations
