@@ -1,8 +1,10 @@
 """The discrete-event model: a dispatcher feeding four in-order unit queues, one SimPy process per unit.
 
 Events happen per instruction, never per cycle: a unit that finds its queue, semaphores and resources ready costs
-one timeout event per instruction. Static costs come from :mod:`isa.cost`; this module adds what depends on other
-units: semaphore waits, full queues, barriers, DMA channel and SRAM port contention, and the shared DRAM bus.
+at most one timeout event per instruction (none when its retire is the next event due: it moves the clock itself).
+The dispatcher is not a process: the unit that makes room in a full queue resumes it, through an event or directly
+when that event would be the next one due. Static costs come from :mod:`isa.cost`; this module adds what depends on
+other units: semaphore waits, full queues, barriers, DMA channel and SRAM port contention, and the shared DRAM bus.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import simpy
 from isa import UNIT_QUEUES, DeadlockError, Halt, Program, Queue, SimulationError
 from isa.arch import Arch
 from isa.cost import Cost, instr_costs
+from isa.program import SEM_MAX
 from isa.verify import where
 
 from .resources import DramBus, PortPool
@@ -38,19 +41,32 @@ class Engine:
                  progress: Callable[[int, int, int], None] | None = None):
         self.program, self.arch, self.execute = program, arch, execute
         self.env = simpy.Environment()
-        n = len(program.instrs)
-        self.costs = costs if costs is not None else instr_costs(program.instrs, arch)
+        instrs = program.instrs
+        n = len(instrs)
+        self.costs = costs = costs if costs is not None else instr_costs(instrs, arch)
+        qof = {q: int(q) for q in UNIT_QUEUES} | {Queue.CTRL: CTRL}
+        self.qid = qid = [qof[i.queue] for i in instrs]
         idx = program.sem_index
-        qmap = {q: int(q) for q in UNIT_QUEUES} | {Queue.CTRL: CTRL}
-        self.qid = [qmap[i.queue] for i in program.instrs]
-        self.needs = [tuple([(idx[o.name], o.count) for o in i.waits]) if i.waits else () for i in program.instrs]
-        self.gives = [tuple([(idx[o.name], o.count) for o in i.signals]) if i.signals else ()
-                      for i in program.instrs]
+
+        def sem_ops(ops) -> tuple[tuple[int, int], ...]:
+            if len(ops) == 1:
+                return ((idx[ops[0].name], ops[0].count),)
+            return tuple([(idx[o.name], o.count) for o in ops])
+
         self.sems = SemaphoreFile([s.name for s in program.sems], [s.init for s in program.sems])
         spm, acc = PortPool("sram_port", arch.spm.ports), PortPool("sram_port", arch.acc.ports)
         channels = PortPool("dma_channel", arch.dma.channels)
-        self.pools = [((channels,) if q in (0, 1) else ()) + ((spm,) if c.spm_bytes else ())
-                      + ((acc,) if c.acc_bytes else ()) for q, c in zip(self.qid, self.costs)]
+        pools = {(q, s, a): ((channels,) if q in (0, 1) else ()) + ((spm,) if s else ()) + ((acc,) if a else ())
+                 for q in (CTRL, *map(int, UNIT_QUEUES)) for s in (False, True) for a in (False, True)}
+        # per pc, what a unit reads to run it: (semaphore needs, port pools held, cycles, setup, DRAM window, gives)
+        self.steps = steps = []
+        self.needs = needs = []
+        for q, c, i in zip(qid, costs, instrs):
+            w, g = i.waits, i.signals
+            need = sem_ops(w) if w else ()
+            needs.append(need)
+            steps.append((need, pools[q, c.spm_bytes > 0, c.acc_bytes > 0], c.cycles, c.setup, c.dram_window,
+                          sem_ops(g) if g else ()))
         self.bus = DramBus()
         self.queues = [deque() for _ in UNIT_QUEUES]
         self.stats = [UnitStats(UNIT_NAMES[q]) for q in UNIT_QUEUES]
@@ -58,60 +74,89 @@ class Engine:
         self.resource_stalls: list[tuple[int, int, int, str]] = []  # (pc, from, to, cause) between issue and start
         self.work: list[simpy.Event | None] = [None] * len(UNIT_QUEUES)
         self.blocked = [-1] * len(UNIT_QUEUES)   # pc a unit's head waits on semaphores with, or -1
-        self.space: simpy.Event | None = None     # the dispatcher waits for room in a full queue
-        self.space_queue = -1
-        self.drain: simpy.Event | None = None     # the dispatcher waits for every dispatched instruction to retire
+        self.space_queue = -1                     # the dispatcher waits for room in this full queue, or -1
+        self.draining = False                     # the dispatcher waits for every dispatched instruction to retire
+        self.waking = False                       # an event to resume the dispatcher is scheduled
+        self.gap_open = False                     # the last of ``gaps`` is the dispatcher's current block
         self.dispatch_pc = 0
         self.dispatch_done = False
         self.outstanding = 0
         self.gaps: list[list] = []               # dispatcher blocked intervals [start, end|None, cause, pc]
-        self.last_pc = [max((pc for pc, q in enumerate(self.qid) if q == u), default=-1)
-                        for u in range(len(UNIT_QUEUES))]
+        backwards = qid[::-1]
+        self.last_pc = [n - 1 - backwards.index(u) if u in qid else -1 for u in range(len(UNIT_QUEUES))]
         self.progress = progress
+        self.dispatcher_state = (self.env, arch.queues.depth, instrs, qid, self.queues, self.dispatch, self.work,
+                                 self.gaps)
 
     # ------------------------------------------------------------------------------------------------ processes
-    def _dispatcher(self):
-        env, depth, instrs = self.env, self.arch.queues.depth, self.program.instrs
-        for pc, q in enumerate(self.qid):
-            self.dispatch_pc = pc
+    def _dispatch(self) -> None:
+        """Dispatch in program order from ``dispatch_pc`` until a queue is full, a barrier waits for the units to
+        drain, or the program ends. Not a process: whoever makes room (a unit's pop or last retire) resumes it, through
+        an event (``_wake``) or, when that event would be the next thing to happen at this cycle, directly."""
+        env, depth, instrs, qid, queues, dispatch, work, gaps = self.dispatcher_state
+        now = env.now
+        pc, n = self.dispatch_pc, len(qid)
+        if self.gap_open:  # resumed: close the gap it opened when it blocked
+            gaps[-1][1] = now
+            self.gap_open = False
+        self.space_queue = -1
+        while pc < n:
+            q = qid[pc]
             if q == CTRL:
                 if self.outstanding:
-                    self.drain = env.event()
-                    halt = isinstance(instrs[pc], Halt)  # draining at the end is not a stall
-                    if not halt:
-                        self.gaps.append([env.now, None, "barrier", pc])
-                    yield self.drain
-                    if not halt:
-                        self.gaps[-1][1] = env.now
-                    self.drain = None
+                    if not isinstance(instrs[pc], Halt):  # draining at the end is not a stall
+                        gaps.append([now, None, "barrier", pc])
+                        self.gap_open = True
+                    self.dispatch_pc, self.draining = pc, True
+                    return
                 if isinstance(instrs[pc], Halt):
                     break
+                pc += 1
                 continue
-            queue = self.queues[q]
+            queue = queues[q]
             if len(queue) >= depth:
-                self.space, self.space_queue = env.event(), q
-                self.gaps.append([env.now, None, "queue_full", pc])
-                yield self.space
-                self.gaps[-1][1] = env.now
-                self.space, self.space_queue = None, -1
+                gaps.append([now, None, "queue_full", pc])
+                self.gap_open = True
+                self.dispatch_pc, self.space_queue = pc, q
+                return
             queue.append(pc)
-            self.dispatch[pc] = env.now
+            dispatch[pc] = now
             self.outstanding += 1
-            work = self.work[q]
-            if work is not None and not work.triggered:
-                work.succeed()
-        self.dispatch_pc = len(self.qid)
+            w = work[q]
+            if w is not None and not w.triggered:
+                w.succeed()
+            pc += 1
+        self.dispatch_pc = n
         self.dispatch_done = True
-        for work in self.work:
-            if work is not None and not work.triggered:
-                work.succeed()
+        for w in work:
+            if w is not None and not w.triggered:
+                w.succeed()
+
+    def _wake_later(self) -> None:
+        """Resume the dispatcher through an event at this cycle, after what is already scheduled."""
+        ev = self.env.event()
+        ev.callbacks.append(self._wake)
+        ev.succeed()
+        self.waking = True
+
+    def _wake(self, _event) -> None:
+        self.waking = False
+        self._dispatch()
+
+    def _boot(self):
+        """The dispatcher's first run, as a process started before the units' (so it fills their queues first)."""
+        self._dispatch()
+        return
+        yield
 
     def _unit(self, u: int):
         env, queue, st, sems, bus = self.env, self.queues[u], self.stats[u], self.sems, self.bus
-        stall = st.stall
-        costs, needs, gives, pools, instrs = self.costs, self.needs, self.gives, self.pools, self.program.instrs
+        stall, steps, instrs = st.stall, self.steps, self.program.instrs
         issue, start, end_at, execute = self.issue, self.start, self.end, self.execute
-        resource_stalls, timeout = self.resource_stalls, env.timeout
+        resource_stalls, timeout, popleft = self.resource_stalls, env.timeout, queue.popleft
+        count, waiters = sems.count, sems.waiters  # semaphores taken and given inline: this is the hot loop
+        heap = env._queue  # SimPy's event heap of (cycle, priority, id, event): is anything else due this cycle?
+        pending = False    # the dispatcher is to run at this unit's next yield
         # (busy, conflict, latency cycles and row outcomes are static: run() adds them up per unit at the end)
         while True:
             if not queue:
@@ -124,55 +169,87 @@ class Engine:
                 self._account_starvation(u, t0, env.now)
                 if not queue:
                     return
-            pc = queue.popleft()
+            pc = popleft()
+            need, held, cycles, setup, window, give = steps[pc]
             if self.space_queue == u:
-                self.space.succeed()
-                self.space_queue = -1
-            need = needs[pc]
-            if need and not sems.try_acquire(need):
+                # the dispatcher may go on: if nothing else is scheduled at this cycle and this unit yields before
+                # it looks at a queue again (cycles > 0), the dispatcher's event would be the next one, so run it
+                # at that yield instead (same order, one event less)
+                if cycles and (not heap or heap[0][0] > env.now):
+                    pending = True
+                else:
+                    self.space_queue = -1
+                    self._wake_later()
+            if need:
+                for i, k in need:
+                    if count[i] < k:
+                        break
+                else:
+                    for i, k in need:
+                        count[i] -= k
+                    need = ()
+            if need:  # not all available: wait for them
                 t1 = env.now
                 ev = env.event()
                 sems.block(u, need, ev.succeed)
                 self.blocked[u] = pc
+                if pending:
+                    pending = False
+                    self._dispatch()
                 yield ev
                 self.blocked[u] = -1
                 stall["semaphore"] += env.now - t1
             now = env.now
             issue[pc] = now
-            held = pools[pc]
             if held:
-                ready = max([min(p.free_at) for p in held])
+                ready = 0
+                for p in held:
+                    if p.earliest > ready:
+                        ready = p.earliest
                 while ready > now:
                     cause = max(held, key=PortPool.next_free).name
+                    if pending:
+                        pending = False
+                        self._dispatch()
                     yield timeout(ready - now)
                     stall[cause] += env.now - now
                     resource_stalls.append((pc, now, env.now, cause))
                     now = env.now
-                    ready = max([min(p.free_at) for p in held])
-            cost = costs[pc]
-            end = now + cost.cycles
-            if cost.dram_window:
-                wait = bus.reserve(now + cost.setup, cost.dram_window) - now - cost.setup
+                    ready = max([p.earliest for p in held])
+            end = now + cycles
+            if window:
+                wait = bus.reserve(now + setup, window) - now - setup
                 if wait:
                     stall["dram_bandwidth"] += wait
                     end += wait
             if held:
-                for p in held:
-                    p.hold(end)
+                for p in held:  # PortPool.hold
+                    free = p.free_at
+                    free[free.index(p.earliest)] = end
+                    p.earliest = min(free)
             start[pc] = now
+            if pending:
+                pending = False
+                self._dispatch()
             if end > now:
-                yield timeout(end - now)
+                if heap and heap[0][0] <= end:
+                    yield timeout(end - now)
+                else:  # nothing else is due before this retire: its timeout would be the next event, so skip it
+                    env._now = end
             if execute is not None:
                 execute(pc, instrs[pc])
             end_at[pc] = end
-            if gives[pc]:
-                try:
-                    sems.signal(gives[pc])
-                except SimulationError as e:
-                    raise SimulationError(f"{where(pc, instrs[pc])} at cycle {end}: {e}") from None
+            if give:
+                for i, k in give:
+                    count[i] += k
+                    if count[i] > SEM_MAX:
+                        raise SimulationError(f"{where(pc, instrs[pc])} at cycle {end}: {sems.overflow(i)}")
+                if waiters:
+                    sems.wake()
             self.outstanding -= 1
-            if not self.outstanding and self.drain is not None and not self.drain.triggered:
-                self.drain.succeed()
+            if not self.outstanding and self.draining:
+                self.draining = False
+                self._wake_later()
 
     def _account_starvation(self, u: int, t0: int, t1: int) -> None:
         """Split an empty-queue wait [t0, t1): while the dispatcher was blocked short of this unit's next
@@ -191,12 +268,13 @@ class Engine:
         dispatcher nor any unit can ever move again, SimulationError if the run needs more than ``max_cycles``."""
         check_max_cycles(max_cycles)
         env = self.env
-        procs = [env.process(self._dispatcher())] + [env.process(self._unit(u)) for u in range(len(UNIT_QUEUES))]
+        env.process(self._boot())
+        procs = [env.process(self._unit(u)) for u in range(len(UNIT_QUEUES))]
         if self.progress is not None:
             env.process(self._reporter(procs))
         env.run(until=None if max_cycles is None else int(max_cycles) + 1)  # what happens at max_cycles still runs
         if not self.dispatch_done or self.outstanding:
-            if _stuck(procs):
+            if self._stuck(procs):
                 raise DeadlockError(self._deadlock_message())
             raise SimulationError(f"the cycle cap of {max_cycles} was reached with {self.outstanding} instructions "
                                   f"in flight (the dispatcher is at pc {self.dispatch_pc} of {len(self.qid)}); "
@@ -204,9 +282,12 @@ class Engine:
         self.dispatch, self.issue, self.start, self.end = (
             np.array(a, np.int64) for a in (self.dispatch, self.issue, self.start, self.end))
         total = int(self.end.max(initial=0))
+        per_unit: list[list[Cost]] = [[] for _ in UNIT_QUEUES]
         for q, cost in zip(self.qid, self.costs):
             if q != CTRL:
-                self.stats[q].add_static(cost)
+                per_unit[q].append(cost)
+        for st, unit_costs in zip(self.stats, per_unit):
+            st.add_statics(unit_costs)
         for st in self.stats:
             st.idle = total - st.busy - sum(st.stall.values())
         return total
@@ -230,11 +311,17 @@ class Engine:
             done = dispatched - self.outstanding - retired
             retired += done
             span = min(span * 4, max(1024, span * step // done)) if done else span * 4
-            if retired == total or _stuck(procs):
+            if retired == total or self._stuck(procs):
                 self.progress(retired, total, self._last_event())
                 return
             if done:
                 self.progress(retired, total, env.now)
+
+    def _stuck(self, procs: list[simpy.Process]) -> bool:
+        """Neither the dispatcher nor a unit can resume: the dispatcher is done or blocked (room in a full queue, a
+        drain) with no event to resume it scheduled, and each unit process ``_stuck_units``. Only a running process
+        triggers events, so this state lasts forever."""
+        return not self.waking and _stuck_units(procs)
 
     def _deadlock_message(self) -> str:
         instrs, parts, waits_for = self.program.instrs, [], {}
@@ -254,7 +341,7 @@ class Engine:
         if self.space_queue >= 0:
             parts.append(f"dispatcher blocked at pc {pc}: queue {UNIT_QUEUES[self.space_queue].text} full "
                          f"({len(self.queues[self.space_queue])}/{self.arch.queues.depth})")
-        elif self.drain is not None:
+        elif self.draining:
             parts.append(f"dispatcher blocked at pc {pc} (`{instrs[pc]}`) until {self.outstanding} instructions "
                          f"retire")
         cycle = _find_cycle(waits_for)
@@ -269,9 +356,9 @@ def check_max_cycles(max_cycles) -> None:
         raise SimulationError(f"max_cycles must be an integer >= 0 or None, not {max_cycles!r}")
 
 
-def _stuck(procs: list[simpy.Process]) -> bool:
-    """No process can resume: each has ended or waits on an event nobody has triggered (a semaphore, an empty queue,
-    room in a full queue, a drain). Only a running process triggers events, so this state lasts forever."""
+def _stuck_units(procs: list[simpy.Process]) -> bool:
+    """No unit process can resume: each has ended or waits on an event nobody has triggered (a semaphore, an empty
+    queue)."""
     return all(not p.is_alive or not p.target.triggered for p in procs)
 
 

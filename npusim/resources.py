@@ -9,16 +9,18 @@ class PortPool:
     def __init__(self, name: str, n: int):
         self.name = name
         self.free_at = [0] * n
+        self.earliest = 0   # min(free_at): the cycle the earliest-free port frees
 
     def hold(self, end: int) -> None:
         """Hold a port until cycle ``end``: the earliest-free one (the caller has seen that one is free now; which
         of several free ports it takes changes nothing later, as all are free from now on)."""
         free = self.free_at
-        free[free.index(min(free))] = end
+        free[free.index(self.earliest)] = end
+        self.earliest = min(free)
 
     def next_free(self) -> int:
         """Cycle at which the earliest busy port frees (a retry time)."""
-        return min(self.free_at)
+        return self.earliest
 
 
 class DramBus:

@@ -100,7 +100,8 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
     check_fits(program, arch)
     if limits is not None:
         n = len(program.instrs)
-        limits.check(f"simulating {n:,} instruction{'s' * (n != 1)}", *program_work(program, arch), timing_only)
+        work = (n, 0, 0) if timing_only else program_work(program, arch)  # timing only checks the count alone
+        limits.check(f"simulating {n:,} instruction{'s' * (n != 1)}", *work, timing_only)
     costs = instr_costs(program.instrs, arch)
     if ideal_memory:
         costs = [FREE if i.queue in (Queue.DMA_LD, Queue.DMA_ST) else c for i, c in zip(program.instrs, costs)]

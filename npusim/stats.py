@@ -47,6 +47,19 @@ class UnitStats:
         self.row_misses += cost.row_misses
         self.instructions += 1
 
+    def add_statics(self, costs: list[Cost]) -> None:
+        """``add_static`` of each of ``costs``, summed field by field."""
+        if not costs:
+            return
+        col = dict(zip(Cost._fields, zip(*costs)))
+        conflict, latency = sum(col["conflict"]), sum(col["dram_latency"])
+        self.busy += sum(col["cycles"]) - conflict - latency
+        self.stall["bank_conflict"] += conflict
+        self.stall["dram_latency"] += latency
+        self.row_hits += sum(col["row_hits"])
+        self.row_misses += sum(col["row_misses"])
+        self.instructions += len(costs)
+
     def to_dict(self, total: int) -> dict[str, Any]:
         return {"instructions": self.instructions, "busy_cycles": self.busy, "idle_cycles": self.idle,
                 "stall_cycles": dict(self.stall), "utilization": self.busy / total if total else 0.0}
