@@ -387,10 +387,10 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
     """
     t0 = time.perf_counter()
     entry, hit = None, "off"
-    options = dict(fallback=fallback, fuse=fuse, buffers=buffers, prefetch=prefetch, resident=resident, dims=dims,
-                   conv_transpose=conv_transpose, msda_tables=msda_tables)
+    options = dict(fallback=fallback, fuse=fuse, buffers=buffers, prefetch=prefetch, resident=resident,
+                   conv_transpose=conv_transpose, msda_tables=msda_tables)   # compile_model's, one list for both
     cache = cache and dump_after is None and not os.environ.get("NPUSIM_NO_CACHE")
-    key = _cache_key(model, arch, options) if cache else None
+    key = _cache_key(model, arch, options | {"dims": dims}) if cache else None
     if key is not None:
         from . import compile_cache
 
@@ -400,9 +400,7 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
     if inputs is not None:
         inputs = for_model(model_inputs(graph), inputs)
     if compiled is None:
-        compiled = compile_model(graph, arch, dump_after=dump_after, fallback=fallback, fuse=fuse, buffers=buffers,
-                                 prefetch=prefetch, resident=resident, conv_transpose=conv_transpose,
-                                 msda_tables=msda_tables)
+        compiled = compile_model(graph, arch, dump_after=dump_after, **options)
         if key is not None:
             compile_cache.store(key, graph, compiled)
     t1 = time.perf_counter()

@@ -20,7 +20,6 @@ import simpy
 from isa import UNIT_QUEUES, DeadlockError, Halt, Program, Queue, SimulationError
 from isa.arch import Arch
 from isa.cost import Cost, instr_costs
-from isa.program import SEM_MAX
 from isa.verify import where
 
 from .resources import DramBus, PortPool
@@ -49,8 +48,6 @@ class Engine:
         idx = program.sem_index
 
         def sem_ops(ops) -> tuple[tuple[int, int], ...]:
-            if len(ops) == 1:
-                return ((idx[ops[0].name], ops[0].count),)
             return tuple([(idx[o.name], o.count) for o in ops])
 
         self.sems = SemaphoreFile([s.name for s in program.sems], [s.init for s in program.sems])
@@ -59,14 +56,9 @@ class Engine:
         pools = {(q, s, a): ((channels,) if q in (0, 1) else ()) + ((spm,) if s else ()) + ((acc,) if a else ())
                  for q in (CTRL, *map(int, UNIT_QUEUES)) for s in (False, True) for a in (False, True)}
         # per pc, what a unit reads to run it: (semaphore needs, port pools held, cycles, setup, DRAM window, gives)
-        self.steps = steps = []
-        self.needs = needs = []
-        for q, c, i in zip(qid, costs, instrs):
-            w, g = i.waits, i.signals
-            need = sem_ops(w) if w else ()
-            needs.append(need)
-            steps.append((need, pools[q, c.spm_bytes > 0, c.acc_bytes > 0], c.cycles, c.setup, c.dram_window,
-                          sem_ops(g) if g else ()))
+        self.steps = [(sem_ops(i.waits) if i.waits else (), pools[q, c.spm_bytes > 0, c.acc_bytes > 0], c.cycles,
+                       c.setup, c.dram_window, sem_ops(i.signals) if i.signals else ())
+                      for q, c, i in zip(qid, costs, instrs)]
         self.bus = DramBus()
         self.queues = [deque() for _ in UNIT_QUEUES]
         self.stats = [UnitStats(UNIT_NAMES[q]) for q in UNIT_QUEUES]
@@ -154,7 +146,7 @@ class Engine:
         stall, steps, instrs = st.stall, self.steps, self.program.instrs
         issue, start, end_at, execute = self.issue, self.start, self.end, self.execute
         resource_stalls, timeout, popleft = self.resource_stalls, env.timeout, queue.popleft
-        count, waiters = sems.count, sems.waiters  # semaphores taken and given inline: this is the hot loop
+        take, give_all = sems.try_acquire, sems.signal
         heap = env._queue  # SimPy's event heap of (cycle, priority, id, event): is anything else due this cycle?
         pending = False    # the dispatcher is to run at this unit's next yield
         # (busy, conflict, latency cycles and row outcomes are static: run() adds them up per unit at the end)
@@ -180,15 +172,7 @@ class Engine:
                 else:
                     self.space_queue = -1
                     self._wake_later()
-            if need:
-                for i, k in need:
-                    if count[i] < k:
-                        break
-                else:
-                    for i, k in need:
-                        count[i] -= k
-                    need = ()
-            if need:  # not all available: wait for them
+            if need and not take(need):  # not all available: wait for them
                 t1 = env.now
                 ev = env.event()
                 sems.block(u, need, ev.succeed)
@@ -202,10 +186,7 @@ class Engine:
             now = env.now
             issue[pc] = now
             if held:
-                ready = 0
-                for p in held:
-                    if p.earliest > ready:
-                        ready = p.earliest
+                ready = max([p.earliest for p in held])
                 while ready > now:
                     cause = max(held, key=PortPool.next_free).name
                     if pending:
@@ -222,11 +203,8 @@ class Engine:
                 if wait:
                     stall["dram_bandwidth"] += wait
                     end += wait
-            if held:
-                for p in held:  # PortPool.hold
-                    free = p.free_at
-                    free[free.index(p.earliest)] = end
-                    p.earliest = min(free)
+            for p in held:
+                p.hold(end)
             start[pc] = now
             if pending:
                 pending = False
@@ -240,12 +218,10 @@ class Engine:
                 execute(pc, instrs[pc])
             end_at[pc] = end
             if give:
-                for i, k in give:
-                    count[i] += k
-                    if count[i] > SEM_MAX:
-                        raise SimulationError(f"{where(pc, instrs[pc])} at cycle {end}: {sems.overflow(i)}")
-                if waiters:
-                    sems.wake()
+                try:
+                    give_all(give)
+                except SimulationError as e:
+                    raise SimulationError(f"{where(pc, instrs[pc])} at cycle {end}: {e}") from None
             self.outstanding -= 1
             if not self.outstanding and self.draining:
                 self.draining = False
@@ -333,7 +309,7 @@ class Engine:
             pc = self.blocked[u]
             if pc < 0:
                 continue
-            lack = self.sems.lacking(self.needs[pc])
+            lack = self.sems.lacking(self.steps[pc][0])
             what = ", ".join(f"{name} (have {have}, need {need})" for name, have, need in lack)
             parts.append(f"{q.text} blocked at {where(pc, instrs[pc])} waiting on {what}")
             waits_for[q.text] = [producer.get(name, "nobody") for name, _, _ in lack]

@@ -35,29 +35,12 @@ class SemaphoreFile:
         for i, n in gives:
             count[i] += n
             if count[i] > SEM_MAX:
-                raise SimulationError(self.overflow(i))
-        if self.waiters:
-            self.wake()
-
-    def overflow(self, i: int) -> str:
-        """What went wrong when semaphore ``i`` exceeds SEM_MAX."""
-        return (f"semaphore {self.names[i]} reaches {self.count[i]} > {SEM_MAX}: its producer ran ahead of its "
-                f"consumer; bound it with an 'empty' semaphore the consumer signals")
-
-    def wake(self) -> None:
-        """Wake, in the order they blocked, the waiters whose needs are all available (taking them)."""
-        count, woken = self.count, []
-        for unit, (needs, wake) in self.waiters.items():
-            for i, n in needs:
-                if count[i] < n:
-                    break
-            else:
-                for i, n in needs:
-                    count[i] -= n
-                woken.append(unit)
-                wake()
-        for unit in woken:
-            del self.waiters[unit]
+                raise SimulationError(f"semaphore {self.names[i]} reaches {count[i]} > {SEM_MAX}: its producer ran "
+                                      f"ahead of its consumer; bound it with an 'empty' semaphore the consumer signals")
+        if self.waiters:   # wake, in the order they blocked, those that can now take all they need
+            woken = [unit for unit, (needs, _) in self.waiters.items() if self.try_acquire(needs)]
+            for unit in woken:
+                self.waiters.pop(unit)[1]()
 
     def lacking(self, needs: tuple[tuple[int, int], ...]) -> list[tuple[str, int, int]]:
         """(name, have, need) of each semaphore that blocks ``needs``."""

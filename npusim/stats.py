@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -40,14 +41,9 @@ class UnitStats:
 
         busy = cycles - conflict - dram_latency; conflict -> bank_conflict; dram_latency -> dram_latency.
         """
-        self.busy += cost.cycles - cost.conflict - cost.dram_latency
-        self.stall["bank_conflict"] += cost.conflict
-        self.stall["dram_latency"] += cost.dram_latency
-        self.row_hits += cost.row_hits
-        self.row_misses += cost.row_misses
-        self.instructions += 1
+        self.add_statics((cost,))
 
-    def add_statics(self, costs: list[Cost]) -> None:
+    def add_statics(self, costs: Sequence[Cost]) -> None:
         """``add_static`` of each of ``costs``, summed field by field."""
         if not costs:
             return
