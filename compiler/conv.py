@@ -25,7 +25,7 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -44,7 +44,8 @@ from isa import (
     View,
 )
 from isa.arch import Arch
-from isa.cost import instr_cost, instr_costs, program_estimate
+from isa.cost import copy_cost_key, instr_cost, instr_costs, matmul_cost_key, program_estimate
+from isa.instructions import MAX_PAD, Pad
 
 from .canonical import window_out
 from .epilogue import NO_EPILOGUE, Epilogue, epilogue_ops, synced_epilogue
@@ -97,11 +98,11 @@ class ConvShape:
             raise CompileError(f"a {self.R}x{self.S} filter (dilation {_text(self.dilation)}) does not fit the "
                                f"padded {self.H}x{self.W} input")
 
-    @property
+    @cached_property   # (the searches read them a hundred thousand times)
     def OH(self) -> int:
         return window_out(self.H, self.R, self.stride[0], self.pad[0], self.pad[2], self.dilation[0])
 
-    @property
+    @cached_property
     def OW(self) -> int:
         return window_out(self.W, self.S, self.stride[1], self.pad[1], self.pad[3], self.dilation[1])
 
@@ -128,6 +129,7 @@ def _text(values: tuple[int, ...]) -> str:
     return str(values[0]) if len(set(values)) == 1 else "x".join(map(str, values))
 
 
+@lru_cache(maxsize=256)
 def grouped(cs: ConvShape, gpack: int) -> ConvShape:
     """The convolution that :attr:`ConvTiling.gpack` = ``gpack`` computes: ``gpack`` consecutive groups as one, with
     block-diagonal weights (:func:`pack_weights`), so each array tile holds ``gpack`` groups' channels."""
@@ -365,12 +367,18 @@ def _fit_tcb(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: i
     """The most input-channel blocks per step with which tiling ``t`` (its ``tcb`` aside) fits, or 0: the largest tcb
     for which :func:`_fits` holds (a binary search over the SPM bytes alone, :func:`_largest`)."""
     plans = _plans(cs, t, es, rows, cols, spm)
-    p = plans.plan(1 << 16)
-    if t.acc_bufs * p.acc_tile > acc:   # (the accumulator tiles do not depend on tcb)
+    if t.acc_bufs * plans.plan(1 << 16).acc_tile > acc:   # (the accumulator tiles do not depend on tcb)
         return 0
-    if t.im2col:   # every patch channel in one step
-        return p.cbs if p.spm <= spm else 0
-    return _largest(p.cbs, lambda tcb: plans.spm(tcb) <= spm)
+    return _fit_spm_tcb(plans, t.im2col, spm)
+
+
+def _fit_spm_tcb(plans: _PlanOf, im2col: bool, spm: int) -> int:
+    """:func:`_fit_tcb` of a tiling's :func:`_plans`, the accumulators aside: the most input-channel blocks per step
+    whose SPM bytes fit ``spm`` (every block or none with ``im2col``), or 0."""
+    cbs = plans.plan(1 << 16).cbs
+    if im2col:   # every patch channel in one step
+        return cbs if plans.spm(cbs) <= spm else 0
+    return _largest(cbs, lambda tcb: plans.spm(tcb) <= spm)
 
 
 def _with_tcb(t: ConvTiling, tcb: int) -> ConvTiling:
@@ -446,12 +454,16 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, target: Target, epilogue: Ep
                                                   reverse=True):   # pack: pixels per array row
             if not pack_allowed(gs, pack, tow, c, im2col) or pack > 1 and tnb > 1:
                 continue
-            for x_all, bufs in itertools.product((False, True) if not im2col and pack == 1 else (False,), (2, 1)):
-                t = ConvTiling(toh, tow, 1, tnb, x_all, bufs, im2col, pack, gpack)
-                tcb = _fit_tcb(cs, t, es, r, c, spm, target.acc)
+            for x_all in (False, True) if not im2col and pack == 1 else (False,):
+                # (_fit_tcb of both accumulator depths: the SPM a tiling takes does not depend on acc_bufs)
+                plans = _plans(cs, ConvTiling(toh, tow, 1, tnb, x_all, 2, im2col, pack, gpack), es, r, c, spm)
+                tcb = _fit_spm_tcb(plans, im2col, spm)
                 if tcb:
-                    t = replace(t, tcb=tcb)
-                    fitting.append((_rough_cycles(cs, t, _plan(cs, t, es, r, c, spm), arch), t))
+                    p = plans.plan(tcb)
+                    for bufs in (2, 1):
+                        if bufs * p.acc_tile <= target.acc:
+                            t = ConvTiling(toh, tow, tcb, tnb, x_all, bufs, im2col, pack, gpack)
+                            fitting.append((_rough_cycles(gs, t, p, arch), t))
     if not fitting:
         raise refused or TilingError(f"no tiling of {cs} fits {spm} B of SPM and {target.acc} B of ACC")
     fitting.sort(key=lambda e: e[0])
@@ -507,29 +519,29 @@ def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTilin
     bus = 0
     kinds: dict[tuple, tuple] = {}   # tile key -> (busy per queue, bus window, state change)
     state, n = _TileState(), len(parts.tiles)
-    memo = _StepMemo({} if steps is None else steps, modulus, arch.spm.bank_width, arch.acc.bank_width)
+    memo = _StepMemo({} if steps is None else steps, costs, modulus, arch.spm.bank_width, arch.acc.bank_width)
     first = last = None
     for i, (b, oh0, ow0) in enumerate(parts.tiles):
         key = parts.key(b, oh0, ow0, state, modulus)
         kind = None if i in (0, n - 1) else kinds.get(key)
         if kind is None:
-            instrs: list = []
+            entries: list = []
             state.last_store_at = None   # (an index into the program, which is not built)
             before = (state.xs, state.ws, state.accs)
-            parts.emit(instrs, b, oh0, ow0, state, memo)
-            priced = instr_costs(instrs, arch, costs)
+            parts.emit(entries, b, oh0, ow0, state, memo)
             tb: dict[Queue, int] = {}
-            for ins, c in zip(instrs, priced):
-                tb[ins.queue] = tb.get(ins.queue, 0) + c.cycles
-            kind = kinds[key] = (tb, sum(c.dram_window for c in priced),
-                                 (state.xs - before[0], state.ws - before[1], state.accs - before[2]))
+            window = 0
+            for q, cycles, w, _ in entries:
+                tb[q] = tb.get(q, 0) + cycles
+                window += w
+            kind = kinds[key] = (tb, window, (state.xs - before[0], state.ws - before[1], state.accs - before[2]))
             if i == 0:
-                first = (instrs, priced)
+                first = entries
                 alike = cs.N * _count_equal(cs.OH, tiling.toh) * _count_equal(cs.OW, tiling.tow)   # (grouped: ==)
                 if alike * tb.get(Queue.MXU, 0) >= bound:
                     return bound
             if i == n - 1:
-                last = (instrs, priced)
+                last = entries
         else:
             dx, dw, da = kind[2]
             state.xs, state.ws, state.accs, state.first_tile = state.xs + dx, state.ws + dw, state.accs + da, False
@@ -538,24 +550,24 @@ def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTilin
         bus += kind[1]
         if bus >= bound or max(busy.values()) >= bound:
             return bound
-    pro = instr_costs(parts.prologue, arch, costs)
-    for ins, c in zip(parts.prologue, pro):
-        busy[ins.queue] = busy.get(ins.queue, 0) + c.cycles
-    bus += sum(c.dram_window for c in pro)
+    pro = _entries(parts.prologue, arch, costs)
+    for q, cycles, w, _ in pro:
+        busy[q] = busy.get(q, 0) + cycles
+        bus += w
     busy.pop(Queue.CTRL, None)
     # program_estimate's head: the loads before the first compute instruction (in the first tile)
-    start, start_costs = parts.prologue + first[0], pro + first[1]
-    k0 = next(k for k, ins in enumerate(start) if ins.queue in (Queue.MXU, Queue.VPU))
-    head = sum(c.cycles for ins, c in zip(start[:k0], start_costs) if ins.queue is Queue.DMA_LD)
+    start = pro + first
+    k0 = next(k for k, e in enumerate(start) if e[0] in (Queue.MXU, Queue.VPU))
+    head = sum(e[1] for e in start[:k0] if e[0] is Queue.DMA_LD)
     # its tail: the stores and vector work after the last matrix instruction (in the last tile)
-    k1 = max(k for k, ins in enumerate(last[0]) if ins.queue is Queue.MXU)
-    tail = sum(c.cycles for ins, c in zip(last[0][k1 + 1:], last[1][k1 + 1:]) if ins.queue in (Queue.DMA_ST, Queue.VPU))
+    k1 = max(k for k, e in enumerate(last) if e[0] is Queue.MXU)
+    tail = sum(e[1] for e in last[k1 + 1:] if e[0] in (Queue.DMA_ST, Queue.VPU))
     est = max(max(busy.values(), default=0), bus) + head + tail
     if hidden_constants:
-        for ins, c in zip(start, start_costs):
-            if not is_constant_load(ins, _CONSTANTS):
+        for e in start:
+            if not e[3]:
                 break
-            est -= c.cycles
+            est -= e[1]
     if tiling.acc_bufs == 1:
         est = max(est, sum(c for q, c in busy.items() if q is not Queue.DMA_LD))
     return est
@@ -564,6 +576,24 @@ def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTilin
 def _count_equal(size: int, tile: int) -> int:
     """How many of the tiles of ``size`` cut into ``tile``-long pieces are as long as the first."""
     return size // tile if tile <= size else 1
+
+
+def _entries(instrs: list, arch: Arch, costs: dict) -> list[tuple[Queue, int, int, bool]]:
+    """What :func:`conv_estimate` reads of each instruction: (queue, cycles, DRAM bus window, whether it is a load of
+    constants that prefetch may hide), in program order; costs by :func:`isa.cost.instr_costs` with memo ``costs``."""
+    return [(i.queue, c.cycles, c.dram_window, is_constant_load(i, _CONSTANTS))
+            for i, c in zip(instrs, instr_costs(instrs, arch, costs))]
+
+
+def _priced(costs: dict, key: tuple, build: Callable[[], list], arch: Arch):
+    """The cost of the instruction whose :func:`isa.cost.instr_costs` memo key is ``key``: from ``costs``, else
+    ``build()`` it (with any others of the same key) and price it there. A key that is not the one instr_costs gives
+    the built instruction fails here (KeyError)."""
+    c = costs.get(key)
+    if c is None:
+        instr_costs(build(), arch, costs)
+        c = costs[key]
+    return c
 
 
 _CONSTANTS = {"Wt": ("W", 0), "Bias": ("W", 0), "Scale": ("W", 0)}   # conv2d's constants, as a model binds them
@@ -594,9 +624,9 @@ def group_packs(cs: ConvShape, rows: int, cols: int) -> tuple[int, ...]:
 def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch) -> float:
     """A quick lower-bound-like estimate (cycles) that ranks tilings before the exact pricing: the busiest of the
     matrix unit (folds of ``toh * tow / pack`` streamed rows), the load and store queues (bytes over the bandwidth plus
-    each DMA's setup, latency and first row activation) and the DRAM bus."""
+    each DMA's setup, latency and first row activation) and the DRAM bus. ``cs``: the grouped shape
+    (:func:`grouped` by ``t.gpack``), ``p`` the tiling's plan."""
     r, c = arch.matrix.rows, arch.matrix.cols
-    cs = grouped(cs, t.gpack)
     tiles = cs.N * -(-cs.OH // t.toh) * -(-cs.OW // t.tow) * cs.groups
     nbg, csteps = -(-p.nbs // p.tnb), -(-p.cbs // p.tcb)
     s = t.toh * t.tow // t.pack
@@ -633,10 +663,12 @@ class _TileState:
 
 
 class _StepMemo(NamedTuple):
-    """:func:`conv_estimate`'s memo of emitted steps (key -> instructions) and the moduli of the keys' bases: the DRAM
-    offset modulus of :func:`isa.cost.dram_window` and the SPM and ACC bank widths (:func:`isa.cost.bank_cycles`)."""
+    """:func:`conv_estimate`'s memo of priced steps (key -> :func:`_entries`), its :func:`isa.cost.instr_costs` memo,
+    and the moduli of the keys' bases: the DRAM offset modulus of :func:`isa.cost.dram_window` and the SPM and ACC
+    bank widths (:func:`isa.cost.bank_cycles`)."""
 
     steps: dict
+    costs: dict
     dram: int
     spm: int
     acc: int
@@ -676,7 +708,7 @@ def conv2d(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | Non
 def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | None, epilogue: Epilogue,
                 pad_value: int | float) -> _ConvParts:
     """:func:`conv2d` in pieces, so that :func:`conv_estimate` can price one tile of each kind."""
-    es, at = dtype.size, ACC_TYPE[dtype]
+    es, at, arch = dtype.size, ACC_TYPE[dtype], target.arch
     rows, cols, spm, acc = target.rows, target.cols, target.spm, target.acc
     yt, eo = epilogue.out or at, (epilogue.out or at).size
     bias_bytes = _epilogue_bytes(cs, epilogue, es)
@@ -744,6 +776,82 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
         return (toh, tow, pads, x_src % modulus, y_base % modulus, state.xs % 2, state.ws % 2, state.accs % 2,
                 state.first_tile)
 
+    def step_costs(memo: _StepMemo, g: int, toh: int, tow: int, th: int, tw: int, pads: tuple, x_src: int, xc: int,
+                   xc0: int, x_new: bool, slot: int, x_base: int, nbn: int, ng: int, ncb: int, tc: int, c0: int,
+                   w_src: int | bool, w_base: int, w_front: bool, first: bool, acc_base: int, y_off: int,
+                   nb0: int) -> list:
+        """:func:`_entries` of the step that :func:`emit` builds from these values (its semaphores aside; the matrix
+        instructions as one entry), each instruction's cost looked up by its cost key (:func:`isa.cost.copy_cost_key`,
+        :func:`isa.cost.matmul_cost_key`) and built and priced by :func:`isa.cost.instr_costs` only the first time
+        the search meets that key. ``w_src``: the weights' DRAM offset, False when the step loads none."""
+        costs, out, pix = memo.costs, [], xc * es
+        row = tw * pix
+        if x_new:
+            x_dst = (row, pix, es)
+            x_at, x_str = x_src + (g * cs.Cg + xc0) * es, (skip_h * cs.W * cs.C * es, skip_w * cs.C * es, es)
+
+            def load() -> list:
+                return padded_load((th, tw, xc), View(Space.SPM, x_base, dtype, x_dst),
+                                   View(Space.DRAM, x_at, dtype, x_str, "X"), pads, pad_value)
+            if all(lo + hi < e and max(lo, hi) <= MAX_PAD for e, (lo, hi) in zip((th, tw), pads)):   # one copy
+                c = _priced(costs, copy_cost_key((th, tw, xc), tuple(Pad(d, lo, hi) for d, (lo, hi) in enumerate(pads)
+                                                                     if lo or hi),
+                                                 (Space.SPM, x_base % memo.spm, es, x_dst),
+                                                 (Space.DRAM, x_at % memo.dram, es, x_str)), load, arch)
+                out.append((Queue.DMA_LD, c.cycles, c.dram_window, False))
+            else:   # fills too
+                out += _entries(load(), arch, costs)
+            if t.im2col:
+                p_dst, p_src = (tow * kc * es, kc * es, cs.S * cs.C * es, es), (win_h * row, win_w * pix, dh * row, es)
+                shape = (toh, tow, cs.R, cs.S * cs.C)
+                c = _priced(costs, copy_cost_key(shape, (), (Space.SPM, (p.x_slot + slot * p.p_slot) % memo.spm, es,
+                                                             p_dst), (Space.SPM, 0, es, p_src)),
+                            lambda: [DmaCopy(queue=Queue.DMA_LD, shape=shape,
+                                             dst=View(Space.SPM, p.x_slot + slot * p.p_slot, dtype, p_dst),
+                                             src=View(Space.SPM, 0, dtype, p_src))], arch)
+                out.append((Queue.DMA_LD, c.cycles, c.dram_window, False))
+                x_base, pix = p.x_slot + slot * p.p_slot, kc * es
+                row = tow * pix
+        if w_src is not False:
+            shape, w_dst, w_str = (nbn, p.taps, ncb, rows * cols), (nb_stride, p.tcb * tile, tile, es), \
+                (chunk, p.cbs * tile, tile, es)
+            c = _priced(costs, copy_cost_key(shape, (), (Space.SPM, w_base % memo.spm, es, w_dst),
+                                             (Space.DRAM, w_src % memo.dram, es, w_str)),
+                        lambda: [DmaCopy(queue=Queue.DMA_LD, shape=shape, dst=View(Space.SPM, w_base, dtype, w_dst),
+                                         src=View(Space.DRAM, w_src, dtype, w_str, "Wt"))], arch)
+            out.insert(0 if w_front else len(out), (Queue.DMA_LD, c.cycles, c.dram_window, True))
+        acc_view = (t.tow * row_bytes, row_bytes, 4)
+        if first and (bias_init or epilogue.residual):   # the bias init (dma.st) or the residual's tile (dma.ld)
+            src, queue = ((Space.SPM, bias_base + (g * cs.Kg + nb0 * cols) * 4, (0, 0, 4)), Queue.DMA_ST) \
+                if bias_init else ((Space.DRAM, y_off, (cs.OW * cs.K * 4, cs.K * 4, 4)), Queue.DMA_LD)
+            mod = memo.spm if bias_init else memo.dram
+            c = _priced(costs, copy_cost_key((toh, tow, ng), (), (Space.ACC, acc_base % memo.acc, at.size, acc_view),
+                                             (src[0], src[1] % mod, at.size, src[2])),
+                        lambda: [DmaCopy(queue=queue, shape=(toh, tow, ng), dst=View(Space.ACC, acc_base, at, acc_view),
+                                         src=View(src[0], src[1], at, src[2], None if bias_init else "R"))], arch)
+            out.append((queue, c.cycles, c.dram_window, False))
+        zero, cycles = first and not (epilogue.residual or bias_init), 0
+        for nbi, nbc, n in _groups(pk * ng, cols):
+            for cb0, cbc, k in _groups(tc, rows):
+                dims = ((nbc, cols * 4, 0, nb_stride), (kr, 0, dh * row, ks * p.tcb * tile),
+                        (ks, 0, dw * pix, p.tcb * tile), (cbc, 0, rows * es, tile),
+                        (toh, t.tow * row_bytes, step_h * row, 0))
+                kept = tuple(d for d in dims if d[0] > 1) or (dims[-1],)   # one instruction per point of the others
+                one = kept[-4:]
+
+                def mm(dims=dims, k=k, n=n, nbi=nbi, cb0=cb0) -> list:   # (called at once, by _priced)
+                    return _conv_mm(dims, m=tow // pk, k=k, n=n, zero=zero and cb0 == 0,
+                                    acc=View(Space.ACC, acc_base + nbi * cols * 4, at, ()), acc_row=pk * row_bytes,
+                                    a=View(Space.SPM, x_base + (c0 - xc0 + cb0 * rows) * es, dtype, ()),
+                                    a_row=pk * step_w * pix, b=View(Space.SPM, w_base + nbi * nb_stride + cb0 * tile,
+                                                                    dtype, ()))
+                c = _priced(costs, matmul_cost_key(tuple(d[0] for d in one), tow // pk, k, n, tuple(d[1] for d in one),
+                                                   tuple(d[2] for d in one), tuple(d[3] for d in one), es,
+                                                   zero and cb0 == 0), mm, arch)
+                cycles += math.prod(d[0] for d in kept[:-4]) * c.cycles
+        out.append((Queue.MXU, cycles, 0, False))
+        return out
+
     def emit(prog: list, b: int, oh0: int, ow0: int, state: _TileState, memo: _StepMemo | None = None) -> None:
         """Append the instructions of the tile at (b, oh0, ow0) to ``prog``, advancing ``state``.
 
@@ -774,18 +882,22 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                     if memo is not None:
                         # (a matrix instruction's cost reads no base: only the loads' and the init's bases count)
                         m_d, m_s, first = memo.dram, memo.spm, si == 0
-                        key = (toh, tow, th, tw, pads, xc, tc, ng, nbn, ncb, x_new, x_last, w_new, first,
-                               si == len(c_steps) - 1, state.first_tile and cid == 0, slot,
+                        w_src = (g * p.nbs + nb0) * chunk + cb_first * tile
+                        w_base = w_base0 + (cid if p.resident else state.ws % 2) * p.w_chunk
+                        key = (toh, tow, th, tw, pads, xc, tc, ng, nbn, ncb, x_new, w_new, first,
+                               state.first_tile and cid == 0, slot,
                                x_new and (x_base % m_s, (x_src + (g * cs.Cg + xc0) * es) % m_d),
-                               w_new and (((g * p.nbs + nb0) * chunk + cb_first * tile) % m_d,
-                                          (w_base0 + (cid if p.resident else state.ws % 2) * p.w_chunk) % m_s),
+                               w_new and (w_src % m_d, w_base % m_s),
                                first and (acc_base % memo.acc, epilogue.residual and y_off % m_d,
                                           bias_init and (bias_base + (g * cs.Kg + nb0 * cols) * 4) % m_s))
                         done = memo.steps.get(key)
-                        if done is not None:
-                            prog += done
-                            state.xs, state.ws = state.xs + x_new, state.ws + w_new
-                            continue
+                        if done is None:
+                            done = memo.steps[key] = step_costs(
+                                memo, g, toh, tow, th, tw, pads, x_src, xc, xc0, x_new, slot, x_base, nbn, ng, ncb, tc,
+                                c0, w_new and w_src, w_base, state.first_tile and cid == 0, first, acc_base, y_off, nb0)
+                        prog += done
+                        state.xs, state.ws = state.xs + x_new, state.ws + w_new
+                        continue
                     if x_new:
                         sync = {} if t.im2col else dict(waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),))
                         prog += padded_load((th, tw, xc), View(Space.SPM, x_base, dtype, (row, pix, es)),
@@ -876,7 +988,7 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                                     src=out_view, waits=(SemOp(ready),),
                                     signals=() if bias_init else (SemOp(acc_empty),)))
                 if memo is not None:
-                    memo.steps[key] = prog[start:]
+                    prog[start:] = memo.steps[key] = _entries(prog[start:], arch, memo.costs)
                 state.accs += 1
         state.first_tile = False
 

@@ -620,16 +620,30 @@ def _moduli(arch: Arch) -> dict[Space, int]:
             Space.DRAM: d.page_bytes if d.model == "rowbuffer" else arch.dma.burst_bytes}
 
 
+def matmul_cost_key(shape: tuple[int, ...], m: int, k: int, n: int, acc_strides: tuple[int, ...],
+                    a_strides: tuple[int, ...], b_strides: tuple[int, ...], es: int, zero: bool) -> tuple:
+    """The :func:`instr_costs` memo key of an ``mxu.mm`` from its fields (``es``: operand bytes): what
+    :func:`mxu_cost` reads. A compiler pricing many candidates looks costs up by it without building the instruction."""
+    return (MatMul, shape, m, k, n, acc_strides, a_strides, b_strides, es, zero)
+
+
+def copy_cost_key(shape: tuple[int, ...], pad: tuple, dst: tuple, src: tuple) -> tuple:
+    """The :func:`instr_costs` memo key of a ``DmaCopy`` from its fields; ``dst`` and ``src`` as (space, base modulo
+    that space's cost modulus (an SRAM's bank width; the DRAM page, or burst), element bytes, strides): what
+    :func:`dma_cost` reads."""
+    return (DmaCopy, shape, pad) + dst + src
+
+
 def _cost_key(instr: Instr, mod: dict[Space, int]):
     """What :func:`instr_cost` of ``instr`` depends on, as a hashable key (view bases reduced by :func:`_moduli`)."""
     t = type(instr)
     if t is MatMul:
-        return (t, instr.shape, instr.m, instr.k, instr.n, instr.acc.strides, instr.a.strides, instr.b.strides,
-                instr.a.dtype.size, instr.zero)
+        return matmul_cost_key(instr.shape, instr.m, instr.k, instr.n, instr.acc.strides, instr.a.strides,
+                               instr.b.strides, instr.a.dtype.size, instr.zero)
     if t is DmaCopy:
         d, s = instr.dst, instr.src
-        return (t, instr.shape, instr.pad, d.space, d.base % mod[d.space], d.dtype.size, d.strides, s.space,
-                s.base % mod[s.space], s.dtype.size, s.strides)
+        return copy_cost_key(instr.shape, instr.pad, (d.space, d.base % mod[d.space], d.dtype.size, d.strides),
+                             (s.space, s.base % mod[s.space], s.dtype.size, s.strides))
     if t is DmaFill:
         d = instr.dst
         return t, instr.shape, d.space, d.base % mod[d.space], d.dtype.size, d.strides
