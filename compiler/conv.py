@@ -469,15 +469,24 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, target: Target, epilogue: Ep
     fitting.sort(key=lambda e: e[0])
     if conv_instructions(cs, fitting[0][1], es, r, c, spm) > PRICE_MAX:
         return fitting[0][1]    # too large to price every candidate: the best rough estimate
-    best, costs, steps = None, {}, {}   # (instruction costs shared by the candidates, step memos by acc_bufs twins)
     priced = [t for bufs in (2, 1) for t in [t for _, t in fitting if t.acc_bufs == bufs][:SEARCH_PRICED]]
-    for t in priced:
-        twin = (t.toh, t.tow, t.tcb, t.tnb, t.x_all, t.im2col, t.pack, t.gpack)
-        est = conv_estimate(cs, dtype, target, t, epilogue, hidden_constants, costs, None if best is None else best[0],
-                            steps.setdefault(twin, {}))
-        if best is None or est < best[0]:
-            best = (est, t)
-    return best[1]
+    # the lowest price wins, the earlier in `priced` on a tie: candidates go by their floors (conv_estimate's lower
+    # bounds), each priced exactly only while its floor can still beat the best (price, index) so far
+    memos = {False: ({}, {}), True: ({}, {})}   # floor -> (instruction costs, step memos by acc_bufs twins)
+
+    def estimate(t: ConvTiling, floor: bool, bound: int | None = None) -> int:
+        costs, steps = memos[floor]
+        return conv_estimate(cs, dtype, target, t, epilogue, hidden_constants, costs, bound, steps.setdefault(
+            (t.toh, t.tow, t.tcb, t.tnb, t.x_all, t.im2col, t.pack, t.gpack), {}), floor)
+    floors = [estimate(t, True) for t in priced]
+    best = None   # (price, index)
+    for i in sorted(range(len(priced)), key=lambda i: (floors[i], i)):
+        if best is not None and (floors[i], i) > best:
+            break   # (and so are all the later ones)
+        est = estimate(priced[i], False, None if best is None else best[0] + (i < best[1]))
+        if best is None or (est, i) < best:
+            best = (est, i)
+    return priced[best[1]]
 
 
 def program_price(prog: Program, arch: Arch, tiling: ConvTiling, hidden_constants: bool = False) -> int:
@@ -492,7 +501,7 @@ def program_price(prog: Program, arch: Arch, tiling: ConvTiling, hidden_constant
 
 def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling,
                   epilogue: Epilogue | None = None, hidden_constants: bool = False, costs: dict | None = None,
-                  bound: int | None = None, steps: dict | None = None) -> int:
+                  bound: int | None = None, steps: dict | None = None, floor: bool = False) -> int:
     """:func:`program_price` of ``conv2d(cs, dtype, target, tiling, epilogue)`` without building that program
     (cycles): the same sums of the same :func:`isa.cost.instr_cost` terms, with the instructions of only one tile of
     each kind built and priced. Tiles whose geometry, DRAM offsets (modulo what the DRAM cost reads) and starting
@@ -509,17 +518,23 @@ def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTilin
 
     ``steps``: the memo of built steps (see :func:`_conv_parts`) to share with the estimates of the same tiling with
     the other accumulator ring depth (``acc_bufs``): its steps' costs depend on the ring only through the
-    accumulator bases, which their keys hold."""
+    accumulator bases, which their keys hold.
+
+    ``floor``: a lower bound of the price instead, cheaper: the same sums of :func:`isa.cost.instr_floor` terms
+    (DRAM windows at their bytes over the bandwidth, whatever their offsets, so tiles differing only in those are one
+    kind). The price only grows with each instruction's cycles and bus window (the hidden constants are the head's
+    first loads: the head less them is a sum of costs too). ``costs`` and ``steps`` then hold floors: keep them apart
+    from the exact estimates' memos."""
     costs = {} if costs is None else costs
     bound = math.inf if bound is None else bound
     arch = target.arch
     parts = _conv_parts(cs, dtype, target, tiling, epilogue or Epilogue(), 0)
-    modulus = arch.dram.page_bytes if arch.dram.model == "rowbuffer" else arch.dma.burst_bytes
+    modulus = 1 if floor else arch.dram.page_bytes if arch.dram.model == "rowbuffer" else arch.dma.burst_bytes
     busy: dict[Queue, int] = {}
     bus = 0
     kinds: dict[tuple, tuple] = {}   # tile key -> (busy per queue, bus window, state change)
     state, n = _TileState(), len(parts.tiles)
-    memo = _StepMemo({} if steps is None else steps, costs, modulus, arch.spm.bank_width, arch.acc.bank_width)
+    memo = _StepMemo({} if steps is None else steps, costs, modulus, arch.spm.bank_width, arch.acc.bank_width, floor)
     first = last = None
     for i, (b, oh0, ow0) in enumerate(parts.tiles):
         key = parts.key(b, oh0, ow0, state, modulus)
@@ -550,7 +565,7 @@ def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTilin
         bus += kind[1]
         if bus >= bound or max(busy.values()) >= bound:
             return bound
-    pro = _entries(parts.prologue, arch, costs)
+    pro = _entries(parts.prologue, arch, costs, floor)
     for q, cycles, w, _ in pro:
         busy[q] = busy.get(q, 0) + cycles
         bus += w
@@ -578,21 +593,22 @@ def _count_equal(size: int, tile: int) -> int:
     return size // tile if tile <= size else 1
 
 
-def _entries(instrs: list, arch: Arch, costs: dict) -> list[tuple[Queue, int, int, bool]]:
+def _entries(instrs: list, arch: Arch, costs: dict, floor: bool = False) -> list[tuple[Queue, int, int, bool]]:
     """What :func:`conv_estimate` reads of each instruction: (queue, cycles, DRAM bus window, whether it is a load of
-    constants that prefetch may hide), in program order; costs by :func:`isa.cost.instr_costs` with memo ``costs``."""
+    constants that prefetch may hide), in program order; costs (or floors) by :func:`isa.cost.instr_costs` with memo
+    ``costs``."""
     return [(i.queue, c.cycles, c.dram_window, is_constant_load(i, _CONSTANTS))
-            for i, c in zip(instrs, instr_costs(instrs, arch, costs))]
+            for i, c in zip(instrs, instr_costs(instrs, arch, costs, floor))]
 
 
-def _priced(costs: dict, key: tuple, build: Callable[[], list], arch: Arch):
-    """The cost of the instruction whose :func:`isa.cost.instr_costs` memo key is ``key``: from ``costs``, else
-    ``build()`` it (with any others of the same key) and price it there. A key that is not the one instr_costs gives
-    the built instruction fails here (KeyError)."""
-    c = costs.get(key)
+def _priced(memo: _StepMemo, key: tuple, build: Callable[[], list], arch: Arch):
+    """The cost (or floor) of the instruction whose :func:`isa.cost.instr_costs` memo key is ``key``: from the memo,
+    else ``build()`` it (with any others of the same key) and price it there. A key that is not the one instr_costs
+    gives the built instruction fails here (KeyError)."""
+    c = memo.costs.get(key)
     if c is None:
-        instr_costs(build(), arch, costs)
-        c = costs[key]
+        instr_costs(build(), arch, memo.costs, memo.floor)
+        c = memo.costs[key]
     return c
 
 
@@ -672,6 +688,7 @@ class _StepMemo(NamedTuple):
     dram: int
     spm: int
     acc: int
+    floor: bool = False   # costs by isa.cost.instr_floor (dram = 1: no DRAM base counts)
 
 
 class _ConvParts(NamedTuple):
@@ -794,17 +811,17 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                 return padded_load((th, tw, xc), View(Space.SPM, x_base, dtype, x_dst),
                                    View(Space.DRAM, x_at, dtype, x_str, "X"), pads, pad_value)
             if all(lo + hi < e and max(lo, hi) <= MAX_PAD for e, (lo, hi) in zip((th, tw), pads)):   # one copy
-                c = _priced(costs, copy_cost_key((th, tw, xc), tuple(Pad(d, lo, hi) for d, (lo, hi) in enumerate(pads)
+                c = _priced(memo, copy_cost_key((th, tw, xc), tuple(Pad(d, lo, hi) for d, (lo, hi) in enumerate(pads)
                                                                      if lo or hi),
                                                  (Space.SPM, x_base % memo.spm, es, x_dst),
                                                  (Space.DRAM, x_at % memo.dram, es, x_str)), load, arch)
                 out.append((Queue.DMA_LD, c.cycles, c.dram_window, False))
             else:   # fills too
-                out += _entries(load(), arch, costs)
+                out += _entries(load(), arch, costs, memo.floor)
             if t.im2col:
                 p_dst, p_src = (tow * kc * es, kc * es, cs.S * cs.C * es, es), (win_h * row, win_w * pix, dh * row, es)
                 shape = (toh, tow, cs.R, cs.S * cs.C)
-                c = _priced(costs, copy_cost_key(shape, (), (Space.SPM, (p.x_slot + slot * p.p_slot) % memo.spm, es,
+                c = _priced(memo, copy_cost_key(shape, (), (Space.SPM, (p.x_slot + slot * p.p_slot) % memo.spm, es,
                                                              p_dst), (Space.SPM, 0, es, p_src)),
                             lambda: [DmaCopy(queue=Queue.DMA_LD, shape=shape,
                                              dst=View(Space.SPM, p.x_slot + slot * p.p_slot, dtype, p_dst),
@@ -815,7 +832,7 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
         if w_src is not False:
             shape, w_dst, w_str = (nbn, p.taps, ncb, rows * cols), (nb_stride, p.tcb * tile, tile, es), \
                 (chunk, p.cbs * tile, tile, es)
-            c = _priced(costs, copy_cost_key(shape, (), (Space.SPM, w_base % memo.spm, es, w_dst),
+            c = _priced(memo, copy_cost_key(shape, (), (Space.SPM, w_base % memo.spm, es, w_dst),
                                              (Space.DRAM, w_src % memo.dram, es, w_str)),
                         lambda: [DmaCopy(queue=Queue.DMA_LD, shape=shape, dst=View(Space.SPM, w_base, dtype, w_dst),
                                          src=View(Space.DRAM, w_src, dtype, w_str, "Wt"))], arch)
@@ -825,7 +842,7 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
             src, queue = ((Space.SPM, bias_base + (g * cs.Kg + nb0 * cols) * 4, (0, 0, 4)), Queue.DMA_ST) \
                 if bias_init else ((Space.DRAM, y_off, (cs.OW * cs.K * 4, cs.K * 4, 4)), Queue.DMA_LD)
             mod = memo.spm if bias_init else memo.dram
-            c = _priced(costs, copy_cost_key((toh, tow, ng), (), (Space.ACC, acc_base % memo.acc, at.size, acc_view),
+            c = _priced(memo, copy_cost_key((toh, tow, ng), (), (Space.ACC, acc_base % memo.acc, at.size, acc_view),
                                              (src[0], src[1] % mod, at.size, src[2])),
                         lambda: [DmaCopy(queue=queue, shape=(toh, tow, ng), dst=View(Space.ACC, acc_base, at, acc_view),
                                          src=View(src[0], src[1], at, src[2], None if bias_init else "R"))], arch)
@@ -845,7 +862,7 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                                     a=View(Space.SPM, x_base + (c0 - xc0 + cb0 * rows) * es, dtype, ()),
                                     a_row=pk * step_w * pix, b=View(Space.SPM, w_base + nbi * nb_stride + cb0 * tile,
                                                                     dtype, ()))
-                c = _priced(costs, matmul_cost_key(tuple(d[0] for d in one), tow // pk, k, n, tuple(d[1] for d in one),
+                c = _priced(memo, matmul_cost_key(tuple(d[0] for d in one), tow // pk, k, n, tuple(d[1] for d in one),
                                                    tuple(d[2] for d in one), tuple(d[3] for d in one), es,
                                                    zero and cb0 == 0), mm, arch)
                 cycles += math.prod(d[0] for d in kept[:-4]) * c.cycles
@@ -988,7 +1005,7 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                                     src=out_view, waits=(SemOp(ready),),
                                     signals=() if bias_init else (SemOp(acc_empty),)))
                 if memo is not None:
-                    prog[start:] = memo.steps[key] = _entries(prog[start:], arch, memo.costs)
+                    prog[start:] = memo.steps[key] = _entries(prog[start:], arch, memo.costs, memo.floor)
                 state.accs += 1
         state.first_tile = False
 

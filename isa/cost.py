@@ -421,19 +421,31 @@ def vpu_interval(instr: Instr, arch: Arch) -> int:
     return getattr(arch.vector, vpu_class(instr) + "_interval")
 
 
-def dma_cost(instr: DmaCopy | DmaFill, arch: Arch) -> Cost:
+def dram_floor(view: View, shape: tuple[int, ...], arch: Arch) -> DramWindow:
+    """A lower bound of :func:`dram_window`'s cycles that does not read the view's base (no bursts or row outcomes
+    counted): every burst holds the bus at least ``bytes / dram.bandwidth`` cycles and issues no sooner than the
+    previous one's data (an interval is at least its data cycles), so the window is at least ``view bytes /
+    bandwidth`` (rounded down here); under ``rowbuffer`` the first burst's activation adds ``row_miss_latency``."""
+    d = arch.dram
+    return DramWindow(int(math.prod(shape) * view.dtype.size / d.bandwidth)
+                      + (d.row_miss_latency if d.model == "rowbuffer" else 0), 0)
+
+
+def dma_cost(instr: DmaCopy | DmaFill, arch: Arch, window_of=None) -> Cost:
     """DMA: ``setup + max(DRAM window, on-chip cycles) + latency`` when DRAM is involved, else ``setup + on-chip``.
 
     A copy between two DRAM views holds the bus for both windows and pays the latency twice. The final latency
-    cycles are ``dram_latency`` (the unit waits for data), not busy.
+    cycles are ``dram_latency`` (the unit waits for data), not busy. ``window_of``: the function giving each DRAM
+    window, :func:`dram_window` (default) or :func:`dram_floor` (for :func:`instr_floor`).
     """
+    window_of = window_of or dram_window
     sides = [(instr.dst, instr.shape, False)]
     if type(instr) is DmaCopy and all(src_shape := instr.src_shape):
         sides.append((instr.src, src_shape, True))
     window = onchip = ideal = dram_r = dram_w = spm = acc = latency = hits = misses = spm_w = acc_w = 0
     for view, shape, read in sides:
         if view.space is Space.DRAM:
-            w = dram_window(view, shape, arch)
+            w = window_of(view, shape, arch)
             window, hits, misses = window + w.cycles, hits + w.row_hits, misses + w.row_misses
             latency += arch.dram.latency
             nbytes = math.prod(shape) * view.dtype.size
@@ -611,6 +623,14 @@ def instr_cost(instr: Instr, arch: Arch) -> Cost:
     return f(instr, arch) if f is not None else FREE
 
 
+def instr_floor(instr: Instr, arch: Arch) -> Cost:
+    """:func:`instr_cost` with every DRAM window by :func:`dram_floor`: at most its cycles and bus window, and the same
+    for any DRAM base (a compiler's lower bound of a candidate before pricing it exactly)."""
+    if type(instr) in (DmaCopy, DmaFill):
+        return dma_cost(instr, arch, dram_floor)
+    return instr_cost(instr, arch)
+
+
 def _moduli(arch: Arch) -> dict[Space, int]:
     """Per space, the modulus of a view's base that its cost depends on: an SRAM's bank width (moving a view by a
     word moves every word to the next bank, :func:`bank_cycles`); for DRAM the row-buffer page (the offset within a
@@ -658,21 +678,24 @@ def _cost_key(instr: Instr, mod: dict[Space, int]):
 _VECTOR = frozenset((VecBinary, VecUnary, VecConvert, VecRequant))
 
 
-def instr_costs(instrs, arch: Arch, memo: dict | None = None) -> list[Cost]:
+def instr_costs(instrs, arch: Arch, memo: dict | None = None, floor: bool = False) -> list[Cost]:
     """``[instr_cost(i, arch) for i in instrs]``, computed once per distinct key: instructions that differ only in
     what the cost does not read (a view's base beyond its bank period or DRAM page, semaphores, a matrix
     instruction's row strides) share one evaluation. Programs repeat a few instruction shapes thousands of times.
-    ``memo``: a dict to share those evaluations across calls with the same ``arch`` (a compiler's search)."""
-    mod, out = _moduli(arch), []
+    ``memo``: a dict to share those evaluations across calls with the same ``arch`` (a compiler's search).
+    ``floor``: :func:`instr_floor` instead, keyed without DRAM bases (its memo apart from instr_cost's)."""
+    mod, out, cost = _moduli(arch), [], instr_floor if floor else instr_cost
+    if floor:
+        mod[Space.DRAM] = 1
     memo = {} if memo is None else memo
     for instr in instrs:
         key = _cost_key(instr, mod)
         if key is None:
-            out.append(instr_cost(instr, arch))
+            out.append(cost(instr, arch))
             continue
         c = memo.get(key)
         if c is None:
-            c = memo[key] = instr_cost(instr, arch)
+            c = memo[key] = cost(instr, arch)
         out.append(c)
     return out
 
