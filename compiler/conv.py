@@ -882,6 +882,21 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                 nbn = min(p.tnb, p.nbs - nb0)
                 ng = min(nbn * cols, cs.Kg - nb0 * cols)          # output channels of this tile
                 acc_base = (state.accs % t.acc_bufs) * p.acc_tile
+                if memo is not None:   # the group's steps, epilogue and store, as one: what all their keys read
+                    y_off, ch = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo, \
+                        (g * cs.Kg + nb0 * cols) * 4
+                    cid = (g * len(nb_groups) + gi) * len(c_steps)
+                    group = ("group", toh, tow, th, tw, pads, ng, nbn, gi == 0, cid == 0, state.first_tile,
+                             state.xs % 2, (w_base0 + cid * p.w_chunk) % memo.spm if p.resident else state.ws % 2,
+                             (x_src + g * cs.Cg * es) % memo.dram, (g * p.nbs + nb0) * chunk % memo.dram,
+                             acc_base % memo.acc, y_off % memo.dram, (bias_base + ch) % memo.spm,
+                             (scale_base + ch) % memo.spm, state.accs == 0)
+                    done = memo.steps.get(group)
+                    if done is not None:
+                        prog += done[0]
+                        state.xs, state.ws, state.accs = state.xs + done[1], state.ws + done[2], state.accs + 1
+                        continue
+                    group_at, xs0, ws0 = len(prog), state.xs, state.ws
                 for si, cb_first in enumerate(c_steps):
                     ncb = min(p.tcb, p.cbs - cb_first)
                     c0, tc = cb_first * rows, min(pk * kc - cb_first * rows, ncb * rows)
@@ -985,28 +1000,29 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                     key = (toh, tow, ng, acc_base % memo.acc, (bias_base + ch) % memo.spm, (scale_base + ch) % memo.spm,
                            y_off % memo.dram, state.accs == 0)
                     done = memo.steps.get(key)
-                    if done is not None:
-                        prog += done
-                        state.accs += 1
-                        continue
-                start = len(prog)
-                tile_view = View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4))
-                out_view = tile_view
-                if vector.active:
-                    ch = (g * cs.Kg + nb0 * cols) * 4
-                    prog += synced_epilogue(vector, epilogue_ops(
-                        vector, (toh, tow, ng), tile_view, View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
-                        View(Space.SPM, scale_base + ch, DType.F32, (0, 0, 4))), first=state.accs == 0)
-                    if epilogue.out is not None:   # the requantized tile, packed at the tile's base
-                        out_view = View(Space.ACC, acc_base, yt, (tow * ng * eo, ng * eo, eo))
-                state.last_store_at = len(prog)
-                prog.append(DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, ng),
-                                    dst=View(Space.DRAM, y_off, yt, (cs.OW * cs.K * eo, cs.K * eo, eo), "Y"),
-                                    src=out_view, waits=(SemOp(ready),),
-                                    signals=() if bias_init else (SemOp(acc_empty),)))
-                if memo is not None:
-                    prog[start:] = memo.steps[key] = _entries(prog[start:], arch, memo.costs, memo.floor)
+                if memo is not None and done is not None:
+                    prog += done
+                else:
+                    start = len(prog)
+                    tile_view = View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4))
+                    out_view = tile_view
+                    if vector.active:
+                        ch = (g * cs.Kg + nb0 * cols) * 4
+                        prog += synced_epilogue(vector, epilogue_ops(
+                            vector, (toh, tow, ng), tile_view, View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
+                            View(Space.SPM, scale_base + ch, DType.F32, (0, 0, 4))), first=state.accs == 0)
+                        if epilogue.out is not None:   # the requantized tile, packed at the tile's base
+                            out_view = View(Space.ACC, acc_base, yt, (tow * ng * eo, ng * eo, eo))
+                    state.last_store_at = len(prog)
+                    prog.append(DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, ng),
+                                        dst=View(Space.DRAM, y_off, yt, (cs.OW * cs.K * eo, cs.K * eo, eo), "Y"),
+                                        src=out_view, waits=(SemOp(ready),),
+                                        signals=() if bias_init else (SemOp(acc_empty),)))
+                    if memo is not None:
+                        prog[start:] = memo.steps[key] = _entries(prog[start:], arch, memo.costs, memo.floor)
                 state.accs += 1
+                if memo is not None:
+                    memo.steps[group] = (prog[group_at:], state.xs - xs0, state.ws - ws0)
         state.first_tile = False
 
     def program(instrs: list) -> Program:
