@@ -431,21 +431,37 @@ def dram_floor(view: View, shape: tuple[int, ...], arch: Arch) -> DramWindow:
                       + (d.row_miss_latency if d.model == "rowbuffer" else 0), 0)
 
 
-def dma_cost(instr: DmaCopy | DmaFill, arch: Arch, window_of=None) -> Cost:
-    """DMA: ``setup + max(DRAM window, on-chip cycles) + latency`` when DRAM is involved, else ``setup + on-chip``.
-
-    A copy between two DRAM views holds the bus for both windows and pays the latency twice. The final latency
-    cycles are ``dram_latency`` (the unit waits for data), not busy. ``window_of``: the function giving each DRAM
-    window, :func:`dram_window` (default) or :func:`dram_floor` (for :func:`instr_floor`).
-    """
-    window_of = window_of or dram_window
+def _dma_sides(instr: DmaCopy | DmaFill) -> list[tuple[View, tuple[int, ...], bool]]:
+    """(view, shape, whether it is read) of each side a DMA moves: the destination, and a copy's source unless it
+    reads only padding."""
     sides = [(instr.dst, instr.shape, False)]
     if type(instr) is DmaCopy and all(src_shape := instr.src_shape):
         sides.append((instr.src, src_shape, True))
+    return sides
+
+
+def dma_floor(instr: DmaCopy | DmaFill, arch: Arch) -> Cost:
+    """A lower bound of :func:`dma_cost` that reads no view base (for :func:`instr_floor`): with DRAM involved,
+    ``setup + sum of dram_floor windows + latency`` per DRAM side (the on-chip streaming overlaps the window, so
+    leaving it out only lowers the cost), its bus window that sum; an on-chip copy costs what dma_cost says."""
+    dram = [dram_floor(view, shape, arch).cycles for view, shape, _ in _dma_sides(instr) if view.space is Space.DRAM]
+    if not dram:
+        return dma_cost(instr, arch)
+    setup, window = arch.dma.setup_latency, sum(dram)
+    return Cost(setup + window + len(dram) * arch.dram.latency, setup=setup, dram_window=window)
+
+
+def dma_cost(instr: DmaCopy | DmaFill, arch: Arch) -> Cost:
+    """DMA: ``setup + max(DRAM window, on-chip cycles) + latency`` when DRAM is involved, else ``setup + on-chip``.
+
+    A copy between two DRAM views holds the bus for both windows and pays the latency twice. The final latency
+    cycles are ``dram_latency`` (the unit waits for data), not busy.
+    """
+    sides = _dma_sides(instr)
     window = onchip = ideal = dram_r = dram_w = spm = acc = latency = hits = misses = spm_w = acc_w = 0
     for view, shape, read in sides:
         if view.space is Space.DRAM:
-            w = window_of(view, shape, arch)
+            w = dram_window(view, shape, arch)
             window, hits, misses = window + w.cycles, hits + w.row_hits, misses + w.row_misses
             latency += arch.dram.latency
             nbytes = math.prod(shape) * view.dtype.size
@@ -624,10 +640,10 @@ def instr_cost(instr: Instr, arch: Arch) -> Cost:
 
 
 def instr_floor(instr: Instr, arch: Arch) -> Cost:
-    """:func:`instr_cost` with every DRAM window by :func:`dram_floor`: at most its cycles and bus window, and the same
-    for any DRAM base (a compiler's lower bound of a candidate before pricing it exactly)."""
+    """:func:`instr_cost`, but :func:`dma_floor` for a DMA: at most its cycles and bus window, and the same for any
+    DRAM base (a compiler's lower bound of a candidate before pricing it exactly)."""
     if type(instr) in (DmaCopy, DmaFill):
-        return dma_cost(instr, arch, dram_floor)
+        return dma_floor(instr, arch)
     return instr_cost(instr, arch)
 
 
