@@ -234,8 +234,7 @@ def pack_allowed(cs: ConvShape, pack: int, tow: int, cols: int, im2col: bool = F
             and cs.OW % tow % pack == 0)
 
 
-@dataclass(frozen=True)
-class _Plan:
+class _Plan(NamedTuple):
     """What a tiling implies on one convolution (bytes, blocks): the SRAM it takes and how often things load.
 
     x_all: the window holds every input channel, so it is loaded once per (tile, group) and reused by every step and
@@ -281,27 +280,33 @@ class _PlanOf(NamedTuple):
 
     plan: Callable[[int], _Plan]
     spm: Callable[[int], int]
+    cbs: int            # input-channel blocks (:attr:`_Plan.cbs`), the most tcb that makes a difference
 
 
 def _plans(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> _PlanOf:
     """``tcb -> _plan(cs, replace(t, tcb=tcb), ...)``, what does not depend on tcb worked out once (the search tries
     every tcb of many tilings)."""
-    cs = grouped(cs, t.gpack)
-    th, tw = _window(cs, t.toh, t.tow)
-    kc, taps = (cs.R * cs.S * cs.Cg, 1) if t.im2col else (cs.Cg, cs.R * cs.S)  # reduced channels per tap
-    cbs, nbs = -(-t.pack * kc // rows), -(-t.pack * cs.Kg // cols)
-    tnb = min(t.tnb, nbs)
-    windows = cs.N * cs.groups * -(-cs.OH // t.toh) * -(-cs.OW // t.tow)
-    p_slot = t.toh * t.tow * kc * es if t.im2col else 0
-    pixel = cs.Kg if t.pack > 1 else tnb * cols    # accumulator elements per output pixel
-    acc_tile = t.toh * t.tow * pixel * 4
-    packed = t.x_all or t.im2col or t.pack > 1
+    return _plans_of(grouped(cs, t.gpack), t.toh, t.tow, t.tnb, t.x_all, t.im2col, t.pack, es, rows, cols, spm)
+
+
+def _plans_of(cs: ConvShape, toh: int, tow: int, tnb: int, x_all: bool, im2col: bool, pack: int, es: int, rows: int,
+              cols: int, spm: int) -> _PlanOf:
+    """:func:`_plans` of the grouped shape ``cs`` and a tiling's fields (the search tries many tilings)."""
+    th, tw = _window(cs, toh, tow)
+    kc, taps = (cs.R * cs.S * cs.Cg, 1) if im2col else (cs.Cg, cs.R * cs.S)  # reduced channels per tap
+    cbs, nbs = -(-pack * kc // rows), -(-pack * cs.Kg // cols)
+    tnb = min(tnb, nbs)
+    windows = cs.N * cs.groups * -(-cs.OH // toh) * -(-cs.OW // tow)
+    p_slot = toh * tow * kc * es if im2col else 0
+    pixel = cs.Kg if pack > 1 else tnb * cols    # accumulator elements per output pixel
+    acc_tile = toh * tow * pixel * 4
+    packed = x_all or im2col or pack > 1
 
     def sizes(tcb: int) -> tuple[int, bool, int, int, int, int, bool]:
         tcb = min(tcb, cbs)
         x_all = packed or tcb >= cbs
         x_slot = th * tw * (cs.Cg if x_all else tcb * rows) * es
-        x_slots = 1 if t.im2col or (x_all and windows == 1) else 2
+        x_slots = 1 if im2col or (x_all and windows == 1) else 2
         w_chunk = tnb * taps * tcb * rows * cols * es
         chunks = cs.groups * -(-nbs // tnb) * -(-cbs // tcb)
         resident = x_slots * x_slot + 2 * p_slot + chunks * w_chunk <= spm    # (x_bytes + every chunk)
@@ -316,7 +321,7 @@ def _plans(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int
         _, _, x_slot, x_slots, w_chunk, chunks, resident = sizes(tcb)
         return x_slots * x_slot + 2 * p_slot + (chunks if resident else 2) * w_chunk
 
-    return _PlanOf(plan, spm_bytes)
+    return _PlanOf(plan, spm_bytes, cbs)
 
 
 def _fits(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> bool:
@@ -375,7 +380,7 @@ def _fit_tcb(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: i
 def _fit_spm_tcb(plans: _PlanOf, im2col: bool, spm: int) -> int:
     """:func:`_fit_tcb` of a tiling's :func:`_plans`, the accumulators aside: the most input-channel blocks per step
     whose SPM bytes fit ``spm`` (every block or none with ``im2col``), or 0."""
-    cbs = plans.plan(1 << 16).cbs
+    cbs = plans.cbs
     if im2col:   # every patch channel in one step
         return cbs if plans.spm(cbs) <= spm else 0
     return _largest(cbs, lambda tcb: plans.spm(tcb) <= spm)
@@ -455,21 +460,23 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, target: Target, epilogue: Ep
             if not pack_allowed(gs, pack, tow, c, im2col) or pack > 1 and tnb > 1:
                 continue
             for x_all in (False, True) if not im2col and pack == 1 else (False,):
-                # (_fit_tcb of both accumulator depths: the SPM a tiling takes does not depend on acc_bufs)
-                plans = _plans(cs, ConvTiling(toh, tow, 1, tnb, x_all, 2, im2col, pack, gpack), es, r, c, spm)
+                # (_fit_tcb and _rough_cycles of both accumulator depths at once: the SPM a tiling takes does not
+                # depend on acc_bufs; ConvTiling built for the ranked candidates only)
+                plans = _plans_of(gs, toh, tow, tnb, x_all, im2col, pack, es, r, c, spm)
                 tcb = _fit_spm_tcb(plans, im2col, spm)
                 if tcb:
                     p = plans.plan(tcb)
+                    mm, ld, st, bus = _rough_terms(gs, toh, tow, pack, p, arch)
                     for bufs in (2, 1):
                         if bufs * p.acc_tile <= target.acc:
-                            t = ConvTiling(toh, tow, tcb, tnb, x_all, bufs, im2col, pack, gpack)
-                            fitting.append((_rough_cycles(gs, t, p, arch), t))
+                            fitting.append((max(mm + st if bufs == 1 else mm, ld, st, bus), bufs,
+                                            (toh, tow, tcb, tnb, x_all, bufs, im2col, pack, gpack)))
     if not fitting:
         raise refused or TilingError(f"no tiling of {cs} fits {spm} B of SPM and {target.acc} B of ACC")
     fitting.sort(key=lambda e: e[0])
-    if conv_instructions(cs, fitting[0][1], es, r, c, spm) > PRICE_MAX:
-        return fitting[0][1]    # too large to price every candidate: the best rough estimate
-    priced = [t for bufs in (2, 1) for t in [t for _, t in fitting if t.acc_bufs == bufs][:SEARCH_PRICED]]
+    if conv_instructions(cs, ConvTiling(*fitting[0][2]), es, r, c, spm) > PRICE_MAX:
+        return ConvTiling(*fitting[0][2])    # too large to price every candidate: the best rough estimate
+    priced = [ConvTiling(*f) for bufs in (2, 1) for f in [f for _, b, f in fitting if b == bufs][:SEARCH_PRICED]]
     # the lowest price wins, the earlier in `priced` on a tie: candidates go by their floors (conv_estimate's lower
     # bounds), each priced exactly only while its floor can still beat the best (price, index) so far
     memos = {False: ({}, {}), True: ({}, {})}   # floor -> (instruction costs, step memos by acc_bufs twins)
@@ -642,10 +649,18 @@ def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch) -> float:
     matrix unit (folds of ``toh * tow / pack`` streamed rows), the load and store queues (bytes over the bandwidth plus
     each DMA's setup, latency and first row activation) and the DRAM bus. ``cs``: the grouped shape
     (:func:`grouped` by ``t.gpack``), ``p`` the tiling's plan."""
+    mm, ld, st, bus = _rough_terms(cs, t.toh, t.tow, t.pack, p, arch)
+    if t.acc_bufs == 1:   # each tile's matrix work waits for the previous tile's store
+        mm += st
+    return max(mm, ld, st, bus)
+
+
+def _rough_terms(cs: ConvShape, toh: int, tow: int, pack: int, p: _Plan, arch: Arch) -> tuple:
+    """:func:`_rough_cycles`' matrix, load, store and bus terms (cycles), the same for both accumulator depths."""
     r, c = arch.matrix.rows, arch.matrix.cols
-    tiles = cs.N * -(-cs.OH // t.toh) * -(-cs.OW // t.tow) * cs.groups
+    tiles = cs.N * -(-cs.OH // toh) * -(-cs.OW // tow) * cs.groups
     nbg, csteps = -(-p.nbs // p.tnb), -(-p.cbs // p.tcb)
-    s = t.toh * t.tow // t.pack
+    s = toh * tow // pack
     mm = tiles * nbg * csteps * (p.tnb * p.taps * p.tcb * max(s, r) + 2 * r + c)
     x_loads = tiles * (1 if p.x_all else nbg * csteps)
     w_loads = p.chunks if p.resident else tiles * nbg * csteps
@@ -658,9 +673,7 @@ def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch) -> float:
     gather = tiles * (p.p_slot / (arch.spm.banks * arch.spm.bank_width) + arch.dma.setup_latency)
     ld = (x_bytes + w_bytes) / bw + (x_loads + w_loads) * per_dma + gather
     st = y_bytes / bw + tiles * nbg * per_dma
-    if t.acc_bufs == 1:   # each tile's matrix work waits for the previous tile's store
-        mm += st
-    return max(mm, ld, st, (x_bytes + w_bytes + y_bytes) / bw)
+    return mm, ld, st, (x_bytes + w_bytes + y_bytes) / bw
 
 
 def _epilogue_bytes(cs: ConvShape, epilogue: Epilogue, es: int) -> int:
