@@ -477,6 +477,12 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, target: Target, epilogue: Ep
     if conv_instructions(cs, ConvTiling(*fitting[0][2]), es, r, c, spm) > PRICE_MAX:
         return ConvTiling(*fitting[0][2])    # too large to price every candidate: the best rough estimate
     priced = [ConvTiling(*f) for bufs in (2, 1) for f in [f for _, b, f in fitting if b == bufs][:SEARCH_PRICED]]
+    # a tiling whose program is an earlier one's (the same plan and the fields conv2d reads besides it: x_all and
+    # tnb only reach the program through the plan) cannot win the tie: left out
+    programs = {}
+    for t in priced:
+        programs.setdefault((_plan(cs, t, es, r, c, spm), t.toh, t.tow, t.acc_bufs, t.im2col, t.pack, t.gpack), t)
+    priced = list(programs.values())
     # the lowest price wins, the earlier in `priced` on a tie: candidates go by their floors (conv_estimate's lower
     # bounds), each priced exactly only while its floor can still beat the best (price, index) so far
     memos = {False: ({}, {}), True: ({}, {})}   # floor -> (instruction costs, step memos by acc_bufs twins)
