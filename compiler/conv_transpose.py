@@ -381,7 +381,7 @@ def _plan(ct: ConvTransposeShape, ph: AxisPlan, pw: AxisPlan, t: TransposeTiling
     chunks = ct.groups * -(-nbs // tnb) * -(-cbs // tcb)
     acc_tile = ph.expand * t.toh * pw.expand * t.tow * tnb * cols * 4
     plan = _Plan(th, tw, ct.Cg, taps, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, False, acc_tile, x_all, x_slots)
-    return replace(plan, resident=plan.x_bytes + chunks * w_chunk <= spm)
+    return plan._replace(resident=plan.x_bytes + chunks * w_chunk <= spm)
 
 
 def _const_bytes(ct: ConvTransposeShape, epilogue: Epilogue, phases: int) -> int:
