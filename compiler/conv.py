@@ -21,6 +21,7 @@ corner of the array. :func:`search_conv_tiling` picks the tiling by the simulato
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 from collections.abc import Callable
@@ -482,24 +483,57 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, target: Target, epilogue: Ep
     programs = {}
     for t in priced:
         programs.setdefault((_plan(cs, t, es, r, c, spm), t.toh, t.tow, t.acc_bufs, t.im2col, t.pack, t.gpack), t)
-    priced = list(programs.values())
-    # the lowest price wins, the earlier in `priced` on a tie: candidates go by their floors (conv_estimate's lower
-    # bounds), each priced exactly only while its floor can still beat the best (price, index) so far
-    memos = {False: ({}, {}), True: ({}, {})}   # floor -> (instruction costs, step memos by acc_bufs twins)
+    # the lowest price wins, the earlier in `priced` on a tie. Each candidate's price is bounded below by its plan
+    # (_plan_floor), more tightly by its floor (conv_estimate(floor=True)); the least bound goes first: a plan's bound
+    # is replaced by the floor, a floor's candidate is priced, until the least bound cannot beat the best (price,
+    # index) so far (a floor or a price stops as soon as it reaches what it has to stay below)
+    priced, memos = list(programs.values()), {False: ({}, {}), True: ({}, {})}   # floor -> (costs, step memos)
+    eo = (epilogue.out or ACC_TYPE[dtype]).size
 
     def estimate(t: ConvTiling, floor: bool, bound: int | None = None) -> int:
         costs, steps = memos[floor]
         return conv_estimate(cs, dtype, target, t, epilogue, hidden_constants, costs, bound, steps.setdefault(
             (t.toh, t.tow, t.tcb, t.tnb, t.x_all, t.im2col, t.pack, t.gpack), {}), floor)
-    floors = [estimate(t, True) for t in priced]
+    bounds = [(_plan_floor(grouped(cs, t.gpack), t, key[0], arch, es, eo, epilogue.residual), i, False)
+              for i, (key, t) in enumerate(programs.items())]
+    heapq.heapify(bounds)
     best = None   # (price, index)
-    for i in sorted(range(len(priced)), key=lambda i: (floors[i], i)):
-        if best is not None and (floors[i], i) > best:
-            break   # (and so are all the later ones)
-        est = estimate(priced[i], False, None if best is None else best[0] + (i < best[1]))
+    while bounds:
+        low, i, floored = heapq.heappop(bounds)
+        if best is not None and (low, i) > best:
+            break   # (and so are all the others)
+        bound = None if best is None else best[0] + (i < best[1])   # what the price must stay below to win
+        if not floored:
+            floor = estimate(priced[i], True, bound)
+            if bound is None or floor < bound:
+                heapq.heappush(bounds, (max(floor, low), i, True))
+            continue
+        est = estimate(priced[i], False, bound)
         if best is None or (est, i) < best:
             best = (est, i)
     return priced[best[1]]
+
+
+def _plan_floor(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch, es: int, eo: int, residual: bool) -> float:
+    """A lower bound of a tiling's price (cycles) from its plan alone (``cs`` grouped by ``t.gpack``): the stores,
+    the weight loads and the residual's loads each take a DMA's setup and latency, the first row activation and
+    their bytes over the bandwidth (:func:`isa.cost.dram_floor`: the bus window is at least that), every input
+    window load at least a setup; the bus holds all their windows; a queue's busy cycles and the bus bound the price
+    from below. ``es``, ``eo``: operand and output element bytes."""
+    d, dma = arch.dram, arch.dma
+    act = d.row_miss_latency if d.model == "rowbuffer" else 0
+    tiles = cs.N * cs.groups * -(-cs.OH // t.toh) * -(-cs.OW // t.tow)
+    nbg, csteps = -(-p.nbs // p.tnb), -(-p.cbs // p.tcb)
+    out, stores = cs.N * cs.OH * cs.OW * cs.K, tiles * nbg
+    weights = cs.groups * p.nbs * p.taps * p.cbs * arch.matrix.rows * arch.matrix.cols * es   # every block once
+    w_bytes, w_loads = (weights, p.chunks) if p.resident else (weights * (tiles // cs.groups), tiles * nbg * csteps)
+    r_bytes, r_loads = (out * 4, stores) if residual else (0, 0)
+    per = dma.setup_latency + d.latency + act
+    st = stores * per + out * eo / d.bandwidth
+    ld = (w_loads + r_loads) * per + (w_bytes + r_bytes) / d.bandwidth + tiles * (1 if p.x_all else nbg * csteps) \
+        * dma.setup_latency
+    bus = (out * eo + w_bytes + r_bytes) / d.bandwidth + (stores + w_loads + r_loads) * act
+    return max(st, ld, bus)
 
 
 def program_price(prog: Program, arch: Arch, tiling: ConvTiling, hidden_constants: bool = False) -> int:
