@@ -439,7 +439,20 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, target: Target, epilogue: Ep
     hidden_constants: the program's leading loads of constants (weights, bias, scale) overlap the previous layer
     (cross-layer prefetch, :func:`compiler.link.link`), so the pricing does not count them. group_packing=False:
     one group per array tile only (``gpack=1``; for comparisons).
+
+    The winner is the candidate of least (price, rank) of :func:`conv_candidates`; it is found without pricing most
+    of them: each is bounded below first (by :func:`_plan_floor`, then by its floor, ``conv_estimate(floor=True)``),
+    and only a candidate whose bound can still beat the best so far is priced.
     """
+    epilogue = epilogue or Epilogue()
+    priced = conv_candidates(cs, dtype, target, epilogue, group_packing)
+    return priced[0] if len(priced) == 1 else _search(priced, cs, dtype, target, epilogue, hidden_constants)
+
+
+def conv_candidates(cs: ConvShape, dtype: DType, target: Target, epilogue: Epilogue | None = None,
+                    group_packing: bool = True) -> list[ConvTiling]:
+    """The tilings :func:`search_conv_tiling` prices, in rank order (see there); only the best-ranked one when the
+    convolution is too large to price (``PRICE_MAX``). TilingError when none fits."""
     epilogue = epilogue or Epilogue()
     arch, r, c, es = target.arch, target.rows, target.cols, dtype.size
     spm = target.spm - _epilogue_bytes(cs, epilogue, es)
@@ -476,8 +489,15 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, target: Target, epilogue: Ep
         raise refused or TilingError(f"no tiling of {cs} fits {spm} B of SPM and {target.acc} B of ACC")
     fitting.sort(key=lambda e: e[0])
     if conv_instructions(cs, ConvTiling(*fitting[0][2]), es, r, c, spm) > PRICE_MAX:
-        return ConvTiling(*fitting[0][2])    # too large to price every candidate: the best rough estimate
-    priced = [ConvTiling(*f) for bufs in (2, 1) for f in [f for _, b, f in fitting if b == bufs][:SEARCH_PRICED]]
+        return [ConvTiling(*fitting[0][2])]    # too large to price every candidate: the best rough estimate
+    return [ConvTiling(*f) for bufs in (2, 1) for f in [f for _, b, f in fitting if b == bufs][:SEARCH_PRICED]]
+
+
+def _search(priced: list[ConvTiling], cs: ConvShape, dtype: DType, target: Target, epilogue: Epilogue,
+            hidden_constants: bool) -> ConvTiling:
+    """:func:`search_conv_tiling`'s pricing of its candidates ``priced``."""
+    arch, r, c, es = target.arch, target.rows, target.cols, dtype.size
+    spm = target.spm - _epilogue_bytes(cs, epilogue, es)
     # a tiling whose program is an earlier one's (the same plan and the fields conv2d reads besides it: x_all and
     # tnb only reach the program through the plan) cannot win the tie: left out
     programs = {}

@@ -6,12 +6,16 @@ from dataclasses import replace
 import pytest
 
 from compiler.conv import (
+    ACC_TYPE,
     ConvShape,
     ConvTiling,
     Epilogue,
     _fit_tcb,
     _fits,
+    _plan,
+    _plan_floor,
     conv2d,
+    conv_candidates,
     conv_estimate,
     grouped,
     program_price,
@@ -105,3 +109,38 @@ def test_estimates_of_both_accumulator_depths_may_share_built_steps(preset):
                 continue
             assert conv_estimate(cs, dtype, target, t, ep, steps=steps) == program_price(prog, target.arch, t), \
                 (cs, ep, t)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+def test_the_search_picks_the_cheapest_built_program_of_its_candidates(preset):
+    # the search prices few candidates (lower bounds first); its winner is still the least (price of the built
+    # program, rank) of all of them
+    target = Target.of(load_arch(preset))
+    for k, (cs, hidden) in enumerate(itertools.product(SHAPES, (False, True))):
+        ep, dtype = EPILOGUES[k % 4]
+        candidates = conv_candidates(cs, dtype, target, ep)
+        prices = [program_price(conv2d(cs, dtype, target, t, ep), target.arch, t, hidden) for t in candidates]
+        want = candidates[min(range(len(candidates)), key=lambda i: (prices[i], i))]
+        assert search_conv_tiling.__wrapped__(cs, dtype, target, ep, hidden) == want, (cs, ep, hidden)
+
+
+@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+def test_the_bounds_the_search_goes_by_are_at_most_the_price(preset):
+    # _plan_floor (closed form) <= conv_estimate(floor=True) <= the price, on every candidate; a bounded floor is
+    # exact below its bound
+    target = Target.of(load_arch(preset))
+    tried = 0
+    for k, cs in enumerate(SHAPES):
+        ep, dtype = EPILOGUES[k % 4]
+        spm = target.spm - cs.K * ep.spm_bytes - (3 if ep.spm_bytes and dtype.size % 4 else 0)
+        for t in conv_candidates(cs, dtype, target, ep)[::3]:
+            price = conv_estimate(cs, dtype, target, t, ep)
+            floor = conv_estimate(cs, dtype, target, t, ep, floor=True)
+            plan = _plan(cs, t, dtype.size, target.rows, target.cols, spm)
+            low = _plan_floor(grouped(cs, t.gpack), t, plan, target.arch, dtype.size,
+                              (ep.out or ACC_TYPE[dtype]).size, ep.residual)
+            assert low <= price and floor <= price, (cs, t, low, floor, price)
+            assert conv_estimate(cs, dtype, target, t, ep, bound=floor + 1, floor=True) == floor
+            tried += 1
+    assert tried >= 15
