@@ -302,14 +302,17 @@ def _plans_of(cs: ConvShape, toh: int, tow: int, tnb: int, x_all: bool, im2col: 
     pixel = cs.Kg if pack > 1 else tnb * cols    # accumulator elements per output pixel
     acc_tile = toh * tow * pixel * 4
     packed = x_all or im2col or pack > 1
+    window, row_block, block = th * tw * cs.Cg * es, th * tw * rows * es, tnb * taps * rows * cols * es  # bytes
+    groups = cs.groups * -(-nbs // tnb)   # chunks per input-channel step
+    single = 1 if im2col or windows == 1 else 2   # input slots when the window holds every channel
 
     def sizes(tcb: int) -> tuple[int, bool, int, int, int, int, bool]:
         tcb = min(tcb, cbs)
         x_all = packed or tcb >= cbs
-        x_slot = th * tw * (cs.Cg if x_all else tcb * rows) * es
-        x_slots = 1 if im2col or (x_all and windows == 1) else 2
-        w_chunk = tnb * taps * tcb * rows * cols * es
-        chunks = cs.groups * -(-nbs // tnb) * -(-cbs // tcb)
+        x_slot = window if x_all else tcb * row_block
+        x_slots = single if x_all else 1 if im2col else 2
+        w_chunk = tcb * block
+        chunks = groups * -(-cbs // tcb)
         resident = x_slots * x_slot + 2 * p_slot + chunks * w_chunk <= spm    # (x_bytes + every chunk)
         return tcb, x_all, x_slot, x_slots, w_chunk, chunks, resident
 
@@ -318,9 +321,12 @@ def _plans_of(cs: ConvShape, toh: int, tow: int, tnb: int, x_all: bool, im2col: 
         return _Plan(th, tw, kc, taps, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, resident, acc_tile, x_all, x_slots,
                      p_slot)
 
-    def spm_bytes(tcb: int) -> int:   # _Plan.spm of plan(tcb)
-        _, _, x_slot, x_slots, w_chunk, chunks, resident = sizes(tcb)
-        return x_slots * x_slot + 2 * p_slot + (chunks if resident else 2) * w_chunk
+    def spm_bytes(tcb: int) -> int:   # _Plan.spm of plan(tcb), sizes() inline
+        tcb = min(tcb, cbs)
+        x = (single * window if packed or tcb >= cbs else (1 if im2col else 2) * tcb * row_block) + 2 * p_slot
+        w_chunk = tcb * block
+        w_all = groups * -(-cbs // tcb) * w_chunk
+        return x + (w_all if x + w_all <= spm else 2 * w_chunk)
 
     return _PlanOf(plan, spm_bytes, cbs)
 
