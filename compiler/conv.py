@@ -605,13 +605,13 @@ def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTilin
     modulus = 1 if floor else arch.dram.page_bytes if arch.dram.model == "rowbuffer" else arch.dma.burst_bytes
     busy: dict[Queue, int] = {}
     bus = 0
-    kinds: dict[tuple, tuple] = {}   # tile key -> (busy per queue, bus window, state change)
+    kinds: dict[tuple, tuple] = {}   # tile key -> (busy per queue, bus window, state change, what it reads)
     state, n = _TileState(), len(parts.tiles)
     memo = _StepMemo({} if steps is None else steps, costs, modulus, arch.spm.bank_width, arch.acc.bank_width, floor)
     first = last = None
     for i, (b, oh0, ow0) in enumerate(parts.tiles):
         key = parts.key(b, oh0, ow0, state, modulus)
-        kind = None if i in (0, n - 1) else kinds.get(key)
+        kind = None if i == 0 else kinds.get(key)
         if kind is None:
             entries: list = []
             state.last_store_at = None   # (an index into the program, which is not built)
@@ -622,17 +622,18 @@ def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTilin
             for q, cycles, w, _ in entries:
                 tb[q] = tb.get(q, 0) + cycles
                 window += w
-            kind = kinds[key] = (tb, window, (state.xs - before[0], state.ws - before[1], state.accs - before[2]))
+            kind = kinds[key] = (tb, window, (state.xs - before[0], state.ws - before[1], state.accs - before[2]),
+                                 entries)
             if i == 0:
                 first = entries
                 alike = cs.N * _count_equal(cs.OH, tiling.toh) * _count_equal(cs.OW, tiling.tow)   # (grouped: ==)
                 if alike * tb.get(Queue.MXU, 0) >= bound:
                     return bound
-            if i == n - 1:
-                last = entries
         else:
             dx, dw, da = kind[2]
             state.xs, state.ws, state.accs, state.first_tile = state.xs + dx, state.ws + dw, state.accs + da, False
+        if i == n - 1:
+            last = kind[3]
         for q, c in kind[0].items():
             busy[q] = busy.get(q, 0) + c
         bus += kind[1]
