@@ -544,8 +544,8 @@ def _plan_floor(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch, es: int, eo:
     """A lower bound of a tiling's price (cycles) from its plan alone (``cs`` grouped by ``t.gpack``): the stores,
     the weight loads and the residual's loads each take a DMA's setup and latency, the first row activation and
     their bytes over the bandwidth (:func:`isa.cost.dram_floor`: the bus window is at least that), every input
-    window load at least a setup; the bus holds all their windows; a queue's busy cycles and the bus bound the price
-    from below. ``es``, ``eo``: operand and output element bytes."""
+    window load at least a setup and the bytes it reads over the bandwidth; the bus holds all their windows; a
+    queue's busy cycles and the bus bound the price from below. ``es``, ``eo``: operand and output element bytes."""
     d, dma = arch.dram, arch.dma
     act = d.row_miss_latency if d.model == "rowbuffer" else 0
     tiles = cs.N * cs.groups * -(-cs.OH // t.toh) * -(-cs.OW // t.tow)
@@ -554,12 +554,29 @@ def _plan_floor(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch, es: int, eo:
     weights = cs.groups * p.nbs * p.taps * p.cbs * arch.matrix.rows * arch.matrix.cols * es   # every block once
     w_bytes, w_loads = (weights, p.chunks) if p.resident else (weights * (tiles // cs.groups), tiles * nbg * csteps)
     r_bytes, r_loads = (out * 4, stores) if residual else (0, 0)
+    x_bytes = cs.N * cs.groups * _window_reads(cs, t.toh, t.tow) * cs.Cg * es * (1 if p.x_all else nbg)
     per = dma.setup_latency + d.latency + act
     st = stores * per + out * eo / d.bandwidth
-    ld = (w_loads + r_loads) * per + (w_bytes + r_bytes) / d.bandwidth + tiles * (1 if p.x_all else nbg * csteps) \
-        * dma.setup_latency
-    bus = (out * eo + w_bytes + r_bytes) / d.bandwidth + (stores + w_loads + r_loads) * act
+    ld = (w_loads + r_loads) * per + (w_bytes + r_bytes + x_bytes) / d.bandwidth \
+        + tiles * (1 if p.x_all else nbg * csteps) * dma.setup_latency
+    bus = (out * eo + w_bytes + r_bytes + x_bytes) / d.bandwidth + (stores + w_loads + r_loads) * act
     return max(st, ld, bus)
+
+
+@lru_cache(maxsize=1024)
+def _window_reads(cs: ConvShape, toh: int, tow: int) -> int:
+    """Input pixels that the window loads of one image's tiles read from DRAM (their halo padding is filled in):
+    every row tile's rows times every column tile's columns (see :func:`_conv_parts`' geometry)."""
+    (sh, sw), (pt, pl, _, _), (skip_h, skip_w) = cs.stride, cs.pad, _skip(cs)
+
+    def reads(n: int, tile: int, stride: int, lo: int, skip: int, size: int, axis: int) -> int:
+        total = 0
+        for o0 in range(0, n, tile):
+            extent = _window(cs, min(tile, n - o0), min(tile, n - o0))[axis]
+            i0 = o0 * stride - lo
+            total += max(0, extent - max(0, -i0) - max(0, i0 + (extent - 1) * skip + 1 - size))
+        return total
+    return reads(cs.OH, toh, sh, pt, skip_h, cs.H, 0) * reads(cs.OW, tow, sw, pl, skip_w, cs.W, 1)
 
 
 def program_price(prog: Program, arch: Arch, tiling: ConvTiling, hidden_constants: bool = False) -> int:

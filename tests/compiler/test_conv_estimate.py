@@ -134,13 +134,15 @@ def test_the_bounds_the_search_goes_by_are_at_most_the_price(preset):
     for k, cs in enumerate(SHAPES):
         ep, dtype = EPILOGUES[k % 4]
         spm = target.spm - cs.K * ep.spm_bytes - (3 if ep.spm_bytes and dtype.size % 4 else 0)
-        for t in conv_candidates(cs, dtype, target, ep)[::3]:
+        for j, t in enumerate(conv_candidates(cs, dtype, target, ep)):
             price = conv_estimate(cs, dtype, target, t, ep)
-            floor = conv_estimate(cs, dtype, target, t, ep, floor=True)
             plan = _plan(cs, t, dtype.size, target.rows, target.cols, spm)
             low = _plan_floor(grouped(cs, t.gpack), t, plan, target.arch, dtype.size,
                               (ep.out or ACC_TYPE[dtype]).size, ep.residual)
-            assert low <= price and floor <= price, (cs, t, low, floor, price)
-            assert conv_estimate(cs, dtype, target, t, ep, bound=floor + 1, floor=True) == floor
+            assert low <= price, (cs, t, low, price)
+            if j % 3 == 0:
+                floor = conv_estimate(cs, dtype, target, t, ep, floor=True)
+                assert floor <= price, (cs, t, floor, price)
+                assert conv_estimate(cs, dtype, target, t, ep, bound=floor + 1, floor=True) == floor
             tried += 1
-    assert tried >= 15
+    assert tried >= 40
