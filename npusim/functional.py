@@ -141,7 +141,13 @@ def _matmul(i: MatMul, mem: DeviceMemory) -> None:
     acc = _buf(mem, i.acc, i.shape, ((i.m, i.acc_row), (i.n, 4)))
     a = _buf(mem, i.a, i.shape, ((i.m, i.a_row), (i.k, es)))
     b = _buf(mem, i.b, i.shape, ((i.k * i.n, es),))
-    K.matmul(acc, a, b, _geometry(i.shape, i.acc, i.a, i.b), i.m, i.k, i.n, i.acc_row, i.a_row, CODE[i.a.dtype],
+    g = _geometry(i.shape, i.acc, i.a, i.b)
+    if i.a.dtype is DType.F32 and i.b.dtype is DType.F32 and not (np.bitwise_or.reduce(g[K.ND:]) | i.acc_row
+                                                                  | i.a_row) & 3:   # every address a whole word
+        K.matmul_f32(mem.acc_f32, mem.acc_u32, mem.spm_f32, mem.spm_f32, g, i.m, i.k, i.n, i.acc_row, i.a_row,
+                     bool(i.zero))
+        return
+    K.matmul(acc, a, b, g, i.m, i.k, i.n, i.acc_row, i.a_row, CODE[i.a.dtype],
              CODE[i.b.dtype], bool(i.zero))
 
 

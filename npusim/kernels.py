@@ -434,6 +434,46 @@ def matmul(acc_buf, a_buf, b_buf, g, m, k, n, acc_row, a_row, acode, bcode, zero
                 acc_buf[o:o + 4 * n] = row
 
 
+@_jit
+def matmul_f32(acc, acc_bits, a, b, g, m, k, n, acc_row, a_row, zero):
+    """isa.MatMul of f32 operands on 32-bit word views of the buffers: ``acc`` (f32) and ``acc_bits`` (u32) of ACC,
+    ``a`` and ``b`` (f32) of SPM; ``g`` in bytes (bases and strides are multiples of 4, as verified).
+
+    The same arithmetic as :func:`matmul` (each ACC element adds its k products in order q = 0, 1, ... to its
+    previous value in f32; NaN results stored as F32_NAN_BITS) without copying or decoding the operands: a row's n
+    sums are kept side by side in ``t``, and word indices are unsigned (no negative-index wraparound per access).
+    """
+    shape = g[:ND]
+    pc = offsets(shape, _base(g, 0), _strides(g, 0)) >> 2
+    pa = offsets(shape, _base(g, 1), _strides(g, 1)) >> 2
+    pb = offsets(shape, _base(g, 2), _strides(g, 2)) >> 2
+    rc, ra = acc_row >> 2, a_row >> 2
+    un, uk = np.uint64(n), np.uint64(k)
+    if zero:
+        for p in range(pc.size):
+            for r in range(m):
+                o = np.uint64(pc[p] + r * rc)
+                for j in range(un):
+                    acc_bits[o + j] = 0
+    t = np.empty(n, np.float32)
+    for p in range(pc.size):
+        ob = np.uint64(pb[p])
+        for r in range(m):
+            oa, o = np.uint64(pa[p] + r * ra), np.uint64(pc[p] + r * rc)
+            for j in range(un):
+                t[j] = acc[o + j]
+            for q in range(uk):
+                x, ib = a[oa + q], ob + q * un
+                for j in range(un):
+                    t[j] += x * b[ib + j]
+            for j in range(un):
+                v = t[j]
+                if v != v:
+                    acc_bits[o + j] = F32_NAN_BITS
+                else:
+                    acc[o + j] = v
+
+
 # ---------------------------------------------------------------- VPU
 
 

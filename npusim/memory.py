@@ -17,6 +17,10 @@ class DeviceMemory:
         self.spm = np.zeros(spm_bytes, np.uint8)
         self.acc = np.zeros(acc_bytes, np.uint8)
         self.dram = {name: np.zeros(size, np.uint8) for name, size in regions.items()}
+        # the SPM and ACC as 32-bit words (f32 and u32 views of the same bytes), for kernels over aligned f32 operands
+        self.spm_f32 = self.spm[: spm_bytes - spm_bytes % 4].view(np.float32)
+        self.acc_f32 = self.acc[: acc_bytes - acc_bytes % 4].view(np.float32)
+        self.acc_u32 = self.acc_f32.view(np.uint32)
 
     @classmethod
     def for_program(cls, program: Program, spm_bytes: int, acc_bytes: int) -> DeviceMemory:
