@@ -102,8 +102,11 @@ CODE = {d: n for n, d in enumerate(DType)}
 
 
 def _buf(mem: DeviceMemory, view: View, shape: tuple[int, ...], extra: tuple[tuple[int, int], ...] = ()) -> np.ndarray:
-    """The byte array ``view`` addresses, after checking that every element is inside it."""
+    """The byte array ``view`` addresses, after checking that every element is inside it (unless the memory's program
+    was verified: ``mem.bounds_verified``)."""
     buf = mem.buffer(view)
+    if mem.bounds_verified:
+        return buf
     lo, hi = view.span(shape, extra)
     if lo < 0 or hi > buf.size:
         mem.array(view, shape, extra)  # raises SimulationError with the standard message
@@ -123,12 +126,19 @@ def _dma_copy(i: DmaCopy, mem: DeviceMemory) -> None:
     src_shape, es = i.src_shape, i.dst.dtype.size
     dst = _buf(mem, i.dst, i.shape)
     src = _buf(mem, i.src, src_shape) if all(src_shape) else dst
+    if not i.pad:
+        K.dma_copy(dst, src, _geometry(i.shape, i.dst, i.src), _NO_PAD, es, _NO_FILL[es])
+        return
     pad = [0] * (2 * K.ND)  # lo[ND], hi[ND]
     off = K.ND - len(i.shape)
     for p in i.pad:
         pad[off + p.dim], pad[K.ND + off + p.dim] = p.lo, p.hi
-    fill = K.scalar_bytes(i.fill, i.dst.dtype) if i.pad else np.zeros(es, np.uint8)
-    K.dma_copy(dst, src, _geometry(i.shape, i.dst, i.src), np.array(pad, np.int64), es, fill)
+    K.dma_copy(dst, src, _geometry(i.shape, i.dst, i.src), np.array(pad, np.int64), es,
+               K.scalar_bytes(i.fill, i.dst.dtype))
+
+
+_NO_PAD = np.zeros(2 * K.ND, np.int64)                                 # (read only by the kernel)
+_NO_FILL = {n: np.zeros(n, np.uint8) for n in {d.size for d in DType}}  # a fill no position of an unpadded copy reads
 
 
 def _dma_fill(i: DmaFill, mem: DeviceMemory) -> None:

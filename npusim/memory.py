@@ -17,6 +17,9 @@ class DeviceMemory:
         self.spm = np.zeros(spm_bytes, np.uint8)
         self.acc = np.zeros(acc_bytes, np.uint8)
         self.dram = {name: np.zeros(size, np.uint8) for name, size in regions.items()}
+        # every operand of the program run on it was verified to lie inside its memory (isa.verify, as simulate
+        # does before a run): the kernels then skip the per-instruction bounds check
+        self.bounds_verified = False
         # the SPM and ACC as 32-bit words (f32 and u32 views of the same bytes), for kernels over aligned f32 operands
         self.spm_f32 = self.spm[: spm_bytes - spm_bytes % 4].view(np.float32)
         self.acc_f32 = self.acc[: acc_bytes - acc_bytes % 4].view(np.float32)
