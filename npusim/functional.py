@@ -137,6 +137,7 @@ def _dma_copy(i: DmaCopy, mem: DeviceMemory) -> None:
                K.scalar_bytes(i.fill, i.dst.dtype))
 
 
+_BYTES = (DType.I8, DType.U8)
 _NO_PAD = np.zeros(2 * K.ND, np.int64)                                 # (read only by the kernel)
 _NO_FILL = {n: np.zeros(n, np.uint8) for n in {d.size for d in DType}}  # a fill no position of an unpadded copy reads
 
@@ -152,10 +153,14 @@ def _matmul(i: MatMul, mem: DeviceMemory) -> None:
     a = _buf(mem, i.a, i.shape, ((i.m, i.a_row), (i.k, es)))
     b = _buf(mem, i.b, i.shape, ((i.k * i.n, es),))
     g = _geometry(i.shape, i.acc, i.a, i.b)
-    if i.a.dtype is DType.F32 and i.b.dtype is DType.F32 and not (np.bitwise_or.reduce(g[K.ND:]) | i.acc_row
-                                                                  | i.a_row) & 3:   # every address a whole word
+    ad, bd = i.a.dtype, i.b.dtype
+    if ad is DType.F32 and bd is DType.F32 and not (np.bitwise_or.reduce(g[K.ND:]) | i.acc_row | i.a_row) & 3:
         K.matmul_f32(mem.acc_f32, mem.acc_u32, mem.spm_f32, mem.spm_f32, g, i.m, i.k, i.n, i.acc_row, i.a_row,
-                     bool(i.zero))
+                     bool(i.zero))   # (every address a whole word)
+        return
+    if ad in _BYTES and bd in _BYTES and not (np.bitwise_or.reduce(g[K.ND:K.ND + K.ND + 1]) | i.acc_row) & 3:
+        K.matmul_int(mem.acc_i32, mem.spm_i8 if ad is DType.I8 else mem.spm, mem.spm_i8 if bd is DType.I8 else mem.spm,
+                     g, i.m, i.k, i.n, i.acc_row, i.a_row, bool(i.zero))   # (the ACC operand's addresses whole words)
         return
     K.matmul(acc, a, b, g, i.m, i.k, i.n, i.acc_row, i.a_row, CODE[i.a.dtype],
              CODE[i.b.dtype], bool(i.zero))

@@ -474,6 +474,41 @@ def matmul_f32(acc, acc_bits, a, b, g, m, k, n, acc_row, a_row, zero):
                     acc[o + j] = v
 
 
+@_jit
+def matmul_int(acc, a, b, g, m, k, n, acc_row, a_row, zero):
+    """isa.MatMul of i8/u8 operands straight from the buffers: ``acc`` the i32 word view of ACC, ``a`` and ``b`` the
+    SPM as int8 or uint8 (the operands' types); ``g`` in bytes (the ACC operand's addresses multiples of 4).
+
+    The same arithmetic as :func:`matmul` (each ACC element adds its k products in i64, then wraps to i32) with
+    unsigned indices and no per-row copies.
+    """
+    shape = g[:ND]
+    pc = offsets(shape, _base(g, 0), _strides(g, 0)) >> 2
+    pa = offsets(shape, _base(g, 1), _strides(g, 1))
+    pb = offsets(shape, _base(g, 2), _strides(g, 2))
+    rc = acc_row >> 2
+    un, uk = np.uint64(n), np.uint64(k)
+    if zero:
+        for p in range(pc.size):
+            for r in range(m):
+                o = np.uint64(pc[p] + r * rc)
+                for j in range(un):
+                    acc[o + j] = 0
+    t = np.empty(n, np.int64)
+    for p in range(pc.size):
+        ob = np.uint64(pb[p])
+        for r in range(m):
+            oa, o = np.uint64(pa[p] + r * a_row), np.uint64(pc[p] + r * rc)
+            for j in range(un):
+                t[j] = acc[o + j]
+            for q in range(uk):
+                x, ib = np.int64(a[oa + q]), ob + q * un
+                for j in range(un):
+                    t[j] += x * np.int64(b[ib + j])
+            for j in range(un):
+                acc[o + j] = np.int32(t[j])  # wraps
+
+
 # ---------------------------------------------------------------- VPU
 
 
