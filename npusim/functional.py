@@ -249,6 +249,11 @@ def execute(instr: Instr, mem: DeviceMemory, host: Mapping[str, HostFunction] | 
         if fn is None:
             raise SimulationError(f"no host function {instr.fn!r} was supplied (simulate(..., host_functions=...)); "
                                   f"run timing-only to skip values")
+        regions = list(mem.dram.items())
         fn(mem.dram)
+        if mem.bounds_verified and any(mem.dram.get(name) is not buf for name, buf in regions):
+            # (the kernels trust the verified bounds of these arrays)
+            raise SimulationError(f"host function {instr.fn!r} replaced the DRAM regions' arrays; it must write "
+                                  f"into them in place")
         return
     EXECUTE[type(instr)](instr, mem)
