@@ -49,6 +49,8 @@ class Engine:
         idx = program.sem_index
 
         def sem_ops(ops) -> tuple[tuple[int, int], ...]:
+            if len(ops) == 1:   # (most: a list comprehension costs a frame)
+                return ((idx[ops[0].name], ops[0].count),)
             return tuple([(idx[o.name], o.count) for o in ops])
 
         self.sems = SemaphoreFile([s.name for s in program.sems], [s.init for s in program.sems])
