@@ -380,8 +380,13 @@ def matmul(acc_buf, a_buf, b_buf, g, m, k, n, acc_row, a_row, acode, bcode, zero
     # it (the stationary weights), and an ACC row's n elements are summed side by side over q, so the j loop
     # vectorizes. Each ACC element still adds its k products in order q = 0, 1, ... to its previous value (the same
     # rounding).
-    row = np.empty(4 * n, np.uint8)   # one output row of ACC (n elements)
     ka, nb = k * es, k * n * es
+    if acode == F32 and bcode == F32 and acc_buf.size % 4 == 0 and a_buf.size % 4 == 0 and acc_row % 4 == 0 \
+            and a_row % 4 == 0 and _word_aligned(pc) and _word_aligned(pa):
+        _matmul_f32(acc_buf.view(np.float32), acc_buf.view(np.uint32), a_buf.view(np.float32), b_buf, pc, pa, pb,
+                    m, k, n, acc_row >> 2, a_row >> 2, nb)
+        return
+    row = np.empty(4 * n, np.uint8)   # one output row of ACC (n elements)
     araw = np.empty(-(-ka // 4) * 4, np.uint8)   # (whole words, so that it has an f32 view)
     if acode >= F16:
         af32 = araw.view(np.float32)
@@ -432,6 +437,42 @@ def matmul(acc_buf, a_buf, b_buf, g, m, k, n, acc_row, a_row, acode, bcode, zero
                 for j in range(n):
                     ri[j] = np.int32(t[j])  # wraps
                 acc_buf[o:o + 4 * n] = row
+
+
+@_jit
+def _word_aligned(offsets):
+    """Whether every byte offset is a multiple of 4."""
+    for o in offsets:
+        if o % 4:
+            return False
+    return True
+
+
+@_jit
+def _matmul_f32(acc, accu, a, b_buf, pc, pa, pb, m, k, n, acc_row, a_row, nb):
+    """:func:`matmul` on f32 operands, read and written as f32 words (``acc``/``accu``: the ACC as f32 and u32;
+    ``a``: the SPM as f32; bases and rows in words, which the verifier's alignment rules make exact): no byte copies
+    per row. The same order of operations: each ACC row is read, gets its k products added in order q = 0, 1, ...,
+    and is written back before the next row is read."""
+    row = np.empty(n, np.float32)
+    fb = b_buf[pb[0]:pb[0] + nb].copy().view(np.float32)
+    for p in range(pc.size):
+        if p and pb[p] != pb[p - 1]:
+            fb = b_buf[pb[p]:pb[p] + nb].copy().view(np.float32)
+        for r in range(m):
+            oa = (pa[p] >> 2) + r * a_row
+            o = (pc[p] >> 2) + r * acc_row
+            for j in range(n):
+                row[j] = acc[o + j]
+            for q in range(k):
+                x, ib = a[oa + q], q * n
+                for j in range(n):
+                    row[j] += x * fb[ib + j]
+            for j in range(n):
+                if row[j] != row[j]:
+                    accu[o + j] = F32_NAN_BITS
+                else:
+                    acc[o + j] = row[j]
 
 
 # ---------------------------------------------------------------- VPU
