@@ -1,18 +1,24 @@
 """Simulator speed: simulated instructions and cycles per CPU second, timing-only and with values.
 
-    python bench/sim_speed.py [--size 416] [--arch edge16]
+    python bench/sim_speed.py [--size 416] [--arch edge16] [--before DIR]
 
 Runs a tiled int8 GEMM split into 16x16x16 tiles (about 3 instructions per tile step, so --size 416 gives
 ~53,000 instructions) and prints a table. Goal (issue 15): >= 100,000 instructions/s timing-only on 2 cores. Seconds
 are CPU seconds of this process (``time.process_time``: the machine is shared), and the same run measures a bare SimPy
 loop (one timeout event per instruction, four processes: the ceiling of any SimPy model with one event per
-instruction) so the ratio to it can be compared across machines.
+instruction) so the ratio to it can be compared across machines. ``--before DIR`` measures another checkout of npusim
+(``git archive REV | tar -x -C DIR``) in a child process of the same run, for a before/after table.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import simpy
@@ -39,30 +45,53 @@ def bare_simpy(n: int) -> float:
     return 4 * (n // 4) / (time.process_time() - t0)
 
 
+def measure(size: int, arch_name: str) -> dict:
+    """Build the GEMM and return its instruction count, cycles and CPU seconds per mode (after a warm-up run)."""
+    arch = load_arch(arch_name)
+    n, r = size, arch.matrix.rows
+    t0 = time.perf_counter()
+    program = tiled_gemm(n, n, n, DType.I8, Target.of(arch), GemmTiling(tm=r, tn=arch.matrix.cols, tk=r))
+    out = {"build": time.perf_counter() - t0, "instructions": len(program.instrs)}
+    rng = np.random.default_rng(0)
+    inputs = {"A": rng.integers(-128, 128, (n, n), dtype=np.int8), "B": rng.integers(-128, 128, (n, n), dtype=np.int8)}
+    simulate(program, arch, inputs)  # warm the numba cache and cost caches out of the measurement
+    for mode, kwargs in (("timing-only", {"timing_only": True}), ("values", {})):
+        t0 = time.process_time()
+        res = simulate(program, arch, None if kwargs else inputs, **kwargs)
+        out[mode] = {"cpu": time.process_time() - t0, "cycles": res.cycles}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", type=int, default=416, help="M = N = K (elements)")
     ap.add_argument("--arch", default="edge16")
+    ap.add_argument("--before", type=Path, help="another npusim checkout to measure in the same run (the baseline)")
+    ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # (a child's measurement, as JSON)
     args = ap.parse_args()
-    arch = load_arch(args.arch)
-    n, r = args.size, arch.matrix.rows
-    t0 = time.perf_counter()
-    program = tiled_gemm(n, n, n, DType.I8, Target.of(arch), GemmTiling(tm=r, tn=arch.matrix.cols, tk=r))
-    build = time.perf_counter() - t0
-    rng = np.random.default_rng(0)
-    inputs = {"A": rng.integers(-128, 128, (n, n), dtype=np.int8), "B": rng.integers(-128, 128, (n, n), dtype=np.int8)}
-    simulate(program, arch, inputs)  # warm the numba cache and cost caches out of the measurement
-    print(f"program: {len(program.instrs):,} instructions (GEMM {n}^3 int8, 16x16x16 tiles, built in {build:.2f} s)")
-    bare = bare_simpy(len(program.instrs))
-    print(f"{'mode':<12} {'instructions':>12} {'cycles':>14} {'cpu s':>8} {'instr/s':>10} {'cycles/s':>12} "
+    if args.json:
+        print(json.dumps(measure(args.size, args.arch)))
+        return
+    runs = {}
+    if args.before:   # this script, run in the other checkout's package tree
+        env = dict(os.environ, PYTHONPATH=str(args.before.resolve()))
+        out = subprocess.run([sys.executable, __file__, "--json", "--size", str(args.size), "--arch", args.arch],
+                             cwd=args.before, env=env, capture_output=True, text=True)
+        if out.returncode:
+            raise SystemExit(f"{args.before}: {out.stderr[-2000:]}")
+        runs["before"] = json.loads(out.stdout.strip().splitlines()[-1])
+    runs["this tree" if args.before else ""] = m = measure(args.size, args.arch)
+    print(f"program: {m['instructions']:,} instructions (GEMM {args.size}^3 int8, {args.arch} tiles, built in "
+          f"{m['build']:.2f} s)")
+    bare = bare_simpy(m["instructions"])
+    print(f"{'mode':<24} {'instructions':>12} {'cycles':>14} {'cpu s':>8} {'instr/s':>10} {'cycles/s':>12} "
           f"{'of bare SimPy':>13}")
-    for mode, kwargs in (("timing-only", {"timing_only": True}), ("values", {})):
-        t0 = time.process_time()
-        res = simulate(program, arch, None if kwargs else inputs, **kwargs)
-        cpu = time.process_time() - t0
-        rate = len(program.instrs) / cpu
-        print(f"{mode:<12} {len(program.instrs):>12,} {res.cycles:>14,} {cpu:>8.2f} "
-              f"{rate:>10,.0f} {res.cycles / cpu:>12,.0f} {rate / bare:>13.2f}")
+    for mode in ("timing-only", "values"):
+        for label, run in runs.items():
+            cpu, cycles = run[mode]["cpu"], run[mode]["cycles"]
+            rate = run["instructions"] / cpu
+            print(f"{(mode + ' ' + label).strip():<24} {run['instructions']:>12,} {cycles:>14,} {cpu:>8.2f} "
+                  f"{rate:>10,.0f} {cycles / cpu:>12,.0f} {rate / bare:>13.2f}")
     print(f"bare SimPy loop: {bare:,.0f} events per CPU second")
 
 

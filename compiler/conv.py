@@ -168,16 +168,22 @@ def pack_weights(w: np.ndarray, shape: ConvShape, rows: int, cols: int, im2col: 
         for i in range(pack):
             diag[i * K:(i + 1) * K, i * C:(i + 1) * C] = w
         return pack_weights(diag, replace(cs, C=pack * cs.C, K=pack * cs.K), rows, cols)
-    nb, cb = -(-cs.Kg // cols), -(-cs.Cg // rows)
-    out = np.zeros((cs.groups, nb, cs.R, cs.S, cb, rows * cols), dtype=w.dtype)
-    for g in range(cs.groups):
-        for ni, n0 in enumerate(range(0, cs.Kg, cols)):
-            n = min(cols, cs.Kg - n0)
-            for ci, c0 in enumerate(range(0, cs.Cg, rows)):
-                k = min(rows, cs.Cg - c0)
-                blk = w[g * cs.Kg + n0: g * cs.Kg + n0 + n, c0: c0 + k]           # (n, k, R, S)
-                out[g, ni, :, :, ci, : k * n] = blk.transpose(2, 3, 1, 0).reshape(cs.R, cs.S, k * n)
+    G, Kg, Cg, R, S = cs.groups, cs.Kg, cs.Cg, cs.R, cs.S
+    out = np.zeros((G, -(-Kg // cols), R, S, -(-Cg // rows), rows * cols), dtype=w.dtype)
+    wg = w.reshape(G, Kg, Cg, R, S)
+    # whole blocks, then the last partial block of each axis: a k x n tile is packed densely (row stride n)
+    for n0, n1, n in _block_runs(Kg, cols):
+        for c0, c1, k in _block_runs(Cg, rows):
+            blk = wg[:, n0:n1, c0:c1].reshape(G, (n1 - n0) // n, n, (c1 - c0) // k, k, R, S)
+            out[:, n0 // cols: -(-n1 // cols), :, :, c0 // rows: -(-c1 // rows), : k * n] = \
+                blk.transpose(0, 1, 5, 6, 3, 4, 2).reshape(G, (n1 - n0) // n, R, S, (c1 - c0) // k, k * n)
     return out.ravel()
+
+
+def _block_runs(size: int, block: int) -> list[tuple[int, int, int]]:
+    """``size`` cut into ``block``-long pieces as (start, end, piece length) runs: the whole pieces, then the last."""
+    whole = size - size % block
+    return [r for r in ((0, whole, block), (whole, size, size - whole)) if r[1] > r[0]]
 
 
 @dataclass(frozen=True)

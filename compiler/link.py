@@ -24,7 +24,7 @@ own small DRAM regions (X, Wt, Y, ...). :func:`link` concatenates them in order 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 
 from isa import (
     DmaCopy,
@@ -73,24 +73,27 @@ class LayerRange:
     macs: int
 
 
-def _relocate(instr: Instr, bind: dict[str, tuple[str, int]]) -> Instr:
-    if not isinstance(instr, DmaCopy | DmaFill | Gather):
+def _relocate(instr: Instr, bind: dict[str, tuple[str, int]], rename: dict[SemOp, SemOp]) -> Instr:
+    """``instr`` with its DRAM operands moved into the global regions (``bind``; the pseudo-region ``SPM``: an SPM
+    view at that byte address) and its semaphore operations renamed (``rename``), in one copy."""
+    views = {}
+    if isinstance(instr, DmaCopy | DmaFill | Gather):
+        for role in ("dst", "src", "table"):
+            v = getattr(instr, role, None)
+            if v is not None and v.space is Space.DRAM:
+                region, off = bind[v.region]
+                views[role] = View(Space.SPM, v.base + off, v.dtype, v.strides) if region == "SPM" else \
+                    View(Space.DRAM, v.base + off, v.dtype, v.strides, region)
+    if not views and not instr.waits and not instr.signals:
         return instr
-    changes = {}
-    for role in ("dst", "src", "table"):
-        v = getattr(instr, role, None)
-        if v is not None and v.space is Space.DRAM:
-            region, off = bind[v.region]
-            changes[role] = View(Space.SPM, v.base + off, v.dtype, v.strides) if region == "SPM" else \
-                replace(v, region=region, base=v.base + off)
-    return replace(instr, **changes)
+    return instr.resynced(tuple(rename[o] for o in instr.waits), tuple(rename[o] for o in instr.signals), **views)
 
 
 def _shift_spm(instr: Instr, offset: int) -> Instr:
     """``instr`` with every SPM operand ``offset`` bytes higher."""
-    changes = {f.name: replace(v, base=v.base + offset) for f in fields(instr)
+    changes = {f.name: View(Space.SPM, v.base + offset, v.dtype, v.strides) for f in fields(instr)
                if isinstance(v := getattr(instr, f.name), View) and v.space is Space.SPM}
-    return replace(instr, **changes) if changes else instr
+    return instr.resynced(instr.waits, instr.signals, **changes) if changes else instr
 
 
 def is_constant_load(instr: Instr, bind: dict[str, tuple[str, int]] | None = None) -> bool:
@@ -140,8 +143,8 @@ def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int]
         if overlap and not upper[k - 1]:   # (before relocation: activations kept in SPM do not move)
             upper[k] = True
             body = [_shift_spm(i, prefetch_spm) for i in body]
-        body = [_relocate(i, seg.bind).resynced(tuple(SemOp(rename[o.name], o.count) for o in i.waits),
-                                                tuple(SemOp(rename[o.name], o.count) for o in i.signals)) for i in body]
+        ops = {o: SemOp(rename[o.name], o.count) for i in body for o in (*i.waits, *i.signals)}
+        body = [_relocate(i, seg.bind, ops) for i in body]
         if k and exits[k - 1] is not entries[k]:
             first = next(j for j, i in enumerate(body) if i.queue in ENTRY)
             if overlap and entries[k - 1] is Queue.DMA_LD:
@@ -151,7 +154,7 @@ def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int]
         if k < len(segments) - 1 and exits[k] is not entries[k + 1]:
             last = max(j for j, i in enumerate(body) if i.queue is exits[k])
             dep = _dep_name(exits[k], entries[k + 1])
-            body[last] = replace(body[last], signals=body[last].signals + (SemOp(dep),))
+            body[last] = body[last].resynced(body[last].waits, body[last].signals + (SemOp(dep),))
             sems[dep] = 0
         layers.append(LayerRange(seg.name, seg.op, len(instrs), len(instrs) + len(body), seg.macs))
         instrs += body

@@ -16,7 +16,7 @@ from isa.arch import Arch
 from isa.cost import program_estimate
 
 from .conv_transpose import MODES as CONV_TRANSPOSE_MODES
-from .errors import FALLBACK_HINT, CompileError, UnsupportedDTypeError, UnsupportedOpError
+from .errors import FALLBACK_HINT, CompileError, TilingError, UnsupportedDTypeError, UnsupportedOpError
 from .host import HostOp, HostTensor, host_fn_name, host_ops, host_program, storage_dtype
 from .ir import Graph, Node
 from .link import LayerRange, Segment, leading_constants, link
@@ -179,11 +179,12 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
         saved = low.snapshot()
         try:
             _lower(low, node, half)
-        except UnsupportedOpError as e:   # a case its lowering found it does not handle
+        except (UnsupportedOpError, TilingError) as e:   # a case its lowering does not handle, or no tiling fits
+            why = e.reason if isinstance(e, UnsupportedOpError) else f"no tiling fits the NPU: {e}"
             if not fallback:
-                raise UnsupportedOpError(e.node, e.op, e.reason + FALLBACK_HINT) from None
+                raise UnsupportedOpError(node.name, node.op, why + FALLBACK_HINT) from None
             low.restore(saved)
-            _host(low, node, e.reason)
+            _host(low, node, why)
     for name in graph.outputs:
         if name not in low.bind and graph.is_const(name):   # the model's result folded to a constant
             lower_constant_output(low, name)

@@ -46,7 +46,7 @@ def _check_bounds(program: Program, pc: int, instr: Instr, memo: dict | None = N
     memo = {} if memo is None else memo
     for role, view, extra in instr.views():
         shape = instr.src_shape if role == "src" and type(instr) is DmaCopy else instr.shape
-        key = (view.strides, shape, extra, view.dtype.size)
+        key = (view.strides, view.dtype.size, shape, extra)
         geo = memo.get(key)
         if geo is None:
             geo = memo[key] = _geometry(view, shape, extra)
@@ -70,6 +70,44 @@ def _check_bounds(program: Program, pc: int, instr: Instr, memo: dict | None = N
                               f"{base + hi_off:#x}) outside the {size}-byte {name}")
 
 
+def _operands_fit(program: Program, start: int = 0) -> int:
+    """Index of the first instruction from ``start`` whose operands are misaligned or out of bounds, or -1: the fast
+    path of :func:`_check_bounds` over a program. Instructions that differ only in their operands' bases (and
+    semaphores) share one geometry, memoised by what it reads, so each operand costs a base check; an instruction
+    that fails is checked again by ``_check_bounds`` for its message."""
+    cfg = program.config
+    size_of = {Space.SPM: cfg.spm, Space.ACC: cfg.acc} | {r.name: r.size for r in program.regions}
+    memo: dict = {}
+    instrs = program.instrs
+    for pc in range(start, len(instrs)):
+        instr = instrs[pc]
+        t = type(instr)
+        if t is MatMul:   # the key names what views() and _geometry read; the views in views() order
+            acc, a, b = views = instr.acc, instr.a, instr.b
+            key = (t, instr.shape, instr.m, instr.k, instr.n, instr.acc_row, instr.a_row, acc.strides, a.strides,
+                   b.strides, acc.dtype.size, a.dtype.size, b.dtype.size)
+        elif t is DmaCopy:
+            dst, src = views = instr.dst, instr.src
+            key = (t, instr.shape, instr.pad, dst.strides, src.strides, dst.dtype.size, src.dtype.size)
+        else:
+            roles = instr.views()
+            if not roles:
+                continue
+            views = [v for _, v, _ in roles]
+            key = (t, instr.shape, tuple([(role, v.strides, v.dtype.size, extra) for role, v, extra in roles]))
+        geo = memo.get(key)
+        if geo is None:   # per operand of views(): (misaligned, lo, hi relative to the base, element size)
+            geo = memo[key] = tuple([
+                (*_geometry(v, instr.src_shape if role == "src" and t is DmaCopy else instr.shape, extra),
+                 v.dtype.size) for role, v, extra in instr.views()])
+        for v, (misaligned, lo, hi, es) in zip(views, geo):   # (a DmaCopy whose source is all padding: dst only)
+            base = v.base
+            size = size_of.get(v.region or v.space)
+            if misaligned or size is None or base + lo < 0 or base + hi > size or base % es:
+                return pc
+    return -1
+
+
 def verify(program: Program) -> VerifyReport:
     """Check ``program``; raise VerifyError on the first error, return warnings otherwise."""
     report = VerifyReport()
@@ -80,6 +118,7 @@ def verify(program: Program) -> VerifyReport:
     instrs, cfg = program.instrs, program.config
     last = len(instrs) - 1
     consumer, producer = report.consumer, report.producer
+    bad = _operands_fit(program)
     for pc, instr in enumerate(instrs):
         t = type(instr)
         if t is Halt and pc != last:
@@ -87,30 +126,34 @@ def verify(program: Program) -> VerifyReport:
         if t is MatMul and (instr.k > cfg.rows or instr.n > cfg.cols):
             raise VerifyError(f"{where(pc, instr)}: a {instr.k}x{instr.n} weight tile does not fit the "
                               f"{cfg.rows}x{cfg.cols} array of .config")
-        _check_bounds(program, pc, instr, memo)
+        if pc == bad:
+            _check_bounds(program, pc, instr, memo)  # raises with the message (the fast path only finds the pc)
+            bad = _operands_fit(program, pc + 1)
         waits, signals = instr.waits, instr.signals
         if not (waits or signals):
             continue
         q = instr.queue
         for ops, role, table in ((waits, "waited on", consumer), (signals, "signalled", producer)):
             for op in ops:
-                if op.name not in sem_index:
-                    raise VerifyError(f"{where(pc, instr)}: semaphore {op.name!r} is not declared (.sem NAME INIT)")
-                other = table.setdefault(op.name, q)
+                name = op.name
+                if name not in sem_index:
+                    raise VerifyError(f"{where(pc, instr)}: semaphore {name!r} is not declared (.sem NAME INIT)")
+                other = table.setdefault(name, q)
                 if other is not q:
-                    raise VerifyError(f"{where(pc, instr)}: semaphore {op.name} is {role} by {other.text} and by "
+                    raise VerifyError(f"{where(pc, instr)}: semaphore {name} is {role} by {other.text} and by "
                                       f"{q.text}; each semaphore has one producer queue and one consumer queue")
         for op in waits:
-            i = sem_index[op.name]
-            if count[i] < op.count and not first_neg:
-                first_neg.append(f"{where(pc, instr)} waits for {op.name}*{op.count} but only {count[i]} can have "
+            i, n = sem_index[op.name], op.count
+            c = count[i]
+            if c < n and not first_neg:
+                first_neg.append(f"{where(pc, instr)} waits for {op.name}*{n} but only {c} can have "
                                  f"been signalled before it in program order: the program may deadlock")
-            count[i] -= op.count
+            count[i] = c - n
         for op in signals:
             i = sem_index[op.name]
-            count[i] += op.count
-            if count[i] > SEM_MAX:
-                raise VerifyError(f"{where(pc, instr)}: semaphore {op.name} can reach {count[i]} > {SEM_MAX}; pair "
+            c = count[i] = count[i] + op.count
+            if c > SEM_MAX:
+                raise VerifyError(f"{where(pc, instr)}: semaphore {op.name} can reach {c} > {SEM_MAX}; pair "
                                   f"every 'full' semaphore with an 'empty' one to bound it")
     for decl, c in zip(program.sems, count):
         if c != decl.init:

@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from itertools import accumulate
 from numbers import Integral
+from operator import attrgetter
 
 import numpy as np
 import simpy
@@ -48,6 +49,8 @@ class Engine:
         idx = program.sem_index
 
         def sem_ops(ops) -> tuple[tuple[int, int], ...]:
+            if len(ops) == 1:   # (most: a list comprehension costs a frame)
+                return ((idx[ops[0].name], ops[0].count),)
             return tuple([(idx[o.name], o.count) for o in ops])
 
         self.sems = SemaphoreFile([s.name for s in program.sems], [s.init for s in program.sems])
@@ -86,7 +89,7 @@ class Engine:
         drain, or the program ends. Not a process: whoever makes room (a unit's pop or last retire) resumes it, through
         an event (``_wake``) or, when that event would be the next thing to happen at this cycle, directly."""
         env, depth, instrs, qid, queues, dispatch, work, gaps = self.dispatcher_state
-        now = env.now
+        now = env._now
         pc, n = self.dispatch_pc, len(qid)
         if self.gap_open:  # resumed: close the gap it opened when it blocked
             gaps[-1][1] = now
@@ -115,14 +118,16 @@ class Engine:
             dispatch[pc] = now
             self.outstanding += 1
             w = work[q]
-            if w is not None and not w.triggered:
+            if w is not None:   # the unit waits for work: resume it (once)
                 w.succeed()
+                work[q] = None
             pc += 1
         self.dispatch_pc = n
         self.dispatch_done = True
-        for w in work:
-            if w is not None and not w.triggered:
+        for q, w in enumerate(work):
+            if w is not None:
                 w.succeed()
+                work[q] = None
 
     def _wake_later(self) -> None:
         """Resume the dispatcher through an event at this cycle, after what is already scheduled."""
@@ -147,6 +152,7 @@ class Engine:
         issue, start, end_at, execute = self.issue, self.start, self.end, self.execute
         resource_stalls, timeout, popleft = self.resource_stalls, env.timeout, queue.popleft
         take, give_all = sems.try_acquire, sems.signal
+        earliest = attrgetter("earliest")
         heap = env._queue  # SimPy's event heap of (cycle, priority, id, event): is anything else due this cycle?
         pending = False    # the dispatcher is to run at this unit's next yield
         # (busy, conflict, latency cycles and row outcomes are static: run() adds them up per unit at the end)
@@ -154,11 +160,10 @@ class Engine:
             if not queue:
                 if self.dispatch_done:
                     return
-                t0 = env.now
-                self.work[u] = env.event()
+                t0 = env._now
+                self.work[u] = env.event()   # (the dispatcher triggers it and clears the slot)
                 yield self.work[u]
-                self.work[u] = None
-                self._account_starvation(u, t0, env.now)
+                self._account_starvation(u, t0, env._now)
                 if not queue:
                     return
             pc = popleft()
@@ -167,13 +172,13 @@ class Engine:
                 # the dispatcher may go on: if nothing else is scheduled at this cycle and this unit yields before
                 # it looks at a queue again (cycles > 0), the dispatcher's event would be the next one, so run it
                 # at that yield instead (same order, one event less)
-                if cycles and (not heap or heap[0][0] > env.now):
+                if cycles and (not heap or heap[0][0] > env._now):
                     pending = True
                 else:
                     self.space_queue = -1
                     self._wake_later()
             if need and not take(need):  # not all available: wait for them
-                t1 = env.now
+                t1 = env._now
                 ev = env.event()
                 sems.block(u, need, ev.succeed)
                 self.blocked[u] = pc
@@ -182,21 +187,21 @@ class Engine:
                     self._dispatch()
                 yield ev
                 self.blocked[u] = -1
-                stall["semaphore"] += env.now - t1
-            now = env.now
+                stall["semaphore"] += env._now - t1
+            now = env._now
             issue[pc] = now
             if held:
-                ready = max([p.earliest for p in held])
+                ready = max(map(earliest, held))
                 while ready > now:
                     cause = max(held, key=PortPool.next_free).name
                     if pending:
                         pending = False
                         self._dispatch()
                     yield timeout(ready - now)
-                    stall[cause] += env.now - now
-                    resource_stalls.append((pc, now, env.now, cause))
-                    now = env.now
-                    ready = max([p.earliest for p in held])
+                    stall[cause] += env._now - now
+                    resource_stalls.append((pc, now, env._now, cause))
+                    now = env._now
+                    ready = max(map(earliest, held))
             end = now + cycles
             if window:
                 wait = bus.reserve(now + setup, window) - now - setup

@@ -102,8 +102,11 @@ CODE = {d: n for n, d in enumerate(DType)}
 
 
 def _buf(mem: DeviceMemory, view: View, shape: tuple[int, ...], extra: tuple[tuple[int, int], ...] = ()) -> np.ndarray:
-    """The byte array ``view`` addresses, after checking that every element is inside it."""
+    """The byte array ``view`` addresses, after checking that every element is inside it (unless the memory's program
+    was verified: ``mem.bounds_verified``)."""
     buf = mem.buffer(view)
+    if mem.bounds_verified:
+        return buf
     lo, hi = view.span(shape, extra)
     if lo < 0 or hi > buf.size:
         mem.array(view, shape, extra)  # raises SimulationError with the standard message
@@ -123,12 +126,20 @@ def _dma_copy(i: DmaCopy, mem: DeviceMemory) -> None:
     src_shape, es = i.src_shape, i.dst.dtype.size
     dst = _buf(mem, i.dst, i.shape)
     src = _buf(mem, i.src, src_shape) if all(src_shape) else dst
+    if not i.pad:
+        K.dma_copy(dst, src, _geometry(i.shape, i.dst, i.src), _NO_PAD, es, _NO_FILL[es])
+        return
     pad = [0] * (2 * K.ND)  # lo[ND], hi[ND]
     off = K.ND - len(i.shape)
     for p in i.pad:
         pad[off + p.dim], pad[K.ND + off + p.dim] = p.lo, p.hi
-    fill = K.scalar_bytes(i.fill, i.dst.dtype) if i.pad else np.zeros(es, np.uint8)
-    K.dma_copy(dst, src, _geometry(i.shape, i.dst, i.src), np.array(pad, np.int64), es, fill)
+    K.dma_copy(dst, src, _geometry(i.shape, i.dst, i.src), np.array(pad, np.int64), es,
+               K.scalar_bytes(i.fill, i.dst.dtype))
+
+
+_BYTES = (DType.I8, DType.U8)
+_NO_PAD = np.zeros(2 * K.ND, np.int64)                                 # (read only by the kernel)
+_NO_FILL = {n: np.zeros(n, np.uint8) for n in {d.size for d in DType}}  # a fill no position of an unpadded copy reads
 
 
 def _dma_fill(i: DmaFill, mem: DeviceMemory) -> None:
@@ -141,7 +152,17 @@ def _matmul(i: MatMul, mem: DeviceMemory) -> None:
     acc = _buf(mem, i.acc, i.shape, ((i.m, i.acc_row), (i.n, 4)))
     a = _buf(mem, i.a, i.shape, ((i.m, i.a_row), (i.k, es)))
     b = _buf(mem, i.b, i.shape, ((i.k * i.n, es),))
-    K.matmul(acc, a, b, _geometry(i.shape, i.acc, i.a, i.b), i.m, i.k, i.n, i.acc_row, i.a_row, CODE[i.a.dtype],
+    g = _geometry(i.shape, i.acc, i.a, i.b)
+    ad, bd = i.a.dtype, i.b.dtype
+    if ad is DType.F32 and bd is DType.F32 and not (np.bitwise_or.reduce(g[K.ND:]) | i.acc_row | i.a_row) & 3:
+        K.matmul_f32(mem.acc_f32, mem.acc_u32, mem.spm_f32, mem.spm_f32, g, i.m, i.k, i.n, i.acc_row, i.a_row,
+                     bool(i.zero))   # (every address a whole word)
+        return
+    if ad in _BYTES and bd in _BYTES and not (np.bitwise_or.reduce(g[K.ND:K.ND + K.ND + 1]) | i.acc_row) & 3:
+        K.matmul_int(mem.acc_i32, mem.spm_i8 if ad is DType.I8 else mem.spm, mem.spm_i8 if bd is DType.I8 else mem.spm,
+                     g, i.m, i.k, i.n, i.acc_row, i.a_row, bool(i.zero))   # (the ACC operand's addresses whole words)
+        return
+    K.matmul(acc, a, b, g, i.m, i.k, i.n, i.acc_row, i.a_row, CODE[i.a.dtype],
              CODE[i.b.dtype], bool(i.zero))
 
 
@@ -228,6 +249,11 @@ def execute(instr: Instr, mem: DeviceMemory, host: Mapping[str, HostFunction] | 
         if fn is None:
             raise SimulationError(f"no host function {instr.fn!r} was supplied (simulate(..., host_functions=...)); "
                                   f"run timing-only to skip values")
+        regions = list(mem.dram.items())
         fn(mem.dram)
+        if mem.bounds_verified and any(mem.dram.get(name) is not buf for name, buf in regions):
+            # (the kernels trust the verified bounds of these arrays)
+            raise SimulationError(f"host function {instr.fn!r} replaced the DRAM regions' arrays; it must write "
+                                  f"into them in place")
         return
     EXECUTE[type(instr)](instr, mem)

@@ -17,6 +17,16 @@ class DeviceMemory:
         self.spm = np.zeros(spm_bytes, np.uint8)
         self.acc = np.zeros(acc_bytes, np.uint8)
         self.dram = {name: np.zeros(size, np.uint8) for name, size in regions.items()}
+        # every operand of the program run on it was verified to lie inside its memory (isa.verify, as simulate
+        # does before a run): the kernels then skip the per-instruction bounds check
+        self.bounds_verified = False
+        # the SPM and ACC as typed views of the same bytes (ACC and f32 SPM as 32-bit words), for kernels over
+        # aligned operands
+        self.spm_f32 = self.spm[: spm_bytes - spm_bytes % 4].view(np.float32)
+        self.acc_f32 = self.acc[: acc_bytes - acc_bytes % 4].view(np.float32)
+        self.acc_u32 = self.acc_f32.view(np.uint32)
+        self.acc_i32 = self.acc_f32.view(np.int32)
+        self.spm_i8 = self.spm.view(np.int8)
 
     @classmethod
     def for_program(cls, program: Program, spm_bytes: int, acc_bytes: int) -> DeviceMemory:

@@ -15,7 +15,7 @@ from isa import DType
 from ..canonical import CanonContext, window_attrs
 from ..conv import ConvShape, conv2d, conv_shape, pack_weights, search_conv_tiling
 from ..depthwise import depthwise2d, is_depthwise, pack_depthwise
-from ..errors import CompileError, TilingError, UnsupportedOpError
+from ..errors import CompileError, UnsupportedOpError
 from ..gemm import tiled_gemm
 from ..ir import Graph, Node
 from ..patchify import dma_estimate, is_patchify, pack_b_loads, patch_gemm, patch_matrix, patch_weights
@@ -40,7 +40,7 @@ def lower_conv(low: LoweringContext, n: Node) -> None:
     act = a.get("activation")
     has_bias = len(n.inputs) > 2 and bool(n.inputs[2])
     if is_depthwise(cs.C, cs.K, cs.groups):   # the vector unit, not 1/rows of the array per group
-        prog = npu_tiling(n, depthwise2d, cs, F32, target)
+        prog = depthwise2d(cs, F32, target)
         bind = {"X": ("ACT", x.offset), "Wd": ("W", low.const(pack_depthwise(w, cs))), "Y": ("ACT", y.offset)}
         low.emit(n, prog, bind, cs.macs)
         if has_bias:
@@ -50,7 +50,7 @@ def lower_conv(low: LoweringContext, n: Node) -> None:
     else:   # bias and activation fused: applied to each accumulator tile before the store
         residual = bool(a.get("residual"))   # fuse_residual: the Add's other operand starts the accumulators
         ep = fused_epilogue(n, has_bias)
-        tiling = npu_tiling(n, search_conv_tiling, cs, F32, target, ep, hidden_constants=low.prefetched)
+        tiling = search_conv_tiling(cs, F32, target, ep, hidden_constants=low.prefetched)
         prog = conv2d(cs, F32, target, tiling, ep)
         wt = pack_weights(w, cs, target.rows, target.cols, tiling.im2col, tiling.pack, tiling.gpack)
         bind = {"X": ("ACT", x.offset), "Wt": ("W", low.const(wt)), "Y": ("ACT", y.offset)}
@@ -65,15 +65,6 @@ def lower_conv(low: LoweringContext, n: Node) -> None:
 def conv_out_shape(cs: ConvShape, rank: int) -> tuple[int, ...]:
     """The logical output shape of ``cs``: NKL for a 1-D convolution (input ``rank`` 3), else NKHW."""
     return (cs.N, cs.K, cs.OW) if rank == 3 else (cs.N, cs.K, cs.OH, cs.OW)
-
-
-def npu_tiling(n: Node, search, *args, **kw):
-    """``search(*args, **kw)`` (a tiling search or program generator); UnsupportedOpError (so ``n`` runs on the host)
-    when no tiling fits the NPU's SRAMs."""
-    try:
-        return search(*args, **kw)
-    except TilingError as e:
-        raise UnsupportedOpError(n.name, n.op, f"no tiling fits the NPU: {e}") from None
 
 
 def lower_patchify(low: LoweringContext, n: Node, *, fuse: bool | None = None, fold_bias: bool = True) -> None:

@@ -33,7 +33,6 @@ from ..conv_transpose import (
 from ..errors import CompileError, UnsupportedOpError
 from ..ir import Graph, Node
 from .context import LoweringContext
-from .conv import npu_tiling
 from .quant import _i32, _matrix_type, _out_scale
 from .spec import OpSpec
 
@@ -137,14 +136,13 @@ def lower_conv_transpose(low: LoweringContext, n: Node) -> None:
         xs = low.alloc((cs.N, cs.C, cs.H, cs.W), "nhwc")
         low.emit(n, swell_input(ct, F32, target), {"X": ("ACT", x.offset), "Xs": ("ACT", xs.offset)},
                  suffix=".swell")
-        tiling = npu_tiling(n, search_conv_tiling, cs, F32, target, ep, hidden_constants=low.prefetched)
+        tiling = search_conv_tiling(cs, F32, target, ep, hidden_constants=low.prefetched)
         wt = pack_weights(swell_weights(w, ct), cs, target.rows, target.cols, tiling.im2col, tiling.pack,
                           tiling.gpack)
         bind = {"X": ("ACT", xs.offset), "Wt": ("W", low.const(wt)), "Y": ("ACT", y.offset)}
         prog = conv2d(cs, F32, target, tiling, ep)
     else:
-        tiling = npu_tiling(n, search_conv_transpose_tiling, ct, F32, target, ep, mode,
-                            hidden_constants=low.prefetched)
+        tiling = search_conv_transpose_tiling(ct, F32, target, ep, mode, hidden_constants=low.prefetched)
         prog = conv_transpose2d(ct, F32, target, tiling, ep, mode=mode)
         wt = pack_transposed_weights(w, ct, target.rows, target.cols, mode, tiling.gpack)
         bind = {"X": ("ACT", x.offset), "Wt": ("W", low.const(wt)), "Y": ("ACT", y.offset)}
@@ -171,8 +169,8 @@ def _lower_quantized(low: LoweringContext, n: Node) -> None:
     w_scale = np.resize(np.asarray(q["w_scale"], np.float32), ct.K)   # per output channel of a group, every group
     ep = Epilogue(bias=True, out=yd, zp=q["y_zp"])
     target = low.target
-    tiling = npu_tiling(n, search_conv_transpose_tiling, ct, xd, target, ep, per_phase_bias=per_phase,
-                        hidden_constants=low.prefetched)
+    tiling = search_conv_transpose_tiling(ct, xd, target, ep, per_phase_bias=per_phase,
+                                          hidden_constants=low.prefetched)
     prog = conv_transpose2d(ct, xd, target, tiling, ep, pad_value=q["x_zp"], per_phase_bias=per_phase)
     y = low.alloc(out_shape(ct, len(x.shape)), "nhwc", yd)
     low.emit(n, prog, {"X": ("ACT", x.offset),

@@ -29,7 +29,7 @@ from ..errors import UnsupportedDTypeError, UnsupportedOpError
 from ..gemm import pack_b, search_tiling, tiled_gemm
 from ..ir import Node
 from .context import LoweringContext
-from .conv import conv_canonical, conv_check, conv_out_shape, npu_tiling
+from .conv import conv_canonical, conv_check, conv_out_shape
 from .spec import OpSpec
 
 QUANT_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "QLinearConv", "QLinearMatMul"})
@@ -135,7 +135,7 @@ def lower_qlinear_conv(low: LoweringContext, n: Node) -> None:
     target = low.target
     y = low.alloc(conv_out_shape(cs, len(x.shape)), "nhwc", yd)
     ep = Epilogue(bias=True, out=yd, zp=y_zp)
-    tiling = npu_tiling(n, search_conv_tiling, cs, xd, target, ep, hidden_constants=low.prefetched)
+    tiling = search_conv_tiling(cs, xd, target, ep, hidden_constants=low.prefetched)
     prog = conv2d(cs, xd, target, tiling, ep, pad_value=x_zp)
     wt = pack_weights(w, cs, target.rows, target.cols, tiling.im2col, tiling.pack, tiling.gpack)
     low.emit(n, prog, {"X": ("ACT", x.offset), "Wt": ("W", low.const(wt)),

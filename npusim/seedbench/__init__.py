@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from . import convt, msda, sample
-
-PRESETS = ("edge16", "mid32", "dc128")
+from .presets import PRESETS
 
 COLUMNS = ("case", "op", "variant", "preset", "cycles", "useful_macs", "util", "dram_rd", "dram_wr", "spm_peak",
            "vector_busy", "gather_busy", "bank_conflict", "validated")

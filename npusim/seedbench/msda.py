@@ -20,8 +20,8 @@ from isa.arch import Arch, load_arch
 
 from .. import sampling
 from ..driver import msda_inputs, msda_mmcv, run_model, spm_top
+from .presets import PRESETS
 
-PRESETS = ("edge16", "mid32", "dc128")
 VARIANTS = ("unfused", "fused", "fused-spm", "fused-dram")
 
 

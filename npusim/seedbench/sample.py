@@ -22,8 +22,7 @@ from .. import sampling
 from ..driver import Target, sample2d
 from ..driver import grid_sample as gs
 from ..simulator import region_array, simulate
-
-PRESETS = ("edge16", "mid32", "dc128")
+from .presets import PRESETS
 
 
 @dataclass(frozen=True)

@@ -133,3 +133,29 @@ def test_cli_no_fallback_is_one_line_and_exit_1(tmp_path, capsys):
     assert main(["run", str(path), "--arch", "edge16", "--validate"]) == 0
     out = capsys.readouterr().out
     assert "host CPU ran sin (Sin): operator is not supported by the compiler" in out
+
+
+@pytest.mark.parametrize("op", ["conv", "maxpool", "gemm"])
+def test_a_layer_no_tiling_fits_runs_on_the_host_whatever_its_op(op):
+    """One rule for every lowering: when no tiling of a layer fits the SPM (here 2 KiB on a 16x16 array), that layer
+    runs on the host CPU with the tiling error as its reason, and the model still validates; without fallback the
+    same reason is the error."""
+    from compiler.builder import GraphBuilder, to_onnx
+
+    rng = np.random.default_rng(3)
+    b = GraphBuilder(f"too_big_{op}")
+    if op == "gemm":
+        x = b.input("x", (64, 512))
+        b.output(b.gemm(x, b.const("w", rng.standard_normal((512, 512)).astype(np.float32))))
+    else:
+        x = b.input("x", (1, 8, 24, 300))
+        b.output(b.conv(x, b.const("w", rng.standard_normal((16, 8, 7, 7)).astype(np.float32)), pads=3) if op == "conv"
+                 else b.maxpool(x, (20, 200), strides=1))
+    model = to_onnx(b.build())
+    arch = load_arch("edge16").with_overrides(["spm.size=2048"])
+    compiled, _, _, report = run_model(model, arch, validate=True)
+    (host,) = compiled.host_ops
+    assert host.node.op == {"conv": "Conv", "maxpool": "MaxPool", "gemm": "Gemm"}[op]
+    assert host.reason.startswith("no tiling fits the NPU: ") and all(c["ok"] for c in report["validation"].values())
+    with pytest.raises(UnsupportedOpError, match="no tiling fits the NPU: .*fallback"):
+        compile_model(load_model(model), arch, fallback=False)

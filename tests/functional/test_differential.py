@@ -312,3 +312,37 @@ def test_out_of_range_raises_in_both(space):
     for run in (execute, execute_reference):
         with pytest.raises(SimulationError, match="outside"):
             run(i, mem)
+
+
+
+@pytest.mark.parametrize("dtypes", [(DType.F32, DType.F32), (DType.I8, DType.I8), (DType.U8, DType.I8),
+                                    (DType.I8, DType.U8)])
+@pytest.mark.parametrize("seed", range(6))
+def test_matmul_whole_tiles(seed, dtypes):
+    """Tiles as compilers emit them (k, n up to 16, word-aligned rows, several points sharing or stepping B and ACC,
+    NaN/inf among f32 values, i32 accumulators near their limits): the word kernels (npusim.kernels.matmul_f32,
+    matmul_int) equal the reference bit for bit."""
+    rng = np.random.default_rng(seed)
+    size = 8192
+    mems = [DeviceMemory(size, size, {}) for _ in range(2)]
+    ad, bd = dtypes
+    es = ad.size
+    if ad is DType.F32:
+        vals = rng.standard_normal(size // 4).astype(np.float32)
+        vals[rng.random(vals.size) < 0.03] = rng.choice([np.inf, -np.inf, np.nan, -0.0])
+        acc0 = rng.permutation(vals).view(np.uint8)
+    else:
+        vals = rng.integers(0, 256, size, dtype=np.uint8)
+        acc0 = rng.choice([2**31 - 1, -(2**31), 2**31 - 200, 5, -7], size // 4).astype(np.int32).view(np.uint8)
+    k, n = (int(x) for x in rng.choice([3, 8, 11, 16], 2))
+    m, points = int(rng.integers(1, 5)), int(rng.integers(1, 4))
+    b = View(Space.SPM, es * int(rng.integers(0, 8)), bd, (es * k * n * (seed % 2),))
+    a = View(Space.SPM, es * ((points + 1) * k * n + int(rng.integers(0, 8))), ad, (es * k * m,))
+    acc = View(Space.ACC, 4 * int(rng.integers(0, 8)), DType.F32 if ad is DType.F32 else DType.I32,
+               (4 * n * m * (seed // 2 % 2),))
+    instr = MatMul(shape=(points,), m=m, k=k, n=n, acc=acc, acc_row=4 * n, a=a, a_row=es * k, b=b, zero=seed == 5)
+    for mem, run in zip(mems, (execute, execute_reference)):
+        mem.spm[:], mem.acc[:] = vals.view(np.uint8), acc0
+        run(instr, mem)
+    assert np.array_equal(mems[0].acc, mems[1].acc) and np.array_equal(mems[0].spm, mems[1].spm)
+    assert not np.array_equal(mems[0].acc, acc0)

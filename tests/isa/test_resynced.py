@@ -1,12 +1,13 @@
 """Instr.resynced: dataclasses.replace of the semaphore operations, checking only the semaphore rules again."""
 
+import re
 from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from isa import IsaError, Region, SemDecl, SemOp
+from isa import DType, IsaError, Region, SemDecl, SemOp, Space, View
 from isa.instructions import MAX_SYNC_SLOTS
 from tests.isa.strategies import instructions
 
@@ -36,3 +37,30 @@ def test_resynced_checks_the_semaphore_rules(instr):
         instr.resynced(tuple(SemOp(f"s{i}") for i in range(MAX_SYNC_SLOTS + 1)), ())
     with pytest.raises(IsaError, match="once among the waits|takes no semaphore"):
         instr.resynced((SemOp("a"), SemOp("a")), ())
+
+
+@settings(max_examples=200, deadline=None)
+@given(instructions(REGIONS, SEMS), st.data())
+def test_resynced_operands_equal_replace(instr, data):
+    """Rebased and renamed operands (same space, dtype and strides) replace the old ones as dataclasses.replace
+    would; any other view makes the whole instruction checked again, as replace does."""
+    views = [r for r, v in ((r, getattr(instr, r, None)) for r in ("dst", "src", "src0", "src1", "a", "b", "acc",
+                                                                       "table", "idx")) if isinstance(v, View)]
+    if not views:
+        return
+    role = data.draw(st.sampled_from(views))
+    old = getattr(instr, role)
+    new_view = data.draw(st.sampled_from([
+        replace(old, base=(old.base + 4 * data.draw(st.integers(0, 64))) % 2**32),
+        replace(old, region="B") if old.region else old,
+        View(Space.DRAM, old.base, old.dtype, old.strides, "A") if old.space is not Space.DRAM else old,
+        replace(old, strides=old.strides[:-1]),
+        replace(old, dtype=DType.I8 if old.dtype is not DType.I8 else DType.F16)]))
+    try:
+        want = replace(instr, **{role: new_view})
+    except IsaError as e:
+        with pytest.raises(IsaError, match=re.escape(str(e))):
+            instr.resynced(instr.waits, instr.signals, **{role: new_view})
+        return
+    new = instr.resynced(instr.waits, instr.signals, **{role: new_view})
+    assert type(new) is type(instr) and new == want and str(new) == str(want)

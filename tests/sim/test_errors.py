@@ -10,12 +10,14 @@ from isa import (
     DmaCopy,
     DType,
     Halt,
+    HostCall,
     Program,
     ProgramConfig,
     Queue,
     Region,
     SemDecl,
     SemOp,
+    SimulationError,
     Space,
     Sync,
     VerifyError,
@@ -75,6 +77,25 @@ def test_out_of_range_address():
     with pytest.raises(VerifyError, match=r"^pc 0 `dma\.ld shape\[17,256\] .*`: operand src touches bytes "
                                           r"\[0x0, 0x1100\) outside the 4096-byte region A$"):
         simulate(p, EDGE)
+
+
+def test_host_function_must_write_regions_in_place():
+    """The kernels trust verified bounds, so a host function that swaps a region's array for another is refused."""
+    load = DmaCopy(queue=Queue.DMA_LD, shape=(16,), dst=View(Space.SPM, 0, DType.I8, (1,)),
+                   src=View(Space.DRAM, 0, DType.I8, (1,), "A"), waits=(SemOp("done"),))
+    p = Program(CFG, (Region("A", 0, 4096),), (SemDecl("done", 0),),
+                (HostCall(fn="f", signals=(SemOp("done"),)), load, Halt()))
+
+    def shrink(dram):
+        dram["A"] = dram["A"][:8]
+
+    def fill(dram):
+        dram["A"][:] = 7
+
+    with pytest.raises(SimulationError, match=r"^pc 0 `host.call fn=f .*`: host function 'f' replaced the DRAM "
+                                              r"regions' arrays; it must write into them in place$"):
+        simulate(p, EDGE, host_functions={"f": shrink})
+    assert (simulate(p, EDGE, host_functions={"f": fill}).outputs["A"] == 7).all()
 
 
 def test_spm_overflow_against_config():
