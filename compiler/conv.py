@@ -526,7 +526,8 @@ def _search(priced: list[ConvTiling], cs: ConvShape, dtype: DType, target: Targe
         costs, steps = memos[floor]
         return conv_estimate(cs, dtype, target, t, epilogue, hidden_constants, costs, bound, steps.setdefault(
             (t.toh, t.tow, t.tcb, t.tnb, t.x_all, t.im2col, t.pack, t.gpack), {}), floor)
-    bounds = [(_plan_floor(grouped(cs, t.gpack), t, key[0], arch, es, eo, epilogue.residual), i, False)
+    bounds = [(_plan_floor(grouped(cs, t.gpack), t, key[0], arch, es, eo, epilogue.residual, hidden_constants), i,
+               False)
               for i, (key, t) in enumerate(programs.items())]
     heapq.heapify(bounds)
     best = None   # (price, index)
@@ -546,12 +547,16 @@ def _search(priced: list[ConvTiling], cs: ConvShape, dtype: DType, target: Targe
     return priced[best[1]]
 
 
-def _plan_floor(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch, es: int, eo: int, residual: bool) -> float:
+def _plan_floor(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch, es: int, eo: int, residual: bool,
+                hidden_constants: bool = False) -> float:
     """A lower bound of a tiling's price (cycles) from its plan alone (``cs`` grouped by ``t.gpack``): the stores,
     the weight loads and the residual's loads each take a DMA's setup and latency, the first row activation and
     their bytes over the bandwidth (:func:`isa.cost.dram_floor`: the bus window is at least that), every input
-    window load at least a setup and the bytes it reads over the bandwidth; the bus holds all their windows; a
-    queue's busy cycles and the bus bound the price from below. ``es``, ``eo``: operand and output element bytes."""
+    window load at least a setup and the bytes it reads over the bandwidth; the bus holds all their windows; the
+    matrix unit is busy at least :func:`_mxu_floor`; a queue's busy cycles and the bus bound the price from below,
+    and program_estimate adds its head (the first tile's loads before its first matrix instruction: the input window,
+    the residual's tile and, unless ``hidden_constants``, the first weight chunk) and its tail (at least the last
+    tile's last store). ``es``, ``eo``: operand and output element bytes."""
     d, dma = arch.dram, arch.dma
     act = d.row_miss_latency if d.model == "rowbuffer" else 0
     tiles = cs.N * cs.groups * -(-cs.OH // t.toh) * -(-cs.OW // t.tow)
@@ -566,18 +571,46 @@ def _plan_floor(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch, es: int, eo:
     ld = (w_loads + r_loads) * per + (w_bytes + r_bytes + x_bytes) / d.bandwidth \
         + tiles * (1 if p.x_all else nbg * csteps) * dma.setup_latency
     bus = (out * eo + w_bytes + r_bytes + x_bytes) / d.bandwidth + (stores + w_loads + r_loads) * act
-    return max(st, ld, bus)
+    mm = _mxu_floor(cs, t, p, arch) if arch.matrix.dataflow == "ws" else 0
+    # the head and the tail: DMAs of the first and the last tile (each one copy, isa.cost.dma_floor)
+    rows, cols = arch.matrix.rows, arch.matrix.cols
+    toh, tow = min(t.toh, cs.OH), min(t.tow, cs.OW)
+    ng = min(p.tnb * cols, cs.Kg)   # (the first output-channel group)
+    x_first = _window_reads(cs, toh, tow, True) * (cs.Cg if p.x_all else min(cs.Cg, p.tcb * rows)) * es
+    head = (per + int(x_first / d.bandwidth) if x_first else 0) \
+        + (per + int(toh * tow * ng * 4 / d.bandwidth) if residual else 0) \
+        + (0 if hidden_constants else per + int(p.tnb * p.taps * min(p.tcb, p.cbs) * rows * cols * es / d.bandwidth))
+    last_h, last_w = cs.OH - (cs.OH - 1) // t.toh * t.toh, cs.OW - (cs.OW - 1) // t.tow * t.tow
+    last_ng = cs.Kg - (p.nbs - 1) // p.tnb * p.tnb * cols
+    tail = per + int(last_h * last_w * last_ng * eo / d.bandwidth)
+    return max(max(mm, st, ld, bus) + head + tail, mm + st if t.acc_bufs == 1 else 0)
+
+
+def _mxu_floor(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch) -> int:
+    """A lower bound of the matrix unit's busy cycles (weight-stationary, ``cs`` grouped by ``t.gpack``): every tile
+    streams its ``toh * tow / pack`` rows through each of its ``groups * nbs * taps * cbs`` weight tiles (folds), a
+    fold taking at least ``max(rows streamed, array rows)`` cycles (:func:`isa.cost.mxu_cycles`), and each step's
+    first ``mxu.mm`` at least the array's fill and drain, ``R + C - 2``."""
+    r, c = arch.matrix.rows, arch.matrix.cols
+    heights = [(n, h) for n, h in ((cs.OH // t.toh, t.toh), (1, cs.OH % t.toh)) if n and h] if t.toh < cs.OH \
+        else [(1, cs.OH)]
+    widths = [(n, w) for n, w in ((cs.OW // t.tow, t.tow), (1, cs.OW % t.tow)) if n and w] if t.tow < cs.OW \
+        else [(1, cs.OW)]
+    streams = sum(nh * nw * max(h * (w // t.pack), r) for nh, h in heights for nw, w in widths)
+    steps = -(-cs.OH // t.toh) * -(-cs.OW // t.tow) * -(-p.nbs // p.tnb) * -(-p.cbs // p.tcb)
+    return cs.N * cs.groups * (p.nbs * p.taps * p.cbs * streams + steps * (r + c - 2))
 
 
 @lru_cache(maxsize=1024)
-def _window_reads(cs: ConvShape, toh: int, tow: int) -> int:
+def _window_reads(cs: ConvShape, toh: int, tow: int, first: bool = False) -> int:
     """Input pixels that the window loads of one image's tiles read from DRAM (their halo padding is filled in):
-    every row tile's rows times every column tile's columns (see :func:`_conv_parts`' geometry)."""
+    every row tile's rows times every column tile's columns (see :func:`_conv_parts`' geometry); ``first``: of the
+    first tile only."""
     (sh, sw), (pt, pl, _, _), (skip_h, skip_w) = cs.stride, cs.pad, _skip(cs)
 
     def reads(n: int, tile: int, stride: int, lo: int, skip: int, size: int, axis: int) -> int:
         total = 0
-        for o0 in range(0, n, tile):
+        for o0 in range(0, 1 if first else n, tile):
             extent = _window(cs, min(tile, n - o0), min(tile, n - o0))[axis]
             i0 = o0 * stride - lo
             total += max(0, extent - max(0, -i0) - max(0, i0 + (extent - 1) * skip + 1 - size))

@@ -127,20 +127,20 @@ def test_the_search_picks_the_cheapest_built_program_of_its_candidates(preset):
 
 @pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
 def test_the_bounds_the_search_goes_by_are_at_most_the_price(preset):
-    # _plan_floor (closed form) <= conv_estimate(floor=True) <= the price, on every candidate; a bounded floor is
-    # exact below its bound
+    # _plan_floor (closed form) <= conv_estimate(floor=True) <= the price, on every candidate, with and without
+    # hidden constants; a bounded floor is exact below its bound
     target = Target.of(load_arch(preset))
     tried = 0
     for k, cs in enumerate(SHAPES):
         ep, dtype = EPILOGUES[k % 4]
         spm = target.spm - cs.K * ep.spm_bytes - (3 if ep.spm_bytes and dtype.size % 4 else 0)
-        for j, t in enumerate(conv_candidates(cs, dtype, target, ep)):
-            price = conv_estimate(cs, dtype, target, t, ep)
+        for j, (t, hidden) in enumerate(itertools.product(conv_candidates(cs, dtype, target, ep), (False, True))):
+            price = conv_estimate(cs, dtype, target, t, ep, hidden)
             plan = _plan(cs, t, dtype.size, target.rows, target.cols, spm)
             low = _plan_floor(grouped(cs, t.gpack), t, plan, target.arch, dtype.size,
-                              (ep.out or ACC_TYPE[dtype]).size, ep.residual)
-            assert low <= price, (cs, t, low, price)
-            if j % 3 == 0:
+                              (ep.out or ACC_TYPE[dtype]).size, ep.residual, hidden)
+            assert low <= price, (cs, t, hidden, low, price)
+            if j % 6 == 0:
                 floor = conv_estimate(cs, dtype, target, t, ep, floor=True)
                 assert floor <= price, (cs, t, floor, price)
                 assert conv_estimate(cs, dtype, target, t, ep, bound=floor + 1, floor=True) == floor
