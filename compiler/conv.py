@@ -288,6 +288,7 @@ class _PlanOf(NamedTuple):
     plan: Callable[[int], _Plan]
     spm: Callable[[int], int]
     cbs: int            # input-channel blocks (:attr:`_Plan.cbs`), the most tcb that makes a difference
+    most: Callable[[], int]   # the most tcb whose SPM bytes fit ``spm`` (all or none with im2col), or 0
 
 
 def _plans(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> _PlanOf:
@@ -334,7 +335,15 @@ def _plans_of(cs: ConvShape, toh: int, tow: int, tnb: int, x_all: bool, im2col: 
         w_all = groups * -(-cbs // tcb) * w_chunk
         return x + (w_all if x + w_all <= spm else 2 * w_chunk)
 
-    return _PlanOf(plan, spm_bytes, cbs)
+    def most() -> int:   # below cbs a step's chunks (two or more) cannot all be resident, so a tcb fits iff its
+        if spm_bytes(cbs) <= spm:          # input slots and two weight chunks do: linear in tcb
+            return cbs
+        if im2col:
+            return 0
+        room = spm - (single * window if packed else 0)
+        return max(0, min(cbs - 1, room // (2 * block + (0 if packed else 2 * row_block))))
+
+    return _PlanOf(plan, spm_bytes, cbs, most)
 
 
 def _fits(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> bool:
@@ -383,20 +392,11 @@ def _largest(top: int, fits: Callable[[int], bool]) -> int:
 
 def _fit_tcb(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> int:
     """The most input-channel blocks per step with which tiling ``t`` (its ``tcb`` aside) fits, or 0: the largest tcb
-    for which :func:`_fits` holds (a binary search over the SPM bytes alone, :func:`_largest`)."""
+    for which :func:`_fits` holds (the SPM bytes alone in closed form, :attr:`_PlanOf.most`; the accumulators once)."""
     plans = _plans(cs, t, es, rows, cols, spm)
     if t.acc_bufs * plans.plan(1 << 16).acc_tile > acc:   # (the accumulator tiles do not depend on tcb)
         return 0
-    return _fit_spm_tcb(plans, t.im2col, spm)
-
-
-def _fit_spm_tcb(plans: _PlanOf, im2col: bool, spm: int) -> int:
-    """:func:`_fit_tcb` of a tiling's :func:`_plans`, the accumulators aside: the most input-channel blocks per step
-    whose SPM bytes fit ``spm`` (every block or none with ``im2col``), or 0."""
-    cbs = plans.cbs
-    if im2col:   # every patch channel in one step
-        return cbs if plans.spm(cbs) <= spm else 0
-    return _largest(cbs, lambda tcb: plans.spm(tcb) <= spm)
+    return plans.most()
 
 
 def _with_tcb(t: ConvTiling, tcb: int) -> ConvTiling:
@@ -489,7 +489,7 @@ def conv_candidates(cs: ConvShape, dtype: DType, target: Target, epilogue: Epilo
                 # (_fit_tcb and _rough_cycles of both accumulator depths at once: the SPM a tiling takes does not
                 # depend on acc_bufs; ConvTiling built for the ranked candidates only)
                 plans = _plans_of(gs, toh, tow, tnb, x_all, im2col, pack, es, r, c, spm)
-                tcb = _fit_spm_tcb(plans, im2col, spm)
+                tcb = plans.most()
                 if tcb:
                     p = plans.plan(tcb)
                     mm, ld, st, bus = _rough_terms(gs, toh, tow, pack, p, arch)
@@ -526,8 +526,7 @@ def _search(priced: list[ConvTiling], cs: ConvShape, dtype: DType, target: Targe
         costs, steps = memos[floor]
         return conv_estimate(cs, dtype, target, t, epilogue, hidden_constants, costs, bound, steps.setdefault(
             (t.toh, t.tow, t.tcb, t.tnb, t.x_all, t.im2col, t.pack, t.gpack), {}), floor)
-    bounds = [(_plan_floor(grouped(cs, t.gpack), t, key[0], arch, es, eo, epilogue.residual, hidden_constants), i,
-               False)
+    bounds = [(_plan_floor(grouped(cs, t.gpack), t, key[0], arch, es, eo, epilogue, hidden_constants), i, False)
               for i, (key, t) in enumerate(programs.items())]
     heapq.heapify(bounds)
     best = None   # (price, index)
@@ -547,17 +546,18 @@ def _search(priced: list[ConvTiling], cs: ConvShape, dtype: DType, target: Targe
     return priced[best[1]]
 
 
-def _plan_floor(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch, es: int, eo: int, residual: bool,
+def _plan_floor(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch, es: int, eo: int, epilogue: Epilogue,
                 hidden_constants: bool = False) -> float:
     """A lower bound of a tiling's price (cycles) from its plan alone (``cs`` grouped by ``t.gpack``): the stores,
     the weight loads and the residual's loads each take a DMA's setup and latency, the first row activation and
     their bytes over the bandwidth (:func:`isa.cost.dram_floor`: the bus window is at least that), every input
     window load at least a setup and the bytes it reads over the bandwidth; the bus holds all their windows; the
     matrix unit is busy at least :func:`_mxu_floor`; a queue's busy cycles and the bus bound the price from below,
-    and program_estimate adds its head (the first tile's loads before its first matrix instruction: the input window,
-    the residual's tile and, unless ``hidden_constants``, the first weight chunk) and its tail (at least the last
-    tile's last store). ``es``, ``eo``: operand and output element bytes."""
-    d, dma = arch.dram, arch.dma
+    and program_estimate adds its head (the loads before the first matrix instruction: the first tile's input window
+    and residual's tile and, unless ``hidden_constants``, the bias, the scale and the first weight chunk) and its
+    tail (the last tile's last store and, if the epilogue uses the vector unit, at least one vector instruction over
+    that store's tile). ``es``, ``eo``: operand and output element bytes."""
+    d, dma, v, residual = arch.dram, arch.dma, arch.vector, epilogue.residual
     act = d.row_miss_latency if d.model == "rowbuffer" else 0
     tiles = cs.N * cs.groups * -(-cs.OH // t.toh) * -(-cs.OW // t.tow)
     nbg, csteps = -(-p.nbs // p.tnb), -(-p.cbs // p.tcb)
@@ -579,10 +579,15 @@ def _plan_floor(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch, es: int, eo:
     x_first = _window_reads(cs, toh, tow, True) * (cs.Cg if p.x_all else min(cs.Cg, p.tcb * rows)) * es
     head = (per + int(x_first / d.bandwidth) if x_first else 0) \
         + (per + int(toh * tow * ng * 4 / d.bandwidth) if residual else 0) \
-        + (0 if hidden_constants else per + int(p.tnb * p.taps * min(p.tcb, p.cbs) * rows * cols * es / d.bandwidth))
+        + (0 if hidden_constants else per + int(p.tnb * p.taps * min(p.tcb, p.cbs) * rows * cols * es / d.bandwidth)
+           + (epilogue.bias + (epilogue.out is not None)) * (per + int(cs.K * 4 / d.bandwidth)))
     last_h, last_w = cs.OH - (cs.OH - 1) // t.toh * t.toh, cs.OW - (cs.OW - 1) // t.tow * t.tow
-    last_ng = cs.Kg - (p.nbs - 1) // p.tnb * p.tnb * cols
-    tail = per + int(last_h * last_w * last_ng * eo / d.bandwidth)
+    last = last_h * last_w * (cs.Kg - (p.nbs - 1) // p.tnb * p.tnb * cols)   # elements of the last store
+    tail = per + int(last * eo / d.bandwidth)
+    if epilogue.act is not None or epilogue.out is not None or epilogue.divisor is not None or residual and \
+            epilogue.bias:   # (a bias alone starts the accumulators: no vector work)
+        tail += min(v.alu_latency, v.mul_latency, v.special_latency) \
+            + -(-last // v.lanes) * min(v.alu_interval, v.mul_interval, v.special_interval)
     return max(max(mm, st, ld, bus) + head + tail, mm + st if t.acc_bufs == 1 else 0)
 
 

@@ -138,7 +138,7 @@ def test_the_bounds_the_search_goes_by_are_at_most_the_price(preset):
             price = conv_estimate(cs, dtype, target, t, ep, hidden)
             plan = _plan(cs, t, dtype.size, target.rows, target.cols, spm)
             low = _plan_floor(grouped(cs, t.gpack), t, plan, target.arch, dtype.size,
-                              (ep.out or ACC_TYPE[dtype]).size, ep.residual, hidden)
+                              (ep.out or ACC_TYPE[dtype]).size, ep, hidden)
             assert low <= price, (cs, t, hidden, low, price)
             if j % 6 == 0:
                 floor = conv_estimate(cs, dtype, target, t, ep, floor=True)
