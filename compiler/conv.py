@@ -466,7 +466,7 @@ def conv_candidates(cs: ConvShape, dtype: DType, target: Target, epilogue: Epilo
     """The tilings :func:`search_conv_tiling` prices, in rank order (see there); only the best-ranked one when the
     convolution is too large to price (``PRICE_MAX``). TilingError when none fits."""
     epilogue = epilogue or Epilogue()
-    arch, r, c, es = target.arch, target.rows, target.cols, dtype.size
+    r, c, es = target.rows, target.cols, dtype.size
     spm = target.spm - _epilogue_bytes(cs, epilogue, es)
     fitting, refused = [], None
     for gpack in group_packs(cs, r, c) if group_packing else (1,):
@@ -481,28 +481,84 @@ def conv_candidates(cs: ConvShape, dtype: DType, target: Target, epilogue: Epilo
         nbs = -(-gs.Kg // c)
         blocks = {nbs} | {1 << i for i in range(nbs.bit_length()) if 1 << i < nbs}
         modes = (False, True) if im2col_allowed(gs) else (False,)
-        for toh, tow, tnb, im2col, pack in sorted(itertools.product(heights, widths, blocks, modes, (1, 2, 4)),
-                                                  reverse=True):   # pack: pixels per array row
-            if not pack_allowed(gs, pack, tow, c, im2col) or pack > 1 and tnb > 1:
-                continue
-            for x_all in (False, True) if not im2col and pack == 1 else (False,):
-                # (_fit_tcb and _rough_cycles of both accumulator depths at once: the SPM a tiling takes does not
-                # depend on acc_bufs; ConvTiling built for the ranked candidates only)
-                plans = _plans_of(gs, toh, tow, tnb, x_all, im2col, pack, es, r, c, spm)
-                tcb = plans.most()
-                if tcb:
-                    p = plans.plan(tcb)
-                    mm, ld, st, bus = _rough_terms(gs, toh, tow, pack, p, arch)
-                    for bufs in (2, 1):
-                        if bufs * p.acc_tile <= target.acc:
-                            fitting.append((max(mm + st if bufs == 1 else mm, ld, st, bus), bufs,
-                                            (toh, tow, tcb, tnb, x_all, bufs, im2col, pack, gpack)))
+        packs = [1] + [k for k in (2, 4) if gs.groups == 1 and k * gs.K <= c]   # (pack_allowed's first tests)
+        _rank(gs, gpack, sorted(itertools.product(heights, widths, blocks, modes, packs), reverse=True), es, target,
+              spm, fitting)
     if not fitting:
         raise refused or TilingError(f"no tiling of {cs} fits {spm} B of SPM and {target.acc} B of ACC")
     fitting.sort(key=lambda e: e[0])
     if conv_instructions(cs, ConvTiling(*fitting[0][2]), es, r, c, spm) > PRICE_MAX:
         return [ConvTiling(*fitting[0][2])]    # too large to price every candidate: the best rough estimate
     return [ConvTiling(*f) for bufs in (2, 1) for f in [f for _, b, f in fitting if b == bufs][:SEARCH_PRICED]]
+
+
+def _rank(gs: ConvShape, gpack: int, tilings: list[tuple[int, int, int, bool, int]], es: int, target: Target,
+          spm: int, fitting: list) -> None:
+    """:func:`conv_candidates`' ranking of the tilings (toh, tow, tnb, im2col, pack) of the grouped shape ``gs``, in
+    order: each with x_all False and True (direct, unpacked only) and the most input-channel blocks that fit
+    (:attr:`_PlanOf.most`), appended to ``fitting`` as (:func:`_rough_cycles`, acc_bufs, ConvTiling fields) for each
+    accumulator depth that fits. The sums of :func:`_plans_of`, :func:`_PlanOf.most` and :func:`_rough_terms`,
+    written out once for both x_all and both depths (the search ranks thousands of tilings)."""
+    arch, r, c, acc = target.arch, target.rows, target.cols, target.acc
+    mr, mc = arch.matrix.rows, arch.matrix.cols
+    per_dma = arch.dma.setup_latency + arch.dram.latency + arch.dram.row_miss_latency
+    bw, setup, line = arch.dram.bandwidth, arch.dma.setup_latency, arch.spm.banks * arch.spm.bank_width
+    y_bytes = gs.N * gs.OH * gs.OW * gs.K * 4
+    Cg, Kg, G = gs.Cg, gs.Kg, gs.groups
+    nbs0 = {pack: -(-pack * Kg // c) for pack in (1, 2, 4)}
+    geometry: dict = {}
+    for toh, tow, tnb, im2col, pack in tilings:
+        if pack > 1 and (tnb > 1 or not pack_allowed(gs, pack, tow, c, im2col)):
+            continue
+        g = geometry.get((toh, tow))
+        if g is None:
+            th, tw = _window(gs, toh, tow)
+            tiles = gs.N * -(-gs.OH // toh) * -(-gs.OW // tow) * G
+            g = geometry[toh, tow] = (th, tw, tiles, gs.N * G * -(-gs.OH // toh) * -(-gs.OW // tow))
+        th, tw, tiles, windows = g
+        kc, taps = (gs.R * gs.S * Cg, 1) if im2col else (Cg, gs.R * gs.S)
+        cbs, nbs = -(-pack * kc // r), nbs0[pack]
+        nb = min(tnb, nbs)   # (the plan's tnb)
+        p_slot = toh * tow * kc * es if im2col else 0
+        acc_tile = toh * tow * (Kg if pack > 1 else nb * c) * 4
+        window, row_block, block = th * tw * Cg * es, th * tw * r * es, nb * taps * r * c * es
+        groups = G * -(-nbs // nb)
+        single = 1 if im2col or windows == 1 else 2
+        nbg, s = -(-nbs // nb), toh * tow // pack
+        gather = tiles * (p_slot / line + setup)
+        for x_all in (False, True) if not im2col and pack == 1 else (False,):
+            packed = x_all or im2col or pack > 1
+            x = single * window + 2 * p_slot   # (_PlanOf.most: tcb = cbs first)
+            w_chunk = cbs * block
+            w_all = groups * w_chunk
+            if x + (w_all if x + w_all <= spm else 2 * w_chunk) <= spm:
+                tcb = cbs
+            elif im2col:
+                continue
+            else:
+                room = spm - (single * window if packed else 0)
+                tcb = max(0, min(cbs - 1, room // (2 * block + (0 if packed else 2 * row_block))))
+                if not tcb:
+                    continue
+            whole = packed or tcb >= cbs   # (the plan's x_all)
+            x_slot = window if whole else tcb * row_block
+            x_slots = single if whole else 1 if im2col else 2
+            w_chunk = tcb * block
+            csteps = -(-cbs // tcb)
+            chunks = groups * csteps
+            resident = x_slots * x_slot + 2 * p_slot + chunks * w_chunk <= spm
+            mm = tiles * nbg * csteps * (nb * taps * tcb * max(s, mr) + 2 * mr + mc)
+            x_loads = tiles * (1 if whole else nbg * csteps)
+            w_loads = chunks if resident else tiles * nbg * csteps
+            x_bytes = x_loads * x_slot
+            w_bytes = w_loads * w_chunk
+            ld = (x_bytes + w_bytes) / bw + (x_loads + w_loads) * per_dma + gather
+            st = y_bytes / bw + tiles * nbg * per_dma
+            bus = (x_bytes + w_bytes + y_bytes) / bw
+            for bufs in (2, 1):
+                if bufs * acc_tile <= acc:
+                    fitting.append((max(mm + st if bufs == 1 else mm, ld, st, bus), bufs,
+                                    (toh, tow, tcb, tnb, x_all, bufs, im2col, pack, gpack)))
 
 
 def _search(priced: list[ConvTiling], cs: ConvShape, dtype: DType, target: Target, epilogue: Epilogue,

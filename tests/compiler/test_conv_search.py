@@ -15,9 +15,13 @@ from compiler.conv import (
     TilingError,
     _fit_tcb,
     _fits,
+    _plan,
+    _rank,
+    _rough_cycles,
     choose_conv_tiling,
     conv_instructions,
     grouped,
+    pack_allowed,
     search_conv_tiling,
 )
 from compiler.target import Target
@@ -85,3 +89,34 @@ def test_a_huge_layer_is_not_built_once_per_candidate():
     t = search_conv_tiling(cs, DType.I8, Target.of(arch))
     assert time.perf_counter() - t0 < 10
     assert conv_instructions(cs, t, 1, 16, 16, arch.spm.size) > PRICE_MAX
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(cs=convs(), preset=st.sampled_from(("edge16", "mid32", "dc128")), spm_div=st.sampled_from((1, 8, 64)),
+       es=st.sampled_from((1, 4)), gpack=st.sampled_from((1, 2, 4)))
+def test_the_ranking_equals_rough_cycles_of_each_tilings_plan(cs, preset, spm_div, es, gpack):
+    # _rank's sums written out once per tiling are _rough_cycles of the plan with the most blocks that fit (_fit_tcb),
+    # for every tiling and accumulator depth that fits, in the same order
+    target = Target.of(load_arch(preset))
+    spm = target.spm // spm_div
+    gpack = gpack if cs.groups % gpack == 0 else 1
+    gs = grouped(cs, gpack)
+    tilings = sorted(((toh, tow, tnb, im2col, pack) for toh in {1, 2, -(-gs.OH // 3), gs.OH}
+                      for tow in {1, -(-gs.OW // 2), gs.OW} for tnb in (1, 2, 4) for im2col in (False, True)
+                      for pack in (1, 2, 4) if not im2col or gs.groups == 1 and gs.R * gs.S > 1), reverse=True)
+    got: list = []
+    _rank(gs, gpack, tilings, es, target, spm, got)
+    want = []
+    for toh, tow, tnb, im2col, pack in tilings:
+        if not pack_allowed(gs, pack, tow, target.cols, im2col) or pack > 1 and tnb > 1:
+            continue
+        for x_all in (False, True) if not im2col and pack == 1 else (False,):
+            t = ConvTiling(toh, tow, 1, tnb, x_all, 2, im2col, pack, gpack)
+            tcb = _fit_tcb(cs, t, es, target.rows, target.cols, spm, 1 << 62)
+            for bufs in (2, 1) if tcb else ():
+                t = replace(t, tcb=tcb, acc_bufs=bufs)
+                p = _plan(cs, t, es, target.rows, target.cols, spm)
+                if bufs * p.acc_tile <= target.acc:
+                    want.append((_rough_cycles(gs, t, p, target.arch), bufs,
+                                 (toh, tow, tcb, tnb, x_all, bufs, im2col, pack, gpack)))
+    assert got == want
