@@ -608,7 +608,10 @@ def _plan_floor(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch, es: int, eo:
     the weight loads and the residual's loads each take a DMA's setup and latency, the first row activation and
     their bytes over the bandwidth (:func:`isa.cost.dram_floor`: the bus window is at least that), every input
     window load at least a setup and the bytes it reads over the bandwidth; the bus holds all their windows; the
-    matrix unit is busy at least :func:`_mxu_floor`; a queue's busy cycles and the bus bound the price from below,
+    matrix unit is busy at least :func:`_mxu_floor`, the vector unit (if the epilogue uses it) a latency per stored
+    tile and every output element's share of a vector, the store queue a setup per bias copy into an accumulator
+    tile; a queue's busy cycles and the bus (with one accumulator tile: the matrix, vector and store work) bound the
+    price from below,
     and program_estimate adds its head (the loads before the first matrix instruction: the first tile's input window
     and residual's tile and, unless ``hidden_constants``, the bias, the scale and the first weight chunk) and its
     tail (the last tile's last store and, if the epilogue uses the vector unit, at least one vector instruction over
@@ -640,11 +643,16 @@ def _plan_floor(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch, es: int, eo:
     last_h, last_w = cs.OH - (cs.OH - 1) // t.toh * t.toh, cs.OW - (cs.OW - 1) // t.tow * t.tow
     last = last_h * last_w * (cs.Kg - (p.nbs - 1) // p.tnb * p.tnb * cols)   # elements of the last store
     tail = per + int(last * eo / d.bandwidth)
+    vpu = 0   # every output element passes the vector unit once, each stored tile at least one latency
     if epilogue.act is not None or epilogue.out is not None or epilogue.divisor is not None or residual and \
             epilogue.bias:   # (a bias alone starts the accumulators: no vector work)
-        tail += min(v.alu_latency, v.mul_latency, v.special_latency) \
-            + -(-last // v.lanes) * min(v.alu_interval, v.mul_interval, v.special_interval)
-    return max(max(mm, st, ld, bus) + head + tail, mm + st if t.acc_bufs == 1 else 0)
+        latency, interval = min(v.alu_latency, v.mul_latency, v.special_latency), \
+            min(v.alu_interval, v.mul_interval, v.special_interval)
+        tail += latency + -(-last // v.lanes) * interval
+        vpu = stores * latency + out / v.lanes * interval
+    if epilogue.bias and not residual:   # the bias copies into each accumulator tile, on the store queue
+        st += stores * dma.setup_latency
+    return max(max(mm, st, ld, bus, vpu) + head + tail, mm + st + vpu if t.acc_bufs == 1 else 0)
 
 
 def _mxu_floor(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch) -> int:
