@@ -206,6 +206,9 @@ class Instr:
         and strides of the one it replaces in the same memory space (a rebased or renamed view, valid if its
         instruction was); otherwise the whole instruction is checked again."""
         new = _copier(type(self))(self, waits, signals)
+        if not operands:
+            new._check_sync()
+            return new
         recheck = False
         for role, view in operands.items():
             old = getattr(self, role)
