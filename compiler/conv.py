@@ -473,9 +473,9 @@ def conv_candidates(cs: ConvShape, dtype: DType, target: Target, epilogue: Epilo
         gs = grouped(cs, gpack)
         try:
             tallest = choose_conv_tiling(gs, dtype, target.with_spm(spm))
-        except TilingError as e:
+        except TilingError as e:   # no full-width direct tile fits: narrower or im2col ones still may (a C=3 stem)
             refused = refused or e
-            continue
+            tallest = ConvTiling(1, min(gs.OW, target.max_rows))
         heights = {tallest.toh} | {-(-gs.OH // n) for n in range(1, 9)} | {h for h in (1, 2, 4) if h < gs.OH}
         widths = {-(-tallest.tow // n) for n in (1, 2, 4)}
         nbs = -(-gs.Kg // c)

@@ -10,6 +10,8 @@ its compute then takes no output buffer, and output buffers are counted apart (`
 
 from __future__ import annotations
 
+import functools
+
 from isa import Halt, Instr, Program, ProgramConfig, Region, SemDecl, SemOp, Sync
 from isa.instructions import MAX_SYNC_SLOTS
 
@@ -21,10 +23,17 @@ def vector_config(spm: int) -> ProgramConfig:
     return ProgramConfig(rows=1, cols=1, spm=spm, acc=4096)
 
 
+@functools.cache
+def sem_op(name: str) -> SemOp:
+    """``SemOp(name)``, one object per name (programs name the same few semaphores thousands of times)."""
+    return SemOp(name)
+
+
 def with_sync(instr: Instr, waits: tuple[str, ...] = (), signals: tuple[str, ...] = ()) -> Instr:
     """``instr`` with extra semaphore waits/signals appended."""
-    return instr.resynced(instr.waits + tuple(SemOp(w) for w in waits),
-                          instr.signals + tuple(SemOp(s) for s in signals))
+    if not waits and not signals:
+        return instr
+    return instr.resynced(instr.waits + tuple(map(sem_op, waits)), instr.signals + tuple(map(sem_op, signals)))
 
 
 def synced(instrs: list, waits: tuple[str, ...], signals: tuple[str, ...]) -> list:

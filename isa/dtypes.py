@@ -25,10 +25,7 @@ class DType(enum.Enum):
 
     def __init__(self, text: str, size: int, storage: type):
         self.text, self.size, self.storage = text, size, np.dtype(storage)
-
-    @property
-    def is_float(self) -> bool:
-        return self in (DType.F16, DType.BF16, DType.F32)
+        self.is_float = text in ("f16", "bf16", "f32")   # (an attribute: read for every operand built)
 
     @property
     def code(self) -> int:

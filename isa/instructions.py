@@ -145,6 +145,8 @@ def _check_view(v: View, ndim: int, role: str, spaces: tuple[Space, ...] = (Spac
 
 def _canon_value(value: int | float, dtype: DType, role: str) -> int | float:
     """An immediate as the exact value its dtype holds: float32-rounded for floats, range-checked for ints."""
+    if type(value) is int and value == 0:   # (the default of every immediate)
+        return 0.0 if dtype.is_float else 0
     if dtype.is_float:
         return float(np.float32(value))
     if isinstance(value, float) and not value.is_integer():
@@ -206,6 +208,9 @@ class Instr:
         and strides of the one it replaces in the same memory space (a rebased or renamed view, valid if its
         instruction was); otherwise the whole instruction is checked again."""
         new = _copier(type(self))(self, waits, signals)
+        if not operands:
+            new._check_sync()
+            return new
         recheck = False
         for role, view in operands.items():
             old = getattr(self, role)

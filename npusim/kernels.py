@@ -499,6 +499,16 @@ def matmul(acc_buf, a_buf, b_buf, g, m, k, n, acc_row, a_row, acode, bcode, zero
 
 
 @_jit
+def _zero_rows(acc, pc, m, rc, un):
+    """Zero the ``un`` words of each of the ``m`` rows (``rc`` words apart) at every word offset of ``pc``."""
+    for p in range(pc.size):
+        for r in range(m):
+            o = np.uint64(pc[p] + r * rc)
+            for j in range(un):
+                acc[o + j] = 0
+
+
+@_jit
 def matmul_f32(acc, acc_bits, a, b, g, m, k, n, acc_row, a_row, zero):
     """isa.MatMul of f32 operands on 32-bit word views of the buffers: ``acc`` (f32) and ``acc_bits`` (u32) of ACC,
     ``a`` and ``b`` (f32) of SPM; ``g`` in bytes (bases and strides are multiples of 4, as verified).
@@ -514,11 +524,7 @@ def matmul_f32(acc, acc_bits, a, b, g, m, k, n, acc_row, a_row, zero):
     rc, ra = acc_row >> 2, a_row >> 2
     un, uk = np.uint64(n), np.uint64(k)
     if zero:
-        for p in range(pc.size):
-            for r in range(m):
-                o = np.uint64(pc[p] + r * rc)
-                for j in range(un):
-                    acc_bits[o + j] = 0
+        _zero_rows(acc_bits, pc, m, rc, un)
     t = np.empty(n, np.float32)
     for p in range(pc.size):
         ob = np.uint64(pb[p])
@@ -553,11 +559,7 @@ def matmul_int(acc, a, b, g, m, k, n, acc_row, a_row, zero):
     rc = acc_row >> 2
     un, uk = np.uint64(n), np.uint64(k)
     if zero:
-        for p in range(pc.size):
-            for r in range(m):
-                o = np.uint64(pc[p] + r * rc)
-                for j in range(un):
-                    acc[o + j] = 0
+        _zero_rows(acc, pc, m, rc, un)
     t = np.empty(n, np.int64)
     for p in range(pc.size):
         ob = np.uint64(pb[p])

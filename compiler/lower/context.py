@@ -84,7 +84,7 @@ class LoweringContext:
         self.graph, self.target, self.conv_transpose, self.msda_tables = graph, target, conv_transpose, msda_tables
         self.prefetched = False
         self.segments: list[Segment] = []
-        self.weights: list[np.ndarray] = []   # constant images, each padded to ALIGN, in region W order
+        self.weights: list[np.ndarray] = []   # constant images and their alignment gaps, in region W order
         self.wbytes = 0                        # bytes of region W so far
         self.act = 0                           # bytes of region ACT so far
         self.allocs: list[tuple[int, int]] = []   # (ACT offset, bytes) of every activation allocated
@@ -104,7 +104,9 @@ class LoweringContext:
         """Append a constant image to region W; its byte offset there."""
         raw = np.ascontiguousarray(data).view(np.uint8).ravel()
         off = self.wbytes
-        self.weights.append(np.pad(raw, (0, aligned(raw.size) - raw.size)))
+        self.weights.append(raw)
+        if aligned(raw.size) > raw.size:   # (the alignment gap as its own piece: no copy of the constant)
+            self.weights.append(np.zeros(aligned(raw.size) - raw.size, np.uint8))
         self.wbytes += aligned(raw.size)
         return off
 

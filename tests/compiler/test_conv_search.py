@@ -5,6 +5,7 @@ candidate takes the best rough estimate."""
 import time
 from dataclasses import replace
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -120,3 +121,27 @@ def test_the_ranking_equals_rough_cycles_of_each_tilings_plan(cs, preset, spm_di
                     want.append((_rough_cycles(gs, t, p, target.arch), bufs,
                                  (toh, tow, tcb, tnb, x_all, bufs, im2col, pack, gpack)))
     assert got == want
+
+
+def test_a_stem_no_full_width_direct_tile_fits_gets_an_im2col_or_narrower_tiling():
+    """A 7x7/2 stem over C=3 on a 32x32 array with 256 KiB of SPM: a direct tile holds 49 taps of a 32x32 weight
+    tile (200 KB, twice), so no full-width direct tile fits; the search still tries narrower tiles and im2col ones
+    (it tried none, and the layer ran on the host). The model then runs wholly on the NPU and matches onnxruntime."""
+    from compiler.builder import GraphBuilder, to_onnx
+    from npusim.driver import run_model
+
+    arch = load_arch("mid32").with_overrides(["spm.size=262144"])
+    cs = ConvShape(1, 3, 224, 224, 64, 7, 7, 2, 3)
+    try:
+        choose_conv_tiling(cs, DType.F32, Target.of(arch))
+        raise AssertionError("a full-width direct tile fits: the case no longer tests the fallback")
+    except TilingError:
+        pass
+    t = search_conv_tiling(cs, DType.F32, Target.of(arch))
+    assert t.im2col
+    rng = np.random.default_rng(0)
+    b = GraphBuilder("stem")
+    x = b.input("x", (1, 3, 40, 40))
+    b.output(b.conv(x, b.const("w", rng.standard_normal((64, 3, 7, 7)).astype(np.float32)), strides=2, pads=3))
+    _, _, _, report = run_model(to_onnx(b.build()), arch, validate=True)
+    assert not report["host_ops"] and all(c["ok"] for c in report["validation"].values())

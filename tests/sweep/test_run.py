@@ -77,12 +77,12 @@ def test_every_row_is_the_point_run_alone_and_points_that_cannot_run_are_error_r
 
 
 def test_a_point_whose_layer_runs_on_the_host_says_so():
-    """On 32x32 with 256 KiB of SPM no tiling of ResNet-18's 7x7 stem (C=3 in a 32-row channel block) fits, so it
-    runs on the host CPU: the row counts it, so a front need not be read as the NPU's."""
-    stem = {"zoo": "resnet18"}
-    df = sweep({"arch": "mid32", "grid": {"spm.size": [262144, 1048576]}, "workloads": [stem]},
+    """On 32x32 with 64 KiB of SPM no tiling of ResNet-18's 3x3 convolutions fits (nine taps of a 4 KiB weight tile,
+    twice, for the smallest step), so they run on the host CPU: the row counts them, so a front need not be read as
+    the NPU's."""
+    df = sweep({"arch": "mid32", "grid": {"spm.size": [65536, 1048576]}, "workloads": [{"zoo": "resnet18"}]},
                scheduler="synchronous")
-    assert list(df["host_ops"]) == [1, 0] and df["error"].isna().all()
+    assert df["host_ops"][0] > 0 and df["host_ops"][1] == 0 and df["error"].isna().all()
     assert df["cycles"][0] > 2 * df["cycles"][1]
 
 
