@@ -30,6 +30,6 @@ bench: $(VENV)/.installed
 docs: $(VENV)/.installed
 	$(PY) -m npusim.docgen
 
-# onnx's model corpus (model-zoo classics, PyTorch exports) and node tests on mid32 -> docs/conformance.md (266-273 s, measured 2026-11-25)
+# onnx's model corpus (model-zoo classics, PyTorch exports) and node tests on mid32 -> docs/conformance.md (83 s, measured 2026-11-25 after the compile-speed work; 266-273 s before)
 conformance: $(VENV)/.installed
 	$(PY) -m npusim.conformance --md docs/conformance.md
