@@ -509,6 +509,36 @@ def _zero_rows(acc, pc, m, rc, un):
 
 
 @_jit
+def _mm_rows(acc, acc_bits, a, b, pc, pa, pb, m, rc, ra, un, uk, t, flt):
+    """The word kernels' rows: for each point p and row r, ``t`` = the ACC row's ``un`` elements (at word
+    ``pc[p] + r * rc``), plus in order q = 0, 1, ... the products of A (``a[pa[p] + r * ra + q]``) with B's row q
+    (``b[pb[p] + q * un + j]``), written back. ``flt``: f32 sums, a NaN stored as F32_NAN_BITS through ``acc_bits``;
+    else i64 sums of the integer products, wrapped to i32."""
+    for p in range(pc.size):
+        ob = np.uint64(pb[p])
+        for r in range(m):
+            oa, o = np.uint64(pa[p] + r * ra), np.uint64(pc[p] + r * rc)
+            for j in range(un):
+                t[j] = acc[o + j]
+            for q in range(uk):
+                x, ib = a[oa + q], ob + q * un
+                if flt:
+                    for j in range(un):
+                        t[j] += x * b[ib + j]
+                else:
+                    for j in range(un):
+                        t[j] += np.int64(x) * np.int64(b[ib + j])
+            for j in range(un):
+                v = t[j]
+                if not flt:
+                    acc[o + j] = np.int32(v)  # wraps
+                elif v != v:
+                    acc_bits[o + j] = F32_NAN_BITS
+                else:
+                    acc[o + j] = v
+
+
+@_jit
 def matmul_f32(acc, acc_bits, a, b, g, m, k, n, acc_row, a_row, zero):
     """isa.MatMul of f32 operands on 32-bit word views of the buffers: ``acc`` (f32) and ``acc_bits`` (u32) of ACC,
     ``a`` and ``b`` (f32) of SPM; ``g`` in bytes (bases and strides are multiples of 4, as verified).
@@ -525,23 +555,7 @@ def matmul_f32(acc, acc_bits, a, b, g, m, k, n, acc_row, a_row, zero):
     un, uk = np.uint64(n), np.uint64(k)
     if zero:
         _zero_rows(acc_bits, pc, m, rc, un)
-    t = np.empty(n, np.float32)
-    for p in range(pc.size):
-        ob = np.uint64(pb[p])
-        for r in range(m):
-            oa, o = np.uint64(pa[p] + r * ra), np.uint64(pc[p] + r * rc)
-            for j in range(un):
-                t[j] = acc[o + j]
-            for q in range(uk):
-                x, ib = a[oa + q], ob + q * un
-                for j in range(un):
-                    t[j] += x * b[ib + j]
-            for j in range(un):
-                v = t[j]
-                if v != v:
-                    acc_bits[o + j] = F32_NAN_BITS
-                else:
-                    acc[o + j] = v
+    _mm_rows(acc, acc_bits, a, b, pc, pa, pb, m, rc, ra, un, uk, np.empty(n, np.float32), True)
 
 
 @_jit
@@ -560,19 +574,7 @@ def matmul_int(acc, a, b, g, m, k, n, acc_row, a_row, zero):
     un, uk = np.uint64(n), np.uint64(k)
     if zero:
         _zero_rows(acc, pc, m, rc, un)
-    t = np.empty(n, np.int64)
-    for p in range(pc.size):
-        ob = np.uint64(pb[p])
-        for r in range(m):
-            oa, o = np.uint64(pa[p] + r * a_row), np.uint64(pc[p] + r * rc)
-            for j in range(un):
-                t[j] = acc[o + j]
-            for q in range(uk):
-                x, ib = np.int64(a[oa + q]), ob + q * un
-                for j in range(un):
-                    t[j] += x * np.int64(b[ib + j])
-            for j in range(un):
-                acc[o + j] = np.int32(t[j])  # wraps
+    _mm_rows(acc, acc, a, b, pc, pa, pb, m, rc, a_row, un, uk, np.empty(n, np.int64), False)
 
 
 # ---------------------------------------------------------------- VPU
