@@ -283,11 +283,9 @@ def _plan(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int)
 
 
 class _PlanOf(NamedTuple):
-    """:func:`_plans`: the plan of a tiling with any tcb, and only its SPM bytes (:attr:`_Plan.spm`), cheaper."""
+    """:func:`_plans`: the plan of a tiling with any tcb, and the most tcb whose SPM bytes fit."""
 
     plan: Callable[[int], _Plan]
-    spm: Callable[[int], int]
-    cbs: int            # input-channel blocks (:attr:`_Plan.cbs`), the most tcb that makes a difference
     most: Callable[[], int]   # the most tcb whose SPM bytes fit ``spm`` (all or none with im2col), or 0
 
 
@@ -328,22 +326,15 @@ def _plans_of(cs: ConvShape, toh: int, tow: int, tnb: int, x_all: bool, im2col: 
         return _Plan(th, tw, kc, taps, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, resident, acc_tile, x_all, x_slots,
                      p_slot)
 
-    def spm_bytes(tcb: int) -> int:   # _Plan.spm of plan(tcb), sizes() inline
-        tcb = min(tcb, cbs)
-        x = (single * window if packed or tcb >= cbs else (1 if im2col else 2) * tcb * row_block) + 2 * p_slot
-        w_chunk = tcb * block
-        w_all = groups * -(-cbs // tcb) * w_chunk
-        return x + (w_all if x + w_all <= spm else 2 * w_chunk)
-
     def most() -> int:   # below cbs a step's chunks (two or more) cannot all be resident, so a tcb fits iff its
-        if spm_bytes(cbs) <= spm:          # input slots and two weight chunks do: linear in tcb
+        if plan(cbs).spm <= spm:           # input slots and two weight chunks do: linear in tcb
             return cbs
         if im2col:
             return 0
         room = spm - (single * window if packed else 0)
         return max(0, min(cbs - 1, room // (2 * block + (0 if packed else 2 * row_block))))
 
-    return _PlanOf(plan, spm_bytes, cbs, most)
+    return _PlanOf(plan, most)
 
 
 def _fits(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> bool:
@@ -397,11 +388,6 @@ def _fit_tcb(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: i
     if t.acc_bufs * plans.plan(1 << 16).acc_tile > acc:   # (the accumulator tiles do not depend on tcb)
         return 0
     return plans.most()
-
-
-def _with_tcb(t: ConvTiling, tcb: int) -> ConvTiling:
-    """``replace(t, tcb=tcb)`` without dataclasses.replace's per-call field walk (the search makes many)."""
-    return ConvTiling(t.toh, t.tow, tcb, t.tnb, t.x_all, t.acc_bufs, t.im2col, t.pack, t.gpack)
 
 
 def conv_shape(n: Node, x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> ConvShape:
@@ -497,7 +483,7 @@ def _rank(gs: ConvShape, gpack: int, tilings: list[tuple[int, int, int, bool, in
     """:func:`conv_candidates`' ranking of the tilings (toh, tow, tnb, im2col, pack) of the grouped shape ``gs``, in
     order: each with x_all False and True (direct, unpacked only) and the most input-channel blocks that fit
     (:attr:`_PlanOf.most`), appended to ``fitting`` as (:func:`_rough_cycles`, acc_bufs, ConvTiling fields) for each
-    accumulator depth that fits. The sums of :func:`_plans_of`, :func:`_PlanOf.most` and :func:`_rough_terms`,
+    accumulator depth that fits. The sums of :func:`_plans_of`, :func:`_PlanOf.most` and :func:`_rough_cycles`,
     written out once for both x_all and both depths (the search ranks thousands of tilings)."""
     arch, r, c, acc = target.arch, target.rows, target.cols, target.acc
     mr, mc = arch.matrix.rows, arch.matrix.cols
@@ -840,19 +826,12 @@ def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch) -> float:
     """A quick lower-bound-like estimate (cycles) that ranks tilings before the exact pricing: the busiest of the
     matrix unit (folds of ``toh * tow / pack`` streamed rows), the load and store queues (bytes over the bandwidth plus
     each DMA's setup, latency and first row activation) and the DRAM bus. ``cs``: the grouped shape
-    (:func:`grouped` by ``t.gpack``), ``p`` the tiling's plan."""
-    mm, ld, st, bus = _rough_terms(cs, t.toh, t.tow, t.pack, p, arch)
-    if t.acc_bufs == 1:   # each tile's matrix work waits for the previous tile's store
-        mm += st
-    return max(mm, ld, st, bus)
-
-
-def _rough_terms(cs: ConvShape, toh: int, tow: int, pack: int, p: _Plan, arch: Arch) -> tuple:
-    """:func:`_rough_cycles`' matrix, load, store and bus terms (cycles), the same for both accumulator depths."""
+    (:func:`grouped` by ``t.gpack``), ``p`` the tiling's plan. The search ranks by :func:`_rank`, the same sums
+    written out for many tilings at once (tested equal)."""
     r, c = arch.matrix.rows, arch.matrix.cols
-    tiles = cs.N * -(-cs.OH // toh) * -(-cs.OW // tow) * cs.groups
+    tiles = cs.N * -(-cs.OH // t.toh) * -(-cs.OW // t.tow) * cs.groups
     nbg, csteps = -(-p.nbs // p.tnb), -(-p.cbs // p.tcb)
-    s = toh * tow // pack
+    s = t.toh * t.tow // t.pack
     mm = tiles * nbg * csteps * (p.tnb * p.taps * p.tcb * max(s, r) + 2 * r + c)
     x_loads = tiles * (1 if p.x_all else nbg * csteps)
     w_loads = p.chunks if p.resident else tiles * nbg * csteps
@@ -865,7 +844,9 @@ def _rough_terms(cs: ConvShape, toh: int, tow: int, pack: int, p: _Plan, arch: A
     gather = tiles * (p.p_slot / (arch.spm.banks * arch.spm.bank_width) + arch.dma.setup_latency)
     ld = (x_bytes + w_bytes) / bw + (x_loads + w_loads) * per_dma + gather
     st = y_bytes / bw + tiles * nbg * per_dma
-    return mm, ld, st, (x_bytes + w_bytes + y_bytes) / bw
+    if t.acc_bufs == 1:   # each tile's matrix work waits for the previous tile's store
+        mm += st
+    return max(mm, ld, st, (x_bytes + w_bytes + y_bytes) / bw)
 
 
 def _epilogue_bytes(cs: ConvShape, epilogue: Epilogue, es: int) -> int:
@@ -1077,10 +1058,10 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
     def emit(prog: list, b: int, oh0: int, ow0: int, state: _TileState, memo: _StepMemo | None = None) -> None:
         """Append the instructions of the tile at (b, oh0, ow0) to ``prog``, advancing ``state``.
 
-        ``memo`` (pricing only): a step, or a tile's epilogue and store, whose instructions' costs are those of one
-        already emitted (same shapes, flags, on-chip bases modulo the bank period and DRAM offsets modulo what the
-        DRAM cost reads) appends that one's instructions again instead of building its own; a bias init then goes
-        where it is built, not before the previous store (its place changes no price)."""
+        ``memo`` (pricing only): append, instead of instructions, the :func:`_entries` of each output-channel group,
+        step (:func:`step_costs`) and epilogue with its store, each memoised by what its costs read (shapes, flags,
+        on-chip bases modulo the bank period, DRAM offsets modulo what the DRAM cost reads); a step's bias init is
+        priced with the step, not placed before the previous store (its place changes no price)."""
         toh, tow, th, tw, pads, x_src = geometry(b, oh0, ow0)
         for g in range(cs.groups):
             for gi, nb0 in enumerate(nb_groups):
@@ -1169,8 +1150,7 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                                        src=View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
                                        waits=(SemOp("bias_init"),) * (state.accs == 0),
                                        signals=(SemOp("init_full"),))
-                        at_ = len(prog) if state.last_store_at is None or t.acc_bufs == 1 or memo is not None \
-                            else state.last_store_at
+                        at_ = len(prog) if state.last_store_at is None or t.acc_bufs == 1 else state.last_store_at
                         prog.insert(at_, init)
                     if first and epilogue.residual:   # the sum starts from the residual's tile
                         prog.append(DmaCopy(
@@ -1197,8 +1177,6 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                         "res_full" if epilogue.residual else "init_full" if bias_init else acc_empty,) * first
                     signals = ("x_empty",) * x_last + ("w_empty",) * (not p.resident) + ("acc_full",) * last
                     prog += synced(mms, waits, signals)
-                    if memo is not None:
-                        memo.steps[key] = prog[x_at:]
                 y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo
                 if memo is not None:
                     ch = (g * cs.Kg + nb0 * cols) * 4

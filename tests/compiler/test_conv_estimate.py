@@ -11,7 +11,6 @@ from compiler.conv import (
     ConvTiling,
     Epilogue,
     _fit_tcb,
-    _fits,
     _plan,
     _plan_floor,
     conv2d,
@@ -25,6 +24,7 @@ from compiler.errors import TilingError
 from compiler.target import Target
 from isa import DType
 from isa.arch import load_arch
+from tests.compiler.util import linear_fit_tcb
 
 SHAPES = [ConvShape(1, 64, 28, 28, 64, 3, 3, 1, 1),            # ResNet's 3x3 body
           ConvShape(1, 256, 14, 14, 512, 1, 1, 2),              # a subsampled 1x1 projection
@@ -71,9 +71,7 @@ def test_the_most_input_blocks_that_fit_is_the_first_fitting_from_the_top(preset
             gs = grouped(cs, t.gpack) if cs.groups % t.gpack == 0 else None
             if gs is None:
                 continue
-            kc = t.pack * (gs.R * gs.S * gs.Cg if t.im2col else gs.Cg)
-            want = next((tcb for tcb in range(-(-kc // r), 0, -1)
-                         if _fits(cs, replace(t, tcb=tcb), dtype.size, r, c, budget, acc)), 0)
+            want = linear_fit_tcb(cs, t, dtype.size, r, c, budget, acc)
             assert _fit_tcb(cs, t, dtype.size, r, c, budget, acc) == want, (cs, t, budget)
             tried += bool(want)
     assert tried >= 10

@@ -28,3 +28,16 @@ def model(nodes: list, inputs: list, outputs: list, opset: int = 17, inits: list
 
 def vi(name: str, shape: list | None, elem: int = TensorProto.FLOAT):
     return helper.make_tensor_value_info(name, elem, shape)
+
+
+def linear_fit_tcb(cs, t, es: int, rows: int, cols: int, spm: int, acc: int) -> int:
+    """The most input-channel blocks per step with which conv tiling ``t`` fits, by trying every count from the top
+    with ``compiler.conv._fits`` (the oracle of ``_fit_tcb``'s closed form and of the search's ranking)."""
+    from dataclasses import replace
+
+    from compiler.conv import _fits, grouped
+
+    gs = grouped(cs, t.gpack)
+    kc = t.pack * (gs.R * gs.S * gs.Cg if t.im2col else gs.Cg)
+    return next((tcb for tcb in range(-(-kc // rows), 0, -1)
+                 if _fits(cs, replace(t, tcb=tcb), es, rows, cols, spm, acc)), 0)
