@@ -39,18 +39,12 @@ def _geometry(view, shape: tuple[int, ...], extra: tuple[tuple[int, int], ...]) 
             lo - view.base, hi - view.base)
 
 
-def _check_bounds(program: Program, pc: int, instr: Instr, memo: dict | None = None) -> None:
-    """Alignment and bounds of every operand of ``instr``; ``memo`` caches each view's geometry (strides, shape and
-    extra give its span relative to the base) across the instructions of one program."""
+def _check_bounds(program: Program, pc: int, instr: Instr) -> None:
+    """Alignment and bounds of every operand of ``instr``, with the error that names the first one that fails."""
     cfg = program.config
-    memo = {} if memo is None else memo
     for role, view, extra in instr.views():
         shape = instr.src_shape if role == "src" and type(instr) is DmaCopy else instr.shape
-        key = (view.strides, view.dtype.size, shape, extra)
-        geo = memo.get(key)
-        if geo is None:
-            geo = memo[key] = _geometry(view, shape, extra)
-        misaligned, lo_off, hi_off = geo
+        misaligned, lo_off, hi_off = _geometry(view, shape, extra)
         es = view.dtype.size
         base = view.base
         if misaligned or es > 1 and base % es:
@@ -114,7 +108,6 @@ def verify(program: Program) -> VerifyReport:
     sem_index = program.sem_index
     count = [s.init for s in program.sems]
     first_neg: list[str] = []
-    memo: dict = {}
     instrs, cfg = program.instrs, program.config
     last = len(instrs) - 1
     consumer, producer = report.consumer, report.producer
@@ -127,7 +120,7 @@ def verify(program: Program) -> VerifyReport:
             raise VerifyError(f"{where(pc, instr)}: a {instr.k}x{instr.n} weight tile does not fit the "
                               f"{cfg.rows}x{cfg.cols} array of .config")
         if pc == bad:
-            _check_bounds(program, pc, instr, memo)  # raises with the message (the fast path only finds the pc)
+            _check_bounds(program, pc, instr)  # raises with the message (the fast path only finds the pc)
             bad = _operands_fit(program, pc + 1)
         waits, signals = instr.waits, instr.signals
         if not (waits or signals):
