@@ -46,6 +46,7 @@ from isa.cost import instr_cost
 from isa.verify import verify
 
 from .errors import CompileError
+from .pipeline import sem_op
 
 SHORT = {Queue.DMA_LD: "ld", Queue.DMA_ST: "st", Queue.MXU: "mxu", Queue.VPU: "vpu", Queue.HOST: "host"}
 ENTRY, EXIT = (Queue.DMA_LD, Queue.HOST), (Queue.DMA_ST, Queue.HOST)
@@ -73,22 +74,9 @@ class LayerRange:
     macs: int
 
 
-def _renamed(ops: tuple[SemOp, ...], names: dict[str, str], done: dict[tuple[str, int], SemOp]) -> tuple[SemOp, ...]:
-    """``ops`` with their semaphores renamed by ``names``; ``done`` memoises each (name, count) built."""
-    out = []
-    for o in ops:
-        key = (o.name, o.count)
-        new = done.get(key)
-        if new is None:
-            new = done[key] = SemOp(names[o.name], o.count)
-        out.append(new)
-    return tuple(out)
-
-
-def _relocate(instr: Instr, bind: dict[str, tuple[str, int]], names: dict[str, str],
-              done: dict[tuple[str, int], SemOp]) -> Instr:
+def _relocate(instr: Instr, bind: dict[str, tuple[str, int]], names: dict[str, str]) -> Instr:
     """``instr`` with its DRAM operands moved into the global regions (``bind``; the pseudo-region ``SPM``: an SPM
-    view at that byte address) and its semaphore operations renamed (:func:`_renamed`), in one copy."""
+    view at that byte address) and its semaphores renamed by ``names``, in one copy."""
     views = {}
     if isinstance(instr, DmaCopy | DmaFill | Gather):
         for role in ("dst", "src", "table"):
@@ -99,7 +87,8 @@ def _relocate(instr: Instr, bind: dict[str, tuple[str, int]], names: dict[str, s
                     View(Space.DRAM, v.base + off, v.dtype, v.strides, region)
     if not views and not instr.waits and not instr.signals:
         return instr
-    return instr.resynced(_renamed(instr.waits, names, done), _renamed(instr.signals, names, done), **views)
+    return instr.resynced(tuple([sem_op(names[o.name], o.count) for o in instr.waits]),
+                          tuple([sem_op(names[o.name], o.count) for o in instr.signals]), **views)
 
 
 def _shift_spm(instr: Instr, offset: int) -> Instr:
@@ -156,8 +145,7 @@ def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int]
         if overlap and not upper[k - 1]:   # (before relocation: activations kept in SPM do not move)
             upper[k] = True
             body = [_shift_spm(i, prefetch_spm) for i in body]
-        done: dict[tuple[str, int], SemOp] = {}
-        body = [_relocate(i, seg.bind, rename, done) for i in body]
+        body = [_relocate(i, seg.bind, rename) for i in body]
         if k and exits[k - 1] is not entries[k]:
             first = next(j for j, i in enumerate(body) if i.queue in ENTRY)
             if overlap and entries[k - 1] is Queue.DMA_LD:

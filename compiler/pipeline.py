@@ -24,9 +24,9 @@ def vector_config(spm: int) -> ProgramConfig:
 
 
 @functools.cache
-def sem_op(name: str) -> SemOp:
-    """``SemOp(name)``, one object per name (programs name the same few semaphores thousands of times)."""
-    return SemOp(name)
+def sem_op(name: str, count: int = 1) -> SemOp:
+    """``SemOp(name, count)``, one object per pair (programs name the same few semaphores thousands of times)."""
+    return SemOp(name, count)
 
 
 def with_sync(instr: Instr, waits: tuple[str, ...] = (), signals: tuple[str, ...] = ()) -> Instr:
