@@ -60,8 +60,9 @@ CONST_DTYPES = TENSOR_DTYPES + (np.dtype("int64"), np.dtype("bool"))
 
 
 def import_onnx(model: onnx.ModelProto | str | Path, allow_unknown: bool = False,
-                dims: Mapping[str, int] | None = None) -> Graph:
-    """The IR of an ONNX model (a ``ModelProto`` or a path to a ``.onnx`` file).
+                dims: Mapping[str, int] | None = None, serialized: bytes | None = None) -> Graph:
+    """The IR of an ONNX model (a ``ModelProto`` or a path to a ``.onnx`` file). ``serialized``: the model's bytes,
+    if the caller has them (``onnx.checker`` reads them instead of a second serialization of the model).
 
     ``dims`` fixes symbolic dimensions of the graph inputs by name (``{"batch": 1, "seq": 128}``): a compiled program
     has static shapes. Raises :class:`UnsupportedOpsetError`, :class:`DynamicShapeError`,
@@ -69,17 +70,17 @@ def import_onnx(model: onnx.ModelProto | str | Path, allow_unknown: bool = False
     not support (or supports but not with these attributes) is kept with ``Node.unsupported`` set to the reason, for
     a later pass to send to the host CPU; its output shapes must still be inferable.
     """
-    m = _load(model)
+    m, data = _load(model), serialized   # data: m serialized, while m is unchanged
     opset = model_opset(m)
     if not m.graph.output:
         raise CompileError("the model's graph has no outputs: there is nothing to compute (onnxruntime refuses it "
                            "too); declare the tensors it should produce in graph.output")
     if opset < WORKING_OPSET:
         _check(m if m.ir_version >= 4 else _with_ir(m, 4))   # valid at its own opset, before converting
-        m, opset = _convert(m, opset, WORKING_OPSET), WORKING_OPSET
+        m, opset, data = _convert(m, opset, WORKING_OPSET), WORKING_OPSET, None
     if dims:
-        m = fix_dims(m, dims)
-    _check(m)
+        m, data = fix_dims(m, dims), None
+    _check(m, data)
     unknown = _unknown_ops(m)
     try:
         m = _infer(m)
@@ -203,18 +204,19 @@ def fix_dims(m: onnx.ModelProto, dims: Mapping[str, int]) -> onnx.ModelProto:
     return out
 
 
-def _check(m: onnx.ModelProto) -> None:
+def _check(m: onnx.ModelProto, data: bytes | None = None) -> None:
     """CompileError with ``onnx.checker``'s reason for a model ONNX itself calls invalid (graph structure, node
     order, attributes and arities against the schemas). Graph inputs and outputs declared without a shape, which
-    the checker insists on but onnxruntime and shape inference accept, are not held against the model."""
+    the checker insists on but onnxruntime and shape inference accept, are not held against the model. ``data``:
+    ``m`` serialized, if the caller has it."""
     io = [vi for vi in (*m.graph.input, *m.graph.output) if vi.type.HasField("tensor_type")]
     if any(not vi.type.tensor_type.HasField("shape") for vi in io):
-        m = _copy(m)
+        m, data = _copy(m), None
         for vi in (*m.graph.input, *m.graph.output):
             if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
                 vi.type.tensor_type.shape.SetInParent()
     try:
-        onnx.checker.check_model(m)
+        onnx.checker.check_model(m if data is None else data)
     except onnx.checker.ValidationError as e:
         # an op version ONNX has since deprecated (GroupNormalization-18) is still valid at the model's opset and
         # onnxruntime runs it: shape inference and the lowerings check such a model further

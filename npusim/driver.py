@@ -234,18 +234,20 @@ def run_topology(layers, arch: Arch, *, dtype: DType = DType.I8, ideal_memory: b
             "ideal_memory": ideal_memory, "wall_seconds": time.perf_counter() - t0}
 
 
-def load_model(model, fallback: bool = True, dims: dict[str, int] | None = None) -> Graph:
+def load_model(model, fallback: bool = True, dims: dict[str, int] | None = None,
+               serialized: bytes | None = None) -> Graph:
     """A Graph from an ONNX file path, an onnx.ModelProto or a Graph; with ``fallback``, ops the compiler does not
     know are kept (marked for the host CPU) instead of refused (without it, unless the fusion passes remove every
     such node: an exported LayerNorm's Pow and Sqrt, a written-out softmax's Exp); ``dims`` fixes symbolic input
-    dimensions by name."""
+    dimensions by name; ``serialized``: the model's bytes, if the caller has them (the importer checks them as they
+    are)."""
     if isinstance(model, Graph):
         return model
     from compiler.errors import UnsupportedOpError
     from compiler.onnx_import import import_onnx
 
     try:
-        return import_onnx(model, allow_unknown=fallback, dims=dims)
+        return import_onnx(model, allow_unknown=fallback, dims=dims, serialized=serialized)
     except UnsupportedOpError:
         if fallback:
             raise
@@ -390,13 +392,17 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
     options = dict(fallback=fallback, fuse=fuse, buffers=buffers, prefetch=prefetch, resident=resident,
                    conv_transpose=conv_transpose, msda_tables=msda_tables)   # compile_model's, one list for both
     cache = cache and dump_after is None and not os.environ.get("NPUSIM_NO_CACHE")
-    key = _cache_key(model, arch, options | {"dims": dims}) if cache else None
-    if key is not None:
+    data = _model_bytes(model) if cache else None   # (read or serialized once: the key's and the importer's)
+    key = None
+    if data is not None:
         from . import compile_cache
 
+        key = compile_cache.cache_key(data, arch, options | {"dims": dims})
         entry = compile_cache.load(key)
         hit = "hit" if entry is not None else "miss"
-    graph, compiled = entry if entry is not None else (load_model(model, fallback, dims), None)
+    if entry is None:
+        entry = load_model(model, fallback, dims, data), None
+    graph, compiled = entry
     if inputs is not None:
         inputs = for_model(model_inputs(graph), inputs)
     if compiled is None:
@@ -436,22 +442,19 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
     return compiled, result, outputs, report
 
 
-def _cache_key(model, arch: Arch, options: dict) -> str | None:
-    """The compile cache's key of an ONNX path or ModelProto (None for a Graph: it has no bytes of its own)."""
+def _model_bytes(model) -> bytes | None:
+    """The bytes of an ONNX path or ModelProto, what the compile cache's key hashes (None for a Graph, which has no
+    bytes of its own, or a path that cannot be read: load_model then says what is wrong with it)."""
     import onnx
 
-    from .compile_cache import cache_key
-
     if isinstance(model, onnx.ModelProto):
-        data = model.SerializeToString(deterministic=True)
-    elif isinstance(model, str | os.PathLike):
+        return model.SerializeToString(deterministic=True)
+    if isinstance(model, str | os.PathLike):
         try:
-            data = Path(model).read_bytes()
-        except OSError:   # (load_model says what is wrong with the path)
+            return Path(model).read_bytes()
+        except OSError:
             return None
-    else:
-        return None
-    return cache_key(data, arch, options)
+    return None
 
 
 def _ort_options(graph: Graph):

@@ -106,3 +106,25 @@ def test_a_model_onnxruntime_refuses_is_one_line(tmp_path, capsys):
     assert main(["run", str(path), "--arch", "edge16", "--quiet"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.startswith("npusim: error: ") and "\n" not in err
+
+
+def test_the_models_bytes_given_to_the_importer_give_the_same_graph_and_errors():
+    """run_model hashes a model's bytes for the compile cache and hands them to the importer, whose checker reads
+    them instead of serializing the model again: the same graph, and an invalid model the same refusal."""
+    from compiler.errors import CompileError
+    from compiler.zoo import MODELS
+    from npusim.driver import load_model
+
+    good = MODELS["resnet18"](image=32, width=8, classes=10)
+    a, b = load_model(good), load_model(good, serialized=good.SerializeToString(deterministic=True))
+    assert a.dump() == b.dump() and all(np.array_equal(a.tensor(n).data, b.tensor(n).data)
+                                        for n in a.tensors if a.is_const(n))
+    bad = onnx.ModelProto()
+    bad.CopyFrom(good)
+    bad.graph.node[1].input[0] = "nowhere"
+    errors = []
+    for serialized in (None, bad.SerializeToString()):
+        with pytest.raises(CompileError) as e:
+            load_model(bad, serialized=serialized)
+        errors.append(str(e.value))
+    assert errors[0] == errors[1] and "not valid ONNX" in errors[0]
