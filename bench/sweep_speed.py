@@ -14,7 +14,7 @@ Three sweeps of ``--points`` points each, every one in a fresh results directory
 Besides wall time, the table gives CPU seconds per point (this process and the workers, user + system): on a machine
 shared with other jobs, wall time says how loaded it was; CPU time says what a point costs. Issue 16's goal, 1,000
 ResNet-18 points in <= 10 minutes on 2 cores (100 points/min), depends on compile speed (issue 15): compiling
-ResNet-18 for mid32 takes about 1.2 CPU s, simulating it timing-only 0.15 s (docs/sweep.md has the measured table).
+ResNet-18 for mid32 takes about 1.05 CPU s, simulating it timing-only 0.12 s (docs/sweep.md has the measured table).
 Run with NPUSIM_NO_CACHE=1 so that the compile cache of an earlier run does not hide the compiles.
 """
 
