@@ -887,6 +887,7 @@ class _ConvParts(NamedTuple):
     emit: Callable[..., None]
     key: Callable[[int, int, int, _TileState, int], tuple]
     program: Callable[[list], Program]
+    bases: Callable[[int, int, int], tuple[int, int]]   # a tile's input window and output DRAM offsets (bytes)
 
 
 def conv2d(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | None = None,
@@ -903,9 +904,63 @@ def conv2d(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | Non
     elements, so DRAM runs are that long)."""
     parts = _conv_parts(cs, dtype, target, tiling, epilogue, pad_value)
     prog, state = list(parts.prologue), _TileState()
+    kinds: dict[tuple, _TileKind] = {}
     for b, oh0, ow0 in parts.tiles:
-        parts.emit(prog, b, oh0, ow0, state)
+        key = parts.key(b, oh0, ow0, state, 1)
+        kind = kinds.get(key)
+        if kind is None:
+            kind = _emit_tile(parts, prog, b, oh0, ow0, state)
+            if kind is not None:
+                kinds[key] = kind
+        else:
+            kind.replay(prog, parts.bases(b, oh0, ow0), state)
     return parts.program(prog + [Halt()])
+
+
+class _TileKind(NamedTuple):
+    """One tile's instructions as :func:`conv2d` copies them to later tiles of the same kind (the same
+    :attr:`_ConvParts.key` but its DRAM offsets): those the tile inserted before the previous tile's last instruction
+    (its first bias init, before the store that frees the accumulator tile), those it appended, which of them move
+    with the tile (``moves``: (role, view, whether it is the input window's) of each instruction's DRAM view in X, Y
+    or R, else None), the tile's DRAM bases (:attr:`_ConvParts.bases`), the ring positions it advanced and where its
+    last store is (from the previous tile's last instruction, or None)."""
+
+    before: list
+    after: list
+    moves: list
+    bases: tuple[int, int]
+    advance: tuple[int, int, int]
+    last_store: int | None
+
+    def replay(self, prog: list, bases: tuple[int, int], state: _TileState) -> None:
+        """Append (and insert) this kind's instructions for the tile at DRAM ``bases``, advancing ``state``: the
+        instructions the tile's own emission gives (its operands differ only in their X, Y and R bases)."""
+        dx, dy = bases[0] - self.bases[0], bases[1] - self.bases[1]
+        moved = [i if m is None else i.resynced(i.waits, i.signals, **{m[0]: View(
+            Space.DRAM, m[1].base + (dx if m[2] else dy), m[1].dtype, m[1].strides, m[1].region)})
+            for i, m in zip(self.before + self.after, self.moves)]
+        at, n = len(prog) - 1, len(self.before)
+        prog[at:at] = moved[:n]
+        prog += moved[n:]
+        state.xs, state.ws, state.accs = (s + d for s, d in zip((state.xs, state.ws, state.accs), self.advance))
+        state.last_store_at = None if self.last_store is None else at + self.last_store
+
+
+def _emit_tile(parts: _ConvParts, prog: list, b: int, oh0: int, ow0: int, state: _TileState) -> _TileKind | None:
+    """``parts.emit`` of the tile at (b, oh0, ow0), and its :class:`_TileKind` (None for the first tile, whose
+    instructions differ from every later one's)."""
+    first, at = state.first_tile, len(prog) - 1
+    last, start = prog[at] if prog else None, (state.xs, state.ws, state.accs)
+    parts.emit(prog, b, oh0, ow0, state)
+    if first:
+        return None
+    k = 0 if prog[at] is last else 1   # (one bias init, or none, goes before the previous tile's last instruction)
+    new = prog[at:]
+    moves = [next(((role, v, v.region == "X") for role, v, _ in i.views() if v.space is Space.DRAM and v.region in
+                   ("X", "Y", "R")), None) if type(i) is DmaCopy else None for i in new]
+    return _TileKind(new[:k], new[k + 1:], moves[:k] + moves[k + 1:], parts.bases(b, oh0, ow0),
+                     (state.xs - start[0], state.ws - start[1], state.accs - start[2]),
+                     None if state.last_store_at is None else state.last_store_at - at)
 
 
 def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | None, epilogue: Epilogue,
@@ -959,6 +1014,7 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
         prologue.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, scale_base, DType.F32, (4,)),
                             src=View(Space.DRAM, 0, DType.F32, (4,), "Scale"), signals=(SemOp("bias_ready"),)))
     tiles = [(b, oh0, ow0) for b in range(cs.N) for oh0 in range(0, cs.OH, t.toh) for ow0 in range(0, cs.OW, t.tow)]
+    mm_steps: dict[tuple, list[MatMul]] = {}   # emit's matrix instructions of a step, by what they depend on
 
     def geometry(b: int, oh0: int, ow0: int):
         """(toh, tow, th, tw, pads, x_src) of the tile at (b, oh0, ow0)."""
@@ -978,6 +1034,10 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
         y_base = ((b * cs.OH + oh0) * cs.OW + ow0) * cs.K * eo
         return (toh, tow, pads, x_src % modulus, y_base % modulus, state.xs % 2, state.ws % 2, state.accs % 2,
                 state.first_tile)
+
+    def bases(b: int, oh0: int, ow0: int) -> tuple[int, int]:
+        """The DRAM offsets of the tile's input window (X, halo aside) and of its output (Y, R), bytes."""
+        return geometry(b, oh0, ow0)[5], ((b * cs.OH + oh0) * cs.OW + ow0) * cs.K * eo
 
     def step_costs(memo: _StepMemo, g: int, toh: int, tow: int, th: int, tw: int, pads: tuple, x_src: int, xc: int,
                    xc0: int, x_new: bool, slot: int, x_base: int, nbn: int, ng: int, ncb: int, tc: int, c0: int,
@@ -1160,19 +1220,23 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                             waits=(SemOp(acc_empty),), signals=(SemOp("res_full"),)))
                     zero = first and not (epilogue.residual or bias_init)   # else init takes the tile
                     # packed: each streamed row is pk consecutive pixels, their channels side by side
-                    mms = [_conv_mm(dims, m=tow // pk, k=k, n=n, zero=zero and cb0 == 0,
-                                    acc=View(Space.ACC, acc_base + nbi * cols * 4, at, ()),
-                                    acc_row=pk * row_bytes,
-                                    a=View(Space.SPM, x_base + (c0 - xc0 + cb0 * rows) * es, dtype, ()),
-                                    a_row=pk * step_w * pix,
-                                    b=View(Space.SPM, w_base + nbi * nb_stride + cb0 * tile, dtype, ()))
-                           for nbi, nbc, n in _groups(pk * ng, cols) for cb0, cbc, k in _groups(tc, rows)
-                           for dims in [((nbc, cols * 4, 0, nb_stride),
-                                         (kr, 0, dh * row, ks * p.tcb * tile),
-                                         (ks, 0, dw * pix, p.tcb * tile),
-                                         (cbc, 0, rows * es, tile),
-                                         (toh, t.tow * row_bytes, step_h * row, 0))]]
-                    mms = [mm for group in mms for mm in group]
+                    # (steps alike in these values, in this tile or another, have the same matrix instructions)
+                    mm_key = (toh, tow, ng, tc, zero, acc_base, x_base + (c0 - xc0) * es, w_base, pix, row)
+                    mms = mm_steps.get(mm_key)
+                    if mms is None:
+                        mms = mm_steps[mm_key] = [
+                            mm for nbi, nbc, n in _groups(pk * ng, cols) for cb0, cbc, k in _groups(tc, rows)
+                            for mm in _conv_mm(((nbc, cols * 4, 0, nb_stride),
+                                                (kr, 0, dh * row, ks * p.tcb * tile),
+                                                (ks, 0, dw * pix, p.tcb * tile),
+                                                (cbc, 0, rows * es, tile),
+                                                (toh, t.tow * row_bytes, step_h * row, 0)),
+                                               m=tow // pk, k=k, n=n, zero=zero and cb0 == 0,
+                                               acc=View(Space.ACC, acc_base + nbi * cols * 4, at, ()),
+                                               acc_row=pk * row_bytes,
+                                               a=View(Space.SPM, x_base + (c0 - xc0 + cb0 * rows) * es, dtype, ()),
+                                               a_row=pk * step_w * pix,
+                                               b=View(Space.SPM, w_base + nbi * nb_stride + cb0 * tile, dtype, ()))]
                     waits = ("x_full",) * x_new + ("w_full",) * w_new + (
                         "res_full" if epilogue.residual else "init_full" if bias_init else acc_empty,) * first
                     signals = ("x_empty",) * x_last + ("w_empty",) * (not p.resident) + ("acc_full",) * last
@@ -1222,7 +1286,7 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
         regions += (Region("R", len(regions), cs.N * cs.OH * cs.OW * cs.K * 4),) if epilogue.residual else ()
         return Program(config=target.config, regions=regions, sems=sems, instrs=tuple(instrs))
 
-    return _ConvParts(prologue, tiles, emit, key, program)
+    return _ConvParts(prologue, tiles, emit, key, program, bases)
 
 
 def _conv_mm(dims: tuple[tuple[int, int, int, int], ...], acc: View, a: View, b: View, **kw) -> list[MatMul]:
