@@ -24,6 +24,7 @@ own small DRAM regions (X, Wt, Y, ...). :func:`link` concatenates them in order 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, fields
 
 from isa import (
@@ -74,28 +75,61 @@ class LayerRange:
     macs: int
 
 
-def _relocate(instr: Instr, bind: dict[str, tuple[str, int]], names: dict[str, str]) -> Instr:
-    """``instr`` with its DRAM operands moved into the global regions (``bind``; the pseudo-region ``SPM``: an SPM
-    view at that byte address) and its semaphores renamed by ``names``, in one copy."""
-    views = {}
-    if isinstance(instr, DmaCopy | DmaFill | Gather):
-        for role in ("dst", "src", "table"):
-            v = getattr(instr, role, None)
-            if v is not None and v.space is Space.DRAM:
-                region, off = bind[v.region]
-                views[role] = View(Space.SPM, v.base + off, v.dtype, v.strides) if region == "SPM" else \
-                    View(Space.DRAM, v.base + off, v.dtype, v.strides, region)
-    if not views and not instr.waits and not instr.signals:
-        return instr
-    return instr.resynced(tuple([sem_op(names[o.name], o.count) for o in instr.waits]),
-                          tuple([sem_op(names[o.name], o.count) for o in instr.signals]), **views)
+_DRAM_ROLES = {DmaCopy: ("dst", "src"), DmaFill: ("dst",), Gather: ("dst", "table")}   # operands that may be DRAM
 
 
-def _shift_spm(instr: Instr, offset: int) -> Instr:
-    """``instr`` with every SPM operand ``offset`` bytes higher."""
-    changes = {f.name: View(Space.SPM, v.base + offset, v.dtype, v.strides) for f in fields(instr)
-               if isinstance(v := getattr(instr, f.name), View) and v.space is Space.SPM}
-    return instr.resynced(instr.waits, instr.signals, **changes) if changes else instr
+def _relocate(body: list[Instr], bind: dict[str, tuple[str, int]], names: dict[str, str]) -> list[Instr]:
+    """``body`` with its DRAM operands moved into the global regions (``bind``; the pseudo-region ``SPM``: an SPM
+    view at that byte address) and its semaphores renamed by ``names``, one copy per instruction. An instruction
+    object that appears several times (a lowering shares equal instructions) is copied once, and each distinct run
+    of waits or signals renamed once."""
+    done: dict[int, Instr] = {}
+    renamed: dict[tuple, tuple] = {(): ()}
+    out = []
+    for instr in body:
+        new = done.get(id(instr))
+        if new is None:
+            views = {}
+            for role in _DRAM_ROLES.get(type(instr), ()):
+                v = getattr(instr, role)
+                if v.space is Space.DRAM:
+                    region, off = bind[v.region]
+                    views[role] = View(Space.SPM, v.base + off, v.dtype, v.strides) if region == "SPM" else \
+                        View(Space.DRAM, v.base + off, v.dtype, v.strides, region)
+            waits, signals = instr.waits, instr.signals
+            if not views and not waits and not signals:
+                new = instr
+            else:
+                w, s = renamed.get(waits), renamed.get(signals)
+                if w is None:
+                    w = renamed[waits] = tuple([sem_op(names[o.name], o.count) for o in waits])
+                if s is None:
+                    s = renamed[signals] = tuple([sem_op(names[o.name], o.count) for o in signals])
+                new = instr.resynced(w, s, **views)
+            done[id(instr)] = new
+        out.append(new)
+    return out
+
+
+def _shift_spm(body: list[Instr], offset: int) -> list[Instr]:
+    """``body`` with every SPM operand ``offset`` bytes higher (an instruction object that appears several times is
+    copied once)."""
+    done: dict[int, Instr] = {}
+    out = []
+    for instr in body:
+        new = done.get(id(instr))
+        if new is None:
+            changes = {role: View(Space.SPM, v.base + offset, v.dtype, v.strides) for role in _view_roles(type(instr))
+                       if (v := getattr(instr, role)) is not None and v.space is Space.SPM}
+            new = done[id(instr)] = instr.resynced(instr.waits, instr.signals, **changes) if changes else instr
+        out.append(new)
+    return out
+
+
+@functools.cache
+def _view_roles(cls: type) -> tuple[str, ...]:
+    """The fields of instruction class ``cls`` that hold operands (views)."""
+    return tuple(f.name for f in fields(cls) if "View" in str(f.type))
 
 
 def is_constant_load(instr: Instr, bind: dict[str, tuple[str, int]] | None = None) -> bool:
@@ -144,8 +178,8 @@ def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int]
         overlap = k and halves[k] and halves[k - 1]
         if overlap and not upper[k - 1]:   # (before relocation: activations kept in SPM do not move)
             upper[k] = True
-            body = [_shift_spm(i, prefetch_spm) for i in body]
-        body = [_relocate(i, seg.bind, rename) for i in body]
+            body = _shift_spm(body, prefetch_spm)
+        body = _relocate(body, seg.bind, rename)
         if k and exits[k - 1] is not entries[k]:
             first = next(j for j, i in enumerate(body) if i.queue in ENTRY)
             if overlap and entries[k - 1] is Queue.DMA_LD:
@@ -153,7 +187,7 @@ def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int]
             body[first] = body[first].resynced(body[first].waits + (SemOp(_dep_name(exits[k - 1], entries[k])),),
                                                body[first].signals)
         if k < len(segments) - 1 and exits[k] is not entries[k + 1]:
-            last = max(j for j, i in enumerate(body) if i.queue is exits[k])
+            last = next(j for j in range(len(body) - 1, -1, -1) if body[j].queue is exits[k])
             dep = _dep_name(exits[k], entries[k + 1])
             body[last] = body[last].resynced(body[last].waits, body[last].signals + (SemOp(dep),))
             sems[dep] = 0
