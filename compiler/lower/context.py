@@ -90,6 +90,8 @@ class LoweringContext:
         self.allocs: list[tuple[int, int]] = []   # (ACT offset, bytes) of every activation allocated
         self.bind: dict[str, Binding] = {}
         self.host: list = []                   # compiler.host.HostOp of every node run on the host CPU
+        self.packed: dict[tuple, np.ndarray] = {}   # weight images by (tensor, how packed): a layer lowered again
+                                                     # (for half the SPM) packs its weights once
 
     # -- the memory plan -------------------------------------------------------------------------------------------
 

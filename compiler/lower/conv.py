@@ -52,7 +52,10 @@ def lower_conv(low: LoweringContext, n: Node) -> None:
         ep = fused_epilogue(n, has_bias)
         tiling = search_conv_tiling(cs, F32, target, ep, hidden_constants=low.prefetched)
         prog = conv2d(cs, F32, target, tiling, ep)
-        wt = pack_weights(w, cs, target.rows, target.cols, tiling.im2col, tiling.pack, tiling.gpack)
+        packing = (n.inputs[1], cs, target.rows, target.cols, tiling.im2col, tiling.pack, tiling.gpack)
+        wt = low.packed.get(packing)
+        if wt is None:
+            wt = low.packed[packing] = pack_weights(w, cs, *packing[2:])
         bind = {"X": ("ACT", x.offset), "Wt": ("W", low.const(wt)), "Y": ("ACT", y.offset)}
         if residual:
             bind["R"] = ("ACT", low.want(n.inputs[3], "nhwc").offset)
