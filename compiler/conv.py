@@ -561,13 +561,14 @@ def _search(priced: list[ConvTiling], cs: ConvShape, dtype: DType, target: Targe
     # (_plan_floor), more tightly by its floor (conv_estimate(floor=True)); the least bound goes first: a plan's bound
     # is replaced by the floor, a floor's candidate is priced, until the least bound cannot beat the best (price,
     # index) so far (a floor or a price stops as soon as it reaches what it has to stay below)
-    priced, memos = list(programs.values()), {False: ({}, {}), True: ({}, {})}   # floor -> (costs, step memos)
+    priced, memos = list(programs.values()), _price_memos(cs, dtype, arch, epilogue)
+    resident = {t: key[0].resident for key, t in programs.items()}
     eo = (epilogue.out or ACC_TYPE[dtype]).size
 
     def estimate(t: ConvTiling, floor: bool, bound: int | None = None) -> int:
         costs, steps = memos[floor]
         return conv_estimate(cs, dtype, target, t, epilogue, hidden_constants, costs, bound, steps.setdefault(
-            (t.toh, t.tow, t.tcb, t.tnb, t.x_all, t.im2col, t.pack, t.gpack), {}), floor)
+            (t.toh, t.tow, t.tcb, t.tnb, t.x_all, t.im2col, t.pack, t.gpack, resident[t]), {}), floor)
     bounds = [(_plan_floor(grouped(cs, t.gpack), t, key[0], arch, es, eo, epilogue, hidden_constants), i, False)
               for i, (key, t) in enumerate(programs.items())]
     heapq.heapify(bounds)
@@ -586,6 +587,16 @@ def _search(priced: list[ConvTiling], cs: ConvShape, dtype: DType, target: Targe
         if best is None or (est, i) < best:
             best = (est, i)
     return priced[best[1]]
+
+
+@lru_cache(maxsize=64)
+def _price_memos(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilogue) -> dict[bool, tuple[dict, dict]]:
+    """The memos of :func:`_search`'s estimates of one convolution, floor -> (:func:`isa.cost.instr_costs` memo, step
+    memos by tiling), shared by its searches for different SPM sizes (a layer searched again for half the SPM under
+    prefetch) and either ``hidden_constants``: no cost reads the SPM size, and a tiling's steps depend on it only
+    through whether its weights stay resident, which their memo's key holds (the steps' entries say which loads are
+    constants; hiding them is the estimate's sum, not theirs)."""
+    return {False: ({}, {}), True: ({}, {})}
 
 
 def _plan_floor(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch, es: int, eo: int, epilogue: Epilogue,
