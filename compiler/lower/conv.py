@@ -32,7 +32,7 @@ def lower_conv(low: LoweringContext, n: Node) -> None:
         return lower_patchify(low, n)
     a = n.attrs
     x = low.want(n.inputs[0], "nhwc")
-    w = low.data(n.inputs[1]).astype(np.float32)
+    w = np.asarray(low.data(n.inputs[1]), np.float32)   # (read only: packing copies it)
     cs = conv_shape(n, x.shape, w.shape)
     w = w.reshape(cs.K, cs.Cg, cs.R, cs.S)   # (a 1-D conv's OIL weights as OIHW)
     target = low.target
@@ -41,7 +41,7 @@ def lower_conv(low: LoweringContext, n: Node) -> None:
     has_bias = len(n.inputs) > 2 and bool(n.inputs[2])
     if is_depthwise(cs.C, cs.K, cs.groups):   # the vector unit, not 1/rows of the array per group
         prog = depthwise2d(cs, F32, target)
-        bind = {"X": ("ACT", x.offset), "Wd": ("W", low.const(pack_depthwise(w, cs))), "Y": ("ACT", y.offset)}
+        bind = {"X": ("ACT", x.offset), "Wd": ("W", low.const(pack_depthwise(w.copy(), cs))), "Y": ("ACT", y.offset)}
         low.emit(n, prog, bind, cs.macs)
         if has_bias:
             y = bias_step(low, n, y, low.data(n.inputs[2]))
