@@ -1026,6 +1026,8 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                             src=View(Space.DRAM, 0, DType.F32, (4,), "Scale"), signals=(SemOp("bias_ready"),)))
     tiles = [(b, oh0, ow0) for b in range(cs.N) for oh0 in range(0, cs.OH, t.toh) for ow0 in range(0, cs.OW, t.tow)]
     mm_steps: dict[tuple, list[MatMul]] = {}   # emit's matrix instructions of a step, by what they depend on
+    w_loads: dict[tuple, DmaCopy] = {}         # emit's weight loads by shape and SPM slot (any DRAM offset)
+    w_strides = (chunk, p.cbs * tile, tile, es)
 
     def geometry(b: int, oh0: int, ow0: int):
         """(toh, tow, th, tw, pads, x_src) of the tile at (b, oh0, ow0)."""
@@ -1205,13 +1207,17 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                         x_base, pix = p.x_slot + slot * p.p_slot, kc * es
                         row = tow * pix
                     w_base = w_base0 + (cid if p.resident else state.ws % 2) * p.w_chunk
-                    if w_new:
-                        prog.insert(x_at if state.first_tile and cid == 0 else len(prog), DmaCopy(
-                            queue=Queue.DMA_LD, shape=(nbn, p.taps, ncb, rows * cols),
-                            dst=View(Space.SPM, w_base, dtype, (nb_stride, p.tcb * tile, tile, es)),
-                            src=View(Space.DRAM, (g * p.nbs + nb0) * chunk + cb_first * tile, dtype,
-                                     (chunk, p.cbs * tile, tile, es), "Wt"),
-                            waits=() if p.resident else (SemOp("w_empty"),), signals=(SemOp("w_full"),)))
+                    if w_new:   # (the load of another chunk into the same slot, from this chunk's weights)
+                        w_load = w_loads.get((nbn, ncb, w_base))
+                        if w_load is None:
+                            w_load = w_loads[nbn, ncb, w_base] = DmaCopy(
+                                queue=Queue.DMA_LD, shape=(nbn, p.taps, ncb, rows * cols),
+                                dst=View(Space.SPM, w_base, dtype, (nb_stride, p.tcb * tile, tile, es)),
+                                src=View(Space.DRAM, 0, dtype, w_strides, "Wt"),
+                                waits=() if p.resident else (SemOp("w_empty"),), signals=(SemOp("w_full"),))
+                        prog.insert(x_at if state.first_tile and cid == 0 else len(prog), w_load.resynced(
+                            w_load.waits, w_load.signals,
+                            src=View(Space.DRAM, (g * p.nbs + nb0) * chunk + cb_first * tile, dtype, w_strides, "Wt")))
                         state.ws += 1
                     first, last = si == 0, si == len(c_steps) - 1
                     if first and bias_init:   # after the store that freed this tile (ring of 2: two back)

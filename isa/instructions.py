@@ -193,11 +193,13 @@ class Instr:
 
     def _check_sync(self) -> None:
         waits, signals = self.waits, self.signals
-        if len(waits) + len(signals) > MAX_SYNC_SLOTS:
+        nw, ns = len(waits), len(signals)
+        if nw + ns > MAX_SYNC_SLOTS:
             raise IsaError(f"an instruction has at most {MAX_SYNC_SLOTS} waits and signals in all, "
-                           f"not {len(waits) + len(signals)} (split them with a .sync instruction)")
-        for ops in (waits, signals):
-            if len(ops) > 1 and len({o.name for o in ops}) != len(ops):
+                           f"not {nw + ns} (split them with a .sync instruction)")
+        for ops in (waits, signals) if nw > 1 or ns > 1 else ():   # (most have one of each, or none)
+            if len(ops) > 1 and (ops[0].name == ops[1].name if len(ops) == 2 else
+                                 len({o.name for o in ops}) != len(ops)):
                 raise IsaError(f"a semaphore may appear once among the waits and once among the signals: "
                                f"{[o.name for o in ops]}")
 
