@@ -281,6 +281,27 @@ class _Bus:
         return costs, (np.sort(rel[lasts[lasts < keep]]).tobytes(), rel[keep:].tobytes(),
                               steps[keep:].tobytes()) + tail
 
+    def full_bursts(self, leaf: stream.Leaf, r: int) -> DramWindow | None:
+        """The :class:`DramWindow` of a whole view in ``leaf`` (at ``r``) whose runs all start and end on burst
+        boundaries, or None for another leaf: every burst is full, holds the bus ``d = ceil(burst / bandwidth)``
+        cycles and issues ``I = burst_interval(d)`` after the previous one, so burst k issues at ``k * I`` and the
+        window is ``(bursts - 1) * I + d`` (plus the row delays): :meth:`leaf` without its per-burst sizes, intervals
+        and sums (most views the searches price are such runs: weight chunks, whole input rows)."""
+        b, run = self.burst, leaf.arg
+        starts = leaf.offsets + r
+        if run % b or self.page % b or (starts % b).any():
+            return None
+        d = math.ceil(b / self.bandwidth)
+        step = int(burst_interval(d, self.latency, self.outstanding))
+        n = starts.size * (run // b)
+        window = (n - 1) * step + d
+        if not self.page:
+            return DramWindow(window, n)
+        pages = (starts[:, None] + np.arange(0, run, b)).ravel() // self.page
+        misses, delay = _row_misses(pages, np.arange(n, dtype=np.int64) * step, 0, self.banks, self.row_miss,
+                                    self.outstanding)
+        return DramWindow(window + self.row_miss + delay, n, n - misses, misses)
+
     def shift(self, state, delta: int):
         if not delta or not state[1]:
             return state
@@ -376,6 +397,9 @@ def _dram(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int, b
     outer, run = _runs(dims, es)
     tree = stream.build(stream.canonical(outer), bus.unit(run), bus.modulus)
     if isinstance(tree, stream.Leaf):                 # the whole view in one leaf: no history to keep
+        whole = bus.full_bursts(tree, offset % bus.modulus)
+        if whole is not None:
+            return whole
         (intervals, misses, delay, bursts), state = bus.leaf(tree, offset % bus.modulus, bus.initial, False)
     else:
         (intervals, misses, delay, bursts), state = stream.evaluate(tree, bus, offset)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from isa import DType, Gather, IsaError, Queue, Space, View, stream
 from isa.arch import load_arch
-from isa.cost import _bank_cycles, _dram, bank_cycles, clear_caches, dram_window, gather_bursts
+from isa.cost import _bank_cycles, _Bus, _dram, bank_cycles, clear_caches, dram_window, gather_bursts
 from tests.isa import cost_oracle
 
 SETTINGS = settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
@@ -73,6 +73,39 @@ def test_dram_window_equals_the_oracle(chunk, d, es, burst, page_mul, bandwidth,
             row_miss if page else 0)
     _dram.cache_clear()
     assert _dram(base % (page or burst), *args) == cost_oracle._dram(base % (page or burst), *args)
+
+
+@SETTINGS
+@given(runs=st.lists(st.tuples(st.sampled_from((1, 2, 3, 5, 8, 17)), st.integers(-40, 40)), max_size=2),
+       bursts=st.sampled_from((1, 2, 3, 8)), burst=st.sampled_from((4, 16, 64)),
+       page_mul=st.sampled_from((0, 1, 2, 32)), bandwidth=st.sampled_from((1.0, 3.5, 8.0, 64.0)),
+       latency=st.sampled_from((0, 5, 100)), outstanding=st.sampled_from((1, 2, 3, 16)),
+       banks=st.sampled_from((1, 2, 8, 32)), row_miss=st.sampled_from((0, 7, 30, 300)), base=st.integers(0, 1 << 12))
+def test_whole_bursts_equal_the_oracle(chunk, monkeypatch, runs, bursts, burst, page_mul, bandwidth, latency,
+                                       outstanding, banks, row_miss, base):
+    # views whose runs all start and end on burst boundaries (what _Bus.full_bursts evaluates in closed form):
+    # runs of whole bursts at strides of whole bursts (any sign), from an aligned base; equal to the oracle and to the
+    # general evaluation
+    page = burst * page_mul
+    d = tuple((e, s * burst) for e, s in runs) + ((bursts * burst // 4, 4),)
+    base = base * burst + sum((e - 1) * -s for e, s in d if s < 0)   # (no byte below offset 0)
+    args = (d, 4, burst, min(bandwidth, burst), latency, outstanding, page, banks if page else 0,
+            row_miss if page else 0)
+    _dram.cache_clear()
+    got = _dram(base % (page or burst), *args)
+    assert got == cost_oracle._dram(base % (page or burst), *args)
+    with monkeypatch.context() as m:   # (undone before the next example)
+        m.setattr(_Bus, "full_bursts", lambda self, leaf, r: None)
+        _dram.cache_clear()
+        assert got == _dram(base % (page or burst), *args)
+
+
+def test_whole_bursts_take_the_closed_form():
+    """A weight chunk's load (whole bursts) is priced by _Bus.full_bursts; a run that ends mid-burst is not."""
+    bus = _Bus(64, 32.0, 100, 16, 8192, 32, 38)
+    assert bus.full_bursts(stream.Leaf(np.array([0, 4096], np.int64), 1024), 128) is not None
+    assert bus.full_bursts(stream.Leaf(np.array([0, 4096], np.int64), 1000), 128) is None
+    assert bus.full_bursts(stream.Leaf(np.array([0, 4096], np.int64), 1024), 100) is None
 
 
 def test_periodic_paths_are_taken():
