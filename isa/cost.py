@@ -236,6 +236,36 @@ def _row_misses(pages: np.ndarray, issue: np.ndarray, after: int, banks: int, ro
     return int(j.size), int(delay.sum())
 
 
+WALKED_GROUPS = 128
+"""Same-page burst groups up to which :func:`_uniform_row_misses` walks them one by one (below this, numpy's
+per-call overhead in :func:`_row_misses` costs more than the walk)."""
+
+
+def _uniform_row_misses(pages: np.ndarray, step: int, banks: int, row_miss: int,
+                        outstanding: int) -> tuple[int, int]:
+    """:func:`_row_misses` of bursts to ``pages`` issued ``step`` cycles apart (burst k at ``k * step``), with no
+    history. Up to ``WALKED_GROUPS`` same-page groups, group by group in issue order: a group's first burst misses
+    unless its bank's open page is its own, and waits for the later of the burst ``outstanding`` before it and the
+    last burst of its bank's previous group."""
+    n = pages.size
+    starts = np.flatnonzero(np.concatenate(([True], pages[1:] != pages[:-1])))
+    if starts.size > WALKED_GROUPS:
+        return _row_misses(pages, np.arange(n, dtype=np.int64) * step, 0, banks, row_miss, outstanding)
+    first = starts.tolist()
+    opened: dict[int, tuple[int, int]] = {}   # bank -> (open page, last burst of its latest group)
+    misses = delay = 0
+    for j, page, end in zip(first, pages[starts].tolist(), first[1:] + [n]):
+        bank = page % banks
+        prev = opened.get(bank)
+        if prev is None or prev[0] != page:
+            misses += 1
+            seen = j - outstanding if prev is None else max(j - outstanding, prev[1])
+            if seen >= 0:
+                delay += max(row_miss - (j - seen) * step, 0)
+        opened[bank] = (page, end - 1)
+    return misses, delay
+
+
 class _Bus:
     """Stream cost of a DRAM view's bursts (:func:`dram_window`): costs (sum of issue intervals, row misses, their
     delay, bursts). The state: for the rowbuffer model the history that decides later misses, as int64 bytes: the
@@ -298,8 +328,7 @@ class _Bus:
         if not self.page:
             return DramWindow(window, n)
         pages = (starts[:, None] + np.arange(0, run, b)).ravel() // self.page
-        misses, delay = _row_misses(pages, np.arange(n, dtype=np.int64) * step, 0, self.banks, self.row_miss,
-                                    self.outstanding)
+        misses, delay = _uniform_row_misses(pages, step, self.banks, self.row_miss, self.outstanding)
         return DramWindow(window + self.row_miss + delay, n, n - misses, misses)
 
     def shift(self, state, delta: int):

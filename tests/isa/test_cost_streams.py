@@ -11,7 +11,17 @@ from hypothesis import strategies as st
 
 from isa import DType, Gather, IsaError, Queue, Space, View, stream
 from isa.arch import load_arch
-from isa.cost import _bank_cycles, _Bus, _dram, bank_cycles, clear_caches, dram_window, gather_bursts
+from isa.cost import (
+    _bank_cycles,
+    _Bus,
+    _dram,
+    _row_misses,
+    _uniform_row_misses,
+    bank_cycles,
+    clear_caches,
+    dram_window,
+    gather_bursts,
+)
 from tests.isa import cost_oracle
 
 SETTINGS = settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
@@ -98,6 +108,18 @@ def test_whole_bursts_equal_the_oracle(chunk, monkeypatch, runs, bursts, burst, 
         m.setattr(_Bus, "full_bursts", lambda self, leaf, r: None)
         _dram.cache_clear()
         assert got == _dram(base % (page or burst), *args)
+
+
+@SETTINGS
+@given(pages=st.lists(st.integers(0, 40), min_size=1, max_size=400), step=st.integers(1, 50),
+       banks=st.sampled_from((1, 2, 8, 32)), row_miss=st.sampled_from((0, 7, 30, 300)),
+       outstanding=st.sampled_from((1, 2, 3, 16)), runs=st.integers(1, 8))
+def test_uniform_row_misses_equal_the_general_ones(pages, step, banks, row_miss, outstanding, runs):
+    # bursts issued a constant interval apart, walked group by group (or, above WALKED_GROUPS groups, by numpy):
+    # revisited pages, banks shared by pages, runs of bursts to one page
+    pages = np.repeat(np.array(pages, np.int64), runs)
+    want = _row_misses(pages, np.arange(pages.size, dtype=np.int64) * step, 0, banks, row_miss, outstanding)
+    assert _uniform_row_misses(pages, step, banks, row_miss, outstanding) == want
 
 
 def test_whole_bursts_take_the_closed_form():
