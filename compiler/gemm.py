@@ -28,10 +28,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
+from typing import NamedTuple
 
 import numpy as np
 
-from isa import DmaCopy, DType, Halt, MatMul, Program, Queue, Region, SemDecl, SemOp, Space, View
+from isa import DmaCopy, DType, Halt, MatMul, Program, Queue, Region, SemDecl, Space, View
 from isa.cost import instr_cost
 from isa.dtypes import INT_RANGE, f32_to_bf16, to_compute
 
@@ -222,17 +223,59 @@ def _pieces(tn: int, t: GemmTiling, cols: int, split: int) -> list[tuple[int, in
     return [(j, min(per, tn - j)) for j in range(0, tn, max(per, cols))]
 
 
-def tiled_gemm(M: int, N: int, K: int, dtype: DType, target: Target, tiling: GemmTiling | None = None,
-               b_packed: bool = False, epilogue: Epilogue = NO_EPILOGUE) -> Program:
-    """The program for ``C = A @ B`` on ``target`` (its array, SRAM sizes, dataflow, and SPM bank width, used to pad
-    layouts against bank conflicts); ``tiling`` defaults to :func:`choose_tiling`'s.
+class _Plan(NamedTuple):
+    """One tiled GEMM's fixed choices (:func:`_gemm_plan`): sizes, tiling, layout and where everything lives in SPM
+    and ACC (bytes)."""
 
-    b_packed: region B holds :func:`pack_b`'s image (B pre-blocked offline, as weights are): every B load is one
-    contiguous copy instead of short strided runs.
-    epilogue: fused into each output tile (:class:`~compiler.epilogue.Epilogue`: divisor, bias from region Bias
-    (``N`` accumulator-type elements), activation; residual from region R, ``M x N`` like C); no requantization."""
-    rows, cols, spm, acc, dataflow = target.rows, target.cols, target.spm, target.acc, target.dataflow
-    ep = epilogue
+    M: int
+    N: int
+    K: int
+    dtype: DType
+    target: Target
+    t: GemmTiling
+    ep: Epilogue
+    b_packed: bool
+    lay: _Layout
+    split: int        # B pieces of a step that loads a new B tile (1 under is)
+    a_slot: int
+    b_slot: int
+    acc_slot: int
+    block_b: int      # bytes of one column block of a B slot
+    block_acc: int    # ... of an ACC tile
+    bias_base: int    # the epilogue's SPM: bias, then the scratch tile
+    scratch_base: int
+
+
+class _Step(NamedTuple):
+    """One step of :func:`tiled_gemm`'s loop (:func:`_walk`): its tile origin and extents (elements), whether it
+    loads a new A or B tile or uses one for the last time, whether its k tile is the first or the last of its output
+    tile, whether it is the last step, its A and B slots and ACC tile (bytes), how many output tiles were finished
+    before, and the (first column, columns) pieces its B loads, matrix work and (last step) stores come in."""
+
+    m0: int
+    n0: int
+    k0: int
+    tm: int
+    tn: int
+    tk: int
+    new_a: bool
+    last_a: bool
+    new_b: bool
+    last_b: bool
+    first_k: bool
+    last_k: bool
+    final: bool
+    a_base: int
+    b_base: int
+    acc_base: int
+    tile: int
+    pieces: list
+
+
+def _gemm_plan(M: int, N: int, K: int, dtype: DType, target: Target, tiling: GemmTiling | None, b_packed: bool,
+               ep: Epilogue) -> _Plan:
+    """:func:`tiled_gemm`'s checks and layout; TilingError or CompileError when it cannot take them."""
+    rows, cols, dataflow = target.rows, target.cols, target.dataflow
     t = tiling or choose_tiling(M, N, K, dtype, target)
     if t.order not in ORDERS or t.split < 1:
         raise TilingError(f"tiling {t}: order must be one of {ORDERS} and split >= 1")
@@ -243,78 +286,130 @@ def tiled_gemm(M: int, N: int, K: int, dtype: DType, target: Target, tiling: Gem
         raise CompileError(f"a {at.text} accumulator takes only a bias, relu and clamp in its epilogue, not {ep}")
     a_slot, b_slot, acc_slot = slot_bytes(t, dtype, target)
     extra = epilogue_bytes(N, t, ep, dtype, target)
-    if 2 * (a_slot + b_slot) + extra > spm or 2 * acc_slot > acc:
+    if 2 * (a_slot + b_slot) + extra > target.spm or 2 * acc_slot > target.acc:
         raise TilingError(f"tiling {t} needs {2 * (a_slot + b_slot) + extra} B of SPM and {2 * acc_slot} B of ACC")
     kb_max, nb_max = -(-t.tk // rows), -(-t.tn // cols)
     lay = _LAYOUTS[dataflow](es, at, rows, cols, N, t, kb_max, nb_max, is_pitch(rows, es, target.bank_width))
-    split = 1 if dataflow == "is" else min(t.split, nb_max)
-    block_b, block_acc = b_slot // nb_max, t.tm * cols * 4   # bytes of one column block of a B slot, an ACC tile
-    bias_base = _up(2 * (a_slot + b_slot), 64)                # the epilogue's SPM: bias, then the scratch tile
-    scratch_base = bias_base + (_up(N * 4, 64) if ep.bias else 0)
+    bias_base = _up(2 * (a_slot + b_slot), 64)
+    return _Plan(M, N, K, dtype, target, t, ep, b_packed, lay, 1 if dataflow == "is" else min(t.split, nb_max),
+                 a_slot, b_slot, acc_slot, b_slot // nb_max, t.tm * cols * 4, bias_base,
+                 bias_base + (_up(N * 4, 64) if ep.bias else 0))
 
+
+def _walk(p: _Plan):
+    """:func:`tiled_gemm`'s steps in issue order (:class:`_Step`); A and B slots and ACC tiles are rings of 2."""
+    M, N, K, t, cols = p.M, p.N, p.K, p.t, p.target.cols
     steps = _steps(M, N, K, t)
-    prog: list = []
-    if ep.bias:   # the whole bias once, before anything else
-        prog.append(DmaCopy(queue=Queue.DMA_LD, shape=(N,), dst=View(Space.SPM, bias_base, at, (4,)),
-                            src=View(Space.DRAM, 0, at, (4,), "Bias"), signals=(SemOp("bias_ready"),)))
-    a_n = b_n = tiles = 0  # A slots, B slots and ACC tiles used so far (rings of 2)
-    pending: list = []     # a tile's epilogue and stores, issued after the next step (so a long epilogue waiting for
-    for s, (m0, n0, k0) in enumerate(steps):   # its tile does not fill the vector queue ahead of the next loads)
+    a_n = b_n = tiles = 0  # A slots, B slots and ACC tiles used so far
+    prev, last = None, len(steps) - 1
+    for s, (m0, n0, k0) in enumerate(steps):
         tm, tn, tk = min(t.tm, M - m0), min(t.tn, N - n0), min(t.tk, K - k0)
-        prev, nxt = steps[s - 1] if s else None, steps[s + 1] if s + 1 < len(steps) else None
+        nxt = steps[s + 1] if s < last else None
         new_a, last_a = prev is None or prev[::2] != (m0, k0), nxt is None or nxt[::2] != (m0, k0)
         new_b, last_b = prev is None or prev[1:] != (n0, k0), nxt is None or nxt[1:] != (n0, k0)
-        first_k, last_k = k0 == 0, k0 + t.tk >= K
         a_n, b_n = a_n + new_a, b_n + new_b
-        a_base, b_base = ((a_n - 1) % 2) * a_slot, 2 * a_slot + ((b_n - 1) % 2) * b_slot
-        acc_base = (tiles % 2) * acc_slot
-        final = nxt is None
-        pieces = _pieces(tn, t, cols, split if new_b or final else 1)
-        if new_a:
-            prog.append(with_sync(DmaCopy(queue=Queue.DMA_LD, shape=(tm, tk),
-                                          dst=View(Space.SPM, a_base, dtype, (tk * es, es)),
-                                          src=View(Space.DRAM, (m0 * K + k0) * es, dtype, (K * es, es), "A")),
-                                  waits=("a_empty",), signals=("a_full",)))
-        for p, (j, w) in enumerate(pieces):
-            blk = j // cols
-            if new_b:
-                if b_packed:
-                    index = (n0 // t.tn) * -(-K // t.tk) + k0 // t.tk
-                    loads = _contiguous(Space.SPM, b_base + blk * block_b, "B", index * b_slot + blk * block_b,
-                                        b_slot if dataflow == "is" else -(-w // cols) * block_b, dtype)
-                else:
-                    loads = lay.b_loads(b_base + blk * block_b, k0, n0 + j, tk, w, dtype)
-                loads[0] = with_sync(loads[0], waits=("b_empty",) if p == 0 else ())
-                loads[-1] = with_sync(loads[-1], signals=("b_full",))
-                prog += loads
-            first, last = p == 0, p == len(pieces) - 1
-            if ep.residual and first_k and first:   # the tile's sum starts from the residual's tile
-                prog += synced(lay.residual_loads(acc_base, m0, n0, tm, tn), ("acc_empty",), ("res_full",))
-            mms = lay.matmuls(acc_base + blk * block_acc, a_base, b_base + blk * block_b, tm, tk, w, dtype,
-                              first_k and not ep.residual)
-            prog += synced(mms, (("a_full",) if new_a and first else ()) + (("b_full",) if new_b else ())
-                            + (("res_full" if ep.residual else "acc_empty",) if first_k and first else ()),
-                            (("a_empty",) if last_a and last else ()) + (("b_empty",) if last_b and last else ())
-                            + (("acc_full",) if last_k and (last or final) else ()))
+        last_k = k0 + t.tk >= K
+        yield _Step(m0, n0, k0, tm, tn, tk, new_a, last_a, new_b, last_b, k0 == 0, last_k, nxt is None,
+                    ((a_n - 1) % 2) * p.a_slot, 2 * p.a_slot + ((b_n - 1) % 2) * p.b_slot, (tiles % 2) * p.acc_slot,
+                    tiles, _pieces(tn, t, cols, p.split if new_b or nxt is None else 1))
+        tiles += last_k
+        prev = (m0, n0, k0)
+
+
+def _bias_load(p: _Plan) -> DmaCopy:
+    """The whole bias, once, before anything else."""
+    at = ACC_TYPE[p.dtype]
+    return DmaCopy(queue=Queue.DMA_LD, shape=(p.N,), dst=View(Space.SPM, p.bias_base, at, (4,)),
+                   src=View(Space.DRAM, 0, at, (4,), "Bias"))
+
+
+def _a_load(p: _Plan, s: _Step) -> DmaCopy:
+    es, dtype = p.dtype.size, p.dtype
+    return DmaCopy(queue=Queue.DMA_LD, shape=(s.tm, s.tk), dst=View(Space.SPM, s.a_base, dtype, (s.tk * es, es)),
+                   src=View(Space.DRAM, (s.m0 * p.K + s.k0) * es, dtype, (p.K * es, es), "A"))
+
+
+def _b_loads(p: _Plan, s: _Step, j: int, w: int) -> list:
+    """The loads of columns ``[j, j + w)`` of the step's new B tile."""
+    blk = j // p.target.cols
+    if p.b_packed:
+        index = (s.n0 // p.t.tn) * -(-p.K // p.t.tk) + s.k0 // p.t.tk
+        return _contiguous(Space.SPM, s.b_base + blk * p.block_b, "B", index * p.b_slot + blk * p.block_b,
+                           p.b_slot if p.target.dataflow == "is" else -(-w // p.target.cols) * p.block_b, p.dtype)
+    return p.lay.b_loads(s.b_base + blk * p.block_b, s.k0, s.n0 + j, s.tk, w, p.dtype)
+
+
+def _matmuls(p: _Plan, s: _Step, j: int, w: int) -> list:
+    """The matrix work on columns ``[j, j + w)``; the first k tile zeroes the accumulators unless a residual is
+    loaded into them."""
+    blk = j // p.target.cols
+    return p.lay.matmuls(s.acc_base + blk * p.block_acc, s.a_base, s.b_base + blk * p.block_b, s.tm, s.tk, w,
+                         p.dtype, s.first_k and not p.ep.residual)
+
+
+def _drain(p: _Plan, s: _Step) -> list[tuple[list, list]]:
+    """(epilogue, stores) of each piece of the step's finished tile: the last step's pieces, else the whole tile."""
+    return [(p.lay.epilogue(p.ep, s.acc_base, p.bias_base, p.scratch_base, s.n0, j, w, s.tm) if p.ep.active else [],
+             p.lay.stores(s.acc_base + j // p.target.cols * p.block_acc, s.m0, s.n0 + j, s.tm, w))
+            for j, w in (s.pieces if s.final else [(0, s.tn)])]
+
+
+def _step_instrs(p: _Plan, s: _Step) -> tuple[list, list]:
+    """The step's loads and matrix work, and (its last k tile) the tile's epilogue and stores, with semaphores."""
+    ep, out = p.ep, []
+    if s.new_a:
+        out.append(with_sync(_a_load(p, s), waits=("a_empty",), signals=("a_full",)))
+    last_piece = len(s.pieces) - 1
+    for n, (j, w) in enumerate(s.pieces):
+        if s.new_b:
+            loads = _b_loads(p, s, j, w)
+            loads[0] = with_sync(loads[0], waits=("b_empty",) if n == 0 else ())
+            loads[-1] = with_sync(loads[-1], signals=("b_full",))
+            out += loads
+        first, last = n == 0, n == last_piece
+        if ep.residual and s.first_k and first:   # the tile's sum starts from the residual's tile
+            out += synced(p.lay.residual_loads(s.acc_base, s.m0, s.n0, s.tm, s.tn), ("acc_empty",), ("res_full",))
+        out += synced(_matmuls(p, s, j, w),
+                      (("a_full",) if s.new_a and first else ()) + (("b_full",) if s.new_b else ())
+                      + (("res_full" if ep.residual else "acc_empty",) if s.first_k and first else ()),
+                      (("a_empty",) if s.last_a and last else ()) + (("b_empty",) if s.last_b and last else ())
+                      + (("acc_full",) if s.last_k and (last or s.final) else ()))
+    drain: list = []
+    if s.last_k:
+        for k, (epi, stores) in enumerate(_drain(p, s)):
+            if ep.active:
+                drain += synced_epilogue(ep, epi, first=s.tile == 0 and k == 0)
+            stores[0] = with_sync(stores[0], waits=("out_full" if ep.active else "acc_full",))
+            drain += stores
+        drain[-1] = with_sync(drain[-1], signals=("acc_empty",))
+    return out, drain
+
+
+def tiled_gemm(M: int, N: int, K: int, dtype: DType, target: Target, tiling: GemmTiling | None = None,
+               b_packed: bool = False, epilogue: Epilogue = NO_EPILOGUE) -> Program:
+    """The program for ``C = A @ B`` on ``target`` (its array, SRAM sizes, dataflow, and SPM bank width, used to pad
+    layouts against bank conflicts); ``tiling`` defaults to :func:`choose_tiling`'s.
+
+    b_packed: region B holds :func:`pack_b`'s image (B pre-blocked offline, as weights are): every B load is one
+    contiguous copy instead of short strided runs.
+    epilogue: fused into each output tile (:class:`~compiler.epilogue.Epilogue`: divisor, bias from region Bias
+    (``N`` accumulator-type elements), activation; residual from region R, ``M x N`` like C); no requantization."""
+    ep = epilogue
+    p = _gemm_plan(M, N, K, dtype, target, tiling, b_packed, ep)
+    prog: list = [with_sync(_bias_load(p), signals=("bias_ready",))] if ep.bias else []
+    pending: list = []   # a tile's epilogue and stores, issued after the next step (so a long epilogue waiting for
+    for s in _walk(p):   # its tile does not fill the vector queue ahead of the next loads)
+        body, drain = _step_instrs(p, s)
+        prog += body
         prog += pending   # the previous tile's epilogue and stores, behind this step's loads and matrix work
         pending = []
-        if last_k:
-            drain = []
-            for j, w in pieces if final else [(0, tn)]:
-                if ep.active:
-                    drain += synced_epilogue(ep, lay.epilogue(ep, acc_base, bias_base, scratch_base, n0, j, w, tm),
-                                             first=tiles == 0 and j == 0)
-                stores = lay.stores(acc_base + j // cols * block_acc, m0, n0 + j, tm, w)
-                stores[0] = with_sync(stores[0], waits=("out_full" if ep.active else "acc_full",))
-                drain += stores
-            drain[-1] = with_sync(drain[-1], signals=("acc_empty",))
-            if ep.active and not final:
-                pending = drain
-            else:
-                prog += drain
-            tiles += 1
+        if ep.active and not s.final:
+            pending = drain
+        else:
+            prog += drain
     prog.append(Halt())
-    regions = (Region("A", 0, M * K * es), Region("B", 1, -(-N // t.tn) * -(-K // t.tk) * b_slot if b_packed
+    t, es = p.t, dtype.size
+    regions = (Region("A", 0, M * K * es), Region("B", 1, -(-N // t.tn) * -(-K // t.tk) * p.b_slot if b_packed
                                                   else K * N * es), Region("C", 2, M * N * 4))
     regions += (Region("Bias", 3, N * 4),) if ep.bias else ()
     regions += (Region("R", len(regions), M * N * 4),) if ep.residual else ()
