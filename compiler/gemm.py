@@ -26,6 +26,9 @@ The matrix instructions are shaped for the array's dataflow so that each fold st
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import math
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 from typing import NamedTuple
@@ -33,7 +36,7 @@ from typing import NamedTuple
 import numpy as np
 
 from isa import DmaCopy, DType, Halt, MatMul, Program, Queue, Region, SemDecl, Space, View
-from isa.cost import instr_cost
+from isa.cost import Cost, instr_costs
 from isa.dtypes import INT_RANGE, f32_to_bf16, to_compute
 
 from .epilogue import NO_EPILOGUE, Epilogue, epilogue_ops, synced_epilogue
@@ -115,11 +118,22 @@ def choose_tiling(M: int, N: int, K: int, dtype: DType, target: Target) -> GemmT
     return GemmTiling(t.tm, min(t.tn, _up(N, cols)), min(t.tk, _up(K, rows)))
 
 
+SEARCH_PRICED = 1
+"""GEMM candidates :func:`gemm_candidates` ranks."""
+
+
 @lru_cache(maxsize=256)
 def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed: bool = False,
                   epilogue: Epilogue = NO_EPILOGUE) -> GemmTiling:
-    """The tiling (tile sizes, loop order, B split) with the fewest predicted cycles on ``target``, from the
-    simulator's own formulas.
+    """The tiling (tile sizes, loop order, B split) :func:`gemm_candidates` ranks first. TilingError when none
+    fits."""
+    return gemm_candidates(M, N, K, dtype, target, b_packed, epilogue)[0]
+
+
+def gemm_candidates(M: int, N: int, K: int, dtype: DType, target: Target, b_packed: bool = False,
+                    epilogue: Epilogue = NO_EPILOGUE, costs: dict | None = None) -> list[GemmTiling]:
+    """The ``SEARCH_PRICED`` tilings :func:`search_tiling` prices, best first by a first-step heuristic (cycles) that
+    needs no walk of the steps. TilingError when none fits.
 
     Each candidate that fits (two A/B slots in the SPM, two accumulator tiles in the ACC) is priced by its first
     step's real instructions with :func:`isa.cost.instr_cost`: the matrix unit's cycles per step, the DRAM bus time
@@ -127,25 +141,36 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed
     (an A tile is loaded once per m tile when there is one k tile and n is the inner loop, a B tile once per n tile
     in the other order), and each DMA queue's own time. The prediction is the busiest of the matrix unit, the bus
     and the two DMA queues, plus the first A load and B piece (nothing to multiply before them) and the last store;
-    ties go to fewer steps.
+    ties go to fewer steps, then a smaller split, then the larger tiles.
 
     An active ``epilogue`` takes its SPM (bias, scratch tile) from the slots' budget, adds the vector unit (its
     instructions on one tile, per tile) to the units that can be the busiest, its residual tile loads to the load
     queue and the bus, and the last tile's epilogue to the tail.
     """
-    ep = epilogue
+    ep, costs = epilogue, {} if costs is None else costs
     arch, rows, cols, es, at = target.arch, target.rows, target.cols, dtype.size, ACC_TYPE[dtype]
     dataflow, max_rows = target.dataflow, target.max_rows
     tms = sorted({min(M, v) for v in (max_rows, 384, 256, 192, 128, 96, 64, 48, 32, 16, rows) if v <= max_rows})
     tns = sorted({min(_up(N, cols), cols * k) for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)})
     tks = sorted({min(_up(K, rows), rows * k) for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)})
 
-    def cost(instrs: list) -> tuple[int, int]:
-        """(cycles, DRAM bus window) of instructions run one after the other."""
-        cs = [instr_cost(i, arch) for i in instrs]
-        return sum(c.cycles for c in cs), sum(c.dram_window for c in cs)
+    sums: dict[tuple, tuple[int, int]] = {}
 
-    best = None
+    def a_load(tm: int, tk: int) -> list:
+        return [DmaCopy(queue=Queue.DMA_LD, shape=(tm, tk), dst=View(Space.SPM, 0, dtype, (tk * es, es)),
+                        src=View(Space.DRAM, 0, dtype, (K * es, es), "A"))]
+
+    def cost(key: tuple, build, *args) -> tuple[int, int]:
+        """(cycles, DRAM bus window) of the instructions ``build(*args)`` gives, run one after the other; once per
+        ``key`` (what they depend on besides the search's fixed M, N, K, dtype and target)."""
+        got = sums.get(key)
+        if got is None:
+            cs = instr_costs(build(*args), arch, costs)
+            got = sums[key] = sum(c.cycles for c in cs), sum(c.dram_window for c in cs)
+        return got
+
+    ranked: list = []   # a max-heap (negated keys) of the best SEARCH_PRICED (est, steps, split, index, tiling)
+    index = 0
     for t in (GemmTiling(tm, tn, tk) for tm in tms[::-1] for tn in tns[::-1] for tk in tks[::-1]):  # large first
         a, b, c = slot_bytes(t, dtype, target)
         if 2 * (a + b) + epilogue_bytes(N, t, ep, dtype, target) > target.spm or 2 * c > target.acc:
@@ -154,19 +179,22 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed
         nb_max = -(-t.tn // cols)
         lay = _LAYOUTS[dataflow](es, at, rows, cols, N, t, -(-t.tk // rows), nb_max,
                                  is_pitch(rows, es, target.bank_width))
-        a_cyc, a_bus = cost([DmaCopy(queue=Queue.DMA_LD, shape=(tm, tk), dst=View(Space.SPM, 0, dtype, (tk * es, es)),
-                                     src=View(Space.DRAM, 0, dtype, (K * es, es), "A"))])
+        wide = t.tn if dataflow == "is" else 0   # (is keeps B and the accumulators in strides of the whole tile)
+        a_cyc, a_bus = cost(("a", tm, tk), a_load, tm, tk)
         n_m, n_n, n_k = -(-M // t.tm), -(-N // t.tn), -(-K // t.tk)
         tiles, steps = n_m * n_n, n_m * n_n * n_k
         blk = b // nb_max
-        mm = cost(lay.matmuls(0, 0, 2 * a, tm, tk, tn, dtype, True))[0]
-        if best is not None and steps * mm + a_cyc > best[0][0]:   # a lower bound of every estimate below
-            continue
-        st_cyc, st_bus = cost(lay.stores(0, 0, 0, tm, tn))
+        mm = cost(("mm", tm, t.tk, wide, tn), lay.matmuls, 0, 0, 2 * a, tm, tk, tn, dtype, True)[0]
+        if len(ranked) == SEARCH_PRICED and steps * mm + a_cyc > -ranked[0][0]:   # a lower bound of every
+            continue                                                                # estimate below
+        st_cyc, st_bus = cost(("st", tm, wide, 0, tn), lay.stores, 0, 0, 0, tm, tn)
         ep_base = _up(2 * (a + b), 64)
-        ep_ops = partial(lay.epilogue, ep, 0, ep_base, ep_base + (_up(N * 4, 64) if ep.bias else 0), 0)
-        epi = cost(ep_ops(0, tn, tm))[0] if ep.active else 0
-        res_cyc, res_bus = cost(lay.residual_loads(0, 0, 0, tm, tn)) if ep.residual else (0, 0)
+        scratch = ep_base + (_up(N * 4, 64) if ep.bias else 0)
+        ep_ops = partial(lay.epilogue, ep, 0, ep_base, scratch, 0)
+        ep_key = ("ep", tm, wide, ep_base % target.bank_width, scratch % target.bank_width)
+        epi = cost(ep_key + (0, tn), ep_ops, 0, tn, tm)[0] if ep.active else 0
+        res_cyc, res_bus = cost(("r", tm, wide, tn), lay.residual_loads, 0, 0, 0, tm, tn) if ep.residual \
+            else (0, 0)
         piece: dict[int, tuple] = {}   # columns -> (B load cycles, bus), matmul, store and epilogue cycles of a piece
         for split in (1, 2, 4, 8) if dataflow != "is" else (1,):
             if split > nb_max:
@@ -174,11 +202,16 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed
             pieces = _pieces(tn, t, cols, split)
             for j, w in pieces:
                 if w not in piece:
-                    piece[w] = (cost(_contiguous(Space.SPM, 2 * a + j // cols * blk, "B", j // cols * blk,
-                                                 b if dataflow == "is" else -(-w // cols) * blk, dtype)
-                                     if b_packed else lay.b_loads(2 * a + j // cols * blk, 0, j, tk, w, dtype)),
-                                cost(lay.matmuls(0, 0, 2 * a, tm, tk, w, dtype, True))[0],
-                                cost(lay.stores(0, 0, j, tm, w))[0], cost(ep_ops(j, w, tm))[0] if ep.active else 0)
+                    at_b = (2 * a + j // cols * blk) % target.bank_width
+                    piece[w] = (cost(("bp", at_b, j // cols * blk, b if dataflow == "is" else -(-w // cols) * blk),
+                                     _contiguous, Space.SPM, 2 * a + j // cols * blk, "B", j // cols * blk,
+                                     b if dataflow == "is" else -(-w // cols) * blk, dtype)
+                                if b_packed else cost(("b", at_b, t.tk, wide, j, w),
+                                                      lay.b_loads, 2 * a + j // cols * blk, 0, j, tk, w, dtype),
+                                cost(("mm", tm, t.tk, wide, w), lay.matmuls, 0, 0, 2 * a, tm, tk, w, dtype,
+                                     True)[0],
+                                cost(("st", tm, wide, j, w), lay.stores, 0, 0, j, tm, w)[0],
+                                cost(ep_key + (j, w), ep_ops, j, w, tm)[0] if ep.active else 0)
             b_cost, mms, piece_stores, piece_eps = zip(*(piece[w] for _, w in pieces))
             # the first step waits for its A tile and first B piece, then for any piece that loads slower than the
             # matrix works through the one before; the last tile's pieces store (after their epilogue) behind the
@@ -186,7 +219,7 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed
             prologue = a_cyc + res_cyc + b_cost[0][0] + max(0, sum(c for c, _ in b_cost[1:]) - sum(mms[:-1]))
             tail = max(piece_eps[-1] + piece_stores[-1], (st_cyc + epi if tiles > 1 else 0) + sum(piece_stores)
                        + sum(piece_eps) - sum(mms))
-            for order in ORDERS:
+            for order in ORDERS if n_m > 1 and n_n > 1 else ORDERS[:1]:   # (else both are one program)
                 a_loads = n_m if n_k == 1 and (order == "mn" or n_m == 1) else steps
                 b_loads = n_n if n_k == 1 and (order == "nm" or n_n == 1) else steps
                 bus = a_loads * a_bus + b_loads * sum(w for _, w in b_cost) + tiles * (st_bus + res_bus)
@@ -194,12 +227,16 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed
                              tiles * st_cyc)
                 busy = steps * mm + (min(b_loads + 1, steps) * (sum(mms) - mm) if split > 1 else 0)
                 est = max(busy, bus, queues, tiles * epi) + prologue + tail
-                if best is None or (est, steps, split) < best[0]:
-                    best = ((est, steps, split), replace(t, order=order, split=split))
-    if best is None:
+                entry = (-est, -steps, -split, -index, replace(t, order=order, split=split))
+                index += 1
+                if len(ranked) < SEARCH_PRICED:
+                    heapq.heappush(ranked, entry)
+                elif entry[:4] > ranked[0][:4]:
+                    heapq.heapreplace(ranked, entry)
+    if not ranked:
         raise TilingError(f"no GEMM tiling of {M}x{N}x{K} {dtype.text} fits {target.spm} B of SPM and "
                           f"{target.acc} B of ACC")
-    return best[1]
+    return [e[4] for e in sorted(ranked, key=lambda e: (-e[0], -e[1], -e[2], -e[3]))]
 
 
 def _groups(total: int, block: int) -> list[tuple[int, int, int]]:
@@ -302,16 +339,20 @@ def _walk(p: _Plan):
     steps = _steps(M, N, K, t)
     a_n = b_n = tiles = 0  # A slots, B slots and ACC tiles used so far
     prev, last = None, len(steps) - 1
+    pieces: dict[tuple[int, bool], list] = {}   # (columns, split or not) -> pieces
     for s, (m0, n0, k0) in enumerate(steps):
         tm, tn, tk = min(t.tm, M - m0), min(t.tn, N - n0), min(t.tk, K - k0)
         nxt = steps[s + 1] if s < last else None
         new_a, last_a = prev is None or prev[::2] != (m0, k0), nxt is None or nxt[::2] != (m0, k0)
         new_b, last_b = prev is None or prev[1:] != (n0, k0), nxt is None or nxt[1:] != (n0, k0)
         a_n, b_n = a_n + new_a, b_n + new_b
-        last_k = k0 + t.tk >= K
+        last_k, split = k0 + t.tk >= K, new_b or nxt is None
+        cut = pieces.get((tn, split))
+        if cut is None:
+            cut = pieces[tn, split] = _pieces(tn, t, cols, p.split if split else 1)
         yield _Step(m0, n0, k0, tm, tn, tk, new_a, last_a, new_b, last_b, k0 == 0, last_k, nxt is None,
                     ((a_n - 1) % 2) * p.a_slot, 2 * p.a_slot + ((b_n - 1) % 2) * p.b_slot, (tiles % 2) * p.acc_slot,
-                    tiles, _pieces(tn, t, cols, p.split if new_b or nxt is None else 1))
+                    tiles, cut)
         tiles += last_k
         prev = (m0, n0, k0)
 
@@ -419,6 +460,111 @@ def tiled_gemm(M: int, N: int, K: int, dtype: DType, target: Target, tiling: Gem
     sems += (SemDecl("bias_ready", 0),) if ep.bias else ()
     sems += (SemDecl("res_full", 0),) if ep.residual else ()
     return Program(config=target.config, regions=regions, sems=sems, instrs=tuple(prog))
+
+
+def gemm_estimate(M: int, N: int, K: int, dtype: DType, target: Target, tiling: GemmTiling | None = None,
+                  b_packed: bool = False, epilogue: Epilogue = NO_EPILOGUE, costs: dict | None = None,
+                  bound: int | None = None) -> int:
+    """:func:`isa.cost.program_estimate` of ``tiled_gemm(M, N, K, dtype, target, tiling, b_packed, epilogue)``
+    without building that program (cycles): the same sums of the same :func:`isa.cost.instr_cost` terms.
+
+    The steps are walked (:func:`_walk`) but not emitted: each step's instructions fall into groups (its A load, its
+    B loads, its residual loads, its matrix work, its tile's epilogue and stores) whose costs depend only on a few
+    numbers: the extents, the pieces, the slot bases modulo the SRAM bank width and the DRAM offsets modulo what
+    :func:`isa.cost.dram_window` reads (the page, or the burst). Each group of each distinct key is built once and
+    priced through :func:`isa.cost.instr_costs`; its per-queue busy cycles and bus window are added once per step
+    that has it. program_estimate's head is the first step's loads before its first matrix instruction (and the
+    bias), its tail the epilogues and stores after the last one: the last tile's and, with an epilogue, the one
+    before it (issued behind the last step's matrix work).
+
+    ``costs``: an :func:`isa.cost.instr_costs` memo to share with other estimates on the same target. ``bound`` (a
+    search's best so far): the exact estimate when it is below ``bound``, else some value at least ``bound`` (the
+    walk stops once the head plus a queue's busy cycles or the bus reach it)."""
+    p = _gemm_plan(M, N, K, dtype, target, tiling, b_packed, epilogue)
+    arch, ep, es = target.arch, epilogue, dtype.size
+    costs = {} if costs is None else costs
+    bound = math.inf if bound is None else bound
+    dram = arch.dram.page_bytes if arch.dram.model == "rowbuffer" else arch.dma.burst_bytes
+    sbw, abw = arch.spm.bank_width, arch.acc.bank_width
+    groups: dict[tuple, tuple[int, ...]] = {}   # key -> busy cycles of dma.ld, dma.st, mxu, vpu and bus window
+
+    def price(key: tuple, build, *args) -> tuple[int, ...]:
+        sums = groups.get(key)
+        if sums is None:
+            instrs = build(p, *args)
+            sums = groups[key] = _sums(instrs, instr_costs(instrs, arch, costs))
+        return sums
+
+    # program_estimate's head: the bias and the first step's loads before its first matrix instruction
+    walk = _walk(p)
+    first = next(walk)
+    body = ([_bias_load(p)] if ep.bias else []) + _step_instrs(p, first)[0]
+    k0 = next(k for k, i in enumerate(body) if i.queue in (Queue.MXU, Queue.VPU))
+    head = sum(c.cycles for i, c in zip(body[:k0], instr_costs(body[:k0], arch, costs)) if i.queue is Queue.DMA_LD)
+    bound -= head
+    ld = st = mx = vp = bus = 0
+    if ep.bias:
+        ld, _, _, _, bus = _sums([_bias_load(p)], instr_costs([_bias_load(p)], arch, costs))
+    prev = drain = None
+    for s in itertools.chain((first,), walk):
+        c_off = (s.m0 * N + s.n0) * 4 % dram
+        wide = s.new_b or s.final
+        parts = [price(("mm", s.tm, s.tk, s.tn, wide, s.first_k), _step_matmuls, s)]
+        if s.new_a:
+            parts.append(price(("a", s.tm, s.tk, s.a_base % sbw, (s.m0 * K + s.k0) * es % dram), _a_loads, s))
+        if s.new_b:
+            b_off = ((s.n0 // p.t.tn) * -(-K // p.t.tk) + s.k0 // p.t.tk) * p.b_slot if b_packed else \
+                (s.k0 * N + s.n0) * es
+            parts.append(price(("b", s.tn, s.tk, s.b_base % sbw, b_off % dram), _step_b_loads, s))
+        if ep.residual and s.first_k:
+            parts.append(price(("r", s.tm, s.tn, s.acc_base % abw, c_off), _residual_loads, s))
+        prev = drain if ep.active else None   # the drain held back behind this step's matrix work (or None)
+        drain = None
+        if s.last_k:
+            drain = price(("d", s.tm, s.tn, s.final, s.acc_base % abw, s.n0 * 4 % sbw, c_off), _drains, s)
+            parts.append(drain)
+        for a, b, c, d, e in parts:
+            ld, st, mx, vp, bus = ld + a, st + b, mx + c, vp + d, bus + e
+        if max(ld, st, mx, vp, bus) >= bound:
+            return bound + head
+    # the tail: the epilogue and stores after the last step's matrix work (the tile before it too when its epilogue
+    # was held back)
+    tail = drain[1] + drain[3] + (prev[1] + prev[3] if prev is not None else 0)
+    return max(ld, st, mx, vp, bus) + head + tail
+
+
+def _sums(instrs: list, costs: list[Cost]) -> tuple[int, int, int, int, int]:
+    """Busy cycles of dma.ld, dma.st, mxu and vpu and the DRAM bus window of ``instrs`` priced ``costs``."""
+    out = [0, 0, 0, 0, 0]
+    for i, c in zip(instrs, costs):
+        q = i.queue
+        if q in _QUEUE_INDEX:
+            out[_QUEUE_INDEX[q]] += c.cycles
+        out[4] += c.dram_window
+    return tuple(out)
+
+
+_QUEUE_INDEX = {Queue.DMA_LD: 0, Queue.DMA_ST: 1, Queue.MXU: 2, Queue.VPU: 3}
+
+
+def _a_loads(p: _Plan, s: _Step) -> list:
+    return [_a_load(p, s)]
+
+
+def _step_b_loads(p: _Plan, s: _Step) -> list:
+    return [c for j, w in s.pieces for c in _b_loads(p, s, j, w)]
+
+
+def _step_matmuls(p: _Plan, s: _Step) -> list:
+    return [m for j, w in s.pieces for m in _matmuls(p, s, j, w)]
+
+
+def _residual_loads(p: _Plan, s: _Step) -> list:
+    return p.lay.residual_loads(s.acc_base, s.m0, s.n0, s.tm, s.tn)
+
+
+def _drains(p: _Plan, s: _Step) -> list:
+    return [i for epi, stores in _drain(p, s) for i in epi + stores]
 
 
 @dataclass(frozen=True)
