@@ -118,16 +118,31 @@ def choose_tiling(M: int, N: int, K: int, dtype: DType, target: Target) -> GemmT
     return GemmTiling(t.tm, min(t.tn, _up(N, cols)), min(t.tk, _up(K, rows)))
 
 
-SEARCH_PRICED = 1
-"""GEMM candidates :func:`gemm_candidates` ranks."""
+SEARCH_PRICED = 8
+"""GEMM candidates, the best by :func:`gemm_candidates`' first-step heuristic, that :func:`search_tiling` prices exactly
+(:func:`gemm_estimate`)."""
+
+NEAR_TIE = 0.10
+"""Estimates within this fraction of the least are near-ties, among which the heuristic's rank decides: on the zoo's
+GEMMs the heuristic ranks tilings of nearly equal :func:`isa.cost.program_estimate` better than it does (see
+docs/compiler.md)."""
 
 
 @lru_cache(maxsize=256)
 def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed: bool = False,
                   epilogue: Epilogue = NO_EPILOGUE) -> GemmTiling:
-    """The tiling (tile sizes, loop order, B split) :func:`gemm_candidates` ranks first. TilingError when none
-    fits."""
-    return gemm_candidates(M, N, K, dtype, target, b_packed, epilogue)[0]
+    """The tiling (tile sizes, loop order, B split) for ``C = A @ B`` on ``target``: of the ``SEARCH_PRICED`` best
+    candidates of :func:`gemm_candidates`, the best-ranked one whose :func:`isa.cost.program_estimate`
+    (:func:`gemm_estimate`, the same sums without building the program) is within ``NEAR_TIE`` of the least. The
+    candidates are priced in rank order, each only until its estimate is known to be above that window (``bound``).
+    TilingError when no tiling fits."""
+    ranked = gemm_candidates(M, N, K, dtype, target, b_packed, epilogue, costs := {})   # (one instr_costs memo)
+    prices: list[int] = []
+    for t in ranked:
+        bound = int(min(prices) * (1 + NEAR_TIE)) + 1 if prices else None   # an estimate at or above it cannot win
+        prices.append(gemm_estimate(M, N, K, dtype, target, t, b_packed, epilogue, costs, bound))
+    window = min(prices) * (1 + NEAR_TIE)
+    return next(t for t, price in zip(ranked, prices) if price <= window)
 
 
 def gemm_candidates(M: int, N: int, K: int, dtype: DType, target: Target, b_packed: bool = False,
