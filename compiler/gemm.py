@@ -138,9 +138,10 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed
     TilingError when no tiling fits."""
     ranked = gemm_candidates(M, N, K, dtype, target, b_packed, epilogue, costs := {})   # (one instr_costs memo)
     prices: list[int] = []
+    groups: dict = {}
     for t in ranked:
         bound = int(min(prices) * (1 + NEAR_TIE)) + 1 if prices else None   # an estimate at or above it cannot win
-        prices.append(gemm_estimate(M, N, K, dtype, target, t, b_packed, epilogue, costs, bound))
+        prices.append(gemm_estimate(M, N, K, dtype, target, t, b_packed, epilogue, costs, bound, groups))
     window = min(prices) * (1 + NEAR_TIE)
     return next(t for t, price in zip(ranked, prices) if price <= window)
 
@@ -479,7 +480,7 @@ def tiled_gemm(M: int, N: int, K: int, dtype: DType, target: Target, tiling: Gem
 
 def gemm_estimate(M: int, N: int, K: int, dtype: DType, target: Target, tiling: GemmTiling | None = None,
                   b_packed: bool = False, epilogue: Epilogue = NO_EPILOGUE, costs: dict | None = None,
-                  bound: int | None = None) -> int:
+                  bound: int | None = None, groups: dict | None = None) -> int:
     """:func:`isa.cost.program_estimate` of ``tiled_gemm(M, N, K, dtype, target, tiling, b_packed, epilogue)``
     without building that program (cycles): the same sums of the same :func:`isa.cost.instr_cost` terms.
 
@@ -492,7 +493,9 @@ def gemm_estimate(M: int, N: int, K: int, dtype: DType, target: Target, tiling: 
     bias), its tail the epilogues and stores after the last one: the last tile's and, with an epilogue, the one
     before it (issued behind the last step's matrix work).
 
-    ``costs``: an :func:`isa.cost.instr_costs` memo to share with other estimates on the same target. ``bound`` (a
+    ``costs``: an :func:`isa.cost.instr_costs` memo to share with other estimates on the same target; ``groups``: a
+    memo of priced instruction groups to share with estimates of other tilings of the same GEMM (same ``M``, ``N``,
+    ``K``, ``dtype``, ``target``, ``b_packed`` and ``epilogue``; its keys hold the tile sizes). ``bound`` (a
     search's best so far): the exact estimate when it is below ``bound``, else some value at least ``bound`` (the
     walk stops once the head plus a queue's busy cycles or the bus reach it)."""
     p = _gemm_plan(M, N, K, dtype, target, tiling, b_packed, epilogue)
@@ -501,9 +504,11 @@ def gemm_estimate(M: int, N: int, K: int, dtype: DType, target: Target, tiling: 
     bound = math.inf if bound is None else bound
     dram = arch.dram.page_bytes if arch.dram.model == "rowbuffer" else arch.dma.burst_bytes
     sbw, abw = arch.spm.bank_width, arch.acc.bank_width
-    groups: dict[tuple, tuple[int, ...]] = {}   # key -> busy cycles of dma.ld, dma.st, mxu, vpu and bus window
+    groups = {} if groups is None else groups   # key -> busy cycles of dma.ld, dma.st, mxu, vpu and bus window
+    sizes = (p.t.tm, p.t.tn, p.t.tk)   # (what the layout's strides and slots depend on)
 
     def price(key: tuple, build, *args) -> tuple[int, ...]:
+        key += sizes
         sums = groups.get(key)
         if sums is None:
             instrs = build(p, *args)
@@ -521,31 +526,45 @@ def gemm_estimate(M: int, N: int, K: int, dtype: DType, target: Target, tiling: 
     if ep.bias:
         ld, _, _, _, bus = _sums([_bias_load(p)], instr_costs([_bias_load(p)], arch, costs))
     prev = drain = None
+    n_k, tk_max, b_slot = -(-K // p.t.tk), p.t.tk, p.b_slot
+    steps: dict[tuple, tuple] = {}   # a step's key -> (its sums, its tile's drain or None)
     for s in itertools.chain((first,), walk):
-        c_off = (s.m0 * N + s.n0) * 4 % dram
-        wide = s.new_b or s.final
-        parts = [price(("mm", s.tm, s.tk, s.tn, wide, s.first_k), _step_matmuls, s)]
-        if s.new_a:
-            parts.append(price(("a", s.tm, s.tk, s.a_base % sbw, (s.m0 * K + s.k0) * es % dram), _a_loads, s))
-        if s.new_b:
-            b_off = ((s.n0 // p.t.tn) * -(-K // p.t.tk) + s.k0 // p.t.tk) * p.b_slot if b_packed else \
-                (s.k0 * N + s.n0) * es
-            parts.append(price(("b", s.tn, s.tk, s.b_base % sbw, b_off % dram), _step_b_loads, s))
-        if ep.residual and s.first_k:
-            parts.append(price(("r", s.tm, s.tn, s.acc_base % abw, c_off), _residual_loads, s))
+        b_off = ((s.n0 // p.t.tn) * n_k + s.k0 // tk_max) * b_slot if b_packed else (s.k0 * N + s.n0) * es
+        key = (s.tm, s.tn, s.tk, s.new_a, s.new_b, s.first_k, s.last_k, s.final, s.a_base % sbw, s.b_base % sbw,
+               s.acc_base % abw, s.n0 * 4 % sbw, (s.m0 * K + s.k0) * es % dram, b_off % dram,
+               (s.m0 * N + s.n0) * 4 % dram)
+        got = steps.get(key)
+        if got is None:
+            got = steps[key] = _step_sums(p, s, price, key)
+        sums, tile = got
+        ld, st, mx, vp, bus = ld + sums[0], st + sums[1], mx + sums[2], vp + sums[3], bus + sums[4]
         prev = drain if ep.active else None   # the drain held back behind this step's matrix work (or None)
-        drain = None
-        if s.last_k:
-            drain = price(("d", s.tm, s.tn, s.final, s.acc_base % abw, s.n0 * 4 % sbw, c_off), _drains, s)
-            parts.append(drain)
-        for a, b, c, d, e in parts:
-            ld, st, mx, vp, bus = ld + a, st + b, mx + c, vp + d, bus + e
+        drain = tile
         if max(ld, st, mx, vp, bus) >= bound:
             return bound + head
     # the tail: the epilogue and stores after the last step's matrix work (the tile before it too when its epilogue
     # was held back)
     tail = drain[1] + drain[3] + (prev[1] + prev[3] if prev is not None else 0)
     return max(ld, st, mx, vp, bus) + head + tail
+
+
+def _step_sums(p: _Plan, s: _Step, price, key: tuple) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    """:func:`gemm_estimate`'s sums of one step (busy cycles of dma.ld, dma.st, mxu, vpu, bus window) and of its
+    tile's epilogue and stores (None unless its k tile is the last), from its instruction groups priced by ``price``
+    once per group key (``key``: the step's, from which each group takes what its costs read)."""
+    tm, tn, tk, _, _, first_k, _, final, a_at, b_at, acc_at, bias_at, a_off, b_off, c_off = key
+    split = p.split if s.new_b or final else 0   # (the pieces)
+    parts = [price(("mm", tm, tk, tn, split, first_k), _step_matmuls, s)]
+    if s.new_a:
+        parts.append(price(("a", tm, tk, a_at, a_off), _a_loads, s))
+    if s.new_b:
+        parts.append(price(("b", tn, tk, b_at, b_off, split), _step_b_loads, s))
+    if p.ep.residual and first_k:
+        parts.append(price(("r", tm, tn, acc_at, c_off), _residual_loads, s))
+    drain = price(("d", tm, tn, final and split, acc_at, bias_at, c_off), _drains, s) if s.last_k else None
+    if drain is not None:
+        parts.append(drain)
+    return tuple(map(sum, zip(*parts))), drain
 
 
 def _sums(instrs: list, costs: list[Cost]) -> tuple[int, int, int, int, int]:
