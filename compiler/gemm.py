@@ -26,13 +26,17 @@ The matrix instructions are shaped for the array's dataflow so that each fold st
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import math
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
+from typing import NamedTuple
 
 import numpy as np
 
-from isa import DmaCopy, DType, Halt, MatMul, Program, Queue, Region, SemDecl, SemOp, Space, View
-from isa.cost import instr_cost
+from isa import DmaCopy, DType, Halt, MatMul, Program, Queue, Region, SemDecl, Space, View
+from isa.cost import Cost, instr_costs
 from isa.dtypes import INT_RANGE, f32_to_bf16, to_compute
 
 from .epilogue import NO_EPILOGUE, Epilogue, epilogue_ops, synced_epilogue
@@ -114,11 +118,38 @@ def choose_tiling(M: int, N: int, K: int, dtype: DType, target: Target) -> GemmT
     return GemmTiling(t.tm, min(t.tn, _up(N, cols)), min(t.tk, _up(K, rows)))
 
 
+SEARCH_PRICED = 8
+"""GEMM candidates, the best by :func:`gemm_candidates`' first-step heuristic, that :func:`search_tiling` prices exactly
+(:func:`gemm_estimate`)."""
+
+NEAR_TIE = 0.10
+"""Estimates within this fraction of the least are near-ties, among which the heuristic's rank decides: on the zoo's
+GEMMs the heuristic ranks tilings of nearly equal :func:`isa.cost.program_estimate` better than it does (see
+docs/compiler.md)."""
+
+
 @lru_cache(maxsize=256)
 def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed: bool = False,
                   epilogue: Epilogue = NO_EPILOGUE) -> GemmTiling:
-    """The tiling (tile sizes, loop order, B split) with the fewest predicted cycles on ``target``, from the
-    simulator's own formulas.
+    """The tiling (tile sizes, loop order, B split) for ``C = A @ B`` on ``target``: of the ``SEARCH_PRICED`` best
+    candidates of :func:`gemm_candidates`, the best-ranked one whose :func:`isa.cost.program_estimate`
+    (:func:`gemm_estimate`, the same sums without building the program) is within ``NEAR_TIE`` of the least. The
+    candidates are priced in rank order, each only until its estimate is known to be above that window (``bound``).
+    TilingError when no tiling fits."""
+    ranked = gemm_candidates(M, N, K, dtype, target, b_packed, epilogue, costs := {})   # (one instr_costs memo)
+    prices: list[int] = []
+    groups: dict = {}
+    for t in ranked:
+        bound = int(min(prices) * (1 + NEAR_TIE)) + 1 if prices else None   # an estimate at or above it cannot win
+        prices.append(gemm_estimate(M, N, K, dtype, target, t, b_packed, epilogue, costs, bound, groups))
+    window = min(prices) * (1 + NEAR_TIE)
+    return next(t for t, price in zip(ranked, prices) if price <= window)
+
+
+def gemm_candidates(M: int, N: int, K: int, dtype: DType, target: Target, b_packed: bool = False,
+                    epilogue: Epilogue = NO_EPILOGUE, costs: dict | None = None) -> list[GemmTiling]:
+    """The ``SEARCH_PRICED`` tilings :func:`search_tiling` prices, best first by a first-step heuristic (cycles) that
+    needs no walk of the steps. TilingError when none fits.
 
     Each candidate that fits (two A/B slots in the SPM, two accumulator tiles in the ACC) is priced by its first
     step's real instructions with :func:`isa.cost.instr_cost`: the matrix unit's cycles per step, the DRAM bus time
@@ -126,25 +157,36 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed
     (an A tile is loaded once per m tile when there is one k tile and n is the inner loop, a B tile once per n tile
     in the other order), and each DMA queue's own time. The prediction is the busiest of the matrix unit, the bus
     and the two DMA queues, plus the first A load and B piece (nothing to multiply before them) and the last store;
-    ties go to fewer steps.
+    ties go to fewer steps, then a smaller split, then the larger tiles.
 
     An active ``epilogue`` takes its SPM (bias, scratch tile) from the slots' budget, adds the vector unit (its
     instructions on one tile, per tile) to the units that can be the busiest, its residual tile loads to the load
     queue and the bus, and the last tile's epilogue to the tail.
     """
-    ep = epilogue
+    ep, costs = epilogue, {} if costs is None else costs
     arch, rows, cols, es, at = target.arch, target.rows, target.cols, dtype.size, ACC_TYPE[dtype]
     dataflow, max_rows = target.dataflow, target.max_rows
     tms = sorted({min(M, v) for v in (max_rows, 384, 256, 192, 128, 96, 64, 48, 32, 16, rows) if v <= max_rows})
     tns = sorted({min(_up(N, cols), cols * k) for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)})
     tks = sorted({min(_up(K, rows), rows * k) for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)})
 
-    def cost(instrs: list) -> tuple[int, int]:
-        """(cycles, DRAM bus window) of instructions run one after the other."""
-        cs = [instr_cost(i, arch) for i in instrs]
-        return sum(c.cycles for c in cs), sum(c.dram_window for c in cs)
+    sums: dict[tuple, tuple[int, int]] = {}
 
-    best = None
+    def a_load(tm: int, tk: int) -> list:
+        return [DmaCopy(queue=Queue.DMA_LD, shape=(tm, tk), dst=View(Space.SPM, 0, dtype, (tk * es, es)),
+                        src=View(Space.DRAM, 0, dtype, (K * es, es), "A"))]
+
+    def cost(key: tuple, build, *args) -> tuple[int, int]:
+        """(cycles, DRAM bus window) of the instructions ``build(*args)`` gives, run one after the other; once per
+        ``key`` (what they depend on besides the search's fixed M, N, K, dtype and target)."""
+        got = sums.get(key)
+        if got is None:
+            cs = instr_costs(build(*args), arch, costs)
+            got = sums[key] = sum(c.cycles for c in cs), sum(c.dram_window for c in cs)
+        return got
+
+    ranked: list = []   # a max-heap (negated keys) of the best SEARCH_PRICED (est, steps, split, index, tiling)
+    index = 0
     for t in (GemmTiling(tm, tn, tk) for tm in tms[::-1] for tn in tns[::-1] for tk in tks[::-1]):  # large first
         a, b, c = slot_bytes(t, dtype, target)
         if 2 * (a + b) + epilogue_bytes(N, t, ep, dtype, target) > target.spm or 2 * c > target.acc:
@@ -153,19 +195,22 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed
         nb_max = -(-t.tn // cols)
         lay = _LAYOUTS[dataflow](es, at, rows, cols, N, t, -(-t.tk // rows), nb_max,
                                  is_pitch(rows, es, target.bank_width))
-        a_cyc, a_bus = cost([DmaCopy(queue=Queue.DMA_LD, shape=(tm, tk), dst=View(Space.SPM, 0, dtype, (tk * es, es)),
-                                     src=View(Space.DRAM, 0, dtype, (K * es, es), "A"))])
+        wide = t.tn if dataflow == "is" else 0   # (is keeps B and the accumulators in strides of the whole tile)
+        a_cyc, a_bus = cost(("a", tm, tk), a_load, tm, tk)
         n_m, n_n, n_k = -(-M // t.tm), -(-N // t.tn), -(-K // t.tk)
         tiles, steps = n_m * n_n, n_m * n_n * n_k
         blk = b // nb_max
-        mm = cost(lay.matmuls(0, 0, 2 * a, tm, tk, tn, dtype, True))[0]
-        if best is not None and steps * mm + a_cyc > best[0][0]:   # a lower bound of every estimate below
-            continue
-        st_cyc, st_bus = cost(lay.stores(0, 0, 0, tm, tn))
+        mm = cost(("mm", tm, t.tk, wide, tn), lay.matmuls, 0, 0, 2 * a, tm, tk, tn, dtype, True)[0]
+        if len(ranked) == SEARCH_PRICED and steps * mm + a_cyc > -ranked[0][0]:   # a lower bound of every
+            continue                                                                # estimate below
+        st_cyc, st_bus = cost(("st", tm, wide, 0, tn), lay.stores, 0, 0, 0, tm, tn)
         ep_base = _up(2 * (a + b), 64)
-        ep_ops = partial(lay.epilogue, ep, 0, ep_base, ep_base + (_up(N * 4, 64) if ep.bias else 0), 0)
-        epi = cost(ep_ops(0, tn, tm))[0] if ep.active else 0
-        res_cyc, res_bus = cost(lay.residual_loads(0, 0, 0, tm, tn)) if ep.residual else (0, 0)
+        scratch = ep_base + (_up(N * 4, 64) if ep.bias else 0)
+        ep_ops = partial(lay.epilogue, ep, 0, ep_base, scratch, 0)
+        ep_key = ("ep", tm, wide, ep_base % target.bank_width, scratch % target.bank_width)
+        epi = cost(ep_key + (0, tn), ep_ops, 0, tn, tm)[0] if ep.active else 0
+        res_cyc, res_bus = cost(("r", tm, wide, tn), lay.residual_loads, 0, 0, 0, tm, tn) if ep.residual \
+            else (0, 0)
         piece: dict[int, tuple] = {}   # columns -> (B load cycles, bus), matmul, store and epilogue cycles of a piece
         for split in (1, 2, 4, 8) if dataflow != "is" else (1,):
             if split > nb_max:
@@ -173,11 +218,16 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed
             pieces = _pieces(tn, t, cols, split)
             for j, w in pieces:
                 if w not in piece:
-                    piece[w] = (cost(_contiguous(Space.SPM, 2 * a + j // cols * blk, "B", j // cols * blk,
-                                                 b if dataflow == "is" else -(-w // cols) * blk, dtype)
-                                     if b_packed else lay.b_loads(2 * a + j // cols * blk, 0, j, tk, w, dtype)),
-                                cost(lay.matmuls(0, 0, 2 * a, tm, tk, w, dtype, True))[0],
-                                cost(lay.stores(0, 0, j, tm, w))[0], cost(ep_ops(j, w, tm))[0] if ep.active else 0)
+                    at_b = (2 * a + j // cols * blk) % target.bank_width
+                    piece[w] = (cost(("bp", at_b, j // cols * blk, b if dataflow == "is" else -(-w // cols) * blk),
+                                     _contiguous, Space.SPM, 2 * a + j // cols * blk, "B", j // cols * blk,
+                                     b if dataflow == "is" else -(-w // cols) * blk, dtype)
+                                if b_packed else cost(("b", at_b, t.tk, wide, j, w),
+                                                      lay.b_loads, 2 * a + j // cols * blk, 0, j, tk, w, dtype),
+                                cost(("mm", tm, t.tk, wide, w), lay.matmuls, 0, 0, 2 * a, tm, tk, w, dtype,
+                                     True)[0],
+                                cost(("st", tm, wide, j, w), lay.stores, 0, 0, j, tm, w)[0],
+                                cost(ep_key + (j, w), ep_ops, j, w, tm)[0] if ep.active else 0)
             b_cost, mms, piece_stores, piece_eps = zip(*(piece[w] for _, w in pieces))
             # the first step waits for its A tile and first B piece, then for any piece that loads slower than the
             # matrix works through the one before; the last tile's pieces store (after their epilogue) behind the
@@ -185,7 +235,7 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed
             prologue = a_cyc + res_cyc + b_cost[0][0] + max(0, sum(c for c, _ in b_cost[1:]) - sum(mms[:-1]))
             tail = max(piece_eps[-1] + piece_stores[-1], (st_cyc + epi if tiles > 1 else 0) + sum(piece_stores)
                        + sum(piece_eps) - sum(mms))
-            for order in ORDERS:
+            for order in ORDERS if n_m > 1 and n_n > 1 else ORDERS[:1]:   # (else both are one program)
                 a_loads = n_m if n_k == 1 and (order == "mn" or n_m == 1) else steps
                 b_loads = n_n if n_k == 1 and (order == "nm" or n_n == 1) else steps
                 bus = a_loads * a_bus + b_loads * sum(w for _, w in b_cost) + tiles * (st_bus + res_bus)
@@ -193,12 +243,16 @@ def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed
                              tiles * st_cyc)
                 busy = steps * mm + (min(b_loads + 1, steps) * (sum(mms) - mm) if split > 1 else 0)
                 est = max(busy, bus, queues, tiles * epi) + prologue + tail
-                if best is None or (est, steps, split) < best[0]:
-                    best = ((est, steps, split), replace(t, order=order, split=split))
-    if best is None:
+                entry = (-est, -steps, -split, -index, replace(t, order=order, split=split))
+                index += 1
+                if len(ranked) < SEARCH_PRICED:
+                    heapq.heappush(ranked, entry)
+                elif entry[:4] > ranked[0][:4]:
+                    heapq.heapreplace(ranked, entry)
+    if not ranked:
         raise TilingError(f"no GEMM tiling of {M}x{N}x{K} {dtype.text} fits {target.spm} B of SPM and "
                           f"{target.acc} B of ACC")
-    return best[1]
+    return [e[4] for e in sorted(ranked, key=lambda e: (-e[0], -e[1], -e[2], -e[3]))]
 
 
 def _groups(total: int, block: int) -> list[tuple[int, int, int]]:
@@ -222,17 +276,59 @@ def _pieces(tn: int, t: GemmTiling, cols: int, split: int) -> list[tuple[int, in
     return [(j, min(per, tn - j)) for j in range(0, tn, max(per, cols))]
 
 
-def tiled_gemm(M: int, N: int, K: int, dtype: DType, target: Target, tiling: GemmTiling | None = None,
-               b_packed: bool = False, epilogue: Epilogue = NO_EPILOGUE) -> Program:
-    """The program for ``C = A @ B`` on ``target`` (its array, SRAM sizes, dataflow, and SPM bank width, used to pad
-    layouts against bank conflicts); ``tiling`` defaults to :func:`choose_tiling`'s.
+class _Plan(NamedTuple):
+    """One tiled GEMM's fixed choices (:func:`_gemm_plan`): sizes, tiling, layout and where everything lives in SPM
+    and ACC (bytes)."""
 
-    b_packed: region B holds :func:`pack_b`'s image (B pre-blocked offline, as weights are): every B load is one
-    contiguous copy instead of short strided runs.
-    epilogue: fused into each output tile (:class:`~compiler.epilogue.Epilogue`: divisor, bias from region Bias
-    (``N`` accumulator-type elements), activation; residual from region R, ``M x N`` like C); no requantization."""
-    rows, cols, spm, acc, dataflow = target.rows, target.cols, target.spm, target.acc, target.dataflow
-    ep = epilogue
+    M: int
+    N: int
+    K: int
+    dtype: DType
+    target: Target
+    t: GemmTiling
+    ep: Epilogue
+    b_packed: bool
+    lay: _Layout
+    split: int        # B pieces of a step that loads a new B tile (1 under is)
+    a_slot: int
+    b_slot: int
+    acc_slot: int
+    block_b: int      # bytes of one column block of a B slot
+    block_acc: int    # ... of an ACC tile
+    bias_base: int    # the epilogue's SPM: bias, then the scratch tile
+    scratch_base: int
+
+
+class _Step(NamedTuple):
+    """One step of :func:`tiled_gemm`'s loop (:func:`_walk`): its tile origin and extents (elements), whether it
+    loads a new A or B tile or uses one for the last time, whether its k tile is the first or the last of its output
+    tile, whether it is the last step, its A and B slots and ACC tile (bytes), how many output tiles were finished
+    before, and the (first column, columns) pieces its B loads, matrix work and (last step) stores come in."""
+
+    m0: int
+    n0: int
+    k0: int
+    tm: int
+    tn: int
+    tk: int
+    new_a: bool
+    last_a: bool
+    new_b: bool
+    last_b: bool
+    first_k: bool
+    last_k: bool
+    final: bool
+    a_base: int
+    b_base: int
+    acc_base: int
+    tile: int
+    pieces: list
+
+
+def _gemm_plan(M: int, N: int, K: int, dtype: DType, target: Target, tiling: GemmTiling | None, b_packed: bool,
+               ep: Epilogue) -> _Plan:
+    """:func:`tiled_gemm`'s checks and layout; TilingError or CompileError when it cannot take them."""
+    rows, cols, dataflow = target.rows, target.cols, target.dataflow
     t = tiling or choose_tiling(M, N, K, dtype, target)
     if t.order not in ORDERS or t.split < 1:
         raise TilingError(f"tiling {t}: order must be one of {ORDERS} and split >= 1")
@@ -243,78 +339,134 @@ def tiled_gemm(M: int, N: int, K: int, dtype: DType, target: Target, tiling: Gem
         raise CompileError(f"a {at.text} accumulator takes only a bias, relu and clamp in its epilogue, not {ep}")
     a_slot, b_slot, acc_slot = slot_bytes(t, dtype, target)
     extra = epilogue_bytes(N, t, ep, dtype, target)
-    if 2 * (a_slot + b_slot) + extra > spm or 2 * acc_slot > acc:
+    if 2 * (a_slot + b_slot) + extra > target.spm or 2 * acc_slot > target.acc:
         raise TilingError(f"tiling {t} needs {2 * (a_slot + b_slot) + extra} B of SPM and {2 * acc_slot} B of ACC")
     kb_max, nb_max = -(-t.tk // rows), -(-t.tn // cols)
     lay = _LAYOUTS[dataflow](es, at, rows, cols, N, t, kb_max, nb_max, is_pitch(rows, es, target.bank_width))
-    split = 1 if dataflow == "is" else min(t.split, nb_max)
-    block_b, block_acc = b_slot // nb_max, t.tm * cols * 4   # bytes of one column block of a B slot, an ACC tile
-    bias_base = _up(2 * (a_slot + b_slot), 64)                # the epilogue's SPM: bias, then the scratch tile
-    scratch_base = bias_base + (_up(N * 4, 64) if ep.bias else 0)
+    bias_base = _up(2 * (a_slot + b_slot), 64)
+    return _Plan(M, N, K, dtype, target, t, ep, b_packed, lay, 1 if dataflow == "is" else min(t.split, nb_max),
+                 a_slot, b_slot, acc_slot, b_slot // nb_max, t.tm * cols * 4, bias_base,
+                 bias_base + (_up(N * 4, 64) if ep.bias else 0))
 
+
+def _walk(p: _Plan):
+    """:func:`tiled_gemm`'s steps in issue order (:class:`_Step`); A and B slots and ACC tiles are rings of 2."""
+    M, N, K, t, cols = p.M, p.N, p.K, p.t, p.target.cols
     steps = _steps(M, N, K, t)
-    prog: list = []
-    if ep.bias:   # the whole bias once, before anything else
-        prog.append(DmaCopy(queue=Queue.DMA_LD, shape=(N,), dst=View(Space.SPM, bias_base, at, (4,)),
-                            src=View(Space.DRAM, 0, at, (4,), "Bias"), signals=(SemOp("bias_ready"),)))
-    a_n = b_n = tiles = 0  # A slots, B slots and ACC tiles used so far (rings of 2)
-    pending: list = []     # a tile's epilogue and stores, issued after the next step (so a long epilogue waiting for
-    for s, (m0, n0, k0) in enumerate(steps):   # its tile does not fill the vector queue ahead of the next loads)
+    a_n = b_n = tiles = 0  # A slots, B slots and ACC tiles used so far
+    prev, last = None, len(steps) - 1
+    pieces: dict[tuple[int, bool], list] = {}   # (columns, split or not) -> pieces
+    for s, (m0, n0, k0) in enumerate(steps):
         tm, tn, tk = min(t.tm, M - m0), min(t.tn, N - n0), min(t.tk, K - k0)
-        prev, nxt = steps[s - 1] if s else None, steps[s + 1] if s + 1 < len(steps) else None
+        nxt = steps[s + 1] if s < last else None
         new_a, last_a = prev is None or prev[::2] != (m0, k0), nxt is None or nxt[::2] != (m0, k0)
         new_b, last_b = prev is None or prev[1:] != (n0, k0), nxt is None or nxt[1:] != (n0, k0)
-        first_k, last_k = k0 == 0, k0 + t.tk >= K
         a_n, b_n = a_n + new_a, b_n + new_b
-        a_base, b_base = ((a_n - 1) % 2) * a_slot, 2 * a_slot + ((b_n - 1) % 2) * b_slot
-        acc_base = (tiles % 2) * acc_slot
-        final = nxt is None
-        pieces = _pieces(tn, t, cols, split if new_b or final else 1)
-        if new_a:
-            prog.append(with_sync(DmaCopy(queue=Queue.DMA_LD, shape=(tm, tk),
-                                          dst=View(Space.SPM, a_base, dtype, (tk * es, es)),
-                                          src=View(Space.DRAM, (m0 * K + k0) * es, dtype, (K * es, es), "A")),
-                                  waits=("a_empty",), signals=("a_full",)))
-        for p, (j, w) in enumerate(pieces):
-            blk = j // cols
-            if new_b:
-                if b_packed:
-                    index = (n0 // t.tn) * -(-K // t.tk) + k0 // t.tk
-                    loads = _contiguous(Space.SPM, b_base + blk * block_b, "B", index * b_slot + blk * block_b,
-                                        b_slot if dataflow == "is" else -(-w // cols) * block_b, dtype)
-                else:
-                    loads = lay.b_loads(b_base + blk * block_b, k0, n0 + j, tk, w, dtype)
-                loads[0] = with_sync(loads[0], waits=("b_empty",) if p == 0 else ())
-                loads[-1] = with_sync(loads[-1], signals=("b_full",))
-                prog += loads
-            first, last = p == 0, p == len(pieces) - 1
-            if ep.residual and first_k and first:   # the tile's sum starts from the residual's tile
-                prog += synced(lay.residual_loads(acc_base, m0, n0, tm, tn), ("acc_empty",), ("res_full",))
-            mms = lay.matmuls(acc_base + blk * block_acc, a_base, b_base + blk * block_b, tm, tk, w, dtype,
-                              first_k and not ep.residual)
-            prog += synced(mms, (("a_full",) if new_a and first else ()) + (("b_full",) if new_b else ())
-                            + (("res_full" if ep.residual else "acc_empty",) if first_k and first else ()),
-                            (("a_empty",) if last_a and last else ()) + (("b_empty",) if last_b and last else ())
-                            + (("acc_full",) if last_k and (last or final) else ()))
+        last_k, split = k0 + t.tk >= K, new_b or nxt is None
+        cut = pieces.get((tn, split))
+        if cut is None:
+            cut = pieces[tn, split] = _pieces(tn, t, cols, p.split if split else 1)
+        yield _Step(m0, n0, k0, tm, tn, tk, new_a, last_a, new_b, last_b, k0 == 0, last_k, nxt is None,
+                    ((a_n - 1) % 2) * p.a_slot, 2 * p.a_slot + ((b_n - 1) % 2) * p.b_slot, (tiles % 2) * p.acc_slot,
+                    tiles, cut)
+        tiles += last_k
+        prev = (m0, n0, k0)
+
+
+def _bias_load(p: _Plan) -> DmaCopy:
+    """The whole bias, once, before anything else."""
+    at = ACC_TYPE[p.dtype]
+    return DmaCopy(queue=Queue.DMA_LD, shape=(p.N,), dst=View(Space.SPM, p.bias_base, at, (4,)),
+                   src=View(Space.DRAM, 0, at, (4,), "Bias"))
+
+
+def _a_load(p: _Plan, s: _Step) -> DmaCopy:
+    es, dtype = p.dtype.size, p.dtype
+    return DmaCopy(queue=Queue.DMA_LD, shape=(s.tm, s.tk), dst=View(Space.SPM, s.a_base, dtype, (s.tk * es, es)),
+                   src=View(Space.DRAM, (s.m0 * p.K + s.k0) * es, dtype, (p.K * es, es), "A"))
+
+
+def _b_loads(p: _Plan, s: _Step, j: int, w: int) -> list:
+    """The loads of columns ``[j, j + w)`` of the step's new B tile."""
+    blk = j // p.target.cols
+    if p.b_packed:
+        index = (s.n0 // p.t.tn) * -(-p.K // p.t.tk) + s.k0 // p.t.tk
+        return _contiguous(Space.SPM, s.b_base + blk * p.block_b, "B", index * p.b_slot + blk * p.block_b,
+                           p.b_slot if p.target.dataflow == "is" else -(-w // p.target.cols) * p.block_b, p.dtype)
+    return p.lay.b_loads(s.b_base + blk * p.block_b, s.k0, s.n0 + j, s.tk, w, p.dtype)
+
+
+def _matmuls(p: _Plan, s: _Step, j: int, w: int) -> list:
+    """The matrix work on columns ``[j, j + w)``; the first k tile zeroes the accumulators unless a residual is
+    loaded into them."""
+    blk = j // p.target.cols
+    return p.lay.matmuls(s.acc_base + blk * p.block_acc, s.a_base, s.b_base + blk * p.block_b, s.tm, s.tk, w,
+                         p.dtype, s.first_k and not p.ep.residual)
+
+
+def _drain(p: _Plan, s: _Step) -> list[tuple[list, list]]:
+    """(epilogue, stores) of each piece of the step's finished tile: the last step's pieces, else the whole tile."""
+    return [(p.lay.epilogue(p.ep, s.acc_base, p.bias_base, p.scratch_base, s.n0, j, w, s.tm) if p.ep.active else [],
+             p.lay.stores(s.acc_base + j // p.target.cols * p.block_acc, s.m0, s.n0 + j, s.tm, w))
+            for j, w in (s.pieces if s.final else [(0, s.tn)])]
+
+
+def _step_instrs(p: _Plan, s: _Step) -> tuple[list, list]:
+    """The step's loads and matrix work, and (its last k tile) the tile's epilogue and stores, with semaphores."""
+    ep, out = p.ep, []
+    if s.new_a:
+        out.append(with_sync(_a_load(p, s), waits=("a_empty",), signals=("a_full",)))
+    last_piece = len(s.pieces) - 1
+    for n, (j, w) in enumerate(s.pieces):
+        if s.new_b:
+            loads = _b_loads(p, s, j, w)
+            loads[0] = with_sync(loads[0], waits=("b_empty",) if n == 0 else ())
+            loads[-1] = with_sync(loads[-1], signals=("b_full",))
+            out += loads
+        first, last = n == 0, n == last_piece
+        if ep.residual and s.first_k and first:   # the tile's sum starts from the residual's tile
+            out += synced(p.lay.residual_loads(s.acc_base, s.m0, s.n0, s.tm, s.tn), ("acc_empty",), ("res_full",))
+        out += synced(_matmuls(p, s, j, w),
+                      (("a_full",) if s.new_a and first else ()) + (("b_full",) if s.new_b else ())
+                      + (("res_full" if ep.residual else "acc_empty",) if s.first_k and first else ()),
+                      (("a_empty",) if s.last_a and last else ()) + (("b_empty",) if s.last_b and last else ())
+                      + (("acc_full",) if s.last_k and (last or s.final) else ()))
+    drain: list = []
+    if s.last_k:
+        for k, (epi, stores) in enumerate(_drain(p, s)):
+            if ep.active:
+                drain += synced_epilogue(ep, epi, first=s.tile == 0 and k == 0)
+            stores[0] = with_sync(stores[0], waits=("out_full" if ep.active else "acc_full",))
+            drain += stores
+        drain[-1] = with_sync(drain[-1], signals=("acc_empty",))
+    return out, drain
+
+
+def tiled_gemm(M: int, N: int, K: int, dtype: DType, target: Target, tiling: GemmTiling | None = None,
+               b_packed: bool = False, epilogue: Epilogue = NO_EPILOGUE) -> Program:
+    """The program for ``C = A @ B`` on ``target`` (its array, SRAM sizes, dataflow, and SPM bank width, used to pad
+    layouts against bank conflicts); ``tiling`` defaults to :func:`choose_tiling`'s.
+
+    b_packed: region B holds :func:`pack_b`'s image (B pre-blocked offline, as weights are): every B load is one
+    contiguous copy instead of short strided runs.
+    epilogue: fused into each output tile (:class:`~compiler.epilogue.Epilogue`: divisor, bias from region Bias
+    (``N`` accumulator-type elements), activation; residual from region R, ``M x N`` like C); no requantization."""
+    ep = epilogue
+    p = _gemm_plan(M, N, K, dtype, target, tiling, b_packed, ep)
+    prog: list = [with_sync(_bias_load(p), signals=("bias_ready",))] if ep.bias else []
+    pending: list = []   # a tile's epilogue and stores, issued after the next step (so a long epilogue waiting for
+    for s in _walk(p):   # its tile does not fill the vector queue ahead of the next loads)
+        body, drain = _step_instrs(p, s)
+        prog += body
         prog += pending   # the previous tile's epilogue and stores, behind this step's loads and matrix work
         pending = []
-        if last_k:
-            drain = []
-            for j, w in pieces if final else [(0, tn)]:
-                if ep.active:
-                    drain += synced_epilogue(ep, lay.epilogue(ep, acc_base, bias_base, scratch_base, n0, j, w, tm),
-                                             first=tiles == 0 and j == 0)
-                stores = lay.stores(acc_base + j // cols * block_acc, m0, n0 + j, tm, w)
-                stores[0] = with_sync(stores[0], waits=("out_full" if ep.active else "acc_full",))
-                drain += stores
-            drain[-1] = with_sync(drain[-1], signals=("acc_empty",))
-            if ep.active and not final:
-                pending = drain
-            else:
-                prog += drain
-            tiles += 1
+        if ep.active and not s.final:
+            pending = drain
+        else:
+            prog += drain
     prog.append(Halt())
-    regions = (Region("A", 0, M * K * es), Region("B", 1, -(-N // t.tn) * -(-K // t.tk) * b_slot if b_packed
+    t, es = p.t, dtype.size
+    regions = (Region("A", 0, M * K * es), Region("B", 1, -(-N // t.tn) * -(-K // t.tk) * p.b_slot if b_packed
                                                   else K * N * es), Region("C", 2, M * N * 4))
     regions += (Region("Bias", 3, N * 4),) if ep.bias else ()
     regions += (Region("R", len(regions), M * N * 4),) if ep.residual else ()
@@ -324,6 +476,129 @@ def tiled_gemm(M: int, N: int, K: int, dtype: DType, target: Target, tiling: Gem
     sems += (SemDecl("bias_ready", 0),) if ep.bias else ()
     sems += (SemDecl("res_full", 0),) if ep.residual else ()
     return Program(config=target.config, regions=regions, sems=sems, instrs=tuple(prog))
+
+
+def gemm_estimate(M: int, N: int, K: int, dtype: DType, target: Target, tiling: GemmTiling | None = None,
+                  b_packed: bool = False, epilogue: Epilogue = NO_EPILOGUE, costs: dict | None = None,
+                  bound: int | None = None, groups: dict | None = None) -> int:
+    """:func:`isa.cost.program_estimate` of ``tiled_gemm(M, N, K, dtype, target, tiling, b_packed, epilogue)``
+    without building that program (cycles): the same sums of the same :func:`isa.cost.instr_cost` terms.
+
+    The steps are walked (:func:`_walk`) but not emitted: each step's instructions fall into groups (its A load, its
+    B loads, its residual loads, its matrix work, its tile's epilogue and stores) whose costs depend only on a few
+    numbers: the extents, the pieces, the slot bases modulo the SRAM bank width and the DRAM offsets modulo what
+    :func:`isa.cost.dram_window` reads (the page, or the burst). Each group of each distinct key is built once and
+    priced through :func:`isa.cost.instr_costs`; its per-queue busy cycles and bus window are added once per step
+    that has it. program_estimate's head is the first step's loads before its first matrix instruction (and the
+    bias), its tail the epilogues and stores after the last one: the last tile's and, with an epilogue, the one
+    before it (issued behind the last step's matrix work).
+
+    ``costs``: an :func:`isa.cost.instr_costs` memo to share with other estimates on the same target; ``groups``: a
+    memo of priced instruction groups to share with estimates of other tilings of the same GEMM (same ``M``, ``N``,
+    ``K``, ``dtype``, ``target``, ``b_packed`` and ``epilogue``; its keys hold the tile sizes). ``bound`` (a
+    search's best so far): the exact estimate when it is below ``bound``, else some value at least ``bound`` (the
+    walk stops once the head plus a queue's busy cycles or the bus reach it)."""
+    p = _gemm_plan(M, N, K, dtype, target, tiling, b_packed, epilogue)
+    arch, ep, es = target.arch, epilogue, dtype.size
+    costs = {} if costs is None else costs
+    bound = math.inf if bound is None else bound
+    dram = arch.dram.page_bytes if arch.dram.model == "rowbuffer" else arch.dma.burst_bytes
+    sbw, abw = arch.spm.bank_width, arch.acc.bank_width
+    groups = {} if groups is None else groups   # key -> busy cycles of dma.ld, dma.st, mxu, vpu and bus window
+    sizes = (p.t.tm, p.t.tn, p.t.tk)   # (what the layout's strides and slots depend on)
+
+    def price(key: tuple, build, *args) -> tuple[int, ...]:
+        key += sizes
+        sums = groups.get(key)
+        if sums is None:
+            instrs = build(p, *args)
+            sums = groups[key] = _sums(instrs, instr_costs(instrs, arch, costs))
+        return sums
+
+    # program_estimate's head: the bias and the first step's loads before its first matrix instruction
+    walk = _walk(p)
+    first = next(walk)
+    body = ([_bias_load(p)] if ep.bias else []) + _step_instrs(p, first)[0]
+    k0 = next(k for k, i in enumerate(body) if i.queue in (Queue.MXU, Queue.VPU))
+    head = sum(c.cycles for i, c in zip(body[:k0], instr_costs(body[:k0], arch, costs)) if i.queue is Queue.DMA_LD)
+    bound -= head
+    ld = st = mx = vp = bus = 0
+    if ep.bias:
+        ld, _, _, _, bus = _sums([_bias_load(p)], instr_costs([_bias_load(p)], arch, costs))
+    prev = drain = None
+    n_k, tk_max, b_slot = -(-K // p.t.tk), p.t.tk, p.b_slot
+    steps: dict[tuple, tuple] = {}   # a step's key -> (its sums, its tile's drain or None)
+    for s in itertools.chain((first,), walk):
+        b_off = ((s.n0 // p.t.tn) * n_k + s.k0 // tk_max) * b_slot if b_packed else (s.k0 * N + s.n0) * es
+        key = (s.tm, s.tn, s.tk, s.new_a, s.new_b, s.first_k, s.last_k, s.final, s.a_base % sbw, s.b_base % sbw,
+               s.acc_base % abw, s.n0 * 4 % sbw, (s.m0 * K + s.k0) * es % dram, b_off % dram,
+               (s.m0 * N + s.n0) * 4 % dram)
+        got = steps.get(key)
+        if got is None:
+            got = steps[key] = _step_sums(p, s, price, key)
+        sums, tile = got
+        ld, st, mx, vp, bus = ld + sums[0], st + sums[1], mx + sums[2], vp + sums[3], bus + sums[4]
+        prev = drain if ep.active else None   # the drain held back behind this step's matrix work (or None)
+        drain = tile
+        if max(ld, st, mx, vp, bus) >= bound:
+            return bound + head
+    # the tail: the epilogue and stores after the last step's matrix work (the tile before it too when its epilogue
+    # was held back)
+    tail = drain[1] + drain[3] + (prev[1] + prev[3] if prev is not None else 0)
+    return max(ld, st, mx, vp, bus) + head + tail
+
+
+def _step_sums(p: _Plan, s: _Step, price, key: tuple) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    """:func:`gemm_estimate`'s sums of one step (busy cycles of dma.ld, dma.st, mxu, vpu, bus window) and of its
+    tile's epilogue and stores (None unless its k tile is the last), from its instruction groups priced by ``price``
+    once per group key (``key``: the step's, from which each group takes what its costs read)."""
+    tm, tn, tk, _, _, first_k, _, final, a_at, b_at, acc_at, bias_at, a_off, b_off, c_off = key
+    split = p.split if s.new_b or final else 0   # (the pieces)
+    parts = [price(("mm", tm, tk, tn, split, first_k), _step_matmuls, s)]
+    if s.new_a:
+        parts.append(price(("a", tm, tk, a_at, a_off), _a_loads, s))
+    if s.new_b:
+        parts.append(price(("b", tn, tk, b_at, b_off, split), _step_b_loads, s))
+    if p.ep.residual and first_k:
+        parts.append(price(("r", tm, tn, acc_at, c_off), _residual_loads, s))
+    drain = price(("d", tm, tn, final and split, acc_at, bias_at, c_off), _drains, s) if s.last_k else None
+    if drain is not None:
+        parts.append(drain)
+    return tuple(map(sum, zip(*parts))), drain
+
+
+def _sums(instrs: list, costs: list[Cost]) -> tuple[int, int, int, int, int]:
+    """Busy cycles of dma.ld, dma.st, mxu and vpu and the DRAM bus window of ``instrs`` priced ``costs``."""
+    out = [0, 0, 0, 0, 0]
+    for i, c in zip(instrs, costs):
+        q = i.queue
+        if q in _QUEUE_INDEX:
+            out[_QUEUE_INDEX[q]] += c.cycles
+        out[4] += c.dram_window
+    return tuple(out)
+
+
+_QUEUE_INDEX = {Queue.DMA_LD: 0, Queue.DMA_ST: 1, Queue.MXU: 2, Queue.VPU: 3}
+
+
+def _a_loads(p: _Plan, s: _Step) -> list:
+    return [_a_load(p, s)]
+
+
+def _step_b_loads(p: _Plan, s: _Step) -> list:
+    return [c for j, w in s.pieces for c in _b_loads(p, s, j, w)]
+
+
+def _step_matmuls(p: _Plan, s: _Step) -> list:
+    return [m for j, w in s.pieces for m in _matmuls(p, s, j, w)]
+
+
+def _residual_loads(p: _Plan, s: _Step) -> list:
+    return p.lay.residual_loads(s.acc_base, s.m0, s.n0, s.tm, s.tn)
+
+
+def _drains(p: _Plan, s: _Step) -> list:
+    return [i for epi, stores in _drain(p, s) for i in epi + stores]
 
 
 @dataclass(frozen=True)
