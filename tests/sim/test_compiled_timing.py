@@ -1,0 +1,228 @@
+"""The compiled timing evaluation (npusim/compiled_timing.py) equals the SimPy Engine: every field of SimResult, and
+the same exception (type and message) where the Engine raises one."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from isa import DeadlockError, DType, NpuSimError, SimulationError
+from isa.arch import Arch, load_arch
+from isa.asm import parse_program
+from npusim import simulate
+from npusim.golden import golden_names, load
+from npusim.simulator import SimResult
+
+_SKIP = {"wall_seconds"}
+
+
+def outcome(program, arch: Arch, engine: str, **kw):
+    """The timing-only run's every SimResult field (arrays as lists), or the exception it raised (type, message)."""
+    try:
+        r = simulate(program, arch, timing_only=True, engine=engine, **kw)
+    except NpuSimError as e:
+        return type(e), str(e)
+    out = {}
+    for f in dataclasses.fields(SimResult):
+        if f.name not in _SKIP:
+            v = getattr(r, f.name)
+            out[f.name] = (v.dtype.str, v.tolist()) if isinstance(v, np.ndarray) else v
+    return out
+
+
+def same(program, arch: Arch, **kw):
+    """Assert both engines give the same outcome; return it."""
+    a, b = outcome(program, arch, "compiled", **kw), outcome(program, arch, "simpy", **kw)
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in b:
+            assert a[k] == b[k], f"{k} differs"
+    assert a == b
+    return b
+
+
+def _golden(name: str):
+    g = load(name)
+    return parse_program(g.program), load_arch(g.report["preset"])
+
+
+@pytest.mark.parametrize("name", golden_names())
+def test_goldens(name):
+    program, arch = _golden(name)
+    assert same(program, arch)["cycles"] == load(name).report["cycles"]
+
+
+CONTENDED = {   # overrides -> what must happen in at least one of the programs
+    "spm.ports=1": "sram_port", "acc.ports=1": "sram_port", "dma.channels=1": "dma_channel",
+    "queues.depth=1": "queue_full", "queues.depth=2": "queue_full"}
+
+
+@pytest.mark.parametrize("override", [*CONTENDED, "spm.ports=1,acc.ports=1,dma.channels=1,queues.depth=1"])
+def test_contention(override):
+    overrides = override.split(",")
+    seen = set()
+    for name in ("gemm512-edge16", "conv_transpose-edge16", "bert_layer-mid32", "resnet18-mid32"):
+        program, arch = _golden(name)
+        r = same(program, arch.with_overrides(overrides))
+        seen |= {c for _, _, _, c in r["resource_stalls"]} | {c for _, _, c, _ in r["dispatcher_gaps"]}
+        seen |= {c for u in r["units"] for c, v in u.stall.items() if v}
+    assert {CONTENDED[o] for o in overrides} <= seen
+
+
+def test_ideal_memory():
+    for name in ("gemm512-edge16", "bert_layer-mid32"):
+        program, arch = _golden(name)
+        assert same(program, arch, ideal_memory=True)["mode"] == "concurrent, ideal memory"
+
+
+def test_small_spm():
+    from compiler.gemm import tiled_gemm
+    from compiler.target import Target
+
+    arch = load_arch("edge16", ["spm.size=8192", "queues.depth=2"])
+    r = same(tiled_gemm(96, 80, 112, DType.I8, Target.of(arch)), arch)
+    assert any(u.stall["semaphore"] for u in r["units"])
+
+
+ZOO = ("resnet18", "resnet50", "mobilenet_v2", "bert_layer", "vit_block", "resnet18_int8", "bev_tiny")
+ZOO_FAST = ("bev_tiny", "bert_layer")
+
+
+@pytest.mark.parametrize("model,preset", [pytest.param(m, p, marks=() if m in ZOO_FAST else pytest.mark.slow)
+                                          for m in ZOO for p in ("edge16", "mid32", "dc128")])
+def test_zoo(model, preset):
+    from compiler.zoo import MODELS
+    from npusim.driver import run_model
+
+    arch = load_arch(preset)
+    compiled, result, _, _ = run_model(MODELS[model](), arch, timing_only=True)
+    assert same(compiled.program, arch)["cycles"] == result.cycles
+
+
+# hand-written programs -----------------------------------------------------------------------------------------
+HEAD = ".config rows=16 cols=16 spm=262144 acc=65536\n.region X r0 4096\n.region Y r1 4096\n"
+LOAD = "dma.ld shape[16,64] dst=spm:0x0<i8>{64,1} src=dram:X+0x0<i8>{256,1}"
+ADD = "vpu.add shape[16,64] dst=spm:0x1000<i8>{64,1} src0=spm:0x0<i8>{64,1} imm=3"
+STORE = "dma.st shape[8,128] dst=dram:Y+0x800<i8>{128,1} src=spm:0x1000<i8>{128,1}"
+
+
+def test_ping_pong():
+    body = "".join(f"{LOAD} wait(empty) signal(full)\n{ADD} wait(full) signal(done)\n{STORE} wait(done) "
+                   f"signal(empty)\n" for _ in range(20))
+    program = parse_program(HEAD + ".sem full 0\n.sem done 0\n.sem empty 1\n" + body + "barrier\n" + body + "halt\n")
+    r = same(program, Arch())
+    assert r["units"][0].stall["semaphore"] and any(c == "barrier" for _, _, c, _ in r["dispatcher_gaps"])
+
+
+def test_deadlock():
+    text = HEAD + ".sem a 0\n.sem b 0\n" + f"{LOAD}\nmxu.sync wait(b) signal(a)\nvpu.sync wait(a) signal(b)\nhalt\n"
+    kind, message = same(parse_program(text), Arch())
+    assert kind is DeadlockError and message.startswith("deadlock at cycle ")
+
+
+def test_max_cycles():
+    program = parse_program(HEAD + f"{LOAD}\n{ADD}\n{STORE}\nhalt\n")
+    cycles = same(program, Arch())["cycles"]
+    assert same(program, Arch(), max_cycles=cycles)["cycles"] == cycles
+    kind, message = same(program, Arch(), max_cycles=cycles - 1)
+    assert kind is SimulationError and message.startswith(f"the cycle cap of {cycles - 1} was reached")
+
+
+def test_semaphore_overflow():
+    # the producer's three signals land before the slow consumer's first wait: 300 > 255 at run time, never in
+    # program order (which verify bounds)
+    slow = "vpu.act.exp shape[64,64] dst=spm:0x4000<f32>{256,4} src=spm:0x2000<f16>{128,2}"
+    text = HEAD + ".sem s 0\n" + f"{slow}\n" + "dma.ld.sync signal(s*100)\nvpu.sync wait(s*100)\n" * 3 + "halt\n"
+    kind, message = same(parse_program(text), Arch())
+    assert kind is SimulationError and re.search(r"semaphore s reaches 300 > 255", message)
+
+
+def test_progress_once_at_the_end():
+    program, arch = _golden("gemm512-mid32")
+    calls = []
+    r = simulate(program, arch, timing_only=True, progress=lambda *a: calls.append(a))
+    n = int(np.count_nonzero(r.end >= 0))
+    assert calls == [(n, n, r.cycles)]
+
+
+def test_engine_choice():
+    program, arch = _golden("conv3x3-mid32")
+    with pytest.raises(SimulationError, match="engine must be one of auto, simpy, compiled, not 'numba'"):
+        simulate(program, arch, timing_only=True, engine="numba")
+    with pytest.raises(SimulationError, match="the compiled engine evaluates timing only"):
+        simulate(program, arch, engine="compiled")
+
+
+# random synchronised programs ----------------------------------------------------------------------------------
+BODIES = {   # queue -> instructions without semaphore operations (operands in X, Y, SPM, ACC)
+    "dma.ld": [LOAD, "dma.ld shape[32,48] dst=spm:0x0<i8>{48,1} src=dram:X+0x0<i8>{112,1}", "dma.ld.sync"],
+    "dma.st": [STORE, "dma.st.fill shape[32] dst=dram:Y+0x100<i32>{4} value=-7", "dma.st.sync"],
+    "mxu": ["mxu.mm.z shape[2,3] m=32 k=16 n=16 acc=acc:0x0<i32>{2048,0} acc.row=64 a=spm:0x0<i8>{0,16} a.row=48 "
+            "b=spm:0xc00<i8>{768,256}", "mxu.sync"],
+    "vpu": [ADD, "vpu.act.exp shape[16,64] dst=spm:0x4000<f32>{256,4} src=spm:0x2000<f16>{128,2}", "vpu.sync"],
+    "host": ["host.call fn=post rd=1024 wr=64 ops=4096", "host.sync"],
+}
+
+
+@st.composite
+def synced_programs(draw):
+    """A program of random unit instructions and barriers, with semaphores whose waits and signals balance (it may
+    deadlock or overflow at run time), and an Arch with few ports, channels and queue slots."""
+    queues = list(BODIES)
+    lines = [[q, draw(st.sampled_from(BODIES[q])), [], []] for q in draw(st.lists(st.sampled_from(queues), min_size=1,
+                                                                                  max_size=30))]
+    for _ in range(draw(st.integers(0, 3))):
+        lines.insert(draw(st.integers(0, len(lines))), ["ctrl", "barrier", [], []])
+    sems = []
+    for s in range(draw(st.integers(0, 4))):
+        name = f"s{s}"
+        p, c = draw(st.lists(st.sampled_from(queues), min_size=2, max_size=2, unique=True))
+        sems.append(f".sem {name} {draw(st.integers(0, 2))}\n")
+        for _ in range(draw(st.integers(1, 4))):
+            n = draw(st.sampled_from((1, 1, 2, 3, 100)))
+            for q, role in ((p, 3), (c, 2)):
+                k = draw(st.integers(0, len(lines)))
+                cands = [i for i, line in enumerate(lines) if line[0] == q and len(line[2]) + len(line[3]) < 4
+                         and name not in [o for o, _ in line[role]]]
+                if cands and draw(st.booleans()):
+                    lines[draw(st.sampled_from(cands))][role].append((name, n))
+                else:
+                    lines.insert(k, [q, f"{q}.sync", [], []])
+                    lines[k][role].append((name, n))
+
+    def ops(kind, items):
+        return f" {kind}(" + ", ".join(f"{o}*{n}" for o, n in items) + ")" if items else ""
+
+    text = HEAD + "".join(sems) + "".join(f"{b}{ops('wait', w)}{ops('signal', s)}\n" for _, b, w, s in lines)
+    overrides = [f"spm.ports={draw(st.integers(1, 2))}", f"acc.ports={draw(st.integers(1, 2))}",
+                 f"dma.channels={draw(st.integers(1, 2))}", f"queues.depth={draw(st.sampled_from((1, 2, 8)))}"]
+    max_cycles = draw(st.integers(0, 3000)) if draw(st.integers(0, 3)) == 0 else None
+    return text + "halt\n", load_arch("edge16", overrides), max_cycles
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(synced_programs())
+def test_random_synced_programs(case):
+    text, arch, max_cycles = case
+    try:
+        program = parse_program(text)
+    except NpuSimError:
+        return
+    same(program, arch, max_cycles=max_cycles)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_fuzz_asm_cases(data):
+    from tests.fuzz.cases import asm_cases
+
+    case = data.draw(asm_cases())
+    try:
+        program = parse_program(case.data.decode("utf-8"))
+    except (NpuSimError, UnicodeDecodeError):
+        return
+    same(program, Arch())
