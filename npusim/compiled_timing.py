@@ -16,13 +16,13 @@ semaphore overflow): the caller then runs the SimPy Engine, whose exception is t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from operator import attrgetter
 
 import numpy as np
 from numba import njit
 
-from isa import UNIT_QUEUES, Halt, Program, Queue
+from isa import UNIT_QUEUES, Program, Queue
 from isa.arch import Arch
+from isa.columns import Columns, columns
 from isa.cost import Cost
 from isa.program import SEM_MAX
 
@@ -397,42 +397,34 @@ class CompiledRun:
     totals: dict[str, int] = field(default_factory=dict)
 
 
-_QUEUE = attrgetter("queue")
 _F = {f: k for k, f in enumerate(Cost._fields)}
 
 
-def _csr(program: Program, instrs, ops: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per pc, its semaphore operations ``ops`` ("waits" or "signals") as (pointer, semaphore index, count)."""
-    idx = program.sem_index
-    n = len(instrs)
-    ptr = np.zeros(n + 1, np.int64)
-    sem, cnt = [], []
-    for pc, o in enumerate(map(attrgetter(ops), instrs)):
-        if o:
-            ptr[pc + 1] = len(o)
-            for op in o:
-                sem.append(idx[op.name])
-                cnt.append(op.count)
-    np.cumsum(ptr, out=ptr)
-    return ptr, np.array(sem, np.int64), np.array(cnt, np.int64)
+def _columns(costs: list[Cost]) -> np.ndarray:
+    """``np.array(costs)`` (n x Cost fields, int64), converting each distinct Cost object once: instr_costs shares
+    one object among the instructions of one shape."""
+    n = len(costs)
+    if not n:
+        return np.zeros((0, len(Cost._fields)), np.int64)
+    _, first, inverse = np.unique(np.fromiter(map(id, costs), np.uint64, n), return_index=True, return_inverse=True)
+    return np.array([costs[k] for k in first.tolist()], np.int64)[inverse.reshape(-1)]
 
 
-def run_compiled(program: Program, arch: Arch, costs: list[Cost], max_cycles: int | None = None) -> CompiledRun:
+def run_compiled(program: Program, arch: Arch, costs: list[Cost], max_cycles: int | None = None,
+                 cols: Columns | None = None) -> CompiledRun:
     """Evaluate the Engine's timing of ``program`` with static ``costs`` (cycles, bytes) on ``arch``; ``max_cycles``
-    as Engine.run's (already checked)."""
-    instrs = program.instrs
-    n = len(instrs)
-    queue = np.fromiter(map(_QUEUE, instrs), np.int64, n)
-    is_halt = np.fromiter(map(Halt.__instancecheck__, instrs), np.bool_, n)
-    qid = np.where(queue == int(Queue.CTRL), -1, queue)
-    col = np.array(costs, np.int64).reshape(n, len(Cost._fields))
+    as Engine.run's (already checked); ``cols``: the program's :func:`isa.columns.columns` if the caller has them."""
+    cols = columns(program) if cols is None else cols
+    qid = np.where(cols.queue == int(Queue.CTRL), -1, cols.queue)
+    col = _columns(costs)
     held = (((qid == 0) | (qid == 1)) * 1 + (col[:, _F["spm_bytes"]] > 0) * 2 + (col[:, _F["acc_bytes"]] > 0) * 4)
     held = np.where(qid < 0, 0, held).astype(np.int64)   # (control never reaches a unit)
     init = np.array([s.init for s in program.sems], np.int64)
     ports = np.array([arch.dma.channels, arch.spm.ports, arch.acc.ports], np.int64)
+    w, s = cols.waits, cols.signals
     status, dispatch, issue, start, end, stall, rs, gaps, retired = _run(
-        qid, is_halt, *(np.ascontiguousarray(col[:, _F[f]]) for f in ("cycles", "setup", "dram_window")), held,
-        *_csr(program, instrs, "waits"), *_csr(program, instrs, "signals"), init, arch.queues.depth, ports,
+        qid, cols.halt, *(np.ascontiguousarray(col[:, _F[f]]) for f in ("cycles", "setup", "dram_window")), held,
+        w.ptr, w.sem, w.count, s.ptr, s.sem, s.count, init, arch.queues.depth, ports,
         -1 if max_cycles is None else int(max_cycles), len(UNIT_QUEUES), SEM_MAX)
     if status != OK:
         return CompiledRun(status)

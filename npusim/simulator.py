@@ -21,6 +21,7 @@ from isa import (
     VerifyError,
 )
 from isa.arch import Arch
+from isa.columns import columns
 from isa.cost import FREE, Cost, instr_costs
 from isa.verify import verify, where
 
@@ -110,7 +111,8 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
               limits, engine) -> SimResult:
     check_max_cycles(max_cycles)
     inputs = for_program(program, inputs)
-    report = verify(program)
+    cols = columns(program)
+    report = verify(program, cols)
     check_fits(program, arch)
     if limits is not None:
         n = len(program.instrs)
@@ -141,7 +143,7 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
     extra = {}
     run = None
     if not serial and timing_only and engine != "simpy":
-        run = run_compiled(program, arch, costs, max_cycles)
+        run = run_compiled(program, arch, costs, max_cycles, cols)
         if run.status != OK:   # the Engine decides (and raises the error the user gets)
             run = None
         elif progress is not None:
