@@ -84,19 +84,17 @@ def simulate(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | np
     the end (concurrent runs only). limits: the instructions, element operations and memory the run may need
     (:class:`npusim.limits.Limits`, estimated before it starts; None: no limits).
     engine: which evaluation of the concurrent timing model runs: "simpy" the SimPy Engine (npusim/engine.py, the
-    reference), "compiled" its numba evaluation (npusim/compiled_timing.py, tested equal to it; timing only),
-    "auto" (default) compiled when timing only, else SimPy. Whatever the compiled run cannot finish alone (a
-    deadlock, the max_cycles cap, a semaphore overflow) is run again by the Engine, which raises the exact error;
-    with it, ``progress`` is called once, at the end.
+    reference), "compiled" or "auto" (default) its numba evaluation (npusim/compiled_timing.py, tested equal to it),
+    which then applies the kernels in the order the instructions retired (values never change timing). Whatever
+    the compiled run cannot finish alone (a deadlock, the max_cycles cap, a semaphore overflow) is run again by the
+    Engine, which raises the exact error. With it, ``progress`` is called once at the end of a timing-only run, and
+    as the kernels are applied with values.
     Raises VerifyError, InputError, LimitError, SimulationError or DeadlockError (all NpuSimError) with a message
     saying what and where.
     """
     t0 = time.perf_counter()
     if engine not in ENGINES:
         raise SimulationError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
-    if engine == "compiled" and not timing_only:
-        raise SimulationError("the compiled engine evaluates timing only: pass timing_only=True, or engine='auto' "
-                              "or 'simpy' for values")
     gc_was_enabled = gc.isenabled()
     gc.disable()  # the run allocates many short-lived acyclic objects; collecting them mid-run only costs time
     try:
@@ -142,12 +140,14 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
     warnings = list(report.warnings)
     extra = {}
     run = None
-    if not serial and timing_only and engine != "simpy":
+    if not serial and engine != "simpy":
         run = run_compiled(program, arch, costs, max_cycles, cols)
         if run.status != OK:   # the Engine decides (and raises the error the user gets)
             run = None
+        elif execute is not None:
+            _apply_in_retire_order(program, run, execute, progress)
         elif progress is not None:
-            total = sum(u.instructions for u in run.units)
+            total = len(run.retired)
             progress(total, total, run.cycles)
     if run is not None:
         cycles, units, times = run.cycles, run.units, (run.dispatch, run.issue, run.start, run.end)
@@ -171,6 +171,18 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
         spm_bytes=totals["spm_bytes"], acc_bytes=totals["acc_bytes"],
         macs=totals["macs"], warnings=warnings, wall_seconds=time.perf_counter() - t0, outputs=outputs,
         costs=costs, **extra)
+
+
+def _apply_in_retire_order(program: Program, run, execute, progress) -> None:
+    """``execute`` each instruction in the order the compiled run retired them (the Engine's order of execute
+    calls), with ``progress(retired, total, cycle)`` about every total / 200 instructions and at the end."""
+    instrs, order = program.instrs, run.retired.tolist()
+    total = len(order)
+    step = max(1, total // 200)
+    for k, pc in enumerate(order, 1):
+        execute(pc, instrs[pc])
+        if progress is not None and (k % step == 0 or k == total):
+            progress(k, total, int(run.end[pc]) if k < total else run.cycles)
 
 
 def _run_serial(program: Program, costs, execute, max_cycles: int | None = None):

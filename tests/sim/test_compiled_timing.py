@@ -151,8 +151,73 @@ def test_engine_choice():
     program, arch = _golden("conv3x3-mid32")
     with pytest.raises(SimulationError, match="engine must be one of auto, simpy, compiled, not 'numba'"):
         simulate(program, arch, timing_only=True, engine="numba")
-    with pytest.raises(SimulationError, match="the compiled engine evaluates timing only"):
-        simulate(program, arch, engine="compiled")
+
+
+# values: the kernels applied in the compiled run's retire order ------------------------------------------------
+def values(program, arch, engine, inputs=None, **kw):
+    """A values run's outcome: every field (as ``outcome``) and each DRAM region's bytes, or its exception."""
+    try:
+        r = simulate(program, arch, inputs, engine=engine, **kw)
+    except NpuSimError as e:
+        return type(e), str(e)
+    out = {f.name: getattr(r, f.name) for f in dataclasses.fields(SimResult) if f.name not in _SKIP | {"outputs"}}
+    out.update({k: v.tolist() for k in ("dispatch", "issue", "start", "end") for v in [out[k]]})
+    return out | {"outputs": {k: v.tobytes() for k, v in r.outputs.items()}}
+
+
+def same_values(program, arch, inputs=None, **kw):
+    a, b = values(program, arch, "compiled", inputs, **kw), values(program, arch, "simpy", inputs, **kw)
+    assert a == b
+    return b
+
+
+def _host_post(dram):   # (MIX's host.call: reads X, writes Y, so its place in the retire order shows)
+    dram["Y"][:64] = dram["X"][:64] + dram["Y"][64:128]
+
+
+def test_values_seed_programs():
+    from tests.fuzz.fixtures import gemm_inputs, seed_programs
+
+    rng = np.random.default_rng(0)
+    for text in seed_programs():
+        program = parse_program(text)
+        inputs = {r.name: rng.integers(0, 256, r.size, dtype=np.uint8) for r in program.regions}
+        r = same_values(program, Arch(), inputs, host_functions={"post": _host_post})
+        assert isinstance(r, dict) or r[0] is DeadlockError
+    r = same_values(parse_program(open("examples/gemm_int8.s").read()), Arch(), gemm_inputs())
+    assert np.array_equal(np.frombuffer(r["outputs"]["C"], np.int32)[:np.load("examples/gemm_int8.expected.npy").size],
+                          np.load("examples/gemm_int8.expected.npy").ravel())
+
+
+def test_values_kernel_error_is_the_engines():
+    """A host function's refusal is raised at the same instruction with the same message."""
+    program = parse_program(HEAD + ".sem s 0\n" + f"{LOAD}\nhost.call fn=f rd=64 wr=64 ops=1 signal(s)\n"
+                            f"{ADD} wait(s)\nhalt\n")
+
+    def shrink(dram):
+        dram["X"] = dram["X"][:8]
+
+    kind, message = same_values(program, Arch(), host_functions={"f": shrink})
+    assert kind is SimulationError and message.startswith("pc 1 `host.call fn=f")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(synced_programs(), st.integers(0, 2**32 - 1))
+def test_values_random_synced_programs(case, seed):
+    text, arch, max_cycles = case
+    program = parse_program(text)
+    rng = np.random.default_rng(seed)
+    inputs = {r.name: rng.integers(0, 256, r.size, dtype=np.uint8) for r in program.regions}
+    same_values(program, arch, inputs, max_cycles=max_cycles, host_functions={"post": _host_post})
+
+
+def test_values_progress():
+    program, arch = _golden("gemm512-mid32")
+    calls = []
+    r = simulate(program, arch, progress=lambda *a: calls.append(a))
+    n = int(np.count_nonzero(r.end >= 0))
+    assert calls[-1] == (n, n, r.cycles) and len(calls) >= 10
+    assert [k for k, _, _ in calls] == sorted(k for k, _, _ in calls)
 
 
 # random synchronised programs ----------------------------------------------------------------------------------
