@@ -2,13 +2,12 @@
 
     python bench/sim_speed.py [--size 416] [--arch edge16] [--before DIR]
 
-Runs a tiled int8 GEMM split into 16x16x16 tiles (about 3 instructions per tile step, so --size 416 gives
-~53,000 instructions) and prints a table. Goal (issue 15): >= 100,000 instructions/s timing-only on 2 cores. Both
-modes run the compiled evaluation of the timing model by default (``engine="auto"``; with values, the kernels are
-applied afterwards in its retire order); the "SimPy engine" rows force the SimPy Engine it is tested equal to
-(``engine="simpy"``). Seconds
-are CPU seconds of this process (``time.process_time``: the machine is shared), and the same run measures a bare SimPy
-loop (one timeout event per instruction, four processes: the ceiling of any SimPy model with one event per
+Runs a tiled int8 GEMM split into 16x16x16 tiles (about 3 instructions per tile step, so --size 416 gives ~53,000
+instructions) and prints a table. Goal (issue 15): >= 100,000 instructions/s timing-only on 2 cores. Both modes run the
+compiled evaluation of the timing model by default (``engine="auto"``; with values, the kernels are applied afterwards
+in its retire order); the "SimPy engine" rows force the SimPy Engine it is tested equal to (``engine="simpy"``).
+Seconds are CPU seconds of this process (``time.process_time``: the machine is shared), and the same run measures a
+bare SimPy loop (one timeout event per instruction, four processes: the ceiling of any SimPy model with one event per
 instruction) so the ratio to it can be compared across machines. ``--before DIR`` measures another checkout of npusim
 (``git archive REV | tar -x -C DIR``) in a child process of the same run, for a before/after table.
 """
