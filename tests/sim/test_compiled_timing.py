@@ -139,6 +139,13 @@ def test_semaphore_overflow():
     assert kind is SimulationError and re.search(r"semaphore s reaches 300 > 255", message)
 
 
+@pytest.mark.parametrize("body", ["", "halt\n", "barrier\nhalt\n", f"{LOAD}\nbarrier\nbarrier\n{STORE}\n",
+                                  f"{LOAD}\n{LOAD}\n{LOAD}\nhalt\n"])
+def test_degenerate_programs(body):
+    r = same(parse_program(HEAD + body), Arch().with_overrides(["queues.depth=1"]))
+    assert r["cycles"] == max([0, *r["end"][1]])
+
+
 def test_progress_once_at_the_end():
     program, arch = _golden("gemm512-mid32")
     calls = []
