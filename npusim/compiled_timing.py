@@ -29,7 +29,6 @@ from isa.program import SEM_MAX
 from .stats import UNIT_NAMES, UnitStats
 
 OK, DEADLOCK, CYCLE_CAP, SEM_OVERFLOW, FULL = range(5)
-STATUS = ("ok", "deadlock", "cycle cap", "semaphore overflow", "event or gap list full")
 DYNAMIC_CAUSES = ("semaphore", "queue_full", "barrier", "dma_channel", "sram_port", "dram_bandwidth")
 _SEM, _QFULL, _BARRIER, _CHANNEL, _PORT, _DRAM = range(6)
 
@@ -400,7 +399,7 @@ class CompiledRun:
 _F = {f: k for k, f in enumerate(Cost._fields)}
 
 
-def _columns(costs: list[Cost]) -> np.ndarray:
+def _cost_table(costs: list[Cost]) -> np.ndarray:
     """``np.array(costs)`` (n x Cost fields, int64), converting each distinct Cost object once: instr_costs shares
     one object among the instructions of one shape."""
     n = len(costs)
@@ -416,7 +415,7 @@ def run_compiled(program: Program, arch: Arch, costs: list[Cost], max_cycles: in
     as Engine.run's (already checked); ``cols``: the program's :func:`isa.columns.columns` if the caller has them."""
     cols = columns(program) if cols is None else cols
     qid = np.where(cols.queue == int(Queue.CTRL), -1, cols.queue)
-    col = _columns(costs)
+    col = _cost_table(costs)
     held = (((qid == 0) | (qid == 1)) * 1 + (col[:, _F["spm_bytes"]] > 0) * 2 + (col[:, _F["acc_bytes"]] > 0) * 4)
     held = np.where(qid < 0, 0, held).astype(np.int64)   # (control never reaches a unit)
     init = np.array([s.init for s in program.sems], np.int64)
