@@ -89,21 +89,6 @@ def test_small_spm():
     assert any(u.stall["semaphore"] for u in r["units"])
 
 
-ZOO = ("resnet18", "resnet50", "mobilenet_v2", "bert_layer", "vit_block", "resnet18_int8", "bev_tiny")
-ZOO_FAST = ("bev_tiny", "bert_layer")
-
-
-@pytest.mark.parametrize("model,preset", [pytest.param(m, p, marks=() if m in ZOO_FAST else pytest.mark.slow)
-                                          for m in ZOO for p in ("edge16", "mid32", "dc128")])
-def test_zoo(model, preset):
-    from compiler.zoo import MODELS
-    from npusim.driver import run_model
-
-    arch = load_arch(preset)
-    compiled, result, _, _ = run_model(MODELS[model](), arch, timing_only=True)
-    assert same(compiled.program, arch)["cycles"] == result.cycles
-
-
 # hand-written programs -----------------------------------------------------------------------------------------
 
 
