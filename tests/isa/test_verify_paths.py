@@ -71,3 +71,24 @@ def test_errors_are_the_scans(tail, message):
     assert _passes(program, columns(program)) is None
     with pytest.raises(VerifyError, match=message):
         verify(program)
+
+
+def test_verify_takes_the_arrays_when_given_columns(monkeypatch):
+    """With its columns, a long passing program is proved by the arrays alone (the scan is not run) and reports
+    what the scan reports; without them, or short, it is scanned."""
+    from compiler.gemm import GemmTiling, tiled_gemm
+    from compiler.target import Target
+    from isa import DType
+    from isa import verify as verify_module
+    from isa.arch import Arch
+
+    program = tiled_gemm(128, 128, 128, DType.I8, Target.of(Arch()), GemmTiling(tm=16, tn=16, tk=16))
+    assert len(program.instrs) >= verify_module.ARRAYS_FROM
+    slow = _scan(program)
+    scanned = []
+    monkeypatch.setattr(verify_module, "_scan", lambda p: scanned.append(p) or slow)
+    fast = verify(program, columns(program))
+    assert not scanned and (fast.warnings, fast.producer, fast.consumer) == (slow.warnings, slow.producer,
+                                                                              slow.consumer)
+    verify(program)
+    assert scanned == [program]
