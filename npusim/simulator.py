@@ -21,14 +21,18 @@ from isa import (
     VerifyError,
 )
 from isa.arch import Arch
-from isa.cost import FREE, instr_costs
+from isa.columns import columns
+from isa.cost import FREE, Cost, instr_costs
 from isa.verify import verify, where
 
+from .compiled_timing import OK, run_compiled
 from .engine import Engine, check_max_cycles
 from .inputs import for_program
 from .limits import LIMITS, Limits, check_cycles, program_work
 from .memory import DeviceMemory
 from .stats import UNIT_NAMES, SimResult, UnitStats
+
+ENGINES = ("auto", "simpy", "compiled")
 
 
 def check_fits(program: Program, arch: Arch) -> None:
@@ -64,7 +68,8 @@ def load_inputs(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] |
 def simulate(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | np.ndarray | None = None, *,
              timing_only: bool = False, serial: bool = False, ideal_memory: bool = False,
              max_cycles: int | None = None, host_functions: Mapping[str, Callable] | None = None,
-             progress: Callable[[int, int, int], None] | None = None, limits: Limits | None = LIMITS) -> SimResult:
+             progress: Callable[[int, int, int], None] | None = None, limits: Limits | None = LIMITS,
+             engine: str = "auto") -> SimResult:
     """Verify and run ``program`` on ``arch``; DRAM regions are initialised from ``inputs`` (region name -> array of
     numbers no larger than the region; one bare array for a program with one region), checked first even when
     timing only.
@@ -78,25 +83,34 @@ def simulate(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | np
     progress: ``progress(retired, total, cycle)`` is called about every total / 200 retired instructions and at
     the end (concurrent runs only). limits: the instructions, element operations and memory the run may need
     (:class:`npusim.limits.Limits`, estimated before it starts; None: no limits).
+    engine: which evaluation of the concurrent timing model runs: "simpy" the SimPy Engine (npusim/engine.py, the
+    reference), "compiled" or "auto" (default) its numba evaluation (npusim/compiled_timing.py, tested equal to it),
+    which then applies the kernels in the order the instructions retired (values never change timing). Whatever
+    the compiled run cannot finish alone (a deadlock, the max_cycles cap, a semaphore overflow) is run again by the
+    Engine, which raises the exact error. With it, ``progress`` is called once at the end of a timing-only run, and
+    as the kernels are applied with values.
     Raises VerifyError, InputError, LimitError, SimulationError or DeadlockError (all NpuSimError) with a message
     saying what and where.
     """
     t0 = time.perf_counter()
+    if engine not in ENGINES:
+        raise SimulationError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     gc_was_enabled = gc.isenabled()
     gc.disable()  # the run allocates many short-lived acyclic objects; collecting them mid-run only costs time
     try:
         return _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycles, host_functions or {},
-                         progress, t0, limits)
+                         progress, t0, limits, engine)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
 def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycles, host, progress, t0,
-              limits) -> SimResult:
+              limits, engine) -> SimResult:
     check_max_cycles(max_cycles)
     inputs = for_program(program, inputs)
-    report = verify(program)
+    cols = columns(program)
+    report = verify(program, cols)
     check_fits(program, arch)
     if limits is not None:
         n = len(program.instrs)
@@ -123,25 +137,52 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
             except SimulationError as e:
                 raise SimulationError(f"{where(pc, ins)}: {e}") from None
 
-    if serial:
-        cycles, units, times = _run_serial(program, costs, execute, max_cycles)
-        warnings = list(report.warnings)
-        extra = {}
+    warnings = list(report.warnings)
+    extra = {}
+    run = None
+    if not serial and engine != "simpy":
+        run = run_compiled(program, arch, costs, max_cycles, cols)
+        if run.status != OK:   # the Engine decides (and raises the error the user gets)
+            run = None
+        elif execute is not None:
+            _apply_in_retire_order(program, run, execute, progress)
+        elif progress is not None:
+            total = len(run.retired)
+            progress(total, total, run.cycles)
+    if run is not None:
+        cycles, units, times = run.cycles, run.units, (run.dispatch, run.issue, run.start, run.end)
+        extra = {"resource_stalls": run.resource_stalls, "dispatcher_gaps": run.gaps}
+        totals = run.totals
     else:
-        engine = Engine(program, arch, execute, costs, progress)
-        cycles = engine.run(max_cycles)
-        units, times = engine.stats, (engine.dispatch, engine.issue, engine.start, engine.end)
-        warnings = list(report.warnings)
-        extra = {"resource_stalls": engine.resource_stalls, "dispatcher_gaps": engine.gaps}
+        if serial:
+            cycles, units, times = _run_serial(program, costs, execute, max_cycles)
+        else:
+            sim = Engine(program, arch, execute, costs, progress)
+            cycles = sim.run(max_cycles)
+            units, times = sim.stats, (sim.dispatch, sim.issue, sim.start, sim.end)
+            extra = {"resource_stalls": sim.resource_stalls, "dispatcher_gaps": sim.gaps}
+        totals = {f: sum(c) for f, c in zip(Cost._fields, zip(*costs))} if costs else dict.fromkeys(Cost._fields, 0)
     outputs = dict(mem.dram) if mem is not None else {}   # the run's own buffers: no second copy of DRAM
     mode = ("serial" if serial else "concurrent") + (", ideal memory" if ideal_memory else "")
     return SimResult(
         program=program, arch=arch, mode=mode, cycles=cycles, units=units,
         dispatch=times[0], issue=times[1], start=times[2], end=times[3],
-        dram_bytes_read=sum(c.dram_read for c in costs), dram_bytes_written=sum(c.dram_write for c in costs),
-        spm_bytes=sum(c.spm_bytes for c in costs), acc_bytes=sum(c.acc_bytes for c in costs),
-        macs=sum(c.macs for c in costs), warnings=warnings, wall_seconds=time.perf_counter() - t0, outputs=outputs,
+        dram_bytes_read=totals["dram_read"], dram_bytes_written=totals["dram_write"],
+        spm_bytes=totals["spm_bytes"], acc_bytes=totals["acc_bytes"],
+        macs=totals["macs"], warnings=warnings, wall_seconds=time.perf_counter() - t0, outputs=outputs,
         costs=costs, **extra)
+
+
+def _apply_in_retire_order(program: Program, run, execute, progress) -> None:
+    """``execute`` each instruction in the order the compiled run retired them (the Engine's order of execute
+    calls), with ``progress(retired, total, cycle)`` about every total / 200 instructions and at the end."""
+    instrs, order = program.instrs, run.retired.tolist()
+    total = len(order)
+    step = max(1, total // 200)
+    for k, pc in enumerate(order, 1):
+        execute(pc, instrs[pc])
+        if progress is not None and (k % step == 0 or k == total):
+            progress(k, total, int(run.end[pc]) if k < total else run.cycles)
 
 
 def _run_serial(program: Program, costs, execute, max_cycles: int | None = None):

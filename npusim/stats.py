@@ -47,14 +47,17 @@ class UnitStats:
         """``add_static`` of each of ``costs``, summed field by field."""
         if not costs:
             return
-        col = dict(zip(Cost._fields, zip(*costs)))
-        conflict, latency = sum(col["conflict"]), sum(col["dram_latency"])
-        self.busy += sum(col["cycles"]) - conflict - latency
+        self.add_totals({f: sum(c) for f, c in zip(Cost._fields, zip(*costs))}, len(costs))
+
+    def add_totals(self, total: dict[str, int], count: int) -> None:
+        """``add_statics`` of ``count`` instructions whose Cost fields sum to ``total`` (field name -> sum)."""
+        conflict, latency = total["conflict"], total["dram_latency"]
+        self.busy += total["cycles"] - conflict - latency
         self.stall["bank_conflict"] += conflict
         self.stall["dram_latency"] += latency
-        self.row_hits += sum(col["row_hits"])
-        self.row_misses += sum(col["row_misses"])
-        self.instructions += len(costs)
+        self.row_hits += total["row_hits"]
+        self.row_misses += total["row_misses"]
+        self.instructions += count
 
     def to_dict(self, total: int) -> dict[str, Any]:
         return {"instructions": self.instructions, "busy_cycles": self.busy, "idle_cycles": self.idle,

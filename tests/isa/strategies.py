@@ -41,6 +41,7 @@ from isa import (
     VecUnary,
     View,
 )
+from isa.arch import load_arch
 from isa.instructions import (
     FLOAT_ONLY_ACTS,
     FLOAT_ONLY_BINOPS,
@@ -362,3 +363,53 @@ def runnable_programs(draw, max_instrs: int = 10, ordered_waits: bool = True) ->
     regions = tuple(Region(name, i, SMALL) for i, name in enumerate(("D", "SPM_OUT", "ACC_OUT")))
     return Program(SMALL_CONFIG, regions, tuple(d for d, _, _ in sems), tuple(instrs))
 
+
+# synchronised programs as assembly text (the simulator's timing tests) ----------------------------------------
+HEAD = ".config rows=16 cols=16 spm=262144 acc=65536\n.region X r0 4096\n.region Y r1 4096\n"
+LOAD = "dma.ld shape[16,64] dst=spm:0x0<i8>{64,1} src=dram:X+0x0<i8>{256,1}"
+ADD = "vpu.add shape[16,64] dst=spm:0x1000<i8>{64,1} src0=spm:0x0<i8>{64,1} imm=3"
+STORE = "dma.st shape[8,128] dst=dram:Y+0x800<i8>{128,1} src=spm:0x1000<i8>{128,1}"
+BODIES = {   # queue -> instructions without semaphore operations (operands in X, Y, SPM, ACC)
+    "dma.ld": [LOAD, "dma.ld shape[32,48] dst=spm:0x0<i8>{48,1} src=dram:X+0x0<i8>{112,1}", "dma.ld.sync"],
+    "dma.st": [STORE, "dma.st.fill shape[32] dst=dram:Y+0x100<i32>{4} value=-7", "dma.st.sync"],
+    "mxu": ["mxu.mm.z shape[2,3] m=32 k=16 n=16 acc=acc:0x0<i32>{2048,0} acc.row=64 a=spm:0x0<i8>{0,16} a.row=48 "
+            "b=spm:0xc00<i8>{768,256}", "mxu.sync"],
+    "vpu": [ADD, "vpu.act.exp shape[16,64] dst=spm:0x4000<f32>{256,4} src=spm:0x2000<f16>{128,2}", "vpu.sync"],
+    "host": ["host.call fn=post rd=1024 wr=64 ops=4096", "host.sync"],
+}
+
+
+@st.composite
+def synced_programs(draw):
+    """A program of random unit instructions and barriers, with semaphores whose waits and signals balance (it may
+    deadlock or overflow at run time), and an Arch with few ports, channels and queue slots."""
+    queues = list(BODIES)
+    lines = [[q, draw(st.sampled_from(BODIES[q])), [], []] for q in draw(st.lists(st.sampled_from(queues), min_size=1,
+                                                                                  max_size=30))]
+    for _ in range(draw(st.integers(0, 3))):
+        lines.insert(draw(st.integers(0, len(lines))), ["ctrl", "barrier", [], []])
+    sems = []
+    for s in range(draw(st.integers(0, 4))):
+        name = f"s{s}"
+        p, c = draw(st.lists(st.sampled_from(queues), min_size=2, max_size=2, unique=True))
+        sems.append(f".sem {name} {draw(st.integers(0, 2))}\n")
+        for _ in range(draw(st.integers(1, 4))):
+            n = draw(st.sampled_from((1, 1, 2, 3, 100)))
+            for q, role in ((p, 3), (c, 2)):
+                k = draw(st.integers(0, len(lines)))
+                cands = [i for i, line in enumerate(lines) if line[0] == q and len(line[2]) + len(line[3]) < 4
+                         and name not in [o for o, _ in line[role]]]
+                if cands and draw(st.booleans()):
+                    lines[draw(st.sampled_from(cands))][role].append((name, n))
+                else:
+                    lines.insert(k, [q, f"{q}.sync", [], []])
+                    lines[k][role].append((name, n))
+
+    def ops(kind, items):
+        return f" {kind}(" + ", ".join(f"{o}*{n}" for o, n in items) + ")" if items else ""
+
+    text = HEAD + "".join(sems) + "".join(f"{b}{ops('wait', w)}{ops('signal', s)}\n" for _, b, w, s in lines)
+    overrides = [f"spm.ports={draw(st.integers(1, 2))}", f"acc.ports={draw(st.integers(1, 2))}",
+                 f"dma.channels={draw(st.integers(1, 2))}", f"queues.depth={draw(st.sampled_from((1, 2, 8)))}"]
+    max_cycles = draw(st.integers(0, 3000)) if draw(st.integers(0, 3)) == 0 else None
+    return text + "halt\n", load_arch("edge16", overrides), max_cycles

@@ -1,0 +1,24 @@
+"""The compiled timing evaluation equals the SimPy Engine on every zoo model and preset (a file of its own: the
+compiles take most of its time, and `--dist loadfile` can run it beside tests/sim/test_compiled_timing.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from isa.arch import load_arch
+from tests.sim.test_compiled_timing import same
+
+ZOO = ("resnet18", "resnet50", "mobilenet_v2", "bert_layer", "vit_block", "resnet18_int8", "bev_tiny")
+SLOW = {("resnet18", "edge16"), ("bert_layer", "edge16"), ("resnet50", "edge16"), ("resnet50", "mid32"),
+        ("vit_block", "edge16"), ("vit_block", "mid32")}   # (5-8 s each, mostly the compile)
+
+
+@pytest.mark.parametrize("model,preset", [pytest.param(m, p, marks=pytest.mark.slow if (m, p) in SLOW else ())
+                                          for m in ZOO for p in ("edge16", "mid32", "dc128")])
+def test_zoo(model, preset):
+    from compiler.zoo import MODELS
+    from npusim.driver import run_model
+
+    arch = load_arch(preset)
+    compiled, result, _, _ = run_model(MODELS[model](), arch, timing_only=True)
+    assert same(compiled.program, arch)["cycles"] == result.cycles
