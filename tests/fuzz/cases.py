@@ -210,7 +210,7 @@ def arch_cases(draw) -> Case:
     table = arch_fields()
     if kind == "override":
         preset = draw(st.sampled_from(("edge16", "mid32", "dc128")))
-        items, bad = [], False
+        items, bad = [], {}   # (section, field) -> whether its last override is certainly bad (the last wins)
         for _ in range(draw(st.integers(1, 3))):
             sec, name, typ = draw(st.sampled_from(table))
             text, value = _arch_value(draw)
@@ -218,8 +218,8 @@ def arch_cases(draw) -> Case:
                 text = str(int(value)) if draw(st.booleans()) else text
             items.append(f"{sec}.{name}={text}")
             parsed = _parse_like(typ, text)
-            bad |= parsed is not _UNPARSED and _certainly_bad(parsed, typ)
-        return Case("arch", "override", (preset, items), True if bad else None)
+            bad[sec, name] = parsed is not _UNPARSED and _certainly_bad(parsed, typ)
+        return Case("arch", "override", (preset, items), True if any(bad.values()) else None)
     if kind == "toml":
         which = draw(st.sampled_from(("mutate", "mutate", "mutate", "empty", "partial", "based", "name")))
         text = draw(st.sampled_from(preset_tomls()))
@@ -242,6 +242,7 @@ def arch_cases(draw) -> Case:
             text = re.sub(r'^name = .*$', f"name = {v}", text, count=1, flags=re.M)
             bad = True if v != '"ok"' else None
         else:
+            bad_lines: dict[int, bool] = {}   # line -> whether its last edit is certainly bad (a later edit wins)
             for _ in range(draw(st.integers(1, 3))):
                 lines = text.splitlines() or [""]
                 i = draw(st.integers(0, len(lines) - 1))
@@ -251,11 +252,12 @@ def arch_cases(draw) -> Case:
                     lines[i] = f"{key} = {_toml_literal(v)}"
                     sec = next((ln[1:-1] for ln in reversed(lines[:i]) if ln.startswith("[")), None)
                     typ = next((t for s, n, t in table if s == sec and n == key), None)
-                    if typ is not None and _certainly_bad(v, typ):
-                        bad = True
+                    bad_lines[i] = typ is not None and _certainly_bad(v, typ)
                     text = "\n".join(lines) + "\n"
                 else:
                     text = _splice(draw, text)
+                    bad_lines.clear()   # (a splice may move, break or remove the lines edited before it)
+            bad = True if any(bad_lines.values()) else None
         data, broken = _bytes_noise(draw, text.encode("utf-8", "surrogatepass"))
         return Case("arch", "toml", data, True if broken or bad else bad)
     d: dict[str, Any] = {}
