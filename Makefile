@@ -7,6 +7,7 @@ $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	$(BIN)/npusim warm --quiet   # numba's compiles, once (about a minute), not in the first runs
 	touch $@
 
 .PHONY: demo test lint bench docs conformance fuzz

@@ -390,6 +390,14 @@ def cmd_zoo(args) -> int:
     return 0
 
 
+def cmd_warm(args) -> int:
+    from .warm import warm
+
+    seconds = warm(None if args.quiet else print)
+    print(f"numba functions compiled and cached in {seconds:.0f} CPU s")
+    return 0
+
+
 def cmd_sweep(args) -> int:
     from .sweep import load_spec, pareto, sweep
 
@@ -685,6 +693,11 @@ def build_parser() -> argparse.ArgumentParser:
     zo.add_argument("name", help="'list', or the model to write (see `npusim zoo list`)")
     zo.add_argument("-o", "--output", metavar="OUT.onnx", help="file to write (default: NAME.onnx)")
     zo.set_defaults(func=cmd_zoo)
+
+    wa = add("warm", "compile the simulator's numba functions into their disk cache once (make does it after "
+             "installing), so the first run does not pay for it")
+    wa.add_argument("--quiet", action="store_true", help="print only the total")
+    wa.set_defaults(func=cmd_warm)
 
     sw = add("sweep", "run every workload of a sweep spec (TOML) on every Arch point, on a dask cluster; resumable; "
              "writes CSV and Parquet (docs/sweep.md)")

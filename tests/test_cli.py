@@ -133,3 +133,17 @@ def test_verify_races_of_a_race_free_program_and_the_race_cap(capsys):
     with pytest.raises(SystemExit) as e:   # a bad option value is a usage error, as for every numeric option
         main(["verify", "--races", "--max-races", "-1", str(EXAMPLES / "race.s")])
     assert e.value.code == 2 and "argument --max-races: must be a race count >= 0, not -1" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_warm_runs_each_workload_and_leaves_the_numba_functions_compiled(capsys):
+    from npusim import compiled_timing, kernels
+    from npusim.warm import WORKLOADS
+
+    code, out, err = run(capsys, "warm")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert [line.split(":")[0] for line in lines[:-1]] == [
+        f"{m} on {p}, {'timing-only' if t else 'values'}" for m, p, t in WORKLOADS]
+    assert lines[-1].startswith("numba functions compiled and cached in ")
+    assert compiled_timing._run.signatures and kernels.matmul_f32.signatures and kernels.matmul_int.signatures
