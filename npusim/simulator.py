@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import sys
 import time
 from collections.abc import Callable, Mapping
 
@@ -25,7 +26,6 @@ from isa.columns import columns
 from isa.cost import FREE, Cost, instr_costs
 from isa.verify import verify, where
 
-from .compiled_timing import OK, run_compiled
 from .engine import Engine, check_max_cycles
 from .inputs import for_program
 from .limits import LIMITS, Limits, check_cycles, program_work
@@ -33,6 +33,10 @@ from .memory import DeviceMemory
 from .stats import UNIT_NAMES, SimResult, UnitStats
 
 ENGINES = ("auto", "simpy", "compiled")
+AUTO_COMPILED = 30_000
+"""Instructions from which ``engine="auto"`` runs a timing-only program compiled even when numba is not loaded yet:
+importing it (about 0.65 CPU s) pays off near 36k instructions (the SimPy Engine runs about 39k per CPU second, the
+compiled run 130k)."""
 
 
 def check_fits(program: Program, arch: Arch) -> None:
@@ -84,8 +88,10 @@ def simulate(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | np
     the end (concurrent runs only). limits: the instructions, element operations and memory the run may need
     (:class:`npusim.limits.Limits`, estimated before it starts; None: no limits).
     engine: which evaluation of the concurrent timing model runs: "simpy" the SimPy Engine (npusim/engine.py, the
-    reference), "compiled" or "auto" (default) its numba evaluation (npusim/compiled_timing.py, tested equal to it),
-    which then applies the kernels in the order the instructions retired (values never change timing). Whatever
+    reference), "compiled" its numba evaluation (npusim/compiled_timing.py, tested equal to it), which then applies
+    the kernels in the order the instructions retired (values never change timing); "auto" (default) the compiled one
+    with values, once numba is loaded, or from :data:`AUTO_COMPILED` instructions, else the Engine (the same cycles:
+    only the time the run takes differs). Whatever
     the compiled run cannot finish alone (a deadlock, the max_cycles cap, a semaphore overflow) is run again by the
     Engine, which raises the exact error. With it, ``progress`` is called once at the end of a timing-only run, and
     as the kernels are applied with values.
@@ -140,7 +146,10 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
     warnings = list(report.warnings)
     extra = {}
     run = None
-    if not serial and engine != "simpy":
+    if not serial and (engine == "compiled" or engine == "auto" and (
+            execute is not None or "numba" in sys.modules or len(program.instrs) >= AUTO_COMPILED)):
+        from .compiled_timing import OK, run_compiled
+
         run = run_compiled(program, arch, costs, max_cycles, cols)
         if run.status != OK:   # the Engine decides (and raises the error the user gets)
             run = None

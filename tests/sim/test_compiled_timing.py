@@ -235,3 +235,16 @@ def test_fuzz_asm_cases(data):
     except (NpuSimError, UnicodeDecodeError):
         return
     same(program, Arch())
+
+
+def test_auto_leaves_numba_unloaded_for_a_small_timing_only_run():
+    """engine="auto" does not import numba (0.65 CPU s) for a timing-only program under AUTO_COMPILED instructions
+    in a process that has not loaded it; with values (the kernels need it) or engine="compiled" it does."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from tests.sim.test_compiled_timing import _golden; from npusim import simulate; "
+            "simulate(*_golden('conv3x3-mid32'), timing_only=True, engine='{}'); print('numba' in sys.modules)")
+    seen = [subprocess.run([sys.executable, "-c", code.format(e)], capture_output=True, text=True, check=True)
+            .stdout.split() for e in ("auto", "compiled")]
+    assert seen == [["False"], ["True"]]
