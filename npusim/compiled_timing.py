@@ -26,11 +26,12 @@ from isa.columns import Columns, columns
 from isa.cost import Cost
 from isa.program import SEM_MAX
 
-from .stats import UNIT_NAMES, UnitStats
+from .stats import STALL_CAUSES, UNIT_NAMES, UnitStats
 
 OK, DEADLOCK, CYCLE_CAP, SEM_OVERFLOW, FULL = range(5)
-DYNAMIC_CAUSES = ("semaphore", "queue_full", "barrier", "dma_channel", "sram_port", "dram_bandwidth")
-_SEM, _QFULL, _BARRIER, _CHANNEL, _PORT, _DRAM = range(6)
+DYNAMIC_CAUSES = tuple(c for c in STALL_CAUSES if c not in ("dram_latency", "bank_conflict"))   # (the static ones)
+_SEM, _QFULL, _BARRIER, _CHANNEL, _PORT, _DRAM = map(DYNAMIC_CAUSES.index, (
+    "semaphore", "queue_full", "barrier", "dma_channel", "sram_port", "dram_bandwidth"))
 
 # the scalar state, one int64 array
 _NOW, _EID, _HN, _DPC, _DDONE, _OUT, _SPACEQ, _DRAIN, _WAKING, _GAPOPEN, _NGAPS, _NWAIT, _BUS, _FULL = range(14)

@@ -23,14 +23,14 @@ from isa import (
 )
 from isa.arch import Arch
 from isa.columns import columns
-from isa.cost import FREE, Cost, instr_costs
+from isa.cost import FREE, instr_costs
 from isa.verify import verify, where
 
 from .engine import Engine, check_max_cycles
 from .inputs import for_program
 from .limits import LIMITS, Limits, check_cycles, program_work
 from .memory import DeviceMemory
-from .stats import UNIT_NAMES, SimResult, UnitStats
+from .stats import UNIT_NAMES, SimResult, UnitStats, cost_totals
 
 ENGINES = ("auto", "simpy", "compiled")
 AUTO_COMPILED = 30_000
@@ -170,7 +170,7 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
             cycles = sim.run(max_cycles)
             units, times = sim.stats, (sim.dispatch, sim.issue, sim.start, sim.end)
             extra = {"resource_stalls": sim.resource_stalls, "dispatcher_gaps": sim.gaps}
-        totals = {f: sum(c) for f, c in zip(Cost._fields, zip(*costs))} if costs else dict.fromkeys(Cost._fields, 0)
+        totals = cost_totals(costs)
     outputs = dict(mem.dram) if mem is not None else {}   # the run's own buffers: no second copy of DRAM
     mode = ("serial" if serial else "concurrent") + (", ideal memory" if ideal_memory else "")
     return SimResult(

@@ -24,6 +24,11 @@ STALL_CAUSES = ("semaphore", "queue_full", "barrier", "dma_channel", "sram_port"
                 "bank_conflict")
 
 
+def cost_totals(costs: list[Cost]) -> dict[str, int]:
+    """Each :class:`isa.cost.Cost` field (cycles, bytes, MACs) summed over ``costs`` (zeros for none)."""
+    return {f: sum(c) for f, c in zip(Cost._fields, zip(*costs))} if costs else dict.fromkeys(Cost._fields, 0)
+
+
 @dataclass
 class UnitStats:
     """Cycles of one unit, split so that busy + idle + sum(stall) == total cycles; its DRAM bursts' row outcomes."""
@@ -47,7 +52,7 @@ class UnitStats:
         """``add_static`` of each of ``costs``, summed field by field."""
         if not costs:
             return
-        self.add_totals({f: sum(c) for f, c in zip(Cost._fields, zip(*costs))}, len(costs))
+        self.add_totals(cost_totals(costs), len(costs))
 
     def add_totals(self, total: dict[str, int], count: int) -> None:
         """``add_statics`` of ``count`` instructions whose Cost fields sum to ``total`` (field name -> sum)."""
