@@ -292,12 +292,8 @@ class _PlanOf(NamedTuple):
 def _plans(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> _PlanOf:
     """``tcb -> _plan(cs, replace(t, tcb=tcb), ...)``, what does not depend on tcb worked out once (the search tries
     every tcb of many tilings)."""
-    return _plans_of(grouped(cs, t.gpack), t.toh, t.tow, t.tnb, t.x_all, t.im2col, t.pack, es, rows, cols, spm)
-
-
-def _plans_of(cs: ConvShape, toh: int, tow: int, tnb: int, x_all: bool, im2col: bool, pack: int, es: int, rows: int,
-              cols: int, spm: int) -> _PlanOf:
-    """:func:`_plans` of the grouped shape ``cs`` and a tiling's fields (the search tries many tilings)."""
+    cs = grouped(cs, t.gpack)
+    toh, tow, tnb, x_all, im2col, pack = t.toh, t.tow, t.tnb, t.x_all, t.im2col, t.pack
     th, tw = _window(cs, toh, tow)
     kc, taps = (cs.R * cs.S * cs.Cg, 1) if im2col else (cs.Cg, cs.R * cs.S)  # reduced channels per tap
     cbs, nbs = -(-pack * kc // rows), -(-pack * cs.Kg // cols)
@@ -311,7 +307,7 @@ def _plans_of(cs: ConvShape, toh: int, tow: int, tnb: int, x_all: bool, im2col: 
     groups = cs.groups * -(-nbs // tnb)   # chunks per input-channel step
     single = 1 if im2col or windows == 1 else 2   # input slots when the window holds every channel
 
-    def sizes(tcb: int) -> tuple[int, bool, int, int, int, int, bool]:
+    def plan(tcb: int) -> _Plan:
         tcb = min(tcb, cbs)
         x_all = packed or tcb >= cbs
         x_slot = window if x_all else tcb * row_block
@@ -319,10 +315,6 @@ def _plans_of(cs: ConvShape, toh: int, tow: int, tnb: int, x_all: bool, im2col: 
         w_chunk = tcb * block
         chunks = groups * -(-cbs // tcb)
         resident = x_slots * x_slot + 2 * p_slot + chunks * w_chunk <= spm    # (x_bytes + every chunk)
-        return tcb, x_all, x_slot, x_slots, w_chunk, chunks, resident
-
-    def plan(tcb: int) -> _Plan:
-        tcb, x_all, x_slot, x_slots, w_chunk, chunks, resident = sizes(tcb)
         return _Plan(th, tw, kc, taps, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, resident, acc_tile, x_all, x_slots,
                      p_slot)
 
@@ -483,7 +475,7 @@ def _rank(gs: ConvShape, gpack: int, tilings: list[tuple[int, int, int, bool, in
     """:func:`conv_candidates`' ranking of the tilings (toh, tow, tnb, im2col, pack) of the grouped shape ``gs``, in
     order: each with x_all False and True (direct, unpacked only) and the most input-channel blocks that fit
     (:attr:`_PlanOf.most`), appended to ``fitting`` as (:func:`_rough_cycles`, acc_bufs, ConvTiling fields) for each
-    accumulator depth that fits. The sums of :func:`_plans_of`, :func:`_PlanOf.most` and :func:`_rough_cycles`,
+    accumulator depth that fits. The sums of :func:`_plans`, :func:`_PlanOf.most` and :func:`_rough_cycles`,
     written out once for both x_all and both depths (the search ranks thousands of tilings)."""
     arch, r, c, acc = target.arch, target.rows, target.cols, target.acc
     mr, mc = arch.matrix.rows, arch.matrix.cols
