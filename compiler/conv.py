@@ -1081,12 +1081,11 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                 x_base, pix = p.x_slot + slot * p.p_slot, kc * es
                 row = tow * pix
         if w_src is not False:
-            shape, w_dst, w_str = (nbn, p.taps, ncb, rows * cols), (nb_stride, p.tcb * tile, tile, es), \
-                (chunk, p.cbs * tile, tile, es)
+            shape, w_dst = (nbn, p.taps, ncb, rows * cols), (nb_stride, p.tcb * tile, tile, es)
             c = _priced(memo, copy_cost_key(shape, (), (Space.SPM, w_base % memo.spm, es, w_dst),
-                                             (Space.DRAM, w_src % memo.dram, es, w_str)),
+                                             (Space.DRAM, w_src % memo.dram, es, w_strides)),
                         lambda: [DmaCopy(queue=Queue.DMA_LD, shape=shape, dst=View(Space.SPM, w_base, dtype, w_dst),
-                                         src=View(Space.DRAM, w_src, dtype, w_str, "Wt"))], arch)
+                                         src=View(Space.DRAM, w_src, dtype, w_strides, "Wt"))], arch)
             out.insert(0 if w_front else len(out), (Queue.DMA_LD, c.cycles, c.dram_window, True))
         acc_view = (t.tow * row_bytes, row_bytes, 4)
         if first and (bias_init or epilogue.residual):   # the bias init (dma.st) or the residual's tile (dma.ld)
