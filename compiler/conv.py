@@ -1132,9 +1132,9 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                 nbn = min(p.tnb, p.nbs - nb0)
                 ng = min(nbn * cols, cs.Kg - nb0 * cols)          # output channels of this tile
                 acc_base = (state.accs % t.acc_bufs) * p.acc_tile
+                y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo   # the tile's Y, R
+                ch = (g * cs.Kg + nb0 * cols) * 4   # its channels' bias and scale (bytes)
                 if memo is not None:   # the group's steps, epilogue and store, as one: what all their keys read
-                    y_off, ch = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo, \
-                        (g * cs.Kg + nb0 * cols) * 4
                     cid = (g * len(nb_groups) + gi) * len(c_steps)
                     group = ("group", toh, tow, th, tw, pads, ng, nbn, gi == 0, cid == 0, state.first_tile,
                              state.xs % 2, (w_base0 + cid * p.w_chunk) % memo.spm if p.resident else state.ws % 2,
@@ -1160,7 +1160,6 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                     x_at = len(prog)   # the first step loads its weights before its input (prefetch)
                     cid = (g * len(nb_groups) + gi) * len(c_steps) + si
                     w_new = state.first_tile or not p.resident
-                    y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo
                     if memo is not None:
                         # (a matrix instruction's cost reads no base: only the loads' and the init's bases count)
                         m_d, m_s, first = memo.dram, memo.spm, si == 0
@@ -1171,7 +1170,7 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                                x_new and (x_base % m_s, (x_src + (g * cs.Cg + xc0) * es) % m_d),
                                w_new and (w_src % m_d, w_base % m_s),
                                first and (acc_base % memo.acc, epilogue.residual and y_off % m_d,
-                                          bias_init and (bias_base + (g * cs.Kg + nb0 * cols) * 4) % m_s))
+                                          bias_init and (bias_base + ch) % m_s))
                         done = memo.steps.get(key)
                         if done is None:
                             done = memo.steps[key] = step_costs(
@@ -1212,7 +1211,6 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                         state.ws += 1
                     first, last = si == 0, si == len(c_steps) - 1
                     if first and bias_init:   # after the store that freed this tile (ring of 2: two back)
-                        ch = (g * cs.Kg + nb0 * cols) * 4
                         init = DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, ng),
                                        dst=View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4)),
                                        src=View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
@@ -1249,9 +1247,7 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                         "res_full" if epilogue.residual else "init_full" if bias_init else acc_empty,) * first
                     signals = ("x_empty",) * x_last + ("w_empty",) * (not p.resident) + ("acc_full",) * last
                     prog += synced(mms, waits, signals)
-                y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo
                 if memo is not None:
-                    ch = (g * cs.Kg + nb0 * cols) * 4
                     key = (toh, tow, ng, acc_base % memo.acc, (bias_base + ch) % memo.spm, (scale_base + ch) % memo.spm,
                            y_off % memo.dram, state.accs == 0)
                     done = memo.steps.get(key)
@@ -1262,7 +1258,6 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                     tile_view = View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4))
                     out_view = tile_view
                     if vector.active:
-                        ch = (g * cs.Kg + nb0 * cols) * 4
                         prog += synced_epilogue(vector, epilogue_ops(
                             vector, (toh, tow, ng), tile_view, View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
                             View(Space.SPM, scale_base + ch, DType.F32, (0, 0, 4))), first=state.accs == 0)
