@@ -99,7 +99,7 @@ class ConvShape:
             raise CompileError(f"a {self.R}x{self.S} filter (dilation {_text(self.dilation)}) does not fit the "
                                f"padded {self.H}x{self.W} input")
 
-    @cached_property   # (the searches read them a hundred thousand times)
+    @cached_property   # (the searches read them for every tiling they size and price)
     def OH(self) -> int:
         return window_out(self.H, self.R, self.stride[0], self.pad[0], self.pad[2], self.dilation[0])
 
@@ -465,8 +465,9 @@ def conv_candidates(cs: ConvShape, dtype: DType, target: Target, epilogue: Epilo
     if not fitting:
         raise refused or TilingError(f"no tiling of {cs} fits {spm} B of SPM and {target.acc} B of ACC")
     fitting.sort(key=lambda e: e[0])
-    if conv_instructions(cs, ConvTiling(*fitting[0][2]), es, r, c, spm) > PRICE_MAX:
-        return [ConvTiling(*fitting[0][2])]    # too large to price every candidate: the best rough estimate
+    best = ConvTiling(*fitting[0][2])
+    if conv_instructions(cs, best, es, r, c, spm) > PRICE_MAX:
+        return [best]    # too large to price every candidate: the best rough estimate
     return [ConvTiling(*f) for bufs in (2, 1) for f in [f for _, b, f in fitting if b == bufs][:SEARCH_PRICED]]
 
 
