@@ -99,7 +99,7 @@ class ConvShape:
             raise CompileError(f"a {self.R}x{self.S} filter (dilation {_text(self.dilation)}) does not fit the "
                                f"padded {self.H}x{self.W} input")
 
-    @cached_property   # (the searches read them a hundred thousand times)
+    @cached_property   # (the searches read them for every tiling they size and price)
     def OH(self) -> int:
         return window_out(self.H, self.R, self.stride[0], self.pad[0], self.pad[2], self.dilation[0])
 
@@ -292,12 +292,8 @@ class _PlanOf(NamedTuple):
 def _plans(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> _PlanOf:
     """``tcb -> _plan(cs, replace(t, tcb=tcb), ...)``, what does not depend on tcb worked out once (the search tries
     every tcb of many tilings)."""
-    return _plans_of(grouped(cs, t.gpack), t.toh, t.tow, t.tnb, t.x_all, t.im2col, t.pack, es, rows, cols, spm)
-
-
-def _plans_of(cs: ConvShape, toh: int, tow: int, tnb: int, x_all: bool, im2col: bool, pack: int, es: int, rows: int,
-              cols: int, spm: int) -> _PlanOf:
-    """:func:`_plans` of the grouped shape ``cs`` and a tiling's fields (the search tries many tilings)."""
+    cs = grouped(cs, t.gpack)
+    toh, tow, tnb, x_all, im2col, pack = t.toh, t.tow, t.tnb, t.x_all, t.im2col, t.pack
     th, tw = _window(cs, toh, tow)
     kc, taps = (cs.R * cs.S * cs.Cg, 1) if im2col else (cs.Cg, cs.R * cs.S)  # reduced channels per tap
     cbs, nbs = -(-pack * kc // rows), -(-pack * cs.Kg // cols)
@@ -311,7 +307,7 @@ def _plans_of(cs: ConvShape, toh: int, tow: int, tnb: int, x_all: bool, im2col: 
     groups = cs.groups * -(-nbs // tnb)   # chunks per input-channel step
     single = 1 if im2col or windows == 1 else 2   # input slots when the window holds every channel
 
-    def sizes(tcb: int) -> tuple[int, bool, int, int, int, int, bool]:
+    def plan(tcb: int) -> _Plan:
         tcb = min(tcb, cbs)
         x_all = packed or tcb >= cbs
         x_slot = window if x_all else tcb * row_block
@@ -319,10 +315,6 @@ def _plans_of(cs: ConvShape, toh: int, tow: int, tnb: int, x_all: bool, im2col: 
         w_chunk = tcb * block
         chunks = groups * -(-cbs // tcb)
         resident = x_slots * x_slot + 2 * p_slot + chunks * w_chunk <= spm    # (x_bytes + every chunk)
-        return tcb, x_all, x_slot, x_slots, w_chunk, chunks, resident
-
-    def plan(tcb: int) -> _Plan:
-        tcb, x_all, x_slot, x_slots, w_chunk, chunks, resident = sizes(tcb)
         return _Plan(th, tw, kc, taps, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, resident, acc_tile, x_all, x_slots,
                      p_slot)
 
@@ -473,8 +465,9 @@ def conv_candidates(cs: ConvShape, dtype: DType, target: Target, epilogue: Epilo
     if not fitting:
         raise refused or TilingError(f"no tiling of {cs} fits {spm} B of SPM and {target.acc} B of ACC")
     fitting.sort(key=lambda e: e[0])
-    if conv_instructions(cs, ConvTiling(*fitting[0][2]), es, r, c, spm) > PRICE_MAX:
-        return [ConvTiling(*fitting[0][2])]    # too large to price every candidate: the best rough estimate
+    best = ConvTiling(*fitting[0][2])
+    if conv_instructions(cs, best, es, r, c, spm) > PRICE_MAX:
+        return [best]    # too large to price every candidate: the best rough estimate
     return [ConvTiling(*f) for bufs in (2, 1) for f in [f for _, b, f in fitting if b == bufs][:SEARCH_PRICED]]
 
 
@@ -483,7 +476,7 @@ def _rank(gs: ConvShape, gpack: int, tilings: list[tuple[int, int, int, bool, in
     """:func:`conv_candidates`' ranking of the tilings (toh, tow, tnb, im2col, pack) of the grouped shape ``gs``, in
     order: each with x_all False and True (direct, unpacked only) and the most input-channel blocks that fit
     (:attr:`_PlanOf.most`), appended to ``fitting`` as (:func:`_rough_cycles`, acc_bufs, ConvTiling fields) for each
-    accumulator depth that fits. The sums of :func:`_plans_of`, :func:`_PlanOf.most` and :func:`_rough_cycles`,
+    accumulator depth that fits. The sums of :func:`_plans`, :func:`_PlanOf.most` and :func:`_rough_cycles`,
     written out once for both x_all and both depths (the search ranks thousands of tilings)."""
     arch, r, c, acc = target.arch, target.rows, target.cols, target.acc
     mr, mc = arch.matrix.rows, arch.matrix.cols
@@ -1089,12 +1082,11 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                 x_base, pix = p.x_slot + slot * p.p_slot, kc * es
                 row = tow * pix
         if w_src is not False:
-            shape, w_dst, w_str = (nbn, p.taps, ncb, rows * cols), (nb_stride, p.tcb * tile, tile, es), \
-                (chunk, p.cbs * tile, tile, es)
+            shape, w_dst = (nbn, p.taps, ncb, rows * cols), (nb_stride, p.tcb * tile, tile, es)
             c = _priced(memo, copy_cost_key(shape, (), (Space.SPM, w_base % memo.spm, es, w_dst),
-                                             (Space.DRAM, w_src % memo.dram, es, w_str)),
+                                             (Space.DRAM, w_src % memo.dram, es, w_strides)),
                         lambda: [DmaCopy(queue=Queue.DMA_LD, shape=shape, dst=View(Space.SPM, w_base, dtype, w_dst),
-                                         src=View(Space.DRAM, w_src, dtype, w_str, "Wt"))], arch)
+                                         src=View(Space.DRAM, w_src, dtype, w_strides, "Wt"))], arch)
             out.insert(0 if w_front else len(out), (Queue.DMA_LD, c.cycles, c.dram_window, True))
         acc_view = (t.tow * row_bytes, row_bytes, 4)
         if first and (bias_init or epilogue.residual):   # the bias init (dma.st) or the residual's tile (dma.ld)
@@ -1141,9 +1133,9 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                 nbn = min(p.tnb, p.nbs - nb0)
                 ng = min(nbn * cols, cs.Kg - nb0 * cols)          # output channels of this tile
                 acc_base = (state.accs % t.acc_bufs) * p.acc_tile
+                y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo   # the tile's Y, R
+                ch = (g * cs.Kg + nb0 * cols) * 4   # its channels' bias and scale (bytes)
                 if memo is not None:   # the group's steps, epilogue and store, as one: what all their keys read
-                    y_off, ch = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo, \
-                        (g * cs.Kg + nb0 * cols) * 4
                     cid = (g * len(nb_groups) + gi) * len(c_steps)
                     group = ("group", toh, tow, th, tw, pads, ng, nbn, gi == 0, cid == 0, state.first_tile,
                              state.xs % 2, (w_base0 + cid * p.w_chunk) % memo.spm if p.resident else state.ws % 2,
@@ -1169,7 +1161,6 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                     x_at = len(prog)   # the first step loads its weights before its input (prefetch)
                     cid = (g * len(nb_groups) + gi) * len(c_steps) + si
                     w_new = state.first_tile or not p.resident
-                    y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo
                     if memo is not None:
                         # (a matrix instruction's cost reads no base: only the loads' and the init's bases count)
                         m_d, m_s, first = memo.dram, memo.spm, si == 0
@@ -1180,7 +1171,7 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                                x_new and (x_base % m_s, (x_src + (g * cs.Cg + xc0) * es) % m_d),
                                w_new and (w_src % m_d, w_base % m_s),
                                first and (acc_base % memo.acc, epilogue.residual and y_off % m_d,
-                                          bias_init and (bias_base + (g * cs.Kg + nb0 * cols) * 4) % m_s))
+                                          bias_init and (bias_base + ch) % m_s))
                         done = memo.steps.get(key)
                         if done is None:
                             done = memo.steps[key] = step_costs(
@@ -1221,7 +1212,6 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                         state.ws += 1
                     first, last = si == 0, si == len(c_steps) - 1
                     if first and bias_init:   # after the store that freed this tile (ring of 2: two back)
-                        ch = (g * cs.Kg + nb0 * cols) * 4
                         init = DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, ng),
                                        dst=View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4)),
                                        src=View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
@@ -1258,9 +1248,7 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                         "res_full" if epilogue.residual else "init_full" if bias_init else acc_empty,) * first
                     signals = ("x_empty",) * x_last + ("w_empty",) * (not p.resident) + ("acc_full",) * last
                     prog += synced(mms, waits, signals)
-                y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo
                 if memo is not None:
-                    ch = (g * cs.Kg + nb0 * cols) * 4
                     key = (toh, tow, ng, acc_base % memo.acc, (bias_base + ch) % memo.spm, (scale_base + ch) % memo.spm,
                            y_off % memo.dram, state.accs == 0)
                     done = memo.steps.get(key)
@@ -1271,7 +1259,6 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                     tile_view = View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4))
                     out_view = tile_view
                     if vector.active:
-                        ch = (g * cs.Kg + nb0 * cols) * 4
                         prog += synced_epilogue(vector, epilogue_ops(
                             vector, (toh, tow, ng), tile_view, View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
                             View(Space.SPM, scale_base + ch, DType.F32, (0, 0, 4))), first=state.accs == 0)

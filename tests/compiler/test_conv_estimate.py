@@ -10,6 +10,7 @@ from compiler.conv import (
     ConvShape,
     ConvTiling,
     Epilogue,
+    _epilogue_bytes,
     _fit_tcb,
     _plan,
     _plan_floor,
@@ -131,7 +132,7 @@ def test_the_bounds_the_search_goes_by_are_at_most_the_price(preset):
     tried = 0
     for k, cs in enumerate(SHAPES):
         ep, dtype = EPILOGUES[k % 4]
-        spm = target.spm - cs.K * ep.spm_bytes - (3 if ep.spm_bytes and dtype.size % 4 else 0)
+        spm = target.spm - _epilogue_bytes(cs, ep, dtype.size)
         for j, (t, hidden) in enumerate(itertools.product(conv_candidates(cs, dtype, target, ep), (False, True))):
             price = conv_estimate(cs, dtype, target, t, ep, hidden)
             plan = _plan(cs, t, dtype.size, target.rows, target.cols, spm)
