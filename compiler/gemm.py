@@ -518,13 +518,12 @@ def gemm_estimate(M: int, N: int, K: int, dtype: DType, target: Target, tiling: 
     # program_estimate's head: the bias and the first step's loads before its first matrix instruction
     walk = _walk(p)
     first = next(walk)
-    body = ([_bias_load(p)] if ep.bias else []) + _step_instrs(p, first)[0]
+    bias = [_bias_load(p)] if ep.bias else []
+    body = bias + _step_instrs(p, first)[0]
     k0 = next(k for k, i in enumerate(body) if i.queue in (Queue.MXU, Queue.VPU))
     head = sum(c.cycles for i, c in zip(body[:k0], instr_costs(body[:k0], arch, costs)) if i.queue is Queue.DMA_LD)
     bound -= head
-    ld = st = mx = vp = bus = 0
-    if ep.bias:
-        ld, _, _, _, bus = _sums([_bias_load(p)], instr_costs([_bias_load(p)], arch, costs))
+    ld, st, mx, vp, bus = _sums(bias, instr_costs(bias, arch, costs))   # (the bias: once, before everything)
     prev = drain = None
     n_k, tk_max, b_slot = -(-K // p.t.tk), p.t.tk, p.b_slot
     steps: dict[tuple, tuple] = {}   # a step's key -> (its sums, its tile's drain or None)
