@@ -390,10 +390,14 @@ def _b_loads(p: _Plan, s: _Step, j: int, w: int) -> list:
     """The loads of columns ``[j, j + w)`` of the step's new B tile."""
     blk = j // p.target.cols
     if p.b_packed:
-        index = (s.n0 // p.t.tn) * -(-p.K // p.t.tk) + s.k0 // p.t.tk
-        return _contiguous(Space.SPM, s.b_base + blk * p.block_b, "B", index * p.b_slot + blk * p.block_b,
+        return _contiguous(Space.SPM, s.b_base + blk * p.block_b, "B", _packed_b_offset(p, s) + blk * p.block_b,
                            p.b_slot if p.target.dataflow == "is" else -(-w // p.target.cols) * p.block_b, p.dtype)
     return p.lay.b_loads(s.b_base + blk * p.block_b, s.k0, s.n0 + j, s.tk, w, p.dtype)
+
+
+def _packed_b_offset(p: _Plan, s: _Step) -> int:
+    """Bytes into :func:`pack_b`'s image (one ``b_slot`` per B tile, k tiles innermost) of the step's B tile."""
+    return ((s.n0 // p.t.tn) * -(-p.K // p.t.tk) + s.k0 // p.t.tk) * p.b_slot
 
 
 def _matmuls(p: _Plan, s: _Step, j: int, w: int) -> list:
@@ -525,10 +529,9 @@ def gemm_estimate(M: int, N: int, K: int, dtype: DType, target: Target, tiling: 
     bound -= head
     ld, st, mx, vp, bus = _sums(bias, instr_costs(bias, arch, costs))   # (the bias: once, before everything)
     prev = drain = None
-    n_k, tk_max, b_slot = -(-K // p.t.tk), p.t.tk, p.b_slot
     steps: dict[tuple, tuple] = {}   # a step's key -> (its sums, its tile's drain or None)
     for s in itertools.chain((first,), walk):
-        b_off = ((s.n0 // p.t.tn) * n_k + s.k0 // tk_max) * b_slot if b_packed else (s.k0 * N + s.n0) * es
+        b_off = _packed_b_offset(p, s) if b_packed else (s.k0 * N + s.n0) * es
         key = (s.tm, s.tn, s.tk, s.new_a, s.new_b, s.first_k, s.last_k, s.final, s.a_base % sbw, s.b_base % sbw,
                s.acc_base % abw, s.n0 * 4 % sbw, (s.m0 * K + s.k0) * es % dram, b_off % dram,
                (s.m0 * N + s.n0) * 4 % dram)
