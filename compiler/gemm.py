@@ -499,9 +499,10 @@ def gemm_estimate(M: int, N: int, K: int, dtype: DType, target: Target, tiling: 
 
     ``costs``: an :func:`isa.cost.instr_costs` memo to share with other estimates on the same target; ``groups``: a
     memo of priced instruction groups to share with estimates of other tilings of the same GEMM (same ``M``, ``N``,
-    ``K``, ``dtype``, ``target``, ``b_packed`` and ``epilogue``; its keys hold the tile sizes). ``bound`` (a
-    search's best so far): the exact estimate when it is below ``bound``, else some value at least ``bound`` (the
-    walk stops once the head plus a queue's busy cycles or the bus reach it)."""
+    ``K``, ``dtype``, ``target``, ``b_packed`` and ``epilogue``; its keys hold the tile sizes). ``bound`` (what a
+    search cannot use, e.g. :func:`search_tiling`'s near-tie window's edge): the exact estimate when it is below
+    ``bound``, else some value at least ``bound`` (the walk stops once the head plus a queue's busy cycles or the bus
+    reach it)."""
     p = _gemm_plan(M, N, K, dtype, target, tiling, b_packed, epilogue)
     arch, ep, es = target.arch, epilogue, dtype.size
     costs = {} if costs is None else costs
