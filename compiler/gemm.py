@@ -252,7 +252,7 @@ def gemm_candidates(M: int, N: int, K: int, dtype: DType, target: Target, b_pack
     if not ranked:
         raise TilingError(f"no GEMM tiling of {M}x{N}x{K} {dtype.text} fits {target.spm} B of SPM and "
                           f"{target.acc} B of ACC")
-    return [e[4] for e in sorted(ranked, key=lambda e: (-e[0], -e[1], -e[2], -e[3]))]
+    return [e[4] for e in sorted(ranked, reverse=True)]   # (best first; the unique index spares comparing tilings)
 
 
 def _groups(total: int, block: int) -> list[tuple[int, int, int]]:
@@ -390,10 +390,14 @@ def _b_loads(p: _Plan, s: _Step, j: int, w: int) -> list:
     """The loads of columns ``[j, j + w)`` of the step's new B tile."""
     blk = j // p.target.cols
     if p.b_packed:
-        index = (s.n0 // p.t.tn) * -(-p.K // p.t.tk) + s.k0 // p.t.tk
-        return _contiguous(Space.SPM, s.b_base + blk * p.block_b, "B", index * p.b_slot + blk * p.block_b,
+        return _contiguous(Space.SPM, s.b_base + blk * p.block_b, "B", _packed_b_offset(p, s) + blk * p.block_b,
                            p.b_slot if p.target.dataflow == "is" else -(-w // p.target.cols) * p.block_b, p.dtype)
     return p.lay.b_loads(s.b_base + blk * p.block_b, s.k0, s.n0 + j, s.tk, w, p.dtype)
+
+
+def _packed_b_offset(p: _Plan, s: _Step) -> int:
+    """Bytes into :func:`pack_b`'s image (one ``b_slot`` per B tile, k tiles innermost) of the step's B tile."""
+    return ((s.n0 // p.t.tn) * -(-p.K // p.t.tk) + s.k0 // p.t.tk) * p.b_slot
 
 
 def _matmuls(p: _Plan, s: _Step, j: int, w: int) -> list:
@@ -495,9 +499,10 @@ def gemm_estimate(M: int, N: int, K: int, dtype: DType, target: Target, tiling: 
 
     ``costs``: an :func:`isa.cost.instr_costs` memo to share with other estimates on the same target; ``groups``: a
     memo of priced instruction groups to share with estimates of other tilings of the same GEMM (same ``M``, ``N``,
-    ``K``, ``dtype``, ``target``, ``b_packed`` and ``epilogue``; its keys hold the tile sizes). ``bound`` (a
-    search's best so far): the exact estimate when it is below ``bound``, else some value at least ``bound`` (the
-    walk stops once the head plus a queue's busy cycles or the bus reach it)."""
+    ``K``, ``dtype``, ``target``, ``b_packed`` and ``epilogue``; its keys hold the tile sizes). ``bound`` (what a
+    search cannot use, e.g. :func:`search_tiling`'s near-tie window's edge): the exact estimate when it is below
+    ``bound``, else some value at least ``bound`` (the walk stops once the head plus a queue's busy cycles or the bus
+    reach it)."""
     p = _gemm_plan(M, N, K, dtype, target, tiling, b_packed, epilogue)
     arch, ep, es = target.arch, epilogue, dtype.size
     costs = {} if costs is None else costs
@@ -518,18 +523,16 @@ def gemm_estimate(M: int, N: int, K: int, dtype: DType, target: Target, tiling: 
     # program_estimate's head: the bias and the first step's loads before its first matrix instruction
     walk = _walk(p)
     first = next(walk)
-    body = ([_bias_load(p)] if ep.bias else []) + _step_instrs(p, first)[0]
+    bias = [_bias_load(p)] if ep.bias else []
+    body = bias + _step_instrs(p, first)[0]
     k0 = next(k for k, i in enumerate(body) if i.queue in (Queue.MXU, Queue.VPU))
     head = sum(c.cycles for i, c in zip(body[:k0], instr_costs(body[:k0], arch, costs)) if i.queue is Queue.DMA_LD)
     bound -= head
-    ld = st = mx = vp = bus = 0
-    if ep.bias:
-        ld, _, _, _, bus = _sums([_bias_load(p)], instr_costs([_bias_load(p)], arch, costs))
+    ld, st, mx, vp, bus = _sums(bias, instr_costs(bias, arch, costs))   # (the bias: once, before everything)
     prev = drain = None
-    n_k, tk_max, b_slot = -(-K // p.t.tk), p.t.tk, p.b_slot
     steps: dict[tuple, tuple] = {}   # a step's key -> (its sums, its tile's drain or None)
     for s in itertools.chain((first,), walk):
-        b_off = ((s.n0 // p.t.tn) * n_k + s.k0 // tk_max) * b_slot if b_packed else (s.k0 * N + s.n0) * es
+        b_off = _packed_b_offset(p, s) if b_packed else (s.k0 * N + s.n0) * es
         key = (s.tm, s.tn, s.tk, s.new_a, s.new_b, s.first_k, s.last_k, s.final, s.a_base % sbw, s.b_base % sbw,
                s.acc_base % abw, s.n0 * 4 % sbw, (s.m0 * K + s.k0) * es % dram, b_off % dram,
                (s.m0 * N + s.n0) * 4 % dram)
