@@ -29,8 +29,8 @@ bench: $(VENV)/.installed
 	$(PY) bench/seed_ops.py
 
 docs: $(VENV)/.installed
-	$(PY) -m npusim.docgen
+	$(PY) -m npusim.app.docgen
 
 # onnx's model corpus (model-zoo classics, PyTorch exports) and node tests on mid32 -> docs/conformance.md (83 s, measured 2026-11-25 after the compile-speed work; 266-273 s before)
 conformance: $(VENV)/.installed
-	$(PY) -m npusim.conformance --md docs/conformance.md
+	$(PY) -m npusim.app.conformance --md docs/conformance.md

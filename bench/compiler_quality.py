@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 
-from compiler.zoo import MODELS
 from isa import DType
 from isa.arch import load_arch
-from npusim.driver import run_gemm, run_model
+from npusim.app.driver import run_gemm, run_model
+from npusim.app.zoo import MODELS
 
 
 def bound(macs: int, nbytes: int, arch) -> float:

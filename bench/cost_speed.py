@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import time
 
-from compiler.model import compile_model
-from compiler.zoo import MODELS
+from compiler.compile import compile_model
 from isa import DType, Space, View
 from isa.arch import load_arch
 from isa.cost import bank_cycles, clear_caches, dram_window, instr_cost
-from npusim.driver import load_model
+from npusim.app.driver import load_model
+from npusim.app.zoo import MODELS
 
 COMPILES = [("bert_layer", "edge16"), ("bert_layer", "mid32"), ("bert_layer", "dc128"), ("resnet18", "dc128"),
             ("resnet18", "mid32")]

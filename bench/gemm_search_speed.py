@@ -1,5 +1,5 @@
-"""What the GEMM tiling search costs of a compile: CPU seconds of ``compiler.gemm.search_tiling`` (every call, cold
-caches) against the whole compile, per GEMM-heavy zoo model and preset, each in a fresh process.
+"""What the GEMM tiling search costs of a compile: CPU seconds of ``compiler.kernels.gemm.search_tiling`` (every call,
+cold caches) against the whole compile, per GEMM-heavy zoo model and preset, each in a fresh process.
 
     python bench/gemm_search_speed.py [--before DIR] [--models bert_layer,vit_block,...] [--json OUT]
 
@@ -24,13 +24,13 @@ PRESETS = ("edge16", "mid32", "dc128")
 # run as `python -c CHILD model preset` in the checkout measured; it wraps search_tiling where the lowerings call it
 CHILD = r"""
 import json, sys, time
-import compiler.gemm as gemm
-import compiler.lower.matmul as lm, compiler.lower.quant as lq
-from compiler.model import compile_model
-from compiler.zoo import MODELS
+import compiler.kernels.gemm as gemm
+import compiler.ops.matmul as lm, compiler.ops.quant as lq
+from compiler.compile import compile_model
+from npusim.app.zoo import MODELS
 from isa.arch import load_arch
 from isa.cost import program_estimate
-from npusim.driver import load_model
+from npusim.app.driver import load_model
 model, preset = sys.argv[1:3]
 spent, calls, inner = [0.0], [0], gemm.search_tiling
 

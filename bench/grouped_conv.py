@@ -1,6 +1,6 @@
 """Grouped convolutions against the dense one of the same shape: simulated cycles (timing only, fp32) with one group
 per array tile (``gpack=1``, what the compiler did before group packing) and with the search's choice (several groups
-per array tile, block-diagonal weights: :attr:`compiler.conv.ConvTiling.gpack`).
+per array tile, block-diagonal weights: :attr:`compiler.kernels.conv2d.ConvTiling.gpack`).
 
     python bench/grouped_conv.py [--presets edge16 mid32 dc128] [--dtype f32]
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from compiler.conv import ConvShape, conv2d, search_conv_tiling
-from compiler.target import Target
+from compiler.kernels.common.target import Target
+from compiler.kernels.conv2d import ConvShape, conv2d, search_conv_tiling
 from isa import DType
 from isa.arch import load_arch
 from npusim import simulate

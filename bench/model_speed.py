@@ -30,11 +30,11 @@ ROWS = [("resnet50", p, "timing-only") for p in ("edge16", "mid32", "dc128")] + 
 CHILD = r"""
 import json, sys, time
 import numpy as np
-from compiler.model import compile_model
-from compiler.zoo import MODELS
+from compiler.compile import compile_model
+from npusim.app.zoo import MODELS
 from isa.arch import load_arch
 from npusim import simulate
-from npusim.driver import host_functions, load_model
+from npusim.app.driver import host_functions, load_model
 model, arch_name, mode = sys.argv[1:4]
 arch, proto = load_arch(arch_name), MODELS[model]()
 values = mode == "values"

@@ -1,11 +1,11 @@
-"""The multi-scale deformable attention rows of the seed-ops bench (:mod:`npusim.seedbench.msda`; seed-ops.md 5):
+"""The multi-scale deformable attention rows of the seed-ops bench (:mod:`npusim.app.seedbench.msda`; seed-ops.md 5):
 unfused vs fused (tables in the SPM or from DRAM) per preset, cycles, DRAM bytes, busy, SPM peak.
 
     .venv/bin/python bench/msda.py                 # the small cases with values
     .venv/bin/python bench/msda.py M2 M1 M3 --sweep  # the headline cases, timing-only, G = 1, 2, 4
 """
 
-from npusim.seedbench.msda import CASES, PRESETS, SMALL, msda_rows
+from npusim.app.seedbench.msda import CASES, PRESETS, SMALL, msda_rows
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -46,10 +46,11 @@ def first(*paths):
 load_arch = first("isa.arch.load_arch")
 preset_names = first("isa.arch.preset_names")
 format_program = first("isa.asm.format_program")
-MODELS = first("models.zoo.MODELS", "compiler.zoo.MODELS", "npusim.app.zoo.MODELS")
+MODELS = first("npusim.app.zoo.MODELS", "compiler.zoo.MODELS")
 driver = first("npusim.app.driver.load_model", "npusim.driver.load_model").__module__
 driver = importlib.import_module(driver)
-conformance = importlib.import_module(first("npusim.app.conformance.corpus", "npusim.conformance.corpus").__module__)
+conformance = first("npusim.app.conformance.corpus", "npusim.conformance.corpus").__module__
+conformance = importlib.import_module(conformance)
 NpuSimError = first("isa.NpuSimError")
 
 def program_row(program, result):

@@ -13,11 +13,11 @@ import argparse
 import time
 
 import isa.races
-from compiler.model import compile_model
-from compiler.zoo import MODELS
+from compiler.compile import compile_model
 from isa.arch import load_arch
 from isa.races import accesses, find_races, happens_before
-from npusim.driver import load_model
+from npusim.app.driver import load_model
+from npusim.app.zoo import MODELS
 
 
 def _largest_live(program) -> int:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from isa import cost
 from isa.arch import load_arch
-from npusim.driver import run_topology
-from npusim.topology import read_topology
+from npusim.app.driver import run_topology
+from npusim.app.topology import read_topology
 
 ROOT = Path(__file__).resolve().parent.parent
 

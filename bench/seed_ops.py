@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pandas as pd  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from npusim import seedbench  # noqa: E402
+from npusim.app import seedbench  # noqa: E402
 
 
 def _gains(df: pd.DataFrame) -> pd.DataFrame:

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import simpy
 
-from compiler.gemm import GemmTiling, tiled_gemm
-from compiler.target import Target
+from compiler.kernels.common.target import Target
+from compiler.kernels.gemm import GemmTiling, tiled_gemm
 from isa import DType
 from isa.arch import load_arch
 from npusim import simulate

@@ -1,15 +1,15 @@
 """Sweep throughput: points per minute of a ResNet-18 sweep on 2 cores, the old threads path against the
-dask.distributed LocalCluster of :func:`npusim.sweep.sweep`.
+dask.distributed LocalCluster of :func:`npusim.app.sweep.sweep`.
 
     python bench/sweep_speed.py [--arch mid32] [--points 4] [--image 224] [--workers 2]
 
 Three sweeps of ``--points`` points each, every one in a fresh results directory (nothing reused):
 
-* threads: what ``npusim.sweep.sweep`` did before (dask delayed ``run_model`` calls on the threaded scheduler of one
+* threads: what ``npusim.app.sweep.sweep`` did before (dask delayed ``run_model`` calls on the threaded scheduler of one
   process), points that each compile differently (``dram.bandwidth`` values);
 * local: the same points as tasks on a LocalCluster of ``--workers`` single-threaded processes;
 * local, shared compile: points that differ only in fields the compiler never reads (``clock.ghz``,
-  ``queues.depth``), so each worker compiles once (``npusim.sweep.COMPILE_FREE_FIELDS``).
+  ``queues.depth``), so each worker compiles once (``npusim.app.sweep.COMPILE_FREE_FIELDS``).
 
 Besides wall time, the table gives CPU seconds per point (this process and the workers, user + system): on a machine
 shared with other jobs, wall time says how loaded it was; CPU time says what a point costs. Issue 16's goal, 1,000
@@ -28,10 +28,10 @@ import time
 
 import dask
 
-from compiler.zoo import resnet18
 from isa.arch import load_arch
-from npusim.driver import run_model
-from npusim.sweep import sweep
+from npusim.app.driver import run_model
+from npusim.app.sweep import sweep
+from npusim.app.zoo import resnet18
 
 
 def _threads(proto, arch_name: str, points: list[list[str]], workers: int) -> list[int]:

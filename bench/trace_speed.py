@@ -13,10 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from compiler.zoo import MODELS
 from isa.arch import load_arch
-from npusim.driver import run_model
-from npusim.trace import write_trace
+from npusim.app.driver import run_model
+from npusim.app.zoo import MODELS
+from npusim.report.trace import write_trace
 
 
 def main() -> None:

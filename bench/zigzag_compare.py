@@ -12,10 +12,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from compiler.zoo import MODELS
 from isa.arch import load_arch
-from npusim.driver import run_model
-from npusim.energy import run_energy
+from isa.energy import run_energy
+from npusim.app.driver import run_model
+from npusim.app.zoo import MODELS
 
 ROOT = Path(__file__).resolve().parent.parent
 # ZigZag 3.8.5 (KULeuven-MICAS/zigzag 3d12a96e), resnet18.onnx on tpu_like.yaml / tpu_like mapping: pJ, cycles, bytes

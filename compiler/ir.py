@@ -1,14 +1,15 @@
 """The compiler's graph IR: named tensors with static shapes, ONNX-spelled operator nodes in topological order.
 
-A :class:`Graph` is what :func:`compiler.onnx_import.import_onnx` and :class:`compiler.builder.GraphBuilder` produce
-and what the passes rewrite (with :func:`dataclasses.replace`; nothing is mutated in place).
+A :class:`Graph` is what :func:`compiler.frontend.onnx_import.import_onnx` and
+:class:`compiler.frontend.builder.GraphBuilder` produce and what the passes rewrite (with :func:`dataclasses.replace`;
+nothing is mutated in place).
 
 Conventions, shared by the importer, the builder and the passes:
 
 - Shapes are tuples of ints (static), in elements; dtypes are :class:`numpy.dtype` (``bfloat16`` is ml_dtypes').
 - Node inputs keep ONNX's positions; an absent optional input is ``""``.
 - Attributes are plain Python values (int, float, str, tuples of them), with the ONNX defaults filled in and axes made
-  non-negative for the recognised ops (see :data:`compiler.lower.REGISTRY`). One departure from ONNX:
+  non-negative for the recognised ops (see :data:`compiler.ops.REGISTRY`). One departure from ONNX:
   ``ReduceMean``/``ReduceSum`` always carry ``axes`` as an attribute (ONNX moved it to an input in opsets 13/18).
 - Constants are :class:`Tensor` s with ``data`` (read-only arrays); graph inputs and intermediates have none.
 """
@@ -22,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import GraphError
+from compiler.errors import GraphError
 
 SHORT_DTYPE = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "float64": "f64", "int8": "i8", "uint8": "u8",
                "int16": "i16", "uint16": "u16", "int32": "i32", "uint32": "u32", "int64": "i64", "uint64": "u64",
@@ -115,10 +116,10 @@ class Tensor:
 class Node:
     """One operator application: ONNX ``op`` (and ``domain``), tensor names in and out, plain-Python ``attrs``.
 
-    ``unsupported`` is empty for the ops the compiler handles; :func:`~compiler.onnx_import.import_onnx` with
+    ``unsupported`` is empty for the ops the compiler handles; :func:`~compiler.frontend.onnx_import.import_onnx` with
     ``allow_unknown=True`` sets it to the reason for any other, so a later pass can send that node to the host CPU.
     ``source`` is the ONNX node it was imported from (an ``onnx.NodeProto``, at the graph's opset), so the host can
-    run exactly that node (:func:`compiler.host.host_model`); None for nodes built or rewritten in Python.
+    run exactly that node (:func:`compiler.ops.host.host_model`); None for nodes built or rewritten in Python.
     """
 
     name: str

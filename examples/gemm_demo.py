@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.gemm import gemm_inputs, gemm_reference, gemm_tolerance, tiled_gemm
-from compiler.target import Target
+from compiler.kernels.common.target import Target
+from compiler.kernels.gemm import gemm_inputs, gemm_reference, gemm_tolerance, tiled_gemm
 from isa import DType
 from isa.arch import load_arch, preset_names
 from isa.dtypes import to_compute
 from npusim import simulate
-from npusim.simulator import region_array
+from npusim.sim.simulator import region_array
 
 
 def main(M: int = 200, N: int = 160, K: int = 300) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from compiler.gemm import GemmTiling, gemm_inputs, gemm_reference, tiled_gemm
-from compiler.target import Target
+from compiler.kernels.common.target import Target
+from compiler.kernels.gemm import GemmTiling, gemm_inputs, gemm_reference, tiled_gemm
 from isa import DType
 from isa.arch import load_arch
 from isa.files import write_program

@@ -50,7 +50,7 @@ def run(size: int = 32, channels: int = 16, angle: float = 30.0, preset: str = "
     """Both forms on ``preset``, validated: one dict per form (cycles, DRAM bytes, NPU layers, host ops, max error
     against onnxruntime)."""
     from isa.arch import load_arch
-    from npusim.driver import run_model
+    from npusim.app.driver import run_model
 
     x = np.random.default_rng(0).standard_normal((1, channels, size, size)).astype(np.float32)
     theta = rotation(angle)

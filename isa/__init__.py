@@ -1,7 +1,7 @@
 """npusim's instruction set: the one contract between the compiler and the simulator."""
 
-from .dtypes import INT_RANGE, UNIT_QUEUES, DType, Queue, Space
-from .errors import (
+from isa.dtypes import INT_RANGE, UNIT_QUEUES, DType, Queue, Space
+from isa.errors import (
     ArchError,
     AsmSyntaxError,
     DeadlockError,
@@ -13,7 +13,7 @@ from .errors import (
     SimulationError,
     VerifyError,
 )
-from .instructions import (
+from isa.instructions import (
     Act,
     Barrier,
     BinOp,
@@ -35,8 +35,8 @@ from .instructions import (
     VecUnary,
     reduction_dims,
 )
-from .program import Program, ProgramConfig, Region, SemDecl
-from .view import View
+from isa.program import Program, ProgramConfig, Region, SemDecl
+from isa.view import View
 
 __all__ = [
     "Act", "ArchError", "AsmSyntaxError", "Barrier", "BinOp", "DType", "DeadlockError", "DmaCopy", "DmaFill",

@@ -15,9 +15,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .errors import ArchError
-from .files import decode_utf8
-from .techtable import load_table, table_names
+from isa.errors import ArchError
+from isa.files import decode_utf8
+from isa.techtable import load_table, table_names
 
 DATAFLOWS = ("ws", "os", "is")
 DRAM_MODELS = ("rowbuffer", "bandwidth")

@@ -23,9 +23,9 @@ from functools import partial
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from .dtypes import UNIT_QUEUES, DType, Queue, Space
-from .errors import AsmSyntaxError, IsaError
-from .instructions import (
+from isa.dtypes import UNIT_QUEUES, DType, Queue, Space
+from isa.errors import AsmSyntaxError, IsaError
+from isa.instructions import (
     Act,
     Barrier,
     BinOp,
@@ -45,8 +45,8 @@ from .instructions import (
     VecRequant,
     VecUnary,
 )
-from .program import MAX_REGIONS, MAX_SEMS, Program, ProgramConfig, Region, SemDecl
-from .view import NAME_CHARS, View
+from isa.program import MAX_REGIONS, MAX_SEMS, Program, ProgramConfig, Region, SemDecl
+from isa.view import NAME_CHARS, View
 
 Number = int | float
 _DIGITS = "0123456789"

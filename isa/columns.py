@@ -9,8 +9,8 @@ from operator import attrgetter
 
 import numpy as np
 
-from .instructions import Halt
-from .program import Program
+from isa.instructions import Halt
+from isa.program import Program
 
 _QUEUE, _NAME, _COUNT = attrgetter("queue"), attrgetter("name"), attrgetter("count")
 

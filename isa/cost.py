@@ -13,11 +13,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import stream
-from .arch import Arch, Memory
-from .dtypes import Queue, Space
-from .errors import IsaError
-from .instructions import (
+from isa import stream
+from isa.arch import Arch, Memory
+from isa.dtypes import Queue, Space
+from isa.errors import IsaError
+from isa.instructions import (
     Act,
     BinOp,
     DmaCopy,
@@ -31,7 +31,7 @@ from .instructions import (
     VecRequant,
     VecUnary,
 )
-from .view import View
+from isa.view import View
 
 ALU_BINOPS = frozenset({BinOp.ADD, BinOp.SUB, BinOp.MIN, BinOp.MAX, BinOp.AND, BinOp.OR, BinOp.XOR, BinOp.CMPGT,
                         BinOp.CMPEQ})
@@ -183,7 +183,7 @@ def bank_cycles(view: View, shape: tuple[int, ...], mem: Memory, beat_elems: int
 
 
 def _irregular(view: View, shape: tuple[int, ...], extra: tuple[tuple[int, int], ...], e: Exception) -> str:
-    from .asm import format_view
+    from isa.asm import format_view
 
     points = math.prod(shape) * math.prod(x for x, _ in extra)
     return (f"the cost model cannot time operand {format_view(view)} over shape{list(shape)} ({points:,} elements): "

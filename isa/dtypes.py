@@ -6,7 +6,7 @@ import enum
 
 import numpy as np
 
-from .errors import IsaError
+from isa.errors import IsaError
 
 
 class DType(enum.Enum):

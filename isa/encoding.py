@@ -41,9 +41,9 @@ import enum
 import struct
 from typing import TypeVar
 
-from .dtypes import DType, Queue, Space
-from .errors import EncodingError, IsaError
-from .instructions import (
+from isa.dtypes import DType, Queue, Space
+from isa.errors import EncodingError, IsaError
+from isa.instructions import (
     Act,
     Barrier,
     BinOp,
@@ -64,8 +64,8 @@ from .instructions import (
     VecRequant,
     VecUnary,
 )
-from .program import Program, ProgramConfig, Region, SemDecl
-from .view import MAX_DIMS, View
+from isa.program import Program, ProgramConfig, Region, SemDecl
+from isa.view import MAX_DIMS, View
 
 MAGIC = b"NPU0"
 VERSION = 1

@@ -6,10 +6,10 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from .asm import format_program, parse_program
-from .encoding import decode_program, encode_program
-from .errors import AsmSyntaxError, EncodingError
-from .program import Program
+from isa.asm import format_program, parse_program
+from isa.encoding import decode_program, encode_program
+from isa.errors import AsmSyntaxError, EncodingError
+from isa.program import Program
 
 BINARY_SUFFIX = ".npub"
 

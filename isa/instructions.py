@@ -19,9 +19,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from .dtypes import INT_RANGE, DType, Queue, Space
-from .errors import IsaError
-from .view import MAX_DIMS, MAX_EXTENT, NAME_CHARS, View, is_name
+from isa.dtypes import INT_RANGE, DType, Queue, Space
+from isa.errors import IsaError
+from isa.view import MAX_DIMS, MAX_EXTENT, NAME_CHARS, View, is_name
 
 MAX_SYNC_SLOTS = 4
 MAX_SEM_COUNT = 127
@@ -236,7 +236,7 @@ class Instr:
         return ()
 
     def __str__(self) -> str:
-        from .asm import format_instr
+        from isa.asm import format_instr
 
         return format_instr(self)
 

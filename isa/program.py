@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 
-from .errors import IsaError
-from .instructions import Instr
-from .view import NAME_CHARS
+from isa.dtypes import Space
+from isa.errors import IsaError
+from isa.instructions import Instr
+from isa.view import NAME_CHARS
 
 MAX_REGIONS = 16
 MAX_SEMS = 256
@@ -90,6 +91,11 @@ class Program:
     @cached_property
     def sem_index(self) -> dict[str, int]:
         return {s.name: i for i, s in enumerate(self.sems)}
+
+    def spm_top(self) -> int:
+        """One past the highest SPM byte any operand of the program touches (bytes; 0 if none)."""
+        return max((view.span(getattr(i, "src_shape", i.shape) if role == "src" else i.shape, extra)[1]
+                    for i in self.instrs for role, view, extra in i.views() if view.space is Space.SPM), default=0)
 
     def __len__(self) -> int:
         return len(self.instrs)

@@ -42,12 +42,12 @@ from itertools import chain
 
 import numpy as np
 
-from .dtypes import UNIT_QUEUES, Queue, Space
-from .errors import DeadlockError, VerifyError
-from .instructions import DmaCopy, HostCall, Instr
-from .program import Program
-from .verify import verify, where
-from .view import View
+from isa.dtypes import UNIT_QUEUES, Queue, Space
+from isa.errors import DeadlockError, VerifyError
+from isa.instructions import DmaCopy, HostCall, Instr
+from isa.program import Program
+from isa.verify import verify, where
+from isa.view import View
 
 NQ = len(UNIT_QUEUES)
 MAX_RUNS = 1 << 22

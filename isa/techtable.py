@@ -18,8 +18,8 @@ from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 
-from .errors import ArchError
-from .files import decode_utf8
+from isa.errors import ArchError
+from isa.files import decode_utf8
 
 MAC_DTYPES = ("i8", "f16", "bf16", "f32")
 VECTOR_CLASSES = ("alu", "mul", "special")

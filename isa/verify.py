@@ -13,11 +13,11 @@ from operator import attrgetter
 
 import numpy as np
 
-from .columns import Columns
-from .dtypes import Queue, Space
-from .errors import VerifyError
-from .instructions import DmaCopy, Halt, Instr, MatMul
-from .program import SEM_MAX, Program
+from isa.columns import Columns
+from isa.dtypes import Queue, Space
+from isa.errors import VerifyError
+from isa.instructions import DmaCopy, Halt, Instr, MatMul
+from isa.program import SEM_MAX, Program
 
 
 @dataclass

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .dtypes import DType, Space
-from .errors import IsaError
+from isa.dtypes import DType, Space
+from isa.errors import IsaError
 
 MAX_DIMS = 5
 MAX_EXTENT = 0xFFFF

@@ -1,4 +1,4 @@
-"""Session setup: no test reads or writes the user's compile cache (npusim.compile_cache); tests of the cache give
+"""Session setup: no test reads or writes the user's compile cache (npusim.app.compile_cache); tests of the cache give
 it a directory of their own."""
 
 import os

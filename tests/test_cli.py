@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from npusim import __version__
-from npusim.cli import main
+from npusim.app.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -139,10 +139,11 @@ def test_verify_races_of_a_race_free_program_and_the_race_cap(capsys):
 def test_warm_runs_each_workload_and_leaves_the_numba_functions_compiled():
     """In a fresh process (where no earlier test compiled anything), `npusim warm` runs every workload and leaves the
     compiled timing run and the matmul kernels compiled (or loaded from the cache it fills)."""
-    from npusim.warm import WORKLOADS
+    from npusim.app.warm import WORKLOADS
 
-    code = ("import sys; from npusim.cli import main; rc = main(['warm']); from npusim import compiled_timing as c, "
-            "kernels as k; print(rc, bool(c._run.signatures and k.matmul_f32.signatures and k.matmul_int.signatures))")
+    code = ("import sys; from npusim.app.cli import main; rc = main(['warm']); "
+            "from npusim.sim import compiled_timing as c; from npusim.functional import kernels as k; "
+            "print(rc, bool(c._run.signatures and k.matmul_f32.signatures and k.matmul_int.signatures))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT).stdout.splitlines()
     assert [line.split(":")[0] for line in out[:-2]] == [f"{m} on {p}" for m, p in WORKLOADS]
     assert out[-2].startswith("numba functions compiled and cached in ")

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from npusim import cli
+from npusim.app import cli
 from tests.fuzz.fixtures import EXAMPLES, tiny_inputs, write_files
 
 
@@ -78,10 +78,10 @@ def test_a_huge_gemm_is_refused_at_once_with_the_numbers(capsys):
 
 
 def test_no_limits_lifts_the_limits(capsys, files, monkeypatch):
-    import npusim.limits
+    import npusim.sim.limits
 
     args = ["simulate", files["good.s"], "--json", "-"]
-    monkeypatch.setattr(npusim.limits, "LIMITS", npusim.limits.Limits(instructions=10))
+    monkeypatch.setattr(npusim.sim.limits, "LIMITS", npusim.sim.limits.Limits(instructions=10))
     code, _, err = run(capsys, *args)
     assert code == 1 and "would need 109 instructions (limit 10)" in one_line(err)
     assert run(capsys, *args, "--no-limits")[0] == 0

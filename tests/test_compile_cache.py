@@ -1,5 +1,5 @@
-"""The disk compile cache (npusim.compile_cache): a hit loads the same compiled model and gives the same cycles, every
-part of the key separates entries, a bad entry is a miss, and `npusim run` says which it was."""
+"""The disk compile cache (npusim.app.compile_cache): a hit loads the same compiled model and gives the same cycles,
+every part of the key separates entries, a bad entry is a miss, and `npusim run` says which it was."""
 
 import json
 
@@ -7,12 +7,12 @@ import numpy as np
 import onnx
 import pytest
 
-from compiler.builder import GraphBuilder, to_onnx
+from compiler.frontend.builder import GraphBuilder, to_onnx
 from isa.arch import load_arch
 from isa.asm import format_program
-from npusim import compile_cache
-from npusim.cli import main
-from npusim.driver import run_model
+from npusim.app import compile_cache
+from npusim.app.cli import main
+from npusim.app.driver import run_model
 
 
 def _model() -> onnx.ModelProto:
@@ -56,7 +56,7 @@ def test_arch_options_and_model_bytes_each_separate_entries(cache):
 def test_opting_out_and_graphs_never_touch_the_cache(cache, monkeypatch):
     model, arch = _model(), load_arch("edge16")
     assert run_model(model, arch, timing_only=True, cache=False)[3]["compile_cache"] == "off"
-    from npusim.driver import load_model
+    from npusim.app.driver import load_model
 
     assert run_model(load_model(model), arch, timing_only=True)[3]["compile_cache"] == "off"
     monkeypatch.setenv("NPUSIM_NO_CACHE", "1")

@@ -7,11 +7,11 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from compiler.builder import GraphBuilder, to_onnx
 from compiler.errors import CompileError
-from compiler.zoo import bert_layer, resnet18
+from compiler.frontend.builder import GraphBuilder, to_onnx
 from isa.arch import load_arch
-from npusim.driver import check_layers, run_model
+from npusim.app.driver import check_layers, run_model
+from npusim.app.zoo import bert_layer, resnet18
 
 ARCH = load_arch("mid32")
 

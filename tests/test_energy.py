@@ -11,19 +11,19 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from compiler.builder import GraphBuilder, to_onnx
+from compiler.frontend.builder import GraphBuilder, to_onnx
 from isa import ArchError, DType, Space, View
 from isa.arch import Arch, load_arch
 from isa.asm import parse_program
 from isa.cost import DramWindow, dma_stream_bandwidth, dram_window
+from isa.energy import KINDS, run_energy
 from isa.techtable import load_table, parse_table, table_names
 from npusim import simulate
-from npusim.cli import main
-from npusim.driver import run_model
-from npusim.energy import KINDS, run_energy
-from npusim.plots import plot_energy, plot_roofline, render
-from npusim.stats import memory_roof
-from npusim.tables import diff_rows, layer_rows
+from npusim.app.cli import main
+from npusim.app.driver import run_model
+from npusim.report.plots import plot_energy, plot_roofline, render
+from npusim.report.tables import diff_rows, layer_rows
+from npusim.sim.stats import memory_roof
 
 # The default Arch: table 45nm, lpddr4; SPM 256 KiB, ACC 64 KiB; a 16 x 16 array of i8/u8/f16/bf16/f32 MACs; 16
 # vector lanes; 1 GHz. The 45 nm table's numbers, written out by hand:

@@ -6,17 +6,17 @@ import json
 
 import pytest
 
-import npusim.driver
-from compiler.conv import ConvShape, ConvTiling
-from compiler.zoo import MODELS
+import npusim.app.driver
+from compiler.kernels.conv2d import ConvShape, ConvTiling
 from isa import DType, NpuSimError
 from isa.arch import load_arch
 from isa.asm import format_program, parse_program
-from npusim import golden
-from npusim.cli import main
-from npusim.driver import run_conv, run_gemm, run_model
-from npusim.golden import GOLDENS, TRACES, Golden, check_golden, diff, golden_names, load, update_golden
-from npusim.simulator import simulate
+from npusim.app import golden
+from npusim.app.cli import main
+from npusim.app.driver import run_conv, run_gemm, run_model
+from npusim.app.golden import GOLDENS, TRACES, Golden, check_golden, diff, golden_names, load, update_golden
+from npusim.app.zoo import MODELS
+from npusim.sim.simulator import simulate
 
 CONV = ConvShape(1, 64, 56, 56, 64, 3, 3, stride=1, pad=1)  # the conv3x3 workload, built here independently
 
@@ -78,9 +78,9 @@ def test_fold_overlap_off_shows_in_the_matrix_unit():
 
 def test_changed_program_reports_first_differing_line(monkeypatch):
     name = "conv3x3-mid32"
-    conv2d = npusim.driver.conv2d
+    conv2d = npusim.app.driver.conv2d
     smaller = ConvTiling(toh=8, tow=56)   # the compiler would pick 18 output rows a tile on mid32
-    monkeypatch.setattr(npusim.driver, "conv2d", lambda cs, dtype, target, tiling=None, **k:
+    monkeypatch.setattr(npusim.app.driver, "conv2d", lambda cs, dtype, target, tiling=None, **k:
                         conv2d(cs, dtype, target, smaller, **k))
     new = format_program(run_conv(CONV, DType.I8, load_arch("mid32"), timing_only=True)[0].program).splitlines()
     old = stored_program(name).splitlines()

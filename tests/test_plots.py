@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 from matplotlib.figure import Figure
 
-from compiler.builder import GraphBuilder
+from compiler.frontend.builder import GraphBuilder
 from isa.arch import load_arch
-from npusim.cli import main
-from npusim.driver import run_model
-from npusim.intervals import bucket_busy, covered, time_split, union
-from npusim.plots import PlotError, plot_layers, plot_roofline, plot_timeline, plot_utilization, render
+from npusim.app.cli import main
+from npusim.app.driver import run_model
+from npusim.report.intervals import bucket_busy, covered, time_split, union
+from npusim.report.plots import PlotError, plot_layers, plot_roofline, plot_timeline, plot_utilization, render
 
 PNG = b"\x89PNG\r\n\x1a\n"
 IN_INSTRUCTION = ("dram_bandwidth", "dram_latency", "bank_conflict")   # stalls between an instruction's start and end
@@ -197,7 +197,7 @@ def test_cli_plot_writes_each_kind(report, tmp_path, capsys):
 def test_cli_run_writes_a_timeline(tmp_path, capsys):
     import onnx
 
-    from compiler.builder import to_onnx
+    from compiler.frontend.builder import to_onnx
 
     model, out = tmp_path / "small.onnx", tmp_path / "t.png"
     onnx.save(to_onnx(small_model()), model)
@@ -208,7 +208,7 @@ def test_cli_run_writes_a_timeline(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.parametrize("name,arch", [("resnet18", "mid32"), ("bert_layer", "mid32")])
 def test_all_kinds_render_for_zoo_models(name, arch, tmp_path):
-    from compiler.zoo import MODELS
+    from npusim.app.zoo import MODELS
 
     report = json.loads(json.dumps(run_model(MODELS[name](), load_arch(arch), timing_only=True)[3]))
     for kind in ("timeline", "util", "layers", "roofline"):

@@ -1,5 +1,5 @@
 """Graph-to-graph passes over :class:`compiler.ir.Graph`; each returns a new graph."""
 
-from .fold_constants import fold_constants, fold_node, remove_dead
+from compiler.passes.fold_constants import fold_constants, fold_node, remove_dead
 
 __all__ = ["fold_constants", "fold_node", "remove_dead"]

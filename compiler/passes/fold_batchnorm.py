@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..ir import Graph, Tensor
+from compiler.ir import Graph, Tensor
 
 
 def fold_batchnorm(graph: Graph) -> Graph:

@@ -13,8 +13,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..errors import GraphError
-from ..ir import Graph, Node, Tensor
+from compiler.errors import GraphError
+from compiler.ir import Graph, Node, Tensor
 
 KEEP = frozenset({"DequantizeLinear"})
 """Ops never folded even when all their inputs are constant."""
@@ -186,7 +186,7 @@ def _squeeze(node: Node, ins: list) -> list:
 
 def _affine_grid(node: Node, ins: list) -> list | None:
     """A 2-D AffineGrid of a constant theta, in onnxruntime's float32 order (3-D grids are not folded)."""
-    from ..sample2d import affine_grid_values
+    from compiler.kernels.resample import affine_grid_values
 
     size = [int(v) for v in ins[1].ravel()]
     if len(size) != 4 or ins[0].dtype != np.float32:

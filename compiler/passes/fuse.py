@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..ir import Graph
+from compiler.ir import Graph
 
 PRODUCERS = ("Conv", "ConvTranspose", "Add", "Sub", "Mul", "Div")
 
@@ -45,9 +45,9 @@ def fuse_residual(graph: Graph) -> Graph:
     becomes one Conv with input 3 = ``r`` and ``attrs["residual"] = True``, placed where the Add was; its lowering
     loads ``r``'s tile into the accumulators before the first product, so the sum costs no pass of its own.
 
-    Only Convs the NPU lowers directly (:func:`compiler.conv.conv2d`: 1-D or 2-D, any strides, pads, dilations and
-    groups, not depthwise or patch embedding, no activation yet), whose output feeds only this Add, with ``r`` of the
-    same shape."""
+    Only Convs the NPU lowers directly (:func:`compiler.kernels.conv2d.conv2d`: 1-D or 2-D, any strides, pads, dilations
+    and groups, not depthwise or patch embedding, no activation yet), whose output feeds only this Add, with ``r`` of
+    the same shape."""
     nodes, moved, drop = {n.name: n for n in graph.nodes}, {}, set()
     for add in graph.nodes:
         if add.op != "Add" or len(add.present_inputs) != 2:
@@ -76,9 +76,10 @@ def fuse_residual(graph: Graph) -> Graph:
 
 
 def _direct_conv(n, graph: Graph) -> bool:
-    """Whether ``n`` is a Conv that :func:`compiler.conv.conv2d` lowers (1-D or 2-D, not depthwise, not patchify)."""
-    from ..depthwise import is_depthwise
-    from ..patchify import is_patchify
+    """Whether ``n`` is a Conv that :func:`compiler.kernels.conv2d.conv2d` lowers (1-D or 2-D, not depthwise, not
+    patchify)."""
+    from compiler.kernels.depthwise import is_depthwise
+    from compiler.kernels.patchify import is_patchify
 
     a = n.attrs
     if n.op != "Conv" or "activation" in a or "residual" in a or len(n.present_inputs) < 2 \

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 
-from ..ir import Graph, Node
-from .patterns import Rewrite, is_value, other, same_shape, scalar
+from compiler.ir import Graph, Node
+from compiler.passes.patterns import Rewrite, is_value, other, same_shape, scalar
 
 SQRT2 = math.sqrt(2.0)
 SQRT_2_PI = math.sqrt(2.0 / math.pi)

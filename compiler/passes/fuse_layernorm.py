@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import Graph, Node, Tensor
-from .patterns import Rewrite, fresh, other, scalar, sole_user
-from .reduce import reduce_axes
+from compiler.ir import Graph, Node, Tensor
+from compiler.passes.patterns import Rewrite, fresh, other, scalar, sole_user
+from compiler.passes.reduce_axes import reduce_axes
 
 
 def fuse_layernorm(graph: Graph) -> Graph:

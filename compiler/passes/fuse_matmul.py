@@ -1,5 +1,5 @@
-"""Fuse what follows a MatMul into its GEMM's epilogue (:class:`compiler.epilogue.Epilogue`), so none of it costs
-a pass through DRAM: in this order, each optional,
+"""Fuse what follows a MatMul into its GEMM's epilogue (:class:`compiler.kernels.common.epilogue.Epilogue`), so none of
+it costs a pass through DRAM: in this order, each optional,
 
 1. ``Div(y, c)``, a constant scalar divisor (the attention's scale; a true division, ``attrs["divisor"] = c``),
 2. ``Add(y, bias)``, a constant with one value per output column (``attrs["bias"] = True``, input 2),
@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir import FUSED_ATTRS, Graph, Node
-from .patterns import Rewrite, activation_of, other, scalar, sole_user
+from compiler.ir import FUSED_ATTRS, Graph, Node
+from compiler.passes.patterns import Rewrite, activation_of, other, scalar, sole_user
 
 
 def fuse_matmul(graph: Graph) -> Graph:

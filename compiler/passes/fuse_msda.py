@@ -1,6 +1,6 @@
 """Fuse multi-scale deformable attention (seed-ops.md 5) as mmcv's ``multi_scale_deformable_attn_pytorch`` exports
 it into one ``MSDeformAttn`` node, lowered as one pass per (head, query tile) whose sampled tensor never leaves the
-SPM (:mod:`compiler.msda`).
+SPM (:mod:`compiler.kernels.msda`).
 
 The pattern, from the ReduceSum back: ``ReduceSum(axes=[3]) <- Mul(s, a) <- [Reshape] <- Concat(axis=3) <-
 [Reshape (Unsqueeze)] <- GridSample`` per level (``torch.stack(dim=-2).flatten(-2)``, or a Concat of the 4-D
@@ -24,9 +24,9 @@ Q, heads, L, P)`` and the output ``Transpose(0, 2, 1)(Reshape(sum, (bs, heads*D,
 
 from __future__ import annotations
 
-from ..ir import Graph, Node
-from .patterns import Rewrite, sole_user
-from .reduce import reduce_axes
+from compiler.ir import Graph, Node
+from compiler.passes.patterns import Rewrite, sole_user
+from compiler.passes.reduce_axes import reduce_axes
 
 
 def _samples(graph: Graph, t: str, pattern: list[Node]) -> list[Node] | None:

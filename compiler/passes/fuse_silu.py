@@ -4,8 +4,8 @@ into one ONNX ``Swish`` node (opset 24; ``alpha`` 1), and ``Mul(x, Sigmoid(Mul(x
 
 from __future__ import annotations
 
-from ..ir import Graph, Node
-from .patterns import Rewrite, other, same_shape, scalar, sole_user
+from compiler.ir import Graph, Node
+from compiler.passes.patterns import Rewrite, other, same_shape, scalar, sole_user
 
 
 def fuse_silu(graph: Graph) -> Graph:

@@ -5,9 +5,9 @@ must be read by the ReduceSum and the Div alone, and the Sub's by the Exp alone.
 
 from __future__ import annotations
 
-from ..ir import Graph, Node
-from .patterns import Rewrite, same_shape
-from .reduce import reduce_axes
+from compiler.ir import Graph, Node
+from compiler.passes.patterns import Rewrite, same_shape
+from compiler.passes.reduce_axes import reduce_axes
 
 
 def fuse_softmax(graph: Graph) -> Graph:

@@ -4,7 +4,7 @@
 A match is the nodes of one exporter pattern and the node that computes the same thing. :meth:`Rewrite.add` takes it
 only if no node of it was taken by another match, every tensor the pattern computes (but its final output) is read
 by the pattern alone and is not a graph output, and the NPU lowers the new node (the registry's check,
-:func:`compiler.lower.npu_unsupported`); otherwise the graph keeps the pattern as it is.
+:func:`compiler.ops.npu_unsupported`); otherwise the graph keeps the pattern as it is.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..ir import ACTIVATION_OPS, Graph, Node, Tensor
-from ..lower import npu_unsupported
+from compiler.ir import ACTIVATION_OPS, Graph, Node, Tensor
+from compiler.ops import npu_unsupported
 
 
 def scalar(graph: Graph, name: str) -> float | None:

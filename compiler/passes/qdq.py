@@ -1,6 +1,6 @@
 """Fuse a QDQ ConvTranspose (ONNX has no QLinearConvTranspose): ``DequantizeLinear(x_q) -> ConvTranspose(.,
 DequantizeLinear(w_q)[, DequantizeLinear(b_q)]) -> QuantizeLinear`` becomes one ConvTranspose on ``x_q``, ``w_q`` and
-``b_q`` with ``attrs["quant"]`` (``x_scale, x_zp, w_scale, y_scale, y_zp``) that :mod:`compiler.lower.conv_transpose`
+``b_q`` with ``attrs["quant"]`` (``x_scale, x_zp, w_scale, y_scale, y_zp``) that :mod:`compiler.ops.conv_transpose`
 lowers as an i8 x i8 -> i32 product with the bias and the requantization in its accumulator epilogue.
 
 Fused only when the input is int8 (as QLinearConv on the NPU), the weights constant int8 with zero points 0 (per
@@ -17,8 +17,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..ir import Graph, Node
-from .fold_constants import remove_dead
+from compiler.ir import Graph, Node
+from compiler.passes.fold_constants import remove_dead
 
 
 def _dq(graph: Graph, tensor: str, const: bool) -> tuple[Node, np.ndarray, np.ndarray] | None:

@@ -8,9 +8,9 @@ import numpy as np
 import onnx
 import pytest
 
-from compiler.builder import GraphBuilder, to_onnx
 from compiler.errors import ShapeError
-from compiler.onnx_import import import_onnx
+from compiler.frontend.builder import GraphBuilder, to_onnx
+from compiler.frontend.onnx_import import import_onnx
 from tests.compiler.util import ort_run
 
 RNG = np.random.default_rng(7)

@@ -1,11 +1,11 @@
-"""compiler.conv.conv2d copies a tile's instructions to the later tiles of its kind: the program must be the one
-that emitting every tile on its own gives."""
+"""compiler.kernels.conv2d.conv2d copies a tile's instructions to the later tiles of its kind: the program must be the
+one that emitting every tile on its own gives."""
 
 import itertools
 
-from compiler.conv import ConvTiling, Epilogue, Halt, _conv_parts, _TileState, conv2d, search_conv_tiling
 from compiler.errors import TilingError
-from compiler.target import Target
+from compiler.kernels.common.target import Target
+from compiler.kernels.conv2d import ConvTiling, Epilogue, Halt, _conv_parts, _TileState, conv2d, search_conv_tiling
 from isa import DType
 from isa.arch import load_arch
 from tests.compiler.test_conv_estimate import EPILOGUES, SHAPES, TILINGS

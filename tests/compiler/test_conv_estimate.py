@@ -1,11 +1,14 @@
-"""compiler.conv.conv_estimate, the search's closed-form price of a tiling, against the price of the built program."""
+"""compiler.kernels.conv2d.conv_estimate, the search's closed-form price of a tiling, against the price of the built
+program."""
 
 import itertools
 from dataclasses import replace
 
 import pytest
 
-from compiler.conv import (
+from compiler.errors import TilingError
+from compiler.kernels.common.target import Target
+from compiler.kernels.conv2d import (
     ACC_TYPE,
     ConvShape,
     ConvTiling,
@@ -21,8 +24,6 @@ from compiler.conv import (
     program_price,
     search_conv_tiling,
 )
-from compiler.errors import TilingError
-from compiler.target import Target
 from isa import DType
 from isa.arch import load_arch
 from tests.compiler.util import linear_fit_tcb

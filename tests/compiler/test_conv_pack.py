@@ -7,7 +7,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from compiler.conv import (
+from compiler.kernels.common.target import Target
+from compiler.kernels.conv2d import (
     ConvShape,
     ConvTiling,
     Epilogue,
@@ -18,12 +19,11 @@ from compiler.conv import (
     pack_weights,
     search_conv_tiling,
 )
-from compiler.target import Target
 from isa import DType, MatMul
 from isa.arch import load_arch
 from isa.cost import mxu_cycles
 from npusim import simulate
-from npusim.simulator import region_array
+from npusim.sim.simulator import region_array
 
 EDGE = load_arch("edge16")   # 16 x 16 array: K <= 8 packs 2 pixels, K <= 4 packs 4
 
@@ -132,8 +132,8 @@ def test_unpackable_tilings_are_refused(cs, t):
 def test_model_lowering_packs_and_matches_onnxruntime():
     # Conv (3x3, 8 -> 8) + bias + ReLU in an ONNX graph on edge16: the search packs 2 pixels per array row and the
     # model lowering binds the block-diagonal weights that go with it
-    from compiler.builder import GraphBuilder
-    from npusim.driver import run_model
+    from compiler.frontend.builder import GraphBuilder
+    from npusim.app.driver import run_model
 
     rng = np.random.default_rng(3)
     b = GraphBuilder("packed")

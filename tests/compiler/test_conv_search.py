@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler.conv import (
+from compiler.kernels.common.target import Target
+from compiler.kernels.conv2d import (
     PRICE_MAX,
     ConvShape,
     ConvTiling,
@@ -25,7 +26,6 @@ from compiler.conv import (
     pack_allowed,
     search_conv_tiling,
 )
-from compiler.target import Target
 from isa import DType
 from isa.arch import load_arch
 from tests.compiler.util import linear_fit_tcb
@@ -78,12 +78,12 @@ def test_a_huge_layer_is_not_built_once_per_candidate(monkeypatch):
     """conv 1 8 1000000 8 8 3 3 searched for minutes (a height loop over a million rows, then 20 programs of 35 K
     instructions built and priced); now the tallest tile is a binary search and the best rough candidate wins
     without any candidate priced."""
-    import compiler.conv
+    import compiler.kernels.conv2d
 
     def priced(*args, **kw):
         raise AssertionError("a candidate of a layer above PRICE_MAX instructions was priced")
 
-    monkeypatch.setattr(compiler.conv, "conv_estimate", priced)
+    monkeypatch.setattr(compiler.kernels.conv2d, "conv_estimate", priced)
     arch = load_arch("edge16")
     cs = ConvShape(1, 8, 1_000_000, 8, 8, 3, 3)
     t = search_conv_tiling(cs, DType.I8, Target.of(arch))
@@ -125,8 +125,8 @@ def test_a_stem_no_full_width_direct_tile_fits_gets_an_im2col_or_narrower_tiling
     """A 7x7/2 stem over C=3 on a 32x32 array with 256 KiB of SPM: a direct tile holds 49 taps of a 32x32 weight
     tile (200 KB, twice), so no full-width direct tile fits; the search still tries narrower tiles and im2col ones
     (it tried none, and the layer ran on the host). The model then runs wholly on the NPU and matches onnxruntime."""
-    from compiler.builder import GraphBuilder, to_onnx
-    from npusim.driver import run_model
+    from compiler.frontend.builder import GraphBuilder, to_onnx
+    from npusim.app.driver import run_model
 
     arch = load_arch("mid32").with_overrides(["spm.size=262144"])
     cs = ConvShape(1, 3, 224, 224, 64, 7, 7, 2, 3)

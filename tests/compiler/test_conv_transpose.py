@@ -1,5 +1,5 @@
-"""ConvTranspose by phase splitting (compiler/conv_transpose.py): the float64 scatter reference against the ONNX
-definition, the phase tables against the reference, the weights as the same bytes, ONNX's pad formula, and the
+"""ConvTranspose by phase splitting (compiler/kernels/conv_transpose2d.py): the float64 scatter reference against the
+ONNX definition, the phase tables against the reference, the weights as the same bytes, ONNX's pad formula, and the
 programs (split and swell_spm) simulated against the reference on the three presets."""
 
 import itertools
@@ -9,8 +9,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from compiler.conv import conv_reference
-from compiler.conv_transpose import (
+from compiler.errors import CompileError, TilingError
+from compiler.kernels.common.target import Target
+from compiler.kernels.conv2d import conv_reference
+from compiler.kernels.conv_transpose2d import (
     ConvTransposeShape,
     TransposeTiling,
     axis_phases,
@@ -23,11 +25,9 @@ from compiler.conv_transpose import (
     tapless,
     transpose_pads,
 )
-from compiler.errors import CompileError, TilingError
-from compiler.target import Target
 from isa import DType
 from isa.arch import load_arch
-from npusim.driver import run_conv_transpose
+from npusim.app.driver import run_conv_transpose
 
 RNG = np.random.default_rng(3)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.builder import GraphBuilder, to_onnx
-from compiler.onnx_import import import_onnx
+from compiler.frontend.builder import GraphBuilder, to_onnx
+from compiler.frontend.onnx_import import import_onnx
 from compiler.passes import fold_constants, remove_dead
 from tests.compiler.util import model, ort_run, vi
 

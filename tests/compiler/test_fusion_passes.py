@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from compiler.builder import GraphBuilder
-from compiler.model import PASSES, run_passes
+from compiler.compile import PASSES, run_passes
+from compiler.frontend.builder import GraphBuilder
 from compiler.passes.fuse_gelu import fuse_gelu
 from compiler.passes.fuse_layernorm import fuse_layernorm
 from compiler.passes.fuse_matmul import fuse_matmul

@@ -1,15 +1,15 @@
-"""compiler.gemm.gemm_estimate, the GEMM search's closed-form price of a tiling, against program_estimate of the built
-program; and the search's choice against the built programs of its candidates."""
+"""compiler.kernels.gemm.gemm_estimate, the GEMM search's closed-form price of a tiling, against program_estimate of the
+built program; and the search's choice against the built programs of its candidates."""
 
 import itertools
 from dataclasses import replace
 
 import pytest
 
-from compiler.epilogue import Epilogue
 from compiler.errors import CompileError, TilingError
-from compiler.gemm import NEAR_TIE, GemmTiling, gemm_candidates, gemm_estimate, search_tiling, tiled_gemm
-from compiler.target import Target
+from compiler.kernels.common.epilogue import Epilogue
+from compiler.kernels.common.target import Target
+from compiler.kernels.gemm import NEAR_TIE, GemmTiling, gemm_candidates, gemm_estimate, search_tiling, tiled_gemm
 from isa import DType
 from isa.arch import load_arch, preset_names
 from isa.cost import program_estimate

@@ -15,7 +15,7 @@ from compiler.errors import (
     UnsupportedOpError,
     UnsupportedOpsetError,
 )
-from compiler.onnx_import import import_onnx
+from compiler.frontend.onnx_import import import_onnx
 from tests.compiler.util import model, ort_run, vi
 
 

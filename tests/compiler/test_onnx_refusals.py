@@ -10,10 +10,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.errors import CompileError
-from compiler.onnx_import import import_onnx
+from compiler.frontend.onnx_import import import_onnx
 from isa import NpuSimError
 from isa.arch import load_arch
-from npusim.driver import run_model
+from npusim.app.driver import run_model
 from tests.compiler.util import model, vi
 
 rng = np.random.default_rng(0)

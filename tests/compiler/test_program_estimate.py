@@ -2,8 +2,8 @@
 
 import pytest
 
-from compiler.conv import ConvShape, conv2d, search_conv_tiling
-from compiler.target import Target
+from compiler.kernels.common.target import Target
+from compiler.kernels.conv2d import ConvShape, conv2d, search_conv_tiling
 from isa import DmaCopy, DType, Halt, MatMul, Program, ProgramConfig, Queue, Region, SemDecl, SemOp, Space, View
 from isa.arch import load_arch
 from isa.cost import instr_cost, program_estimate
@@ -45,8 +45,8 @@ def test_estimate_of_one_load_compute_store_chain_is_their_sum():
 def test_leading_constants_counts_the_weight_and_bias_loads_before_the_first_input():
     # conv2d starts with the bias load, then the first weight chunk ahead of the first input window: those two (and
     # nothing after the input) are what cross-layer prefetch hides
-    from compiler.conv import Epilogue
-    from compiler.link import leading_constants
+    from compiler.kernels.conv2d import Epilogue
+    from compiler.link.linker import leading_constants
     arch = load_arch("dc128")
     cs = ConvShape(1, 256, 14, 14, 256, 3, 3, 1, 1)
     p = conv2d(cs, DType.F32, Target.of(arch), epilogue=Epilogue(bias=True, act="relu"))
@@ -61,8 +61,8 @@ def test_leading_constants_counts_the_weight_and_bias_loads_before_the_first_inp
 def test_search_with_hidden_constants_minimizes_the_estimate_without_them(cs):
     # under prefetch the leading weight loads overlap the previous layer: the search prices without them, so its
     # pick is no worse than the default pick by that measure (and the default pick no worse by the full estimate)
-    from compiler.conv import _CONSTANTS, Epilogue
-    from compiler.link import leading_constants
+    from compiler.kernels.conv2d import _CONSTANTS, Epilogue
+    from compiler.link.linker import leading_constants
     arch = load_arch("dc128")
     ep = Epilogue(bias=True, act="relu")
 

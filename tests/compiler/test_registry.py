@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from compiler.builder import GraphBuilder
-from compiler.lower import REGISTRY, npu_unsupported
-from compiler.model import compile_model, unsupported_nodes
-from compiler.onnx_import import import_onnx
+from compiler.compile import compile_model, unsupported_nodes
+from compiler.frontend.builder import GraphBuilder
+from compiler.frontend.onnx_import import import_onnx
+from compiler.ops import REGISTRY, npu_unsupported
 from isa.arch import load_arch
 
 

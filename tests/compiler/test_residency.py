@@ -1,7 +1,7 @@
 """place_in_spm: which activation tensors go to the SPM arena, where, and how segments are rebound."""
 
-from compiler.link import Segment
-from compiler.residency import place_in_spm
+from compiler.link.linker import Segment
+from compiler.link.residency import place_in_spm
 
 BASE, ALIGN = 1 << 20, 1024
 

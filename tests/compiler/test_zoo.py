@@ -8,8 +8,8 @@ import numpy as np
 import onnx
 import pytest
 
-from compiler.onnx_import import import_onnx
-from compiler.zoo import MODELS, describe
+from compiler.frontend.onnx_import import import_onnx
+from npusim.app.zoo import MODELS, describe
 from tests.compiler.util import ort_run
 
 SLOW = {"resnet50", "resnet18_int8"}

@@ -32,10 +32,10 @@ def vi(name: str, shape: list | None, elem: int = TensorProto.FLOAT):
 
 def linear_fit_tcb(cs, t, es: int, rows: int, cols: int, spm: int, acc: int) -> int:
     """The most input-channel blocks per step with which conv tiling ``t`` fits, by trying every count from the top
-    with ``compiler.conv._fits`` (the oracle of ``_fit_tcb``'s closed form and of the search's ranking)."""
+    with ``compiler.kernels.conv2d._fits`` (the oracle of ``_fit_tcb``'s closed form and of the search's ranking)."""
     from dataclasses import replace
 
-    from compiler.conv import _fits, grouped
+    from compiler.kernels.conv2d import _fits, grouped
 
     gs = grouped(cs, t.gpack)
     kc = t.pack * (gs.R * gs.S * gs.Cg if t.im2col else gs.Cg)

@@ -16,8 +16,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from npusim.cli import main
-from npusim.conformance import DATA, node_cases
+from npusim.app.cli import main
+from npusim.app.conformance import DATA, node_cases
 
 pytestmark = pytest.mark.slow
 
@@ -92,7 +92,7 @@ def _npusim(*args: str) -> tuple[int, str]:
 
 
 def _npusim_here(capfd, *args: str) -> tuple[int, str]:
-    """``npusim ARGS`` through :func:`npusim.cli.main` in this process (no interpreter start-up: the exotic models
+    """``npusim ARGS`` through :func:`npusim.app.cli.main` in this process (no interpreter start-up: the exotic models
     are many): (exit status, stderr at the file-descriptor level, so onnxruntime's own C++ log counts). An exception
     escaping ``main`` is what the console script would print as a traceback, and is returned as one."""
     capfd.readouterr()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from isa.arch import load_arch
-from npusim.conformance import DATA, KINDS, corpus, run_one, table
+from npusim.app.conformance import DATA, KINDS, corpus, run_one, table
 
 pytestmark = pytest.mark.slow
 

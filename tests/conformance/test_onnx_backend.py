@@ -1,4 +1,4 @@
-"""npusim's onnx backend (npusim.onnx_backend): prepare/run on mid32 against onnxruntime, constants bound from
+"""npusim's onnx backend (npusim.app.onnx_backend): prepare/run on mid32 against onnxruntime, constants bound from
 inputs, host fallback visible in the report or refused without it, run_node, devices."""
 
 import numpy as np
@@ -8,8 +8,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.errors import UnsupportedOpError
-from npusim import onnx_backend
-from npusim.onnx_backend import NpuBackend
+from npusim.app import onnx_backend
+from npusim.app.onnx_backend import NpuBackend
 
 
 def _conv_model(weights_as_input: bool = False, extra: str | None = None) -> onnx.ModelProto:

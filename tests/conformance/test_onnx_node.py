@@ -1,10 +1,10 @@
 """The onnx package's own backend node tests (``onnx.backend.test.runner.Runner``) on npusim, mid32, for every op the
-compiler's registry lowers to the NPU (:func:`npusim.conformance.claimed_ops`): a test runs when every node of its
+compiler's registry lowers to the NPU (:func:`npusim.app.conformance.claimed_ops`): a test runs when every node of its
 model is a claimed op. Nodes must run on the NPU: the backend compiles without host fallback, so a node the NPU
 cannot run fails its test (UnsupportedOpError) unless :data:`EXPECTED_FAILURES` lists it with the reason.
 
 The node cases are built in memory once per session when this module is collected (onnx 1.23 ships them as code;
-about 17 s of CPU, :func:`npusim.conformance.node_cases`).
+about 17 s of CPU, :func:`npusim.app.conformance.node_cases`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pytest
 from onnx.backend.test.runner import Runner
 
 from isa import NpuSimError
-from npusim.conformance import case_ops, claimed_cases, claimed_ops, constant_inputs
-from npusim.onnx_backend import NpuBackend
+from npusim.app.conformance import case_ops, claimed_cases, claimed_ops, constant_inputs
+from npusim.app.onnx_backend import NpuBackend
 
 EXPECTED_FAILURES: dict[str, dict[str, tuple[str, ...]]] = {
     "dtype": {

@@ -4,9 +4,9 @@ import json
 
 import onnx
 
-from compiler.builder import to_onnx
+from compiler.frontend.builder import to_onnx
 from isa.files import read_program
-from npusim.cli import main
+from npusim.app.cli import main
 from tests.e2e.test_model_compile import tiny_resnet
 
 
@@ -44,7 +44,7 @@ def test_run_validates_and_reports_layers(capsys, tmp_path):
 
 
 def test_no_prefetch_compiles_what_the_api_compiles_without_prefetch(capsys, tmp_path):
-    from compiler.model import compile_model
+    from compiler.compile import compile_model
     from isa.arch import load_arch
 
     model, prog = tmp_path / "tiny.onnx", tmp_path / "tiny.s"

@@ -7,7 +7,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from isa.arch import load_arch
-from npusim.driver import run_model
+from npusim.app.driver import run_model
 from tests.compiler.util import model, vi
 
 PRESETS = ("edge16", "mid32", "dc128")
@@ -144,8 +144,8 @@ def test_qlinear_forms_match_onnxruntime_exactly(preset):
 def test_residual_add_fuses_into_every_direct_conv_form_but_not_depthwise():
     # fuse_residual takes grouped, strided, asymmetric and 1-D convs (the forms conv2d lowers); a depthwise conv
     # runs on the vector unit, whose lowering has no accumulator to start from the residual, so its Add stays
-    from compiler.model import run_passes
-    from compiler.onnx_import import import_onnx
+    from compiler.compile import run_passes
+    from compiler.frontend.onnx_import import import_onnx
 
     graph = run_passes(import_onnx(conv2d_forms()))
     c6 = graph.node("c6")   # the fused node keeps the conv's name and takes the Relu's output
@@ -163,8 +163,8 @@ def test_grouped_conv_costs_about_the_dense_one():
     # tile costs what the dense conv of the same shape does
     from dataclasses import replace
 
-    from compiler.conv import ConvShape, conv2d, search_conv_tiling
-    from compiler.target import Target
+    from compiler.kernels.common.target import Target
+    from compiler.kernels.conv2d import ConvShape, conv2d, search_conv_tiling
     from isa import DType, MatMul
     from npusim import simulate
 
@@ -185,7 +185,7 @@ def test_grouped_conv_costs_about_the_dense_one():
 
 
 def test_conv_cli_takes_per_axis_strides_pads_and_dilations(capsys):
-    from npusim.cli import main
+    from npusim.app.cli import main
 
     assert main(["conv", "1", "8", "9", "9", "12", "3", "2", "--stride", "2", "1", "--pad", "0", "1", "2", "0",
                  "--dilation", "1", "2", "--groups", "4", "--arch", "mid32"]) == 0

@@ -1,4 +1,4 @@
-"""ONNX ConvTranspose on the NPU (compiler/lower/conv_transpose.py) against onnxruntime on all three presets, for
+"""ONNX ConvTranspose on the NPU (compiler/ops/conv_transpose.py) against onnxruntime on all three presets, for
 the split lowering and both swelling baselines: every attribute form (strides, pads, output_padding, output_shape,
 auto_pad, dilations, groups, bias, 1-D, a fused Relu/Clip) at opsets 11, 17 and 22, a hypothesis sweep, and the
 forms that stay on the host with a reason. Floats are checked with a GEMM-style bound: |npu - ort| <= 2 (n + 1) eps32
@@ -10,11 +10,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.conv_transpose import ConvTransposeShape, conv_transpose_reference
 from compiler.errors import CompileError
-from compiler.lower.conv_transpose import transpose_shape
+from compiler.kernels.conv_transpose2d import ConvTransposeShape, conv_transpose_reference
+from compiler.ops.conv_transpose import transpose_shape
 from isa.arch import load_arch
-from npusim.driver import load_model, run_model
+from npusim.app.driver import load_model, run_model
 from tests.compiler.util import model, ort_run, vi
 
 PRESETS = ("edge16", "mid32", "dc128")

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.onnx_import import import_onnx
+from compiler.frontend.onnx_import import import_onnx
 from isa import Queue
 from isa.arch import load_arch
-from npusim.driver import run_model
+from npusim.app.driver import run_model
 from tests.compiler.util import model, vi
 
 PRESETS = ("edge16", "mid32", "dc128")
@@ -93,7 +93,7 @@ def test_swish_matches_onnxruntime_at_opset_24(alpha):
     opset-24 node (the importer does not read opset 24 yet)."""
     import onnxruntime as ort
 
-    from compiler.builder import GraphBuilder
+    from compiler.frontend.builder import GraphBuilder
 
     x = _values("any", (4, 8, 6, 10), seed=3)
     b = GraphBuilder("swish")

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from compiler import vector
-from compiler.target import Target
+from compiler.kernels import vector
+from compiler.kernels.common.target import Target
 from isa import Act, BinOp, DType, VecBinary, VecUnary
 from isa.arch import load_arch
-from npusim.driver import run_model
+from npusim.app.driver import run_model
 
 from ..compiler.util import model, vi
 
@@ -48,7 +48,7 @@ def test_one_stream_with_eight_and_two_instructions_per_tile():
 def test_tanh_gelu_in_the_graph_builder_form_validates_below_opset_20():
     # the builder's Gelu(approximate='tanh') written out for an older opset (as PyTorch exports it) runs in
     # onnxruntime and, re-imported, fuses back into one Gelu on the NPU
-    from compiler.builder import GraphBuilder, to_onnx
+    from compiler.frontend.builder import GraphBuilder, to_onnx
 
     b = GraphBuilder("g")
     b.output(b.gelu(b.input("x", (4, 96)), approximate="tanh", name="y"))

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 from onnx import helper
 
+from compiler.compile import compile_model, run_passes
 from compiler.errors import UnsupportedOpError
-from compiler.model import compile_model, run_passes
-from compiler.zoo import MODELS
 from isa.arch import load_arch
-from npusim.driver import host_functions, load_model, ort_session, run_model
-from npusim.simulator import simulate
+from npusim.app.driver import host_functions, load_model, ort_session, run_model
+from npusim.app.zoo import MODELS
+from npusim.sim.simulator import simulate
 
 from .export_style import encoder_block
 
@@ -41,7 +41,8 @@ def test_exported_block_runs_fused_on_the_npu(preset, opset, act, stable):
 @pytest.mark.parametrize("opset,act", [(13, "gelu_tanh"), (17, "silu"), (18, "gelu")])
 def test_fused_nodes_forced_to_the_host_validate(opset, act):
     # every node a fusion made (LayerNormalization, Softmax, MatMul with a bias, divisor, residual or activation)
-    # runs on the host: compiler.builder.to_onnx writes it back as the nodes it stands for, at the model's opset
+    # runs on the host: compiler.frontend.builder.to_onnx writes it back as the nodes it stands for, at the model's
+    # opset
     m = encoder_block(opset, act)
     graph = run_passes(load_model(m))
     made = [n for n in graph.nodes if n.source is None]
@@ -95,7 +96,7 @@ def test_no_fallback_accepts_what_fusion_removes():
 
 def _fc(K: int, N: int, extra=None):
     """x[8 or 1, K] @ W + bias (then ``extra(b, t)``), built in Python."""
-    from compiler.builder import GraphBuilder
+    from compiler.frontend.builder import GraphBuilder
 
     rng = np.random.default_rng(K)
     b = GraphBuilder("fc")

@@ -7,14 +7,14 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from compiler.compile import compile_model
 from compiler.errors import UnsupportedOpError
-from compiler.model import compile_model
 from isa import HostCall, SimulationError
 from isa.arch import load_arch
 from isa.asm import parse_program
-from npusim.cli import main
-from npusim.driver import load_model, run_model
-from npusim.simulator import simulate
+from npusim.app.cli import main
+from npusim.app.driver import load_model, run_model
+from npusim.sim.simulator import simulate
 
 
 def _model(extra_nodes=(), host_conv=False) -> onnx.ModelProto:
@@ -140,7 +140,7 @@ def test_a_layer_no_tiling_fits_runs_on_the_host_whatever_its_op(op):
     """One rule for every lowering: when no tiling of a layer fits the SPM (here 2 KiB on a 16x16 array), that layer
     runs on the host CPU with the tiling error as its reason, and the model still validates; without fallback the
     same reason is the error."""
-    from compiler.builder import GraphBuilder, to_onnx
+    from compiler.frontend.builder import GraphBuilder, to_onnx
 
     rng = np.random.default_rng(3)
     b = GraphBuilder(f"too_big_{op}")

@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.builder import GraphBuilder, to_onnx
-from compiler.conv import ConvShape, conv_reference
 from compiler.errors import UnsupportedOpError
+from compiler.frontend.builder import GraphBuilder, to_onnx
+from compiler.kernels.conv2d import ConvShape, conv_reference
 from isa.arch import load_arch
-from npusim.driver import run_model
+from npusim.app.driver import run_model
 
 EDGE = load_arch("edge16")
 ONNX_TYPE = {np.dtype(np.int8): TensorProto.INT8, np.dtype(np.uint8): TensorProto.UINT8,

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from compiler.compile import compile_model
 from compiler.errors import UnsupportedOpError
-from compiler.lower import npu_unsupported
-from compiler.model import compile_model
-from compiler.onnx_import import import_onnx
+from compiler.frontend.onnx_import import import_onnx
+from compiler.ops import npu_unsupported
 from isa import Queue
 from isa.arch import load_arch
-from npusim.driver import run_model
+from npusim.app.driver import run_model
 
 PRESETS = ["edge16", "mid32", "dc128"]
 

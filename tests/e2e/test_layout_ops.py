@@ -6,22 +6,29 @@ import math
 import numpy as np
 import pytest
 
-import compiler.lower.conv
-from compiler.builder import GraphBuilder, to_onnx
-from compiler.conv import ConvShape, conv2d, conv_reference
+import compiler.ops.conv
+from compiler.compile import compile_model
 from compiler.errors import CompileError, TilingError, UnsupportedOpError
-from compiler.gemm import GemmTiling
-from compiler.model import compile_model
-from compiler.patchify import is_patchify, pack_b_loads, patch_gemm, patch_matrix, patch_reference, patch_weights
-from compiler.staged_copy import Box, Operand, staged_copy
-from compiler.target import Target
-from compiler.vector import row_major
-from compiler.zoo import MODELS
+from compiler.frontend.builder import GraphBuilder, to_onnx
+from compiler.kernels.common.target import Target
+from compiler.kernels.conv2d import ConvShape, conv2d, conv_reference
+from compiler.kernels.gemm import GemmTiling
+from compiler.kernels.patchify import (
+    is_patchify,
+    pack_b_loads,
+    patch_gemm,
+    patch_matrix,
+    patch_reference,
+    patch_weights,
+)
+from compiler.kernels.staged_copy import Box, Operand, staged_copy
+from compiler.kernels.vector import row_major
 from isa import DmaCopy, DmaFill, DType, Region
 from isa.arch import load_arch
 from npusim import simulate
-from npusim.driver import run_model
-from npusim.simulator import region_array
+from npusim.app.driver import run_model
+from npusim.app.zoo import MODELS
+from npusim.sim.simulator import region_array
 
 ARCH = load_arch("dc128")
 F32 = DType.F32
@@ -281,8 +288,8 @@ def test_fused_patch_gemm_matches_numpy(tiling, dataflow):
 @pytest.mark.parametrize("fuse", [True, False])
 @pytest.mark.parametrize("fold_bias", [True, False])
 def test_patchify_conv_matches_onnxruntime(monkeypatch, fuse, fold_bias):
-    patchify = compiler.lower.conv.lower_patchify   # with its options set
-    monkeypatch.setattr(compiler.lower.conv, "lower_patchify",
+    patchify = compiler.ops.conv.lower_patchify   # with its options set
+    monkeypatch.setattr(compiler.ops.conv, "lower_patchify",
                         lambda low, n: patchify(low, n, fuse=fuse, fold_bias=fold_bias))
     b = GraphBuilder("patches")
     x = b.input("x", (2, 5, 30, 27))

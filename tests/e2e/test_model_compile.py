@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from compiler.builder import GraphBuilder, to_onnx
+from compiler.compile import compile_model
 from compiler.errors import UnsupportedOpError
-from compiler.model import compile_model
+from compiler.frontend.builder import GraphBuilder, to_onnx
 from isa.arch import load_arch
-from npusim.driver import run_model
+from npusim.app.driver import run_model
 
 RNG = np.random.default_rng(0)
 

@@ -9,8 +9,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from isa.arch import load_arch
-from npusim.cli import main
-from npusim.driver import run_model
+from npusim.app.cli import main
+from npusim.app.driver import run_model
 
 ONNX_DATA = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data")
 
@@ -112,8 +112,8 @@ def test_the_models_bytes_given_to_the_importer_give_the_same_graph_and_errors()
     """run_model hashes a model's bytes for the compile cache and hands them to the importer, whose checker reads
     them instead of serializing the model again: the same graph, and an invalid model the same refusal."""
     from compiler.errors import CompileError
-    from compiler.zoo import MODELS
-    from npusim.driver import load_model
+    from npusim.app.driver import load_model
+    from npusim.app.zoo import MODELS
 
     good = MODELS["resnet18"](image=32, width=8, classes=10)
     a, b = load_model(good), load_model(good, serialized=good.SerializeToString(deterministic=True))

@@ -6,15 +6,14 @@ import numpy as np
 import onnx
 import pytest
 
-from compiler import lower  # noqa: F401  (first: importing compiler.model alone meets the host/lower import cycle)
-from compiler.model import run_passes
-from compiler.onnx_import import import_onnx
+from compiler.compile import run_passes
+from compiler.frontend.onnx_import import import_onnx
 from compiler.passes.fuse_msda import fuse_msda
-from compiler.zoo.msda import msda_inputs, msda_mmcv
 from isa.arch import load_arch
-from npusim import sampling
-from npusim.driver import ort_session
-from npusim.seedbench.msda import CASES, SMALL, run_variant
+from npusim.app.driver import ort_session
+from npusim.app.seedbench.msda import CASES, SMALL, run_variant
+from npusim.app.zoo.msda import msda_inputs, msda_mmcv
+from npusim.functional import sampling_reference as sampling
 
 PRESETS = ("edge16", "mid32", "dc128")
 LEVELS = ((6, 5), (3, 3))
@@ -82,7 +81,7 @@ def test_fuse_msda_keeps_the_core_when_a_layout_chain_is_read_elsewhere():
 @pytest.mark.parametrize("tables", ["spm", "dram"])
 def test_planar_form_is_bit_exact(tables):
     from isa.races import find_races
-    from npusim.driver import run_model
+    from npusim.app.driver import run_model
 
     m = _planar_model()
     inp = msda_inputs(m, seed=2)
@@ -135,7 +134,7 @@ def test_fused_run_keeps_every_node_on_the_npu_and_matches_onnxruntime(preset):
     """Four heads: the SPM table buffers alternate by head, so heads 2 and 3 reuse the first two's (the race
     checker sees every step's semaphores)."""
     from isa.races import find_races
-    from npusim.driver import run_model
+    from npusim.app.driver import run_model
 
     m = msda_mmcv(heads=4, levels=LEVELS, queries=20)
     inp = msda_inputs(m, seed=5)
@@ -161,8 +160,8 @@ def test_fused_m2_moves_at_least_the_sampled_tensor_fewer_dram_bytes():
 
 def test_reduce_rows_steps_stay_within_one_shape_extent():
     """Unfused M2 on dc128 reduces 640,000 rows of 4: more than 65,535 rows per step fit its SPM (IsaError before)."""
-    from compiler.target import Target
-    from compiler.vector import reduce_rows
+    from compiler.kernels.common.target import Target
+    from compiler.kernels.vector import reduce_rows
     from isa import DType, Reduce
 
     prog = reduce_rows(Reduce.SUM, 640_000, 4, DType.F32, Target.of(load_arch("dc128")))

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-from compiler.builder import GraphBuilder
-from compiler.conv import ConvShape, conv_reference
+from compiler.compile import compile_model
 from compiler.errors import CompileError
-from compiler.model import compile_model
+from compiler.frontend.builder import GraphBuilder
+from compiler.kernels.conv2d import ConvShape, conv_reference
 from isa import DmaCopy, Queue, Space
 from isa.arch import load_arch
 from npusim import simulate
@@ -104,7 +104,7 @@ def test_a_layer_better_off_with_the_whole_spm_keeps_it_and_waits_at_its_first_l
 def test_prefetch_after_a_host_segment_waits_at_the_first_load():
     """conv -> host Sin -> conv -> host Floor -> Add -> host Conv (computed weights): right values, and a layer
     after a host call (which loads nothing, so it does not order the load queue) keeps its wait on its first load."""
-    from npusim.driver import run_model
+    from npusim.app.driver import run_model
     from tests.e2e.test_host_fallback import _model
 
     compiled, _, _, report = run_model(_model(host_conv=True), load_arch("dc128"), validate=True, prefetch=True)

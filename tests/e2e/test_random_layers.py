@@ -5,10 +5,10 @@ import numpy as np
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from compiler.builder import GraphBuilder, to_onnx
+from compiler.frontend.builder import GraphBuilder, to_onnx
 from isa.arch import load_arch
 from isa.races import find_races
-from npusim.driver import run_model
+from npusim.app.driver import run_model
 
 ARCHES = {name: load_arch(name) for name in ("edge16", "dc128")}
 

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from compiler.onnx_import import import_onnx
+from compiler.frontend.onnx_import import import_onnx
 from isa.arch import load_arch
-from npusim.driver import run_model
+from npusim.app.driver import run_model
 from tests.compiler.util import model, vi
 from tests.e2e.test_elementwise_ops import PRESETS, RTOL, check
 

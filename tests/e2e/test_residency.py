@@ -5,12 +5,12 @@ import math
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from compiler.builder import GraphBuilder
-from compiler.model import ARENA_FRACTION, compile_model
+from compiler.compile import ARENA_FRACTION, compile_model
+from compiler.frontend.builder import GraphBuilder
 from isa import DmaCopy, MatMul, Space
 from isa.arch import load_arch
 from npusim import simulate
-from npusim.driver import run_model
+from npusim.app.driver import run_model
 
 RNG = np.random.default_rng(3)
 ARCH = load_arch("dc128")

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from compiler.builder import GraphBuilder
-from compiler.model import compile_model, run_passes
+from compiler.compile import compile_model, run_passes
+from compiler.frontend.builder import GraphBuilder
 from isa import DmaCopy, Space
 from isa.arch import load_arch
-from npusim.driver import run_model
+from npusim.app.driver import run_model
 
 RNG = np.random.default_rng(7)
 

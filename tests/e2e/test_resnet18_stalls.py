@@ -1,9 +1,9 @@
 """A ResNet-18 run reports every unit's cycles split by cause, and the split adds up."""
 
-from compiler.zoo import MODELS
 from isa.arch import load_arch
-from npusim.driver import run_model
-from npusim.stats import STALL_CAUSES
+from npusim.app.driver import run_model
+from npusim.app.zoo import MODELS
+from npusim.sim.stats import STALL_CAUSES
 
 
 def test_resnet18_stall_causes_add_up():

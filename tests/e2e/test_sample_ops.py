@@ -1,17 +1,18 @@
-"""Resize, Upsample and AffineGrid on the NPU (compiler/sample2d.py) through the whole path on every preset: compiled
-from ONNX at their opsets, simulated, and equal to onnxruntime bit for bit (npusim.sampling is onnxruntime's
-float32 order, tested equal to it in tests/functional/test_sampling_reference.py); none of them on the host, and no
-transpose segment around them between convolutions."""
+"""Resize, Upsample and AffineGrid on the NPU (compiler/kernels/resample.py) through the whole path on every preset:
+compiled from ONNX at their opsets, simulated, and equal to onnxruntime bit for bit
+(npusim.functional.sampling_reference is onnxruntime's float32 order, tested equal to it in
+tests/functional/test_sampling_reference.py); none of them on the host, and no transpose segment around them between
+convolutions."""
 
 import numpy as np
 import pytest
 from onnx import helper, numpy_helper
 
-from compiler.onnx_import import import_onnx
+from compiler.frontend.onnx_import import import_onnx
 from isa import Gather
 from isa.arch import load_arch
-from npusim.driver import run_model
-from npusim.sampling import affine_grid, grid_sample, resize
+from npusim.app.driver import run_model
+from npusim.functional.sampling_reference import affine_grid, grid_sample, resize
 from tests.compiler.util import model, ort_run, vi
 
 PRESETS = ("edge16", "mid32", "dc128")

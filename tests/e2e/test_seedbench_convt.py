@@ -1,9 +1,9 @@
-"""npusim.seedbench.convt: the ConvTranspose rows of bench/seed_ops.py on the small case C (validated against
+"""npusim.app.seedbench.convt: the ConvTranspose rows of bench/seed_ops.py on the small case C (validated against
 onnxruntime), and the gains the issue asks for on it (split against both swelling baselines on mid32)."""
 
 import pytest
 
-from npusim.seedbench.convt import CASES, COLUMNS, conv_transpose_rows, gains, input_tensor_bytes
+from npusim.app.seedbench.convt import CASES, COLUMNS, conv_transpose_rows, gains, input_tensor_bytes
 
 
 def test_case_c_rows_and_gains_on_mid32():

@@ -1,10 +1,10 @@
-"""npusim.seedbench.sample: the Sample2D rows of the seed-ops bench. The small cases run with values on every preset and
-every NPU variant equals the numpy reference (onnxruntime's order) bit for bit; the counters add up."""
+"""npusim.app.seedbench.sample: the Sample2D rows of the seed-ops bench. The small cases run with values on every preset
+and every NPU variant equals the numpy reference (onnxruntime's order) bit for bit; the counters add up."""
 
 import math
 
 from isa.arch import load_arch
-from npusim.seedbench.sample import CASES, SMALL, _host_cycles, seed_sample_rows
+from npusim.app.seedbench.sample import CASES, SMALL, _host_cycles, seed_sample_rows
 
 
 def test_small_cases_are_exact_on_every_variant_and_preset():

@@ -5,10 +5,10 @@ import functools
 
 import pytest
 
-from compiler.zoo import MODELS
 from isa.arch import load_arch
 from isa.races import find_races
-from npusim.driver import run_model
+from npusim.app.driver import run_model
+from npusim.app.zoo import MODELS
 
 PRESETS = ["edge16", "mid32", "dc128"]
 FLOAT_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "bert_layer", "vit_block", "bev_tiny"]

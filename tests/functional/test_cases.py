@@ -29,9 +29,9 @@ from isa import (
     VecUnary,
     View,
 )
-from npusim.functional import execute
-from npusim.memory import DeviceMemory
-from npusim.reference import execute_reference
+from npusim.functional.execute import execute
+from npusim.functional.memory import DeviceMemory
+from npusim.functional.reference import execute_reference
 
 MODELS = pytest.mark.parametrize("run", [execute, execute_reference], ids=["numba", "reference"])
 NP = {DType.I8: np.int8, DType.U8: np.uint8, DType.I16: np.int16, DType.I32: np.int32, DType.F16: np.float16,

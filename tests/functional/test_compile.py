@@ -22,9 +22,9 @@ from isa import (
     VecUnary,
     View,
 )
-from npusim import kernels as K
-from npusim.functional import execute
-from npusim.memory import DeviceMemory
+from npusim.functional import kernels as K
+from npusim.functional.execute import execute
+from npusim.functional.memory import DeviceMemory
 
 
 def spm(base: int, dt: DType, *strides: int) -> View:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from isa import DType
-from npusim import kernels as K
+from npusim.functional import kernels as K
 
 FLOAT_CODES = [DType.F16, DType.BF16, DType.F32]
 

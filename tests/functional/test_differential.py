@@ -28,9 +28,9 @@ from isa import (
     View,
 )
 from isa.instructions import FLOAT_ONLY_ACTS, FLOAT_ONLY_BINOPS, INT_ONLY_BINOPS
-from npusim.functional import execute
-from npusim.memory import DeviceMemory
-from npusim.reference import execute_reference
+from npusim.functional.execute import execute
+from npusim.functional.memory import DeviceMemory
+from npusim.functional.reference import execute_reference
 
 SIZE = 384
 FLOATS, INTS = (DType.F16, DType.BF16, DType.F32), (DType.I8, DType.U8, DType.I16, DType.I32)
@@ -320,8 +320,8 @@ def test_out_of_range_raises_in_both(space):
 @pytest.mark.parametrize("seed", range(6))
 def test_matmul_whole_tiles(seed, dtypes):
     """Tiles as compilers emit them (k, n up to 16, word-aligned rows, several points sharing or stepping B and ACC,
-    NaN/inf among f32 values, i32 accumulators near their limits): the word kernels (npusim.kernels.matmul_f32,
-    matmul_int) equal the reference bit for bit."""
+    NaN/inf among f32 values, i32 accumulators near their limits): the word kernels
+    (npusim.functional.kernels.matmul_f32, matmul_int) equal the reference bit for bit."""
     rng = np.random.default_rng(seed)
     size = 8192
     mems = [DeviceMemory(size, size, {}) for _ in range(2)]

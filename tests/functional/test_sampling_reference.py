@@ -1,6 +1,6 @@
-"""The numpy references of Resize, GridSample and AffineGrid (npusim.sampling) against onnxruntime, bit for bit on
-float32 (seed-ops.md 4.7): every coordinate mode, nearest mode, padding mode, align_corners, scales and sizes, at
-the opsets that define them, on random values, exact half-pixel ties, integer coordinates and grids over
+"""The numpy references of Resize, GridSample and AffineGrid (npusim.functional.sampling_reference) against onnxruntime,
+bit for bit on float32 (seed-ops.md 4.7): every coordinate mode, nearest mode, padding mode, align_corners, scales and
+sizes, at the opsets that define them, on random values, exact half-pixel ties, integer coordinates and grids over
 [-1.3, 1.3]."""
 
 import itertools
@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from isa import SimulationError
-from npusim.sampling import (
+from npusim.functional.sampling_reference import (
     COORDINATE_MODES,
     NEAREST_MODES,
     PADDING_MODES,

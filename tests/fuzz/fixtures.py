@@ -41,9 +41,9 @@ halt
 @functools.cache
 def seed_programs() -> tuple[str, ...]:
     """Canonical assembly texts of small valid programs (each simulates on edge16 in milliseconds)."""
-    from compiler.conv import ConvShape, conv2d
-    from compiler.gemm import tiled_gemm
-    from compiler.target import Target
+    from compiler.kernels.common.target import Target
+    from compiler.kernels.conv2d import ConvShape, conv2d
+    from compiler.kernels.gemm import tiled_gemm
     from isa import DType
     from isa.arch import Arch
     from isa.asm import format_program, parse_program
@@ -73,7 +73,7 @@ def preset_tomls() -> tuple[str, ...]:
 
 def tiny_graph():
     """A two-input model: relu(conv(x)) + z, x 1x4x8x8 and z 1x8x8x8 float32."""
-    from compiler.builder import GraphBuilder
+    from compiler.frontend.builder import GraphBuilder
 
     b = GraphBuilder("tiny")
     x = b.input("x", (1, 4, 8, 8), np.float32)
@@ -101,7 +101,7 @@ def write_files(d: Path) -> dict[str, str]:
     """Files the CLI fuzzer names (good, bad and odd), written into ``d``; returns name -> path."""
     import onnx
 
-    from compiler.builder import to_onnx
+    from compiler.frontend.builder import to_onnx
     from isa.files import read_program, write_program
 
     d.mkdir(parents=True, exist_ok=True)

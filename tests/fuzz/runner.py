@@ -64,7 +64,7 @@ def _limited(**kw):
     from npusim import simulate
 
     if "limits" in inspect.signature(simulate).parameters:
-        from npusim.limits import Limits
+        from npusim.sim.limits import Limits
 
         kw["limits"] = Limits(elements=FUZZ_ELEMENTS)
     return kw
@@ -225,7 +225,7 @@ def _drive(arch) -> None:
     from isa import DType
     from isa.asm import parse_program
     from npusim import simulate
-    from npusim.driver import run_gemm
+    from npusim.app.driver import run_gemm
 
     t = DType.from_text(arch.matrix.dtypes[0])
     e = t.size
@@ -256,7 +256,7 @@ def _inputs(case: Case, ctx: Context) -> Result:
         if values.cycles != timing.cycles:
             raise Oracle(f"timing-only {timing.cycles} cycles, with values {values.cycles}")
         return _verdict(case)
-    from npusim.driver import run_model
+    from npusim.app.driver import run_model
 
     from .fixtures import tiny_graph
 
@@ -323,7 +323,7 @@ def _onnx(case: Case, ctx: Context) -> Result:
     import onnx
 
     from isa.arch import load_arch
-    from npusim.driver import run_model
+    from npusim.app.driver import run_model
 
     m = onnx.ModelProto()
     m.ParseFromString(case.data)
@@ -358,8 +358,8 @@ def _argv(case: Case, ctx: Context) -> list[str]:
 
 
 def run_cli(argv: list[str]) -> tuple[int | None, str, str, BaseException | None]:
-    """``npusim.cli.main(argv)`` in this process: (exit status, stdout, stderr, exception that escaped)."""
-    from npusim.cli import main
+    """``npusim.app.cli.main(argv)`` in this process: (exit status, stdout, stderr, exception that escaped)."""
+    from npusim.app.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     code, exc = None, None

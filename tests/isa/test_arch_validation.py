@@ -13,7 +13,7 @@ EDGE = load_arch("edge16")
 
 
 @pytest.mark.parametrize("override,message", [
-    # the fuzzer's OverflowError in isa.cost._dram / _row_delay and npusim.resources, and the MemoryError of
+    # the fuzzer's OverflowError in isa.cost._dram / _row_delay and npusim.sim.resources, and the MemoryError of
     # spm.ports=2147483648 (a list of 2**31 ports)
     ("spm.ports=2147483648", "spm.ports must be an integer in [1, 64], not 2147483648"),
     ("dram.latency=99999999999999999999", "dram.latency must be an integer in [0, 1_000_000], not "

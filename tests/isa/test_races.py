@@ -19,7 +19,7 @@ from isa.arch import load_arch
 from isa.asm import parse_program
 from isa.files import read_program
 from isa.races import Footprint, common_bytes, find_races, happens_before
-from npusim.simulator import simulate
+from npusim.sim.simulator import simulate
 from tests.isa.strategies import SMALL, runnable_programs
 
 EXAMPLES = Path(__file__).resolve().parent.parent.parent / "examples"

@@ -76,8 +76,8 @@ def test_errors_are_the_scans(tail, message):
 def test_verify_takes_the_arrays_when_given_columns(monkeypatch):
     """With its columns, a long passing program is proved by the arrays alone (the scan is not run) and reports
     what the scan reports; without them, or short, it is scanned."""
-    from compiler.gemm import GemmTiling, tiled_gemm
-    from compiler.target import Target
+    from compiler.kernels.common.target import Target
+    from compiler.kernels.gemm import GemmTiling, tiled_gemm
     from isa import DType
     from isa import verify as verify_module
     from isa.arch import Arch

@@ -1,4 +1,4 @@
-"""The compiled timing evaluation (npusim/compiled_timing.py) equals the SimPy Engine: every field of SimResult, and
+"""The compiled timing evaluation (npusim/sim/compiled_timing.py) equals the SimPy Engine: every field of SimResult, and
 the same exception (type and message) where the Engine raises one."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from isa import DeadlockError, DType, NpuSimError, SimulationError
 from isa.arch import Arch, load_arch
 from isa.asm import parse_program
 from npusim import simulate
-from npusim.golden import golden_names, load
-from npusim.simulator import SimResult
+from npusim.app.golden import golden_names, load
+from npusim.sim.simulator import SimResult
 from tests.isa.strategies import ADD, HEAD, LOAD, STORE, synced_programs
 
 _SKIP = {"wall_seconds"}
@@ -81,8 +81,8 @@ def test_ideal_memory():
 
 
 def test_small_spm():
-    from compiler.gemm import tiled_gemm
-    from compiler.target import Target
+    from compiler.kernels.common.target import Target
+    from compiler.kernels.gemm import tiled_gemm
 
     arch = load_arch("edge16", ["spm.size=8192", "queues.depth=2"])
     r = same(tiled_gemm(96, 80, 112, DType.I8, Target.of(arch)), arch)

@@ -16,8 +16,8 @@ SLOW = {("resnet18", "edge16"), ("bert_layer", "edge16"), ("resnet50", "edge16")
 @pytest.mark.parametrize("model,preset", [pytest.param(m, p, marks=pytest.mark.slow if (m, p) in SLOW else ())
                                           for m in ZOO for p in ("edge16", "mid32", "dc128")])
 def test_zoo(model, preset):
-    from compiler.zoo import MODELS
-    from npusim.driver import run_model
+    from npusim.app.driver import run_model
+    from npusim.app.zoo import MODELS
 
     arch = load_arch(preset)
     compiled, result, _, _ = run_model(MODELS[model](), arch, timing_only=True)

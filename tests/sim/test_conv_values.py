@@ -6,12 +6,12 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from compiler.conv import ConvShape, ConvTiling, conv2d, conv_inputs, conv_reference, search_conv_tiling
-from compiler.target import Target
+from compiler.kernels.common.target import Target
+from compiler.kernels.conv2d import ConvShape, ConvTiling, conv2d, conv_inputs, conv_reference, search_conv_tiling
 from isa import DType
 from isa.arch import load_arch
 from npusim import simulate
-from npusim.driver import run_conv
+from npusim.app.driver import run_conv
 
 
 @pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
@@ -40,7 +40,7 @@ def test_random_convs_match_numpy(N, C, HW, K, R, stride, pad, dilation, groups,
 def test_channel_reduction_split_across_steps():
     # edge16 cannot hold 3x3x256 weights twice: the reduction over input channels is split across steps that
     # accumulate into the same accumulator tile
-    from compiler.conv import choose_conv_tiling
+    from compiler.kernels.conv2d import choose_conv_tiling
 
     arch = load_arch("edge16")
     cs = ConvShape(1, 256, 6, 6, 40, 3, 3, pad=1)
@@ -61,7 +61,7 @@ def test_conv_tiles_overlap_loads_and_compute():
 
 
 def test_conv_cli(capsys):
-    from npusim.cli import main
+    from npusim.app.cli import main
 
     code = main(["conv", "1", "8", "9", "9", "12", "3", "3", "--stride", "2", "--pad", "1", "--arch", "mid32"])
     out = capsys.readouterr().out
@@ -109,7 +109,7 @@ def test_input_window_and_weights_are_loaded_once(preset):
     assert [s.shape for s in stores] == [(3, 10, 4 * c)] * 4     # whole pixels: one contiguous run per tile
     res = simulate(p, arch, conv_inputs(cs, DType.I8, r, c, 3)[0])
     x, w = conv_inputs(cs, DType.I8, r, c, 3)[1:]
-    from npusim.simulator import region_array
+    from npusim.sim.simulator import region_array
 
     y = region_array(res, "Y", DType.I32, (1, cs.OH, cs.OW, cs.K)).transpose(0, 3, 1, 2)
     assert (y == conv_reference(x, w, cs)).all()
@@ -121,7 +121,7 @@ def test_input_window_and_weights_are_loaded_once(preset):
 def test_im2col_tiling_matches_numpy(preset, cs, dtype):
     import numpy as np
 
-    from npusim.simulator import region_array
+    from npusim.sim.simulator import region_array
 
     arch = load_arch(preset)
     r, c = arch.matrix.rows, arch.matrix.cols
@@ -165,8 +165,8 @@ def test_any_tiling_matches_numpy(C, HW, K, R, stride, pad, toh, tow, tcb, tnb, 
     # accumulators, or is added by the vector unit after a residual), in any combination that fits, on a 16x16 array
     import numpy as np
 
-    from compiler.conv import Epilogue, TilingError, pack_allowed
-    from npusim.simulator import region_array
+    from compiler.kernels.conv2d import Epilogue, TilingError, pack_allowed
+    from npusim.sim.simulator import region_array
 
     cs = ConvShape(1, C, HW, HW, K, R, R, stride, pad)
     assume(not im2col or R > 1)
@@ -199,9 +199,9 @@ def test_residual_bias_and_activation_take_one_vector_pass_per_tile(act, lo, hi)
     # * alu_interval cycles (edge16: 2 + E / 16; dense i32 tiles, 64 B beats, conflict-free).
     import numpy as np
 
-    from compiler.conv import Epilogue
+    from compiler.kernels.conv2d import Epilogue
     from isa import Act, DmaCopy, Queue, Space, VecBinary
-    from npusim.simulator import region_array
+    from npusim.sim.simulator import region_array
 
     arch = load_arch("edge16")
     cs = ConvShape(1, 16, 8, 8, 32, 3, 3, 1, 1)
@@ -229,9 +229,9 @@ def test_requantizing_epilogue_fuses_the_activation_into_the_scale_multiply():
     # with requantization the order is cvt, mul, act, cvt: the act rides in the mul (3 passes per tile, not 4)
     import numpy as np
 
-    from compiler.conv import Epilogue
+    from compiler.kernels.conv2d import Epilogue
     from isa import Act, BinOp, Queue, VecBinary, VecConvert
-    from npusim.simulator import region_array
+    from npusim.sim.simulator import region_array
 
     arch = load_arch("edge16")
     cs = ConvShape(1, 16, 6, 6, 16, 3, 3, 1, 1)
@@ -293,8 +293,8 @@ def test_any_tiling_of_any_form_matches_numpy(cs, toh, tow, tcb, tnb, x_all, acc
     # packed, patches gathered, where each applies; with a residual and a bias in the accumulators
     import numpy as np
 
-    from compiler.conv import Epilogue, TilingError, grouped, im2col_allowed, pack_allowed
-    from npusim.simulator import region_array
+    from compiler.kernels.conv2d import Epilogue, TilingError, grouped, im2col_allowed, pack_allowed
+    from npusim.sim.simulator import region_array
 
     gpack = gpack if cs.groups % gpack == 0 else 1
     gs = grouped(cs, gpack)

@@ -1,5 +1,5 @@
-"""Depthwise convolution on the vector unit (compiler/depthwise.py) equals numpy for any kernel, stride, padding,
-dilation, channel multiplier and batch; concurrent runs equal serial ones bit for bit."""
+"""Depthwise convolution on the vector unit (compiler/kernels/depthwise.py) equals numpy for any kernel, stride,
+padding, dilation, channel multiplier and batch; concurrent runs equal serial ones bit for bit."""
 
 
 import numpy as np
@@ -7,20 +7,20 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from compiler.conv import ConvShape, conv2d, conv_reference
-from compiler.depthwise import (
+from compiler.errors import CompileError, TilingError
+from compiler.kernels.common.target import Target
+from compiler.kernels.conv2d import ConvShape, conv2d, conv_reference
+from compiler.kernels.depthwise import (
     DepthwiseTiling,
     choose_depthwise_tiling,
     depthwise2d,
     depthwise_inputs,
     pack_depthwise,
 )
-from compiler.errors import CompileError, TilingError
-from compiler.target import Target
 from isa import DmaCopy, DType, VecBinary
 from isa.arch import load_arch
 from npusim import simulate
-from npusim.simulator import region_array
+from npusim.sim.simulator import region_array
 
 PRESETS = {name: load_arch(name) for name in ("edge16", "dc128")}
 EPS32 = float(np.finfo(np.float32).eps)

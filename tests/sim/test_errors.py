@@ -162,8 +162,8 @@ def test_presets_round_trip_through_toml(preset):
 
 
 def test_cycle_cap_stops_a_long_run():
-    from compiler.gemm import tiled_gemm
-    from compiler.target import Target
+    from compiler.kernels.common.target import Target
+    from compiler.kernels.gemm import tiled_gemm
     from isa import SimulationError
 
     p = tiled_gemm(64, 64, 64, DType.I8, Target.of(EDGE))

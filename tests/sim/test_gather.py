@@ -26,11 +26,11 @@ from isa import (
 )
 from isa.arch import load_arch
 from isa.cost import gather_cost, instr_cost
+from isa.energy import KINDS, instruction_energy, table_of
 from npusim import simulate
-from npusim.energy import KINDS, instruction_energy, table_of
-from npusim.functional import execute
-from npusim.memory import DeviceMemory
-from npusim.simulator import region_array
+from npusim.functional.execute import execute
+from npusim.functional.memory import DeviceMemory
+from npusim.sim.simulator import region_array
 
 CFG = ProgramConfig(rows=16, cols=16, spm=262144, acc=65536)
 REGIONS = (Region("T", 0, 8192), Region("I", 1, 4096), Region("Y", 2, 8192))

@@ -1,5 +1,5 @@
-"""The intended use of the row gather (compiler/bilinear_gather.py): bilinear samples of an NHWC table with a zero
-halo by 2 gathers + vpu.mul + vpu.mul.sum, bit for bit against numpy in onnxruntime's product order and against
+"""The intended use of the row gather (compiler/kernels/bilinear_gather.py): bilinear samples of an NHWC table with a
+zero halo by 2 gathers + vpu.mul + vpu.mul.sum, bit for bit against numpy in onnxruntime's product order and against
 onnxruntime's GridSample itself; timing-only gives the same cycles."""
 
 import numpy as np
@@ -8,15 +8,15 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from compiler.bilinear_gather import bilinear_sample, bilinear_taps
 from compiler.errors import CompileError
-from compiler.target import Target
+from compiler.kernels.bilinear_gather import bilinear_sample, bilinear_taps
+from compiler.kernels.common.target import Target
 from isa import DType, Gather, Queue
 from isa.arch import load_arch
 from isa.asm import mnemonic
 from npusim import simulate
-from npusim.simulator import region_array
-from npusim.trace import chrome_trace
+from npusim.report.trace import chrome_trace
+from npusim.sim.simulator import region_array
 
 H, W, C = 5, 7, 8
 

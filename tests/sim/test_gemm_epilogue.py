@@ -7,16 +7,16 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from compiler import vector
-from compiler.epilogue import Epilogue
 from compiler.errors import CompileError, TilingError
-from compiler.gemm import GemmTiling, search_tiling, slot_bytes, tiled_gemm
-from compiler.target import Target
+from compiler.kernels import vector
+from compiler.kernels.common.epilogue import Epilogue
+from compiler.kernels.common.target import Target
+from compiler.kernels.gemm import GemmTiling, search_tiling, slot_bytes, tiled_gemm
 from isa import BinOp, DmaCopy, DType, Space, VecBinary, VecUnary
 from isa.arch import load_arch
 from isa.races import find_races
 from npusim import simulate
-from npusim.simulator import region_array
+from npusim.sim.simulator import region_array
 
 ERF = np.vectorize(math.erf)
 EPILOGUES = [Epilogue(bias=True, act="gelu"), Epilogue(bias=True, act="relu", residual=True),

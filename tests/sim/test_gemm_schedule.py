@@ -3,12 +3,12 @@ reuse, B split into pieces, and GEMM 1024^3 near its roofline on every preset.""
 
 import pytest
 
-from compiler.gemm import GemmTiling, _Layout, search_tiling, tiled_gemm
-from compiler.target import Target
+from compiler.kernels.common.target import Target
+from compiler.kernels.gemm import GemmTiling, _Layout, search_tiling, tiled_gemm
 from isa import DmaCopy, DType, MatMul, Queue, Space, Sync, View
 from isa.arch import load_arch
 from isa.cost import instr_cost
-from npusim.driver import run_gemm
+from npusim.app.driver import run_gemm
 
 EDGE = load_arch("edge16")
 

@@ -5,13 +5,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler.gemm import GemmTiling, gemm_inputs, gemm_reference, gemm_tolerance, tiled_gemm
-from compiler.target import Target
+from compiler.kernels.common.target import Target
+from compiler.kernels.gemm import GemmTiling, gemm_inputs, gemm_reference, gemm_tolerance, tiled_gemm
 from isa import DType
 from isa.arch import load_arch
 from isa.dtypes import to_compute
 from npusim import simulate
-from npusim.simulator import region_array
+from npusim.sim.simulator import region_array
 
 ACC = {DType.I8: DType.I32, DType.U8: DType.I32, DType.F16: DType.F32, DType.BF16: DType.F32, DType.F32: DType.F32}
 
@@ -79,7 +79,7 @@ def test_random_ragged_gemms_match_numpy(M, N, K, tm, tn_blocks, tk_blocks, dtyp
 @pytest.mark.parametrize("dtype", [DType.I8, DType.F16])
 def test_prepacked_b_gemm_matches_numpy(dataflow, dtype):
     # run_gemm stores B pre-blocked (pack_b) so each B load is one contiguous copy; values must not change
-    from npusim.driver import run_gemm
+    from npusim.app.driver import run_gemm
 
     arch = load_arch("mid32", [f"matrix.dataflow={dataflow}"])
     res, check = run_gemm(77, 101, 133, dtype, arch)
@@ -89,7 +89,7 @@ def test_prepacked_b_gemm_matches_numpy(dataflow, dtype):
 
 
 def test_prepacking_b_speeds_up_the_edge_gemm():
-    from compiler.gemm import search_tiling
+    from compiler.kernels.gemm import search_tiling
 
     arch = load_arch("edge16")
     target = Target.of(arch)
@@ -109,7 +109,7 @@ def test_prepacking_b_speeds_up_the_edge_gemm():
 def test_loop_orders_and_split_b_loads_match_numpy(dataflow, packed, tiling):
     # ragged in every dimension; tk >= K keeps A (mn) or B (nm) loaded across steps, split loads B and stores the
     # last tile in pieces: every variant must give numpy's C, concurrent and serial alike
-    from compiler.gemm import pack_b
+    from compiler.kernels.gemm import pack_b
 
     arch = load_arch("edge16", [f"matrix.dataflow={dataflow}"])
     M, N, K = 100, 150, 90

@@ -104,8 +104,8 @@ def test_deadlock_involving_the_host_unit(kw, with_progress):
 
 
 def gemm_program():
-    from compiler.gemm import tiled_gemm
-    from compiler.target import Target
+    from compiler.kernels.common.target import Target
+    from compiler.kernels.gemm import tiled_gemm
 
     return tiled_gemm(64, 64, 64, DType.I8, Target.of(EDGE))
 

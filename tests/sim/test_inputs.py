@@ -4,13 +4,13 @@ input (name, shape, dtype exactly); .npy holds the one input of a one-input prog
 import numpy as np
 import pytest
 
-from compiler.builder import GraphBuilder
+from compiler.frontend.builder import GraphBuilder
 from isa import InputError
 from isa.arch import load_arch
 from isa.asm import parse_program
 from npusim import simulate
-from npusim.driver import run_model
-from npusim.inputs import load_file
+from npusim.app.driver import run_model
+from npusim.sim.inputs import load_file
 from tests.fuzz.fixtures import EXAMPLES, gemm_inputs, tiny_graph, tiny_inputs
 
 EDGE = load_arch("edge16")

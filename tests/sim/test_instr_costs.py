@@ -31,9 +31,9 @@ def test_memoised_costs_equal_instr_cost(instrs, arch, k):
 
 @pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
 def test_memoised_costs_of_a_compiled_model(preset):
-    from compiler.model import compile_model
-    from compiler.zoo import MODELS
-    from npusim.driver import load_model
+    from compiler.compile import compile_model
+    from npusim.app.driver import load_model
+    from npusim.app.zoo import MODELS
 
     arch = load_arch(preset)
     program = compile_model(load_model(MODELS["resnet18"]()), arch).program

@@ -11,8 +11,8 @@ from isa import DType, LimitError
 from isa.arch import load_arch
 from isa.asm import parse_program
 from npusim import simulate
-from npusim.driver import run_conv, run_gemm
-from npusim.limits import Limits
+from npusim.app.driver import run_conv, run_gemm
+from npusim.sim.limits import Limits
 from tests.fuzz.fixtures import EXAMPLES
 
 EDGE = load_arch("edge16")
@@ -114,7 +114,7 @@ def test_layers_are_estimated_before_anything_is_built():
         "GEMM 1000000x1000000x1000000 would need 122,070,313 instructions (limit 2,000,000); "
         "1,000,006,000,000,000,000 element operations (limit 17,179,869,184); 34,000,000,327,680 bytes of memory "
         "(limit 4,294,967,296); lift the limits with --no-limits (Python: limits=None)")
-    from compiler.conv import ConvShape
+    from compiler.kernels.conv2d import ConvShape
 
     with pytest.raises(LimitError, match=r"^conv 1x64x4096x4096 \* 64x64x3x3 would need 262,016 instructions \("):
         run_conv(ConvShape(1, 64, 4096, 4096, 64, 3, 3), DType.I8, EDGE, limits=Limits(instructions=10_000))

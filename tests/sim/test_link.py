@@ -2,10 +2,10 @@
 
 import numpy as np
 
-from compiler.conv import ConvShape, conv2d, conv_reference, pack_weights
-from compiler.link import Segment, link
-from compiler.target import Target
-from compiler.vector import binary, unary
+from compiler.kernels.common.target import Target
+from compiler.kernels.conv2d import ConvShape, conv2d, conv_reference, pack_weights
+from compiler.kernels.vector import binary, unary
+from compiler.link.linker import Segment, link
 from isa import Act, BinOp, DType, ProgramConfig
 from isa.arch import load_arch
 from npusim import simulate

@@ -7,8 +7,8 @@ import random
 import pytest
 
 from bench.memory_micro import dram_patterns, run, spm_patterns
-from compiler.gemm import tiled_gemm
-from compiler.target import Target
+from compiler.kernels.common.target import Target
+from compiler.kernels.gemm import tiled_gemm
 from isa import ArchError, DmaCopy, DType, Halt, Program, ProgramConfig, Queue, Region, Space, View
 from isa.arch import load_arch
 from isa.cost import dram_window, instr_cost
@@ -256,7 +256,7 @@ def test_tiled_gemm_is_dataflow_conflicts_are_negligible(preset):
 def test_static_accounting_matches_the_engine():
     # UnitStats.add_static (for runs without contention, e.g. serial) splits one instruction as the engine does:
     # the 256 B load of test_single_dma_cycles_by_hand: 197 cycles = busy 16 + 61 + dram_latency 120; 3 hits, 1 miss
-    from npusim.stats import UnitStats
+    from npusim.sim.stats import UnitStats
 
     ins = DmaCopy(queue=Queue.DMA_LD, shape=(4, 64), dst=View(Space.SPM, 0, DType.I8, (64, 1)),
                   src=View(Space.DRAM, 0, DType.I8, (64, 1), "A"))

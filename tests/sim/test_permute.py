@@ -1,4 +1,4 @@
-"""compiler.transpose.permute: any transpose equals numpy's, its DMAs move long runs in both directions, and the
+"""compiler.kernels.transpose.permute: any transpose equals numpy's, its DMAs move long runs in both directions, and the
 common 4-D permutations lose no cycle to SPM bank conflicts on any preset."""
 
 import numpy as np
@@ -6,15 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler.builder import GraphBuilder
-from compiler.target import Target
-from compiler.transpose import permute
+from compiler.frontend.builder import GraphBuilder
+from compiler.kernels.common.target import Target
+from compiler.kernels.transpose import permute
 from isa import DmaCopy, DType, Space
 from isa.arch import load_arch
 from isa.cost import instr_cost
 from npusim import simulate
-from npusim.driver import run_model
-from npusim.simulator import region_array
+from npusim.app.driver import run_model
+from npusim.sim.simulator import region_array
 
 
 @settings(max_examples=30, deadline=None)

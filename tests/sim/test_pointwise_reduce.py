@@ -1,18 +1,18 @@
-"""The vector recipes (compiler.vector.pointwise), reductions over any axes and group normalisation
-(compiler.reduce) as programs against numpy: bit-exact where the recipe is onnxruntime's own arithmetic, the on-chip
-accumulation across tiles and the three-pass normalisation under a small SPM, and how many passes each takes."""
+"""The vector recipes (compiler.kernels.vector.pointwise), reductions over any axes and group normalisation
+(compiler.kernels.reduce) as programs against numpy: bit-exact where the recipe is onnxruntime's own arithmetic, the
+on-chip accumulation across tiles and the three-pass normalisation under a small SPM, and how many passes each takes."""
 
 import numpy as np
 import pytest
 
-from compiler import reduce as red
-from compiler import vector
 from compiler.errors import CompileError
-from compiler.target import Target
+from compiler.kernels import reduce as red
+from compiler.kernels import vector
+from compiler.kernels.common.target import Target
 from isa import BinOp, DType, Queue
 from isa.arch import load_arch
 from npusim import simulate
-from npusim.simulator import region_array
+from npusim.sim.simulator import region_array
 
 ARCH = load_arch("edge16")
 TARGET = Target.of(ARCH)

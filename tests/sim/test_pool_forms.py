@@ -1,21 +1,22 @@
-"""Pooling of any form (compiler.vector.pool2d) against a numpy reference that counts as onnxruntime does: any window,
-per-axis strides and dilations, four pads (some wider than the DMA's 15), ceil_mode, count_include_pad; max in f32
-and int8 (exact), average in f32. Also the halo loads (compiler.halo.padded_load) that split wide padding."""
+"""Pooling of any form (compiler.kernels.vector.pool2d) against a numpy reference that counts as onnxruntime does: any
+window, per-axis strides and dilations, four pads (some wider than the DMA's 15), ceil_mode, count_include_pad; max in
+f32 and int8 (exact), average in f32. Also the halo loads (compiler.kernels.common.halo.padded_load) that split wide
+padding."""
 
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from compiler.canonical import window_out
-from compiler.halo import padded_load
-from compiler.target import Target
-from compiler.vector import avgpool_counts, pool2d
+from compiler.frontend.canonical import window_out
+from compiler.kernels.common.halo import padded_load
+from compiler.kernels.common.target import Target
+from compiler.kernels.vector import avgpool_counts, pool2d
 from isa import DmaCopy, DmaFill, DType, Space, View
 from isa.arch import load_arch
 from isa.instructions import MAX_PAD
 from npusim import simulate
-from npusim.simulator import region_array
+from npusim.sim.simulator import region_array
 from tests.compiler.util import model, ort_run, vi
 
 ARCH = load_arch("edge16")

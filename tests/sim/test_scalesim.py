@@ -13,9 +13,9 @@ import pytest
 
 from isa import DType
 from isa.arch import load_arch
-from npusim.cli import main
-from npusim.driver import run_gemm, run_topology
-from npusim.topology import read_topology
+from npusim.app.cli import main
+from npusim.app.driver import run_gemm, run_topology
+from npusim.app.topology import read_topology
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "scalesim" / "Resnet18.csv"
@@ -49,7 +49,7 @@ def test_cli_gemm_ideal_memory_json(capsys, dataflow):
 def resnet_layers():
     if SHARED.exists():
         return read_topology(SHARED)
-    from npusim.topology import Layer
+    from npusim.app.topology import Layer
     return [Layer(r["layer"], int(r["M"]), int(r["N"]), int(r["K"])) for r in RESNET]
 
 
@@ -70,7 +70,7 @@ def test_fold_overlap_is_faster_than_scalesim_accounting():
 
 
 def test_topology_file_errors(tmp_path):
-    from npusim.topology import TopologyError
+    from npusim.app.topology import TopologyError
 
     bad = tmp_path / "t.csv"
     bad.write_text("Layer name, M, N, K,\nfc, 1, 2,\n")

@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from compiler.gemm import GemmTiling, tiled_gemm
-from compiler.target import Target
+from compiler.kernels.common.target import Target
+from compiler.kernels.gemm import GemmTiling, tiled_gemm
 from isa import (
     Act,
     BinOp,

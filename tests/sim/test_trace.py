@@ -11,15 +11,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from compiler.zoo import resnet18
 from isa import DmaCopy, Queue
 from isa.arch import load_arch
 from isa.cost import instr_cost
 from isa.files import read_program
 from npusim import simulate
-from npusim.driver import run_model
-from npusim.stats import STALL_CAUSES
-from npusim.trace import CHANNEL_TID, chrome_trace, semaphore_flows, spm_live_intervals, write_trace
+from npusim.app.driver import run_model
+from npusim.app.zoo import resnet18
+from npusim.report.trace import CHANNEL_TID, chrome_trace, semaphore_flows, spm_live_intervals, write_trace
+from npusim.sim.stats import STALL_CAUSES
 
 ROOT = Path(__file__).resolve().parents[2]
 GEMM = ROOT / "examples" / "gemm_int8.s"
@@ -245,7 +245,7 @@ def test_write_trace_and_cli(tmp_path, gemm):
 
 
 def test_cli_progress_bar_counts_instructions(capsys):
-    from npusim.cli import ProgressBar
+    from npusim.app.cli import ProgressBar
 
     bar = ProgressBar("simulating")
     bar(5, 20, 1000)

@@ -1,5 +1,5 @@
-"""Vector-unit lowerings (compiler/vector.py) against numpy: broadcasting element-wise ops, activations, softmax,
-layer norm, reductions and pooling, on f32 (rtol 1e-5) and f16."""
+"""Vector-unit lowerings (compiler/kernels/vector.py) against numpy: broadcasting element-wise ops, activations,
+softmax, layer norm, reductions and pooling, on f32 (rtol 1e-5) and f16."""
 
 import math
 
@@ -8,12 +8,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler.target import Target
-from compiler.vector import avgpool_reciprocals, binary, layernorm, pool2d, reduce_rows, softmax, unary
+from compiler.kernels.common.target import Target
+from compiler.kernels.vector import avgpool_reciprocals, binary, layernorm, pool2d, reduce_rows, softmax, unary
 from isa import Act, BinOp, DType, Queue, Reduce, VecBinary
 from isa.arch import load_arch
 from npusim import simulate
-from npusim.simulator import region_array
+from npusim.sim.simulator import region_array
 
 ARCH = load_arch("edge16")
 TARGET = Target.of(ARCH)

@@ -7,8 +7,8 @@ import itertools
 import pandas as pd
 import pytest
 
-from npusim.cli import main
-from npusim.sweep import Gemm, pareto
+from npusim.app.cli import main
+from npusim.app.sweep import Gemm, pareto
 
 SPEC = """
 arch = "mid32"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from npusim.sweep import ResultStore, sweep
+from npusim.app.sweep import ResultStore, sweep
 
 SPEC = {"arch": "mid32", "grid": {"matrix.rows,matrix.cols": [8, 16], "spm.size": [256, 65536]},
         "workloads": [{"gemm": {"M": 64, "N": 96, "K": 64}},

@@ -12,12 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from compiler.conv import ConvShape
-from compiler.zoo import resnet18
+from compiler.kernels.conv2d import ConvShape
 from isa import DType
 from isa.arch import load_arch
-from npusim.driver import run_conv, run_gemm, run_model
-from npusim.sweep import (
+from npusim.app.driver import run_conv, run_gemm, run_model
+from npusim.app.sweep import (
     COMPILE_FREE_FIELDS,
     METRICS,
     Gemm,
@@ -29,7 +28,8 @@ from npusim.sweep import (
     pareto_mask,
     sweep,
 )
-from npusim.sweep import workloads as wl
+from npusim.app.sweep import workloads as wl
+from npusim.app.zoo import resnet18
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = {"zoo": "resnet18", "args": {"image": 32, "width": 8, "classes": 10}}
@@ -182,8 +182,8 @@ def test_the_compiler_never_reads_the_compile_free_fields():
     assert all(reach[sec] not in names for sec, _ in COMPILE_FREE_FIELDS), sorted(names & set(reach.values()))
     assert "to_dict" not in names and "to_toml" not in names
     # dynamically: other values of those fields give the same program
-    from compiler.model import compile_model
-    from npusim.driver import load_model
+    from compiler.compile import compile_model
+    from npusim.app.driver import load_model
 
     graph = load_model(resnet18(image=32, width=8, classes=10))
     base = load_arch("edge16")
@@ -256,7 +256,7 @@ def test_pareto_per_workload_skips_errors_and_sorts():
 def test_pareto_plots_draw_the_front(tmp_path):
     from matplotlib.figure import Figure
 
-    from npusim.plots import PlotError, plot_pareto, plot_pareto_3d
+    from npusim.report.plots import PlotError, plot_pareto, plot_pareto_3d
 
     df = pd.DataFrame({"workload": ["w"] * 5, "matrix.rows": [8, 16, 32, 8, 16], "cycles": [9, 5, 2, 10, 6],
                        "dram_bytes": [1, 2, 3, 3, 1], "macs": [7] * 5, "error": [None] * 5})

@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from compiler.zoo import resnet18
 from isa.arch import load_arch
-from npusim.sweep import Conv, Gemm, OnnxModel, SpecError, Topology, grid_points, load_spec
-from npusim.topology import read_topology
+from npusim.app.sweep import Conv, Gemm, OnnxModel, SpecError, Topology, grid_points, load_spec
+from npusim.app.topology import read_topology
+from npusim.app.zoo import resnet18
 
 GEMM = [{"gemm": {"M": 64, "N": 64, "K": 64}}]
 

@@ -1,0 +1,280 @@
+"""Whole-model compilation: graph passes, one lowering per node (:mod:`compiler.ops`), linked into one ISA
+program (:func:`compiler.link.linker.link`); nodes the NPU cannot run become host calls (:mod:`compiler.ops.host`).
+
+The memory plan (regions ``W`` and ``ACT``, layouts) is :class:`compiler.ops.LoweringContext`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from compiler.errors import FALLBACK_HINT, CompileError, TilingError, UnsupportedDTypeError, UnsupportedOpError
+from compiler.ir import Graph, Node
+from compiler.kernels.common.target import Target
+from compiler.kernels.conv_transpose2d import MODES as CONV_TRANSPOSE_MODES
+from compiler.kernels.msda import TABLES as MSDA_TABLES
+from compiler.link.linker import LayerRange, Segment, leading_constants, link
+from compiler.link.residency import place_in_spm
+from compiler.ops import ALIGN, REGISTRY, Binding, LoweringContext, npu_unsupported
+from compiler.ops.host import HostOp, HostTensor, host_fn_name, host_ops, host_program, storage_dtype
+from compiler.ops.layout import lower_constant_output
+from compiler.passes.fold_batchnorm import fold_batchnorm
+from compiler.passes.fold_constants import fold_constants
+from compiler.passes.fuse import fuse_activation, fuse_residual
+from compiler.passes.fuse_gelu import fuse_gelu
+from compiler.passes.fuse_layernorm import fuse_layernorm
+from compiler.passes.fuse_matmul import fuse_matmul
+from compiler.passes.fuse_msda import fuse_msda
+from compiler.passes.fuse_silu import fuse_silu
+from compiler.passes.fuse_softmax import fuse_softmax
+from compiler.passes.qdq import fuse_qdq_conv_transpose
+from isa import Program
+from isa.arch import Arch
+from isa.cost import program_estimate
+
+CONV_OPS = {"Conv", "QLinearConv"}   # re-lowered for half the SPM under prefetch
+RESIDENT_MIN_SPM = 1 << 23           # bytes: activations are kept in SPM by default from this SPM size (dc128)
+ARENA_FRACTION = 3 / 8               # of the SPM, for activations kept on chip (measured: see docs/compiler.md)
+PREFETCH_MIN_SPM = 1 << 20           # bytes: prefetch is on by default from this SPM size (mid32, dc128)
+PASSES: dict[str, Callable[[Graph], Graph]] = {
+    "fold_constants": fold_constants, "fold_batchnorm": fold_batchnorm, "fuse_qdq": fuse_qdq_conv_transpose,
+    "fuse_gelu": fuse_gelu, "fuse_silu": fuse_silu, "fuse_layernorm": fuse_layernorm, "fuse_softmax": fuse_softmax,
+    "fuse_activation": fuse_activation, "fuse_residual": fuse_residual, "fuse_matmul": fuse_matmul,
+    "fuse_msda": fuse_msda}
+"""The graph passes by name, in the order they run (``--dump-after NAME`` prints the graph after one)."""
+FUSION_PASSES = ("fuse_gelu", "fuse_silu", "fuse_layernorm", "fuse_softmax", "fuse_activation", "fuse_residual",
+                 "fuse_matmul", "fuse_msda")
+"""The passes ``compile_model(fuse=False)`` skips (``fuse_qdq`` is how an int8 ConvTranspose is lowered at all)."""
+
+
+@dataclass(frozen=True)
+class CompiledModel:
+    """A linked program with its memory plan: weights image, activation arena size, input/output bindings."""
+
+    program: Program
+    layers: tuple[LayerRange, ...]
+    weights: np.ndarray
+    act_bytes: int
+    inputs: dict[str, Binding]
+    outputs: dict[str, Binding]
+    graph: Graph
+    host_ops: tuple[HostOp, ...] = ()
+    tensors: dict[str, Binding] = field(default_factory=dict)
+    """Every activation the program keeps in region ACT (inputs, intermediates, outputs) by ONNX name, in its
+    final layout; fused or folded tensors (a Relu's input after fusion, BN outputs) and those kept in the SPM
+    (``compile_model(resident=...)``) are absent."""
+
+    def dram_inputs(self, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The DRAM regions' initial contents for graph inputs ``values`` (by ONNX input name)."""
+        act = np.zeros(self.act_bytes, np.uint8)
+        for name, b in self.inputs.items():
+            data = b.to_memory(np.asarray(values[name], dtype=b.dtype.storage)).view(np.uint8).ravel()
+            act[b.offset: b.offset + data.size] = data
+        return {"W": self.weights, "ACT": act}
+
+    def read_outputs(self, act: np.ndarray) -> dict[str, np.ndarray]:
+        """The graph outputs from the final ACT region, each in its ONNX type (a bool output is stored as u8)."""
+        return {name: _typed(b.from_memory(act), self.graph.tensor(name).dtype) for name, b in self.outputs.items()}
+
+    def read_tensors(self, act: np.ndarray) -> dict[str, np.ndarray]:
+        """Every tensor of :attr:`tensors` from the final ACT region (each has its own offset, none is reused)."""
+        return {name: b.from_memory(act) for name, b in self.tensors.items()}
+
+
+def _typed(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    return x.astype(np.bool_) if dtype == np.bool_ else x
+
+
+def run_passes(graph: Graph, dump_after: str | None = None, dump: Callable[[str], None] = print,
+               skip: tuple[str, ...] = ()) -> Graph:
+    """Apply the graph passes in order, but those named in ``skip``; print the IR after ``dump_after`` (a pass
+    name)."""
+    if dump_after is not None and dump_after not in PASSES:
+        raise CompileError(f"--dump-after must be one of {', '.join(PASSES)}, not {dump_after!r}")
+    unknown = [s for s in skip if s not in PASSES]
+    if unknown:
+        raise CompileError(f"cannot skip unknown pass(es) {', '.join(unknown)}; passes: {', '.join(PASSES)}")
+    for name, fn in PASSES.items():
+        if name in skip:
+            continue
+        graph = fn(graph)
+        if name == dump_after:
+            dump(graph.dump())
+    return graph
+
+
+def unsupported_nodes(graph: Graph) -> list[tuple[Node, str]]:
+    """(node, reason) for every node the NPU cannot run (:func:`compiler.ops.npu_unsupported`)."""
+    return [(n, why) for n in graph.nodes if (why := npu_unsupported(n, graph)) is not None]
+
+
+def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallback: bool = True, *,
+                  fuse: bool = True, buffers: int = 2, prefetch: bool | None = None,
+                  resident: bool | None = None, conv_transpose: str = "split",
+                  msda_tables: str = "auto") -> CompiledModel:
+    """Compile ``graph`` for ``arch``.
+
+    fallback: nodes the NPU cannot run (unknown ops, unsupported attributes or dtypes) run on the host CPU as
+    ``host.call`` segments (listed in ``CompiledModel.host_ops``). Without it, UnsupportedOpError lists them.
+    fuse: run the fusion passes (off: every exporter pattern stays as its nodes and every Relu/Clip, bias Add and
+    residual Add is its own vector-unit layer).
+    buffers: ring depth of every layer's load -> compute -> store pipeline (2: double buffering; 1: a step's loads
+    wait until the previous step's compute freed its buffer, so loads, compute and stores of a layer do not
+    overlap; tiles are unchanged, so this isolates what the overlap saves).
+    prefetch: a layer may be compiled for half the SPM (when it fits and the compiler's estimate, counting its leading
+    constant loads as hidden, is no worse); consecutive such layers alternate between the halves and load their
+    leading constants (weights, biases) before waiting for the previous layer (:func:`compiler.link.linker.link`), so
+    those loads overlap that layer's tail. None: on for SPMs of at least ``PREFETCH_MIN_SPM`` bytes whose half is a
+    whole
+    number of bank rows (below, half an SPM rarely holds a layer, and pricing each conv twice costs compile time:
+    edge16's ResNet-50 compiled in 34 s instead of 15.5 s for 0.1% fewer cycles).
+    resident: keep activations on chip (:mod:`compiler.link.residency`): the top ``ARENA_FRACTION`` of the SPM holds the
+    activation tensors that fit there (by live range), so layers pass them through SRAM instead of DRAM; the layers
+    are compiled for the rest of the SPM. Graph inputs, outputs and what host calls touch stay in DRAM, and tensors
+    kept on chip are absent from ``CompiledModel.tensors``. None: on for SPMs of at least ``RESIDENT_MIN_SPM`` bytes
+    (on mid32's 1 MiB it costs BERT and ViT 5-6% for 1.2-7.4% on the CNNs, see docs/compiler.md).
+    conv_transpose: how ConvTranspose is lowered: ``"split"`` (phase splitting), or one of the baselines it is
+    measured against, ``"swell_spm"`` (each window zero-inserted in SPM) and ``"swell_dram"`` (the zero-inserted input
+    written to DRAM, then a convolution): :mod:`compiler.kernels.conv_transpose2d`.
+    msda_tables: where a fused deformable attention (``MSDeformAttn``) keeps its level tables: ``"auto"`` (the one
+    the cost model prices faster), ``"spm"`` (per head, when they fit) or ``"dram"`` (gathered after a coordinate
+    program): :mod:`compiler.kernels.msda`.
+    """
+    if buffers not in (1, 2):
+        raise CompileError(f"buffers must be 1 (single) or 2 (double buffering), not {buffers}")
+    graph = run_passes(graph, dump_after, skip=() if fuse else FUSION_PASSES)
+    bad = dict(unsupported_nodes(graph))
+    if bad and not fallback:
+        (n, why), rest = next(iter(bad.items())), list(bad)[1:]
+        more = f" (and {len(rest)} more: {', '.join(sorted({b.op for b in rest}))})" if rest else ""
+        raise UnsupportedOpError(n.name, n.op, why + more + FALLBACK_HINT)
+    if "f32" not in arch.matrix.dtypes and any(n.op in ("Conv", "Gemm", "MatMul") for n in graph.nodes):
+        raise UnsupportedDTypeError(graph.inputs[0], "float32", arch.matrix.dtypes)
+    whole = Target.of(arch)
+    half = None if prefetch is False or (prefetch is None and arch.spm.size < PREFETCH_MIN_SPM) else _half(whole)
+    if prefetch and half is None:
+        raise CompileError(f"prefetch needs an SPM of an even number of bank rows ({arch.spm.banks} banks x "
+                           f"{arch.spm.bank_width} B), not {arch.spm.size} B; compile with prefetch=False")
+    arena = _arena_bytes(whole) if resident or (resident is None and arch.spm.size >= RESIDENT_MIN_SPM) else 0
+    target = whole.with_spm(whole.spm - arena) if arena else whole   # the lowerings get the SPM below the arena
+    half = half and _half(target) if arena else half                 # and prefetch splits that
+    if conv_transpose not in CONV_TRANSPOSE_MODES:
+        raise CompileError(f"conv_transpose must be one of {', '.join(CONV_TRANSPOSE_MODES)}, not {conv_transpose!r}")
+    if msda_tables not in ("auto", *MSDA_TABLES):
+        raise CompileError(f"msda_tables must be one of auto, {', '.join(MSDA_TABLES)}, not {msda_tables!r}")
+    low = LoweringContext(graph, target, conv_transpose, msda_tables)
+    for name in graph.inputs:
+        t = graph.tensor(name)
+        nhwc = t.rank in (3, 4) and any(getattr(REGISTRY.get(u.op), "nhwc", False) and u.inputs[0] == name
+                                        for u in graph.consumers(name))
+        low.bind[name] = low.alloc(t.shape, "nhwc" if nhwc else "rm", storage_dtype(t))
+    inputs = {n: low.bind[n] for n in graph.inputs}   # where the caller writes them (before any layout change)
+    for node in graph.nodes:
+        if node in bad:
+            _host(low, node, bad[node])
+            continue
+        saved = low.snapshot()
+        try:
+            _lower(low, node, half)
+        except (UnsupportedOpError, TilingError) as e:   # a case its lowering does not handle, or no tiling fits
+            why = e.reason if isinstance(e, UnsupportedOpError) else f"no tiling fits the NPU: {e}"
+            if not fallback:
+                raise UnsupportedOpError(node.name, node.op, why + FALLBACK_HINT) from None
+            low.restore(saved)
+            _host(low, node, why)
+    for name in graph.outputs:
+        if name not in low.bind and graph.is_const(name):   # the model's result folded to a constant
+            lower_constant_output(low, name)
+    outputs = {name: low.want(name, "nhwc" if low.bind[name].layout == "nhwc" else "rm") for name in graph.outputs}
+    weights = np.concatenate(low.weights) if low.weights else np.zeros(ALIGN, np.uint8)
+    segments = low.segments if buffers == 2 else [_ring_depth(s, buffers) for s in low.segments]
+    placed = []
+    if arena:
+        pinned = {b.offset for b in (*inputs.values(), *outputs.values())}
+        pinned |= {t.offset for h in low.host for t in (*h.inputs, *h.outputs) if t.region == "ACT"}
+        segments, placed = place_in_spm(segments, low.allocs, pinned, target.spm, arena, whole.bank_row)
+    program, layers = link(segments, whole.config, {"W": weights.size, "ACT": max(low.act, ALIGN)},
+                           half.spm if half else 0)
+    on_chip = {p.offset for p in placed}
+    return CompiledModel(program, tuple(layers), weights, max(low.act, ALIGN),
+                         inputs, outputs, graph, tuple(low.host),
+                         {n: b for n, b in {**low.bind, **outputs}.items() if b.offset not in on_chip})
+
+
+def _lower(low: LoweringContext, node: Node, half: Target | None) -> None:
+    """Lower ``node`` for the context's target or, when ``half`` is given and its estimate is no worse once the
+    leading constant loads are hidden behind the previous layer, for half of its SPM."""
+    lower, target = REGISTRY[node.op].lower, low.target
+    if half is None:
+        return lower(low, node)
+    before = low.snapshot()
+    first = len(low.segments)   # this node's segments are low.segments[first:]
+    lower(low, node)
+    if all(s.program.spm_top() <= half.spm for s in low.segments[first:]):   # it fits half as it is
+        low.segments[first:] = [replace(s, program=replace(s.program, config=replace(
+            s.program.config, spm=half.spm))) for s in low.segments[first:]]
+        return
+    if node.op not in CONV_OPS:   # GEMMs, vector streams: the estimate favours smaller tiles more than the simulator
+        return
+    full = low.snapshot()
+    full_cycles = sum(program_estimate(s.program, target.arch) for s in low.segments[first:])
+    low.restore(before)
+    low.target, low.prefetched = half, True
+    try:
+        lower(low, node)
+    except CompileError:   # it does not fit half the SPM
+        low.restore(full)
+        return
+    finally:
+        low.target, low.prefetched = target, False
+    new = low.segments[first:]
+    half_cycles = sum(program_estimate(s.program, half.arch) for s in new)
+    half_cycles -= leading_constants(new[0].program, half.arch, new[0].bind)
+    if half_cycles > full_cycles:
+        low.restore(full)
+
+
+def _half(target: Target) -> Target | None:
+    """``target`` with half its SPM (what a layer gets under prefetch), or None when that is not whole bank rows."""
+    size = target.spm // 2
+    return None if size % target.bank_row else target.with_spm(size)
+
+
+def _arena_bytes(target: Target) -> int:
+    """SPM bytes kept for activations (:mod:`compiler.link.residency`): ``ARENA_FRACTION`` of the SPM, in whole pairs of
+    bank rows (so the rest still splits into two halves for prefetch)."""
+    row2 = 2 * target.bank_row
+    return int(target.spm * ARENA_FRACTION) // row2 * row2
+
+
+def _ring_depth(seg: Segment, depth: int) -> Segment:
+    """``seg`` with its ring semaphores (``*_empty``, initially the number of free buffers) starting at ``depth``."""
+    sems = tuple(replace(s, init=min(s.init, depth)) if s.name.endswith("_empty") else s for s in seg.program.sems)
+    return replace(seg, program=replace(seg.program, sems=sems))
+
+
+def _host(low: LoweringContext, n: Node, reason: str) -> None:
+    """Run ``n`` on the host CPU (see :mod:`compiler.ops.host`): activations read in their layout, constants from W."""
+    g, ins, outs = low.graph, [], []
+    for t in dict.fromkeys(n.present_inputs):
+        if g.is_const(t):
+            data = np.asarray(low.data(t))
+            ins.append(HostTensor(t, "W", low.const(data), data.shape, data.dtype))
+        else:
+            b = low.bind[t]   # read as the graph's type (a bool tensor is stored as bytes)
+            ins.append(HostTensor(t, "ACT", b.offset, b.shape, g.tensor(t).dtype, b.layout))
+    nhwc = any(t.layout == "nhwc" and len(t.shape) == 4 for t in ins)
+    for t in (o for o in n.outputs if o):
+        tensor = g.tensor(t)
+        dtype = storage_dtype(tensor, n)
+        layout = "nhwc" if nhwc and len(tensor.shape) == 4 else "rm"
+        b = low.bind[t] = low.alloc(tensor.shape, layout, dtype)
+        outs.append(HostTensor(t, "ACT", b.offset, b.shape, tensor.dtype, layout))
+    fn = host_fn_name(len(low.host), n)
+    prog = host_program(fn, sum(t.nbytes for t in ins), sum(t.nbytes for t in outs), host_ops(n, g),
+                        low.target.config)
+    low.segments.append(Segment(n.name, n.op, prog))
+    low.host.append(HostOp(fn, n, tuple(ins), tuple(outs), reason))

@@ -1,0 +1,1 @@
+"""The front end: ONNX import, the Python graph builder, canonical forms, operand contracts."""

@@ -1,0 +1,1 @@
+"""What the program generators share: the target, the ring pipeline, epilogues, halo loads."""

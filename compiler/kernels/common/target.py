@@ -1,0 +1,59 @@
+"""What a program generator needs to know of the NPU: :class:`Target`, derived from an :class:`~isa.arch.Arch`.
+
+Every generator (:func:`compiler.kernels.gemm.tiled_gemm`, :func:`compiler.kernels.conv2d.conv2d`, the vector streams,
+...) takes one ``Target`` instead of loose numbers: the array's shape and dataflow, the SRAM it may use and the Arch its
+candidate tilings are priced on (:mod:`isa.cost`). A lowering that gets only part of the scratchpad (half of it under
+cross-layer prefetch, what the activation arena leaves) hands down :meth:`Target.with_spm`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from isa import ProgramConfig
+from isa.arch import Arch
+
+
+@dataclass(frozen=True)
+class Target:
+    """The NPU as the program generators see it (sizes in bytes). Build it with :meth:`of`."""
+
+    arch: Arch
+    """The whole description, for pricing with :mod:`isa.cost` (its ``spm.size`` is the whole scratchpad)."""
+    rows: int
+    """Processing-element rows of the array (the k extent of a weight tile under ws)."""
+    cols: int
+    """Processing-element columns (the n extent)."""
+    dataflow: str
+    """``ws``, ``os`` or ``is``."""
+    max_rows: int
+    """Largest m one ``mxu.mm`` streams (rows)."""
+    spm: int
+    """Scratchpad bytes the program may use."""
+    acc: int
+    """Accumulator bytes."""
+    bank_width: int
+    """Bytes one SPM bank delivers per cycle."""
+    lanes: int
+    """Vector-unit elements per cycle."""
+
+    @classmethod
+    def of(cls, arch: Arch) -> Target:
+        """The target of a whole ``arch`` (all of its SPM)."""
+        m = arch.matrix
+        return cls(arch, m.rows, m.cols, m.dataflow, m.max_rows, arch.spm.size, arch.acc.size, arch.spm.bank_width,
+                   arch.vector.lanes)
+
+    def with_spm(self, size: int) -> Target:
+        """The same NPU with ``size`` bytes of scratchpad (what a layer gets of a shared SPM)."""
+        return replace(self, spm=size)
+
+    @property
+    def config(self) -> ProgramConfig:
+        """The ``.config`` line of a program for this target (array shape and SRAM sizes)."""
+        return ProgramConfig(rows=self.rows, cols=self.cols, spm=self.spm, acc=self.acc)
+
+    @property
+    def bank_row(self) -> int:
+        """Bytes of one row across all SPM banks (banks x bank width)."""
+        return self.arch.spm.banks * self.bank_width

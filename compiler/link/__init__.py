@@ -1,0 +1,1 @@
+"""Linking: segments into one program, and activations kept on chip."""

@@ -1,0 +1,153 @@
+"""Conv on the NPU, three ways: a patch-embedding conv (stride == kernel) as DMA im2col + GEMM
+(:mod:`compiler.kernels.patchify`), a depthwise conv on the vector unit (:mod:`compiler.kernels.depthwise`), every other
+one on the matrix unit (:func:`compiler.kernels.conv2d.conv2d`) with its bias, activation and residual add fused into
+the accumulator epilogue. Every ONNX form: per-axis strides and dilations, four pads (``auto_pad`` resolved by the
+importer), groups, and 1-D convolutions (NCL, lowered as one row of a 2-D one on a channels-last NLC tensor)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from compiler.errors import CompileError, UnsupportedOpError
+from compiler.frontend.canonical import CanonContext, window_attrs
+from compiler.ir import Graph, Node
+from compiler.kernels.conv2d import ConvShape, conv2d, conv_shape, pack_weights, search_conv_tiling
+from compiler.kernels.depthwise import depthwise2d, is_depthwise, pack_depthwise
+from compiler.kernels.gemm import tiled_gemm
+from compiler.kernels.patchify import dma_estimate, is_patchify, pack_b_loads, patch_gemm, patch_matrix, patch_weights
+from compiler.ops.context import LoweringContext
+from compiler.ops.spec import Canonical, Check, OpSpec
+from compiler.ops.steps import activation_step, bias_step, fused_epilogue
+from isa import DType
+
+F32 = DType.F32
+
+
+def lower_conv(low: LoweringContext, n: Node) -> None:
+    """Dispatch: patch embedding, depthwise, or the direct convolution with its epilogue fused."""
+    if is_patchify(n, low.graph):   # stride == kernel: the DMA gathers patches, the GEMM does the rest
+        return lower_patchify(low, n)
+    a = n.attrs
+    x = low.want(n.inputs[0], "nhwc")
+    w = np.asarray(low.data(n.inputs[1]), np.float32)   # (read only: packing copies it)
+    cs = conv_shape(n, x.shape, w.shape)
+    w = w.reshape(cs.K, cs.Cg, cs.R, cs.S)   # (a 1-D conv's OIL weights as OIHW)
+    target = low.target
+    y = low.alloc(conv_out_shape(cs, len(x.shape)), "nhwc")
+    act = a.get("activation")
+    has_bias = len(n.inputs) > 2 and bool(n.inputs[2])
+    if is_depthwise(cs.C, cs.K, cs.groups):   # the vector unit, not 1/rows of the array per group
+        prog = depthwise2d(cs, F32, target)
+        bind = {"X": ("ACT", x.offset), "Wd": ("W", low.const(pack_depthwise(w.copy(), cs))), "Y": ("ACT", y.offset)}
+        low.emit(n, prog, bind, cs.macs)
+        if has_bias:
+            y = bias_step(low, n, y, low.data(n.inputs[2]))
+        if act:
+            y = activation_step(low, n, y, act)
+    else:   # bias and activation fused: applied to each accumulator tile before the store
+        residual = bool(a.get("residual"))   # fuse_residual: the Add's other operand starts the accumulators
+        ep = fused_epilogue(n, has_bias)
+        tiling = search_conv_tiling(cs, F32, target, ep, hidden_constants=low.prefetched)
+        prog = conv2d(cs, F32, target, tiling, ep)
+        packing = (n.inputs[1], cs, target.rows, target.cols, tiling.im2col, tiling.pack, tiling.gpack)
+        wt = low.packed.get(packing)
+        if wt is None:
+            wt = low.packed[packing] = pack_weights(w, cs, *packing[2:])
+        bind = {"X": ("ACT", x.offset), "Wt": ("W", low.const(wt)), "Y": ("ACT", y.offset)}
+        if residual:
+            bind["R"] = ("ACT", low.want(n.inputs[3], "nhwc").offset)
+        if has_bias:
+            bind["Bias"] = ("W", low.const(low.data(n.inputs[2]).astype(np.float32)))
+        low.emit(n, prog, bind, cs.macs)
+    low.bind[n.outputs[0]] = y
+
+
+def conv_out_shape(cs: ConvShape, rank: int) -> tuple[int, ...]:
+    """The logical output shape of ``cs``: NKL for a 1-D convolution (input ``rank`` 3), else NKHW."""
+    return (cs.N, cs.K, cs.OW) if rank == 3 else (cs.N, cs.K, cs.OH, cs.OW)
+
+
+def lower_patchify(low: LoweringContext, n: Node, *, fuse: bool | None = None, fold_bias: bool = True) -> None:
+    """Lower a Conv accepted by :func:`compiler.kernels.patchify.is_patchify`; the output is bound nhwc, f32.
+
+    ``fuse=None`` picks, by :func:`compiler.kernels.patchify.dma_estimate`, between the fused
+    :func:`compiler.kernels.patchify.patch_gemm` (one segment ``<name>``) and
+    :func:`compiler.kernels.patchify.patch_matrix` (segment ``<name>.im2col``) +
+    :func:`compiler.kernels.gemm.tiled_gemm` (``<name>``). ``fold_bias``: the bias rides in the GEMM as a ones column of
+    P and a last row of B; otherwise it is a vector add segment ``<name>.bias`` as for other convolutions."""
+    a = n.attrs
+    x = low.want(n.inputs[0], "nhwc")
+    w = low.data(n.inputs[1]).astype(np.float32)
+    K, C, R, S = w.shape
+    N, _, H, W = x.shape
+    cs = ConvShape(N, C, H, W, K, R, S, tuple(a["strides"]))
+    bias = low.data(n.inputs[2]).astype(np.float32) if len(n.present_inputs) > 2 else None
+    ones = bias is not None and fold_bias
+    M, kp = N * cs.OH * cs.OW, R * S * C + ones
+    target = low.target
+    b = patch_weights(w)
+    b = np.concatenate([b, bias[None, :]]) if ones else b
+    fused = None
+    if fuse is not False:
+        try:
+            fused = pack_b_loads(patch_gemm(cs, F32, target, ones=ones), b)
+        except CompileError:
+            if fuse:
+                raise
+    split = (patch_matrix(cs, F32, target, ones=ones), *pack_b_loads(tiled_gemm(M, K, kp, F32, target), b)) \
+        if fuse is not True else None
+    if fused is None or split is not None and dma_estimate(list(split[:2]), target.arch) < \
+            dma_estimate([fused[0]], target.arch):
+        p = low.alloc((M, kp), "rm")
+        low.emit(n, split[0], {"X": ("ACT", x.offset), "P": ("ACT", p.offset)}, suffix=".im2col")
+        prog, packed, a_loc = split[1], split[2], {"A": ("ACT", p.offset)}
+    else:
+        (prog, packed), a_loc = fused, {"X": ("ACT", x.offset)}
+    y = low.alloc((N, K, cs.OH, cs.OW), "nhwc")
+    low.emit(n, prog, {**a_loc, "B": ("W", low.const(packed)), "C": ("ACT", y.offset)}, M * K * kp)
+    if bias is not None and not ones:
+        y = bias_step(low, n, y, bias)
+    if a.get("activation"):   # set by compiler.passes.fuse
+        y = activation_step(low, n, y, a["activation"])
+    low.bind[n.outputs[0]] = y
+
+
+def conv_canonical(w_index: int) -> Canonical:
+    """The canonical form of a Conv-like op whose weights are input ``w_index``: window attributes and ``group``."""
+    def canon(node: Node, ctx: CanonContext) -> Node:
+        w = ctx.shape(node.inputs[w_index])
+        attrs = window_attrs(node, len(w) - 2, w[2:], node.attrs, ctx.shape(node.inputs[0])[2:])
+        return dataclasses.replace(node, attrs={**attrs, "group": int(node.attrs.get("group", 1))})
+    return canon
+
+
+def conv_check(w_index: int) -> Check:
+    """Static NPU conditions of a Conv-like op (weights at input ``w_index``): 1-D or 2-D, constant weights and bias
+    (any strides, pads, dilations and groups)."""
+    def check(node: Node, graph: Graph) -> str | None:
+        rank = len(graph.tensor(node.inputs[0]).shape)
+        if rank not in (3, 4):
+            return f"only 1-D and 2-D convolutions (NCL or NCHW inputs), not rank {rank}"
+        consts = [node.inputs[w_index]] + [b for b in node.inputs[2:3] if b and w_index == 1]   # weights, bias
+        if not all(graph.is_const(t) for t in consts):
+            return "the weights and bias must be constants"
+        if node.op == "Conv" and is_patchify(node, graph):
+            return None
+        try:
+            conv_shape(node, graph.tensor(node.inputs[0]).shape, graph.tensor(node.inputs[w_index]).shape)
+        except UnsupportedOpError as e:
+            return e.reason
+        except CompileError as e:
+            return str(e)
+        return None
+    return check
+
+
+OPS = (
+    OpSpec("Conv", lower_conv, conv_canonical(1), conv_check(1), nhwc=True,
+           npu="1-D and 2-D, any strides, pads (auto_pad too), dilations and groups; matrix unit (bias, activation "
+               "and residual add fused; groups of few channels packed into one array tile), depthwise on the vector "
+               "unit, stride == kernel as im2col + GEMM"),
+)

@@ -1,0 +1,1 @@
+"""What instructions compute: device memory, the numba value kernels and their numpy references."""

@@ -1,0 +1,1 @@
+"""Reports of a run: time splits, Perfetto traces, plots and tables."""

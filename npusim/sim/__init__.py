@@ -1,0 +1,1 @@
+"""The simulator core: the timing engines, shared resources, statistics and ``simulate``."""

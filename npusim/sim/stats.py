@@ -1,0 +1,216 @@
+"""What a simulation reports: per-unit busy/idle/stall cycles, per-instruction times, traffic, utilization."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from isa import Program, Queue
+from isa.arch import Arch
+from isa.asm import mnemonic
+from isa.cost import Cost, dma_stream_bandwidth
+from isa.energy import RunEnergy, area_mm2, run_energy
+
+UNIT_NAMES = {Queue.DMA_LD: "dma_load", Queue.DMA_ST: "dma_store", Queue.MXU: "matrix", Queue.VPU: "vector",
+              Queue.HOST: "host"}
+STALL_CAUSES = ("semaphore", "queue_full", "barrier", "dma_channel", "sram_port", "dram_bandwidth", "dram_latency",
+                "bank_conflict")
+
+
+def cost_totals(costs: list[Cost]) -> dict[str, int]:
+    """Each :class:`isa.cost.Cost` field (cycles, bytes, MACs) summed over ``costs`` (zeros for none)."""
+    return {f: sum(c) for f, c in zip(Cost._fields, zip(*costs))} if costs else dict.fromkeys(Cost._fields, 0)
+
+
+@dataclass
+class UnitStats:
+    """Cycles of one unit, split so that busy + idle + sum(stall) == total cycles; its DRAM bursts' row outcomes."""
+
+    name: str
+    busy: int = 0
+    idle: int = 0
+    instructions: int = 0
+    stall: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STALL_CAUSES, 0))
+    row_hits: int = 0
+    row_misses: int = 0
+
+    def add_static(self, cost: Cost) -> None:
+        """Account one instruction that ran in isolation (no contention): the static part of what the engine does.
+
+        busy = cycles - conflict - dram_latency; conflict -> bank_conflict; dram_latency -> dram_latency.
+        """
+        self.add_statics((cost,))
+
+    def add_statics(self, costs: Sequence[Cost]) -> None:
+        """``add_static`` of each of ``costs``, summed field by field."""
+        if not costs:
+            return
+        self.add_totals(cost_totals(costs), len(costs))
+
+    def add_totals(self, total: dict[str, int], count: int) -> None:
+        """``add_statics`` of ``count`` instructions whose Cost fields sum to ``total`` (field name -> sum)."""
+        conflict, latency = total["conflict"], total["dram_latency"]
+        self.busy += total["cycles"] - conflict - latency
+        self.stall["bank_conflict"] += conflict
+        self.stall["dram_latency"] += latency
+        self.row_hits += total["row_hits"]
+        self.row_misses += total["row_misses"]
+        self.instructions += count
+
+    def to_dict(self, total: int) -> dict[str, Any]:
+        return {"instructions": self.instructions, "busy_cycles": self.busy, "idle_cycles": self.idle,
+                "stall_cycles": dict(self.stall), "utilization": self.busy / total if total else 0.0}
+
+
+@dataclass
+class SimResult:
+    """The outcome of one simulation. Times are cycles; traffic is bytes.
+
+    ``dispatch``, ``issue``, ``start``, ``end`` are per-pc arrays: when the instruction entered its queue, when it
+    acquired its semaphores, when it acquired its resources and began, and when it retired (-1 for control).
+    What traces need to redraw every cycle: ``costs`` (per pc: the static :class:`isa.cost.Cost`),
+    ``resource_stalls`` (``(pc, from, to, cause)`` waits for a DMA channel or SRAM port between issue and start) and
+    ``dispatcher_gaps`` (``(from, to, cause, pc)``: the dispatcher was blocked before pc by a full queue or a
+    barrier); ``popped`` derives when each unit took each instruction from its queue.
+    """
+
+    program: Program
+    arch: Arch
+    mode: str
+    cycles: int
+    units: list[UnitStats]
+    dispatch: np.ndarray
+    issue: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    dram_bytes_read: int
+    dram_bytes_written: int
+    spm_bytes: int
+    acc_bytes: int
+    macs: int
+    warnings: list[str]
+    wall_seconds: float = 0.0
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    costs: list[Cost] = field(default_factory=list)
+    resource_stalls: list[tuple[int, int, int, str]] = field(default_factory=list)
+    dispatcher_gaps: list[list] = field(default_factory=list)
+
+    @cached_property
+    def queue(self) -> np.ndarray:
+        """Per pc: the number of its queue (``isa.Queue``)."""
+        return np.fromiter((i.queue for i in self.program.instrs), np.int64, len(self.program.instrs))
+
+    @cached_property
+    def popped(self) -> np.ndarray:
+        """Per pc: the cycle its unit took it from the queue, where its semaphore wait begins (-1 for control).
+
+        A unit pops its next instruction when it has retired the one before and the instruction is in its queue:
+        ``max(dispatch, previous retire on the unit)``.
+        """
+        queue = self.queue
+        out = np.full(queue.size, -1, np.int64)
+        for q in np.unique(queue[queue != Queue.CTRL]).tolist():
+            pcs = np.flatnonzero(queue == q)
+            out[pcs] = np.maximum(self.dispatch[pcs], np.concatenate(([0], self.end[pcs][:-1])))
+        return out
+
+    @cached_property
+    def energy(self) -> RunEnergy:
+        """The run's energy by instruction, kind and part, priced by the Arch's technology table (isa.energy)."""
+        return run_energy(self.program, self.costs, self.arch, self.cycles)
+
+    def busy_by_mnemonic(self) -> dict[str, int]:
+        """Busy cycles of each kind of instruction, by mnemonic (``vpu.gather``, ``vpu.mul.sum``, ``dma.ld``...), in
+        order of first use: each instruction's ``cycles - conflict - dram_latency``, as its unit's ``busy`` counts
+        them, so a unit's mnemonics add up to its busy cycles."""
+        out: dict[str, int] = {}
+        for ins, c in zip(self.program.instrs, self.costs):
+            if ins.queue is not Queue.CTRL:
+                name = mnemonic(ins)
+                out[name] = out.get(name, 0) + c.cycles - c.conflict - c.dram_latency
+        return out
+
+    @property
+    def unit(self) -> dict[str, UnitStats]:
+        return {u.name: u for u in self.units}
+
+    @property
+    def dram_row_hits(self) -> int:
+        """DRAM bursts that found their row open (all units)."""
+        return sum(u.row_hits for u in self.units)
+
+    @property
+    def dram_row_misses(self) -> int:
+        """DRAM bursts that had to open their row (all units)."""
+        return sum(u.row_misses for u in self.units)
+
+    @property
+    def matrix_utilization(self) -> float:
+        """The instructions' MACs / (cycles x rows x cols)."""
+        return self.utilization(self.macs)
+
+    def utilization(self, macs: int) -> float:
+        """``macs`` / (cycles x rows x cols): the array's busy fraction for that much work (e.g. a model's MACs,
+        which leave out the zero blocks of pixel-packed convolutions)."""
+        peak = self.cycles * self.arch.matrix.rows * self.arch.matrix.cols
+        return macs / peak if peak else 0.0
+
+    @property
+    def microseconds(self) -> float:
+        return self.cycles / (self.arch.clock.ghz * 1e3)
+
+    def to_dict(self, instructions: bool = True, inferences: int = 1) -> dict[str, Any]:
+        """The JSON report (docs/report.md); ``inferences``: how many inferences the run made (its energy per
+        inference is the total over this)."""
+        queue_of = {name: q for q, name in UNIT_NAMES.items()}
+        energy = self.energy
+        out: dict[str, Any] = {
+            "cycles": self.cycles,
+            "time_us": self.microseconds,
+            "mode": self.mode,
+            "units": {u.name: u.to_dict(self.cycles) | {"queue": queue_of[u.name].text,   # as in instructions[].unit
+                                                        "energy_pj": energy.by_queue(queue_of[u.name])}
+                      for u in self.units},
+            "matrix_utilization": self.matrix_utilization,
+            "macs": self.macs,
+            "dram": {"bytes_read": self.dram_bytes_read, "bytes_written": self.dram_bytes_written,
+                     "row_hits": self.dram_row_hits, "row_misses": self.dram_row_misses},
+            "sram": {"spm_bytes": self.spm_bytes, "acc_bytes": self.acc_bytes},
+            "energy": energy.to_dict(inferences),
+            "area": {f"{part}_mm2": v for part, v in area_mm2(self.arch).items()},
+            "memory_roof": memory_roof(self.arch),
+            "warnings": list(self.warnings),
+            "arch": self.arch.to_dict(),
+            "wall_seconds": self.wall_seconds,
+        }
+        if instructions:
+            out["instructions"] = [
+                {"pc": pc, "unit": ins.queue.text, "text": str(ins), "dispatch": int(self.dispatch[pc]),
+                 "issue": int(self.issue[pc]), "start": int(self.start[pc]), "end": int(self.end[pc])}
+                for pc, ins in enumerate(self.program.instrs) if ins.queue is not Queue.CTRL]
+        return out
+
+    def to_json(self, instructions: bool = True, indent: int | None = 1) -> str:
+        return json.dumps(self.to_dict(instructions), indent=indent)
+
+
+def memory_roof(arch: Arch) -> dict[str, Any]:
+    """The two memory roofs of the roofline (bytes/cycle) and which one binds.
+
+    ``dram_bandwidth``: the DRAM bus. ``dma``: what a stream of full bursts sustains with ``dma.outstanding`` of them
+    in flight (:func:`isa.cost.dma_stream_bandwidth`, the formula the DRAM windows use). ``binds``:
+    ``dma.outstanding`` when the requests in flight cannot cover the round trip (Little's law: ``outstanding x
+    burst_bytes / (dram.latency + d)`` is below the bus's ``burst_bytes / d``, d the cycles one burst holds the bus),
+    ``dram.bandwidth`` when they can, ``both`` when the two are equal (raising either alone gains nothing).
+    """
+    b, bw = arch.dma.burst_bytes, float(arch.dram.bandwidth)
+    d = math.ceil(b / bw)
+    little, bus = arch.dma.outstanding * b / (arch.dram.latency + d), b / d
+    binds = "dma.outstanding" if little < bus else "dram.bandwidth" if little > bus else "both"
+    return {"dram_bandwidth": bw, "dma": dma_stream_bandwidth(arch), "binds": binds}
