@@ -1,6 +1,6 @@
 """npusim's instruction set: the one contract between the compiler and the simulator."""
 
-from isa.dtypes import INT_RANGE, UNIT_QUEUES, DType, Queue, Space
+from isa.dtypes import INT_RANGE, DType, Space
 from isa.errors import (
     ArchError,
     AsmSyntaxError,
@@ -36,6 +36,7 @@ from isa.instructions import (
     reduction_dims,
 )
 from isa.program import Program, ProgramConfig, Region, SemDecl
+from isa.units import UNIT_QUEUES, Queue
 from isa.view import View
 
 __all__ = [

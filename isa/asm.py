@@ -23,9 +23,10 @@ from functools import partial
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from isa.dtypes import UNIT_QUEUES, DType, Queue, Space
+from isa.dtypes import DType, Space
 from isa.errors import AsmSyntaxError, IsaError
 from isa.instructions import (
+    GATHER_QUEUES,
     Act,
     Barrier,
     BinOp,
@@ -46,6 +47,7 @@ from isa.instructions import (
     VecUnary,
 )
 from isa.program import MAX_REGIONS, MAX_SEMS, Program, ProgramConfig, Region, SemDecl
+from isa.units import DMA_QUEUES, UNIT_QUEUES
 from isa.view import NAME_CHARS, View
 
 Number = int | float
@@ -69,13 +71,12 @@ def _mnemonic_table() -> dict[str, tuple[type, tuple[Any, ...]]]:
     """mnemonic -> (class, values of its _MNEMONIC_ATTRS). Later entries win when printing (vpu.red over act.mov)."""
     t: dict[str, tuple[type, tuple[Any, ...]]] = {"barrier": (Barrier, ()), "halt": (Halt, ()),
                                                   "vpu.cvt": (VecConvert, ()), "vpu.rq": (VecRequant, ()),
-                                                  "host.call": (HostCall, ()),
-                                                  "vpu.gather": (Gather, (Queue.VPU,)),
-                                                  "dma.ld.gather": (Gather, (Queue.DMA_LD,))}
-    for q in (Queue.DMA_LD, Queue.DMA_ST):
-        t[q.text] = (DmaCopy, (q,))
-        t[q.text + ".fill"] = (DmaFill, (q,))
+                                                  "host.call": (HostCall, ())}
+    t.update({f"{q.text}.gather": (Gather, (q,)) for q in GATHER_QUEUES})
     for q in UNIT_QUEUES:
+        if q in DMA_QUEUES:
+            t[q.text] = (DmaCopy, (q,))
+            t[q.text + ".fill"] = (DmaFill, (q,))
         t[q.text + ".sync"] = (Sync, (q,))
     for z in (False, True):
         zs = ".z" if z else ""

@@ -11,8 +11,10 @@ import numpy as np
 
 from isa.instructions import Halt
 from isa.program import Program
+from isa.units import unit_indices
 
 _QUEUE, _NAME, _COUNT = attrgetter("queue"), attrgetter("name"), attrgetter("count")
+
 
 
 @dataclass(frozen=True)
@@ -32,9 +34,11 @@ class SemOps:
 
 @dataclass(frozen=True)
 class Columns:
-    """Per pc: ``queue`` (the :class:`isa.Queue` value), ``halt`` (is a Halt), and the ``waits`` and ``signals``."""
+    """Per pc: ``queue`` (the :class:`isa.Queue` value), ``unit`` (the index of its unit in
+    :func:`isa.units.machine_units`, -1 for control), ``halt`` (is a Halt), and the ``waits`` and ``signals``."""
 
     queue: np.ndarray
+    unit: np.ndarray
     halt: np.ndarray
     waits: SemOps
     signals: SemOps
@@ -53,6 +57,7 @@ def _sem_ops(program: Program, ops: str) -> SemOps:
 def columns(program: Program) -> Columns:
     """The columns of ``program``."""
     instrs, n = program.instrs, len(program.instrs)
-    return Columns(np.fromiter(map(_QUEUE, instrs), np.int64, n),
+    queue = np.fromiter(map(_QUEUE, instrs), np.int64, n)
+    return Columns(queue, unit_indices(queue),
                    np.fromiter(map(Halt.__instancecheck__, instrs), np.bool_, n),
                    _sem_ops(program, "waits"), _sem_ops(program, "signals"))

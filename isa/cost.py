@@ -15,7 +15,7 @@ import numpy as np
 
 from isa import stream
 from isa.arch import Arch, Memory
-from isa.dtypes import Queue, Space
+from isa.dtypes import Space
 from isa.errors import IsaError
 from isa.instructions import (
     Act,
@@ -31,6 +31,7 @@ from isa.instructions import (
     VecRequant,
     VecUnary,
 )
+from isa.units import UNIT_OF, Queue, Role
 from isa.view import View
 
 ALU_BINOPS = frozenset({BinOp.ADD, BinOp.SUB, BinOp.MIN, BinOp.MAX, BinOp.AND, BinOp.OR, BinOp.XOR, BinOp.CMPGT,
@@ -652,7 +653,7 @@ def gather_cost(g: Gather, arch: Arch) -> Cost:
       SRAM cycles) + dram.latency``; busy, ``dram_latency`` and ``bank_conflict`` split as :func:`dma_cost` does.
       DRAM bytes read: ``P * b``.
     """
-    p, b, dma = g.points, g.row_bytes, g.queue is Queue.DMA_LD
+    p, b, dma = g.points, g.row_bytes, g.queue.unit.role.is_dma
     dst_extra = ((g.row, g.dst.strides[-1]),)
     dst = _onchip(g.dst, g.shape, arch, None if dma else arch.vector.lanes, dst_extra)
     idx = _onchip(g.idx, g.shape, arch, None if dma else arch.vector.lanes)
@@ -782,13 +783,14 @@ def program_estimate(program, arch: Arch) -> int:
         busy[q] = busy.get(q, 0) + c.cycles
         bus += c.dram_window
     busy.pop(Queue.CTRL, None)
-    compute = [k for k, q in enumerate(queues) if q in (Queue.MXU, Queue.VPU)]
+    roles = [UNIT_OF[q].role if q is not Queue.CTRL else None for q in queues]
+    compute = [k for k, r in enumerate(roles) if r is not None and r.is_compute]
     if not compute:
         return max(max(busy.values(), default=0), bus)
-    head = sum(c for c, q in zip(costs[:compute[0]], queues) if q is Queue.DMA_LD)
-    last = max((k for k in compute if queues[k] is Queue.MXU), default=compute[-1])
-    tail = sum(c for k, (c, q) in enumerate(zip(costs, queues)) if k > last and
-               (q is Queue.DMA_ST or (q is Queue.VPU and queues[last] is Queue.MXU)))
+    head = sum(c for c, r in zip(costs[:compute[0]], roles) if r is Role.DMA_LOAD)
+    last = max((k for k in compute if roles[k] is Role.MATRIX), default=compute[-1])
+    tail = sum(c for k, (c, r) in enumerate(zip(costs, roles)) if k > last and
+               (r is Role.DMA_STORE or (r is Role.VECTOR and roles[last] is Role.MATRIX)))
     return max(max(busy.values(), default=0), bus) + head + tail
 
 

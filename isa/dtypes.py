@@ -1,4 +1,4 @@
-"""Element types, memory spaces and instruction queues of the NPU."""
+"""Element types and memory spaces of the NPU (its queues and units: :mod:`isa.units`)."""
 
 from __future__ import annotations
 
@@ -73,24 +73,6 @@ class Space(enum.IntEnum):
     @property
     def text(self) -> str:
         return self.name.lower()
-
-
-class Queue(enum.IntEnum):
-    """An in-order instruction queue; each feeds one unit. CTRL instructions stay in the dispatcher."""
-
-    DMA_LD = 0
-    DMA_ST = 1
-    MXU = 2
-    VPU = 3
-    HOST = 4
-    CTRL = 15
-
-    @property
-    def text(self) -> str:
-        return {0: "dma.ld", 1: "dma.st", 2: "mxu", 3: "vpu", 4: "host", 15: "ctrl"}[int(self)]
-
-
-UNIT_QUEUES = (Queue.DMA_LD, Queue.DMA_ST, Queue.MXU, Queue.VPU, Queue.HOST)
 
 
 def bf16_to_f32(bits: np.ndarray) -> np.ndarray:

@@ -41,7 +41,7 @@ import enum
 import struct
 from typing import TypeVar
 
-from isa.dtypes import DType, Queue, Space
+from isa.dtypes import DType, Space
 from isa.errors import EncodingError, IsaError
 from isa.instructions import (
     Act,
@@ -65,6 +65,7 @@ from isa.instructions import (
     VecUnary,
 )
 from isa.program import Program, ProgramConfig, Region, SemDecl
+from isa.units import Queue
 from isa.view import MAX_DIMS, View
 
 MAGIC = b"NPU0"

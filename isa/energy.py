@@ -13,10 +13,12 @@ from itertools import chain
 
 import numpy as np
 
-from isa import DmaCopy, DmaFill, Gather, MatMul, Program, Queue, VecBinary, VecConvert, VecRequant, VecUnary
 from isa.arch import Arch
 from isa.cost import Cost, vpu_class
+from isa.instructions import DmaCopy, DmaFill, Gather, MatMul, VecBinary, VecConvert, VecRequant, VecUnary
+from isa.program import Program
 from isa.techtable import TechTable, load_table
+from isa.units import UNIT_INDEX, Role, machine_units
 
 KINDS = ("mac", "vector", "spm_read", "spm_write", "acc_read", "acc_write", "dram_read", "dram_write", "dma")
 """Dynamic action kinds, in report order; ``leakage`` is the static kind."""
@@ -33,14 +35,26 @@ def table_of(arch: Arch) -> TechTable:
     return load_table(arch.energy.table)
 
 
+def unit_area_um2(part: str, arch: Arch, table: TechTable) -> float:
+    """Area (µm²) of one unit whose :attr:`isa.units.UnitSpec.part` is ``part``: ``matrix``, the array (rows x cols
+    MACs, each sized for the widest type in ``matrix.dtypes``); ``vector``, its lanes."""
+    if part == "matrix":
+        return arch.peak_macs_per_cycle * table.mac_area_um2(arch.matrix.dtypes)
+    if part == "vector":
+        return arch.vector.lanes * table.value("vector_lane", "area_um2")
+    raise KeyError(f"no area model of unit part {part!r}")
+
+
 def area_mm2(arch: Arch) -> dict[str, float]:
-    """Area of each part that has one (mm²) and ``total``: the array (rows x cols MACs, each sized for the widest
-    type in ``matrix.dtypes``), the vector lanes, and the SPM and ACC bytes."""
+    """Area of each part that has one (mm²) and ``total``: every unit of the machine whose kind names a part
+    (:func:`unit_area_um2`), and the SPM and ACC bytes."""
     t = table_of(arch)
-    um2 = {"matrix": arch.peak_macs_per_cycle * t.mac_area_um2(arch.matrix.dtypes),
-           "vector": arch.vector.lanes * t.value("vector_lane", "area_um2"),
-           "spm": arch.spm.size * t.value("sram", "area_um2_per_byte"),
-           "acc": arch.acc.size * t.value("sram", "area_um2_per_byte")}
+    um2: dict[str, float] = {}
+    for unit in machine_units(arch):
+        if unit.spec.part is not None:
+            um2[unit.spec.part] = um2.get(unit.spec.part, 0.0) + unit_area_um2(unit.spec.part, arch, t)
+    um2 |= {"spm": arch.spm.size * t.value("sram", "area_um2_per_byte"),
+            "acc": arch.acc.size * t.value("sram", "area_um2_per_byte")}
     out = {part: v * 1e-6 for part, v in um2.items()}
     return out | {"total": sum(out.values())}
 
@@ -49,8 +63,8 @@ def leakage_w(arch: Arch) -> dict[str, float]:
     """Static power (W) of each part: the logic leakage density times the array's and the lanes' area, the SRAM
     leakage density times the SPM's and ACC's."""
     t, a = table_of(arch), area_mm2(arch)
-    return {"matrix": t.logic_leak_w(a["matrix"] * 1e6), "vector": t.logic_leak_w(a["vector"] * 1e6),
-            "spm": t.sram_leak_w(arch.spm.size), "acc": t.sram_leak_w(arch.acc.size)}
+    logic = {part: t.logic_leak_w(mm2 * 1e6) for part, mm2 in a.items() if part not in ("spm", "acc", "total")}
+    return logic | {"spm": t.sram_leak_w(arch.spm.size), "acc": t.sram_leak_w(arch.acc.size)}
 
 
 def instruction_energy(program: Program, costs: list[Cost], arch: Arch) -> np.ndarray:
@@ -70,7 +84,7 @@ def instruction_energy(program: Program, costs: list[Cost], arch: Arch) -> np.nd
             mac_pj[pc] = t.mac_pj(ins.a.dtype.text)
         elif isinstance(ins, VECTOR):
             elems_pj[pc] = math.prod(ins.shape) * t.value("vector_pj", vpu_class(ins))
-        elif isinstance(ins, Gather) and ins.queue is Queue.VPU:   # the elements it moves, at the alu class
+        elif isinstance(ins, Gather) and ins.queue.unit.role is Role.VECTOR:   # the elements it moves, at the alu class
             elems_pj[pc] = ins.points * ins.row * t.value("vector_pj", vpu_class(ins))
         else:
             is_dma[pc] = isinstance(ins, DmaCopy | DmaFill | Gather)
@@ -93,7 +107,7 @@ class RunEnergy:
 
     arch: Arch
     per_pc: np.ndarray
-    queue: np.ndarray
+    unit: np.ndarray
     static_w: dict[str, float]
     cycles: int
 
@@ -119,9 +133,10 @@ class RunEnergy:
         """Dynamic pJ by kind of the instructions ``pcs`` (all by default)."""
         return dict(zip(KINDS, self.per_pc[pcs].sum(axis=0).tolist()))
 
-    def by_queue(self, queue: Queue) -> float:
-        """Dynamic pJ of the instructions of one unit queue (their memory and DRAM accesses included)."""
-        return float(self.per_pc[self.queue == int(queue)].sum())
+    def by_unit(self, unit: int) -> float:
+        """Dynamic pJ of the instructions of the unit with index ``unit`` (:attr:`isa.units.Unit.index`), their
+        memory and DRAM accesses included."""
+        return float(self.per_pc[self.unit == unit].sum())
 
     def to_dict(self, inferences: int = 1) -> dict:
         """The report's ``energy`` object (docs/report.md): pJ, W, J*s."""
@@ -142,8 +157,8 @@ class RunEnergy:
 
 def run_energy(program: Program, costs: list[Cost], arch: Arch, cycles: int) -> RunEnergy:
     """The :class:`RunEnergy` of a run of ``program`` on ``arch`` that took ``cycles``, from its per-pc costs."""
-    queue = np.fromiter((i.queue for i in program.instrs), np.int64, len(program.instrs))
-    return RunEnergy(arch, instruction_energy(program, costs, arch), queue, leakage_w(arch), cycles)
+    unit = np.fromiter((UNIT_INDEX[i.queue] for i in program.instrs), np.int64, len(program.instrs))
+    return RunEnergy(arch, instruction_energy(program, costs, arch), unit, leakage_w(arch), cycles)
 
 
 def layer_energy(energy: RunEnergy, layers: list[tuple[int, int, int]]) -> list[dict]:

@@ -19,8 +19,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from isa.dtypes import INT_RANGE, DType, Queue, Space
+from isa.dtypes import INT_RANGE, DType, Space
 from isa.errors import IsaError
+from isa.units import DMA_QUEUES, UNIT_QUEUES, Queue
 from isa.view import MAX_DIMS, MAX_EXTENT, NAME_CHARS, View, is_name
 
 MAX_SYNC_SLOTS = 4
@@ -175,6 +176,12 @@ def _copier(cls: type) -> Callable:
     return scope["copy"]
 
 
+def _check_dma_queue(queue: Queue) -> None:
+    if queue not in DMA_QUEUES:
+        names = " or ".join(q.text for q in UNIT_QUEUES if q in DMA_QUEUES)
+        raise IsaError(f"a DMA instruction goes to {names}, not {getattr(queue, 'text', queue)}")
+
+
 def reduction_dims(shape: tuple[int, ...], dst: View) -> tuple[int, ...]:
     """Dimensions whose values meet in one destination element: destination stride 0 and extent > 1."""
     return tuple(i for i, (e, s) in enumerate(zip(shape, dst.strides)) if s == 0 and e > 1)
@@ -260,8 +267,7 @@ class DmaCopy(Instr):
 
     def __post_init__(self) -> None:
         Instr.__post_init__(self)
-        if self.queue not in (Queue.DMA_LD, Queue.DMA_ST):
-            raise IsaError(f"a DMA instruction goes to dma.ld or dma.st, not {self.queue.text}")
+        _check_dma_queue(self.queue)
         _check_shape(self.shape)
         spaces = (Space.DRAM, Space.SPM, Space.ACC)
         _check_view(self.dst, len(self.shape), "dst", spaces)
@@ -307,8 +313,7 @@ class DmaFill(Instr):
 
     def __post_init__(self) -> None:
         Instr.__post_init__(self)
-        if self.queue not in (Queue.DMA_LD, Queue.DMA_ST):
-            raise IsaError(f"a DMA instruction goes to dma.ld or dma.st, not {self.queue.text}")
+        _check_dma_queue(self.queue)
         _check_shape(self.shape)
         _check_view(self.dst, len(self.shape), "dst", (Space.DRAM, Space.SPM, Space.ACC))
         object.__setattr__(self, "value", _canon_value(self.value, self.dst.dtype, "value"))
@@ -697,7 +702,7 @@ class Sync(Instr):
     def __post_init__(self) -> None:
         Instr.__post_init__(self)
         if self.on is Queue.CTRL:
-            raise IsaError("sync goes to one of the unit queues dma.ld, dma.st, mxu, vpu, host")
+            raise IsaError(f"sync goes to one of the unit queues {', '.join(q.text for q in UNIT_QUEUES)}")
 
     @property
     def queue(self) -> Queue:

@@ -42,14 +42,15 @@ from itertools import chain
 
 import numpy as np
 
-from isa.dtypes import UNIT_QUEUES, Queue, Space
+from isa.dtypes import Space
 from isa.errors import DeadlockError, VerifyError
 from isa.instructions import DmaCopy, HostCall, Instr
 from isa.program import Program
+from isa.units import UNIT_INDEX, UNITS, Queue
 from isa.verify import verify, where
 from isa.view import View
 
-NQ = len(UNIT_QUEUES)
+NQ = len(UNITS)   # units a program may use (vector clocks have one entry per unit)
 MAX_RUNS = 1 << 22
 """Candidate runs enumerated at once per footprint when comparing two exactly (bounding memory); beyond it a pair of
 unordered accesses with overlapping spans is reported as a *possible* race."""
@@ -146,8 +147,8 @@ def common_bytes(a: Footprint, b: Footprint) -> tuple[int, int, int | None] | No
 class HappensBefore:
     """The happens-before order of a program (see the module doc) as vector clocks.
 
-    queue[pc]: index of pc's unit queue in UNIT_QUEUES (-1 for barrier/halt); index[pc]: its position in that queue;
-    clock[pc, q]: instructions of queue q that happen before pc, pc included (for barrier/halt: everything before
+    queue[pc]: index of pc's unit (:data:`isa.units.UNIT_INDEX`, -1 for barrier/halt); index[pc]: its position in that
+    queue; clock[pc, q]: instructions of queue q that happen before pc, pc included (for barrier/halt: everything before
     them); order: the unit instructions in a topological order of hb (program order where hb allows).
     """
 
@@ -201,8 +202,7 @@ def happens_before(program: Program) -> HappensBefore:
     """Vector clocks of ``program``'s happens-before order. Raises DeadlockError if the order has a cycle (then
     every run deadlocks), VerifyError for undeclared semaphores or ones with two producer or consumer queues."""
     instrs, n = program.instrs, len(program.instrs)
-    qnum = {q: i for i, q in enumerate(UNIT_QUEUES)}
-    queue = [qnum.get(i.queue, -1) for i in instrs]
+    queue = [UNIT_INDEX[i.queue] for i in instrs]
     index, pcs_of = [-1] * n, [[] for _ in range(NQ)]
     for pc, q in enumerate(queue):
         if q >= 0:

@@ -14,10 +14,11 @@ from operator import attrgetter
 import numpy as np
 
 from isa.columns import Columns
-from isa.dtypes import Queue, Space
+from isa.dtypes import Space
 from isa.errors import VerifyError
 from isa.instructions import DmaCopy, Halt, Instr, MatMul
 from isa.program import SEM_MAX, Program
+from isa.units import UNITS, Queue
 
 
 @dataclass
@@ -142,9 +143,10 @@ def _passes(program: Program, cols: Columns) -> VerifyReport | None:
     wpc, spc = w.pc, s.pc
     if (w.sem < 0).any() or (s.sem < 0).any():
         return None
+    units = len(UNITS)
     for ops, pcs in ((w, wpc), (s, spc)):   # one consumer queue and one producer queue per semaphore
-        pairs = np.unique(ops.sem * 16 + cols.queue[pcs])
-        if pairs.size != np.unique(pairs // 16).size:
+        pairs = np.unique(ops.sem * units + cols.unit[pcs])
+        if pairs.size != np.unique(pairs // units).size:
             return None
     # each semaphore's count after each operation, in program order (an instruction's waits before its signals)
     sem = np.concatenate((w.sem, s.sem))

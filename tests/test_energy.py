@@ -51,7 +51,7 @@ def test_one_mac_costs_a_mac_two_operand_bytes_and_one_accumulator_write():
     _, e = energy_of("mxu.mm.z shape[1] m=1 k=1 n=1 acc=acc:0x0<i32>{0} acc.row=4 a=spm:0x0<i8>{0} a.row=1 "
                      "b=spm:0x10<i8>{0}")
     assert dynamic(e) == pytest.approx({"mac": 0.3, "spm_read": 2 * SPM_PJ, "acc_write": 4 * ACC_PJ})
-    assert e.by_queue(e.queue[0]) == pytest.approx(0.3 + 2 * SPM_PJ + 4 * ACC_PJ)
+    assert e.by_unit(e.unit[0]) == pytest.approx(0.3 + 2 * SPM_PJ + 4 * ACC_PJ)
 
 
 @pytest.mark.parametrize("dtype,pj", [("i8", 0.3), ("u8", 0.3), ("f16", 2.0), ("bf16", 2.0), ("f32", 4.6)])

@@ -61,8 +61,8 @@ def test_interval_union_and_buckets_agree_with_a_per_cycle_mask():
 
 
 def test_time_split_takes_compute_then_memory_then_host():
-    units = ["matrix", "dma_load", "dma_store", "host", "vector"]
-    split = time_split(units, [0, 2, 8, 9, 20], [4, 6, 10, 12, 25], (0, 22))
+    parts = ["compute", "memory_stall", "memory_stall", "host", "compute"]   # matrix, dma_load, dma_store, host, vector
+    split = time_split(parts, [0, 2, 8, 9, 20], [4, 6, 10, 12, 25], (0, 22))
     # compute [0,4) + [20,22) clipped; DMA adds [4,6) and [8,10); host adds [10,12); nothing in [6,8) and [12,20)
     assert split == {"compute": 6, "memory_stall": 4, "host": 2, "sync_stall": 10}
 

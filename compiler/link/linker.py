@@ -46,10 +46,11 @@ from isa import (
 )
 from isa.arch import Arch
 from isa.cost import instr_cost
+from isa.units import Role, queues_with
 from isa.verify import verify
 
-SHORT = {Queue.DMA_LD: "ld", Queue.DMA_ST: "st", Queue.MXU: "mxu", Queue.VPU: "vpu", Queue.HOST: "host"}
-ENTRY, EXIT = (Queue.DMA_LD, Queue.HOST), (Queue.DMA_ST, Queue.HOST)
+ENTRY, EXIT = queues_with(Role.DMA_LOAD, Role.HOST), queues_with(Role.DMA_STORE, Role.HOST)
+"""The queues a segment's first instruction (its entry) and last one (its exit) may be in: segments meet in DRAM."""
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,7 @@ def _view_roles(cls: type) -> tuple[str, ...]:
 def is_constant_load(instr: Instr, bind: dict[str, tuple[str, int]] | None = None) -> bool:
     """A load of constants (global region W; a segment's local region bound there, given its ``bind``, which may
     leave out the others) into SPM: it does not depend on any earlier layer."""
-    if not (isinstance(instr, DmaCopy) and instr.queue is Queue.DMA_LD and instr.src.space is Space.DRAM
+    if not (isinstance(instr, DmaCopy) and instr.queue.unit.role is Role.DMA_LOAD and instr.src.space is Space.DRAM
             and instr.dst.space is Space.SPM):
         return False
     return (bind.get(instr.src.region, ("",))[0] if bind is not None else instr.src.region) == "W"
@@ -168,7 +169,7 @@ def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int]
         init = {s.name: s.init for s in seg.program.sems}
         rename = {}
         for name in init:
-            new = f"{name}_{SHORT[report.producer[name]]}_{SHORT[report.consumer[name]]}" \
+            new = f"{name}_{report.producer[name].unit.short}_{report.consumer[name].unit.short}" \
                 if name in report.producer and name in report.consumer else name
             rename[name] = new
             if sems.setdefault(new, init[name]) != init[name]:
@@ -181,7 +182,7 @@ def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int]
         body = _relocate(body, seg.bind, rename)
         if k and exits[k - 1] is not entries[k]:
             first = next(j for j, i in enumerate(body) if i.queue in ENTRY)
-            if overlap and entries[k - 1] is Queue.DMA_LD:
+            if overlap and entries[k - 1].unit.role is Role.DMA_LOAD:
                 first = next((j for j, i in enumerate(body) if i.queue in ENTRY and not is_constant_load(i)), first)
             body[first] = body[first].resynced(body[first].waits + (SemOp(_dep_name(exits[k - 1], entries[k])),),
                                                body[first].signals)
@@ -199,5 +200,6 @@ def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int]
 
 
 def _dep_name(exit_q: Queue, entry_q: Queue) -> str:
-    return "seg_dep" if (exit_q, entry_q) == (Queue.DMA_ST, Queue.DMA_LD) else \
-        f"seg_dep_{SHORT[exit_q]}_{SHORT[entry_q]}"
+    if (exit_q.unit.role, entry_q.unit.role) == (Role.DMA_STORE, Role.DMA_LOAD):
+        return "seg_dep"
+    return f"seg_dep_{exit_q.unit.short}_{entry_q.unit.short}"

@@ -48,11 +48,11 @@ from isa import DType, LimitError, SimulationError
 from isa.arch import Arch
 from isa.dtypes import to_compute
 from isa.energy import layer_energy
-from npusim.report.intervals import time_split, unit_role
+from isa.units import machine_units
+from npusim.report.intervals import time_split
 from npusim.sim.inputs import for_model
 from npusim.sim.limits import LIMITS, Limits
 from npusim.sim.simulator import SimResult, region_array, simulate
-from npusim.sim.stats import UNIT_NAMES
 
 
 @dataclass
@@ -301,24 +301,25 @@ def layer_report(result: SimResult, layers) -> list[dict]:
     energy (:func:`isa.energy.layer_energy`: pJ in all and by kind)."""
     out = []
     r, c = result.arch.matrix.rows, result.arch.matrix.cols
-    unit = [UNIT_NAMES.get(i.queue, "") for i in result.program.instrs]
+    units, unit = machine_units(result.arch), result.unit_index.tolist()
+    part = [units[u].role.time_part if u >= 0 else "" for u in unit]   # per pc
     for lr in layers:
         pcs = [pc for pc in range(lr.start, lr.end) if result.end[pc] >= 0]
         starts, ends = result.start[pcs], result.end[pcs]
         start, end = int(starts.min()), int(ends.max())
-        busy = dict.fromkeys(UNIT_NAMES.values(), 0)
+        busy = [0] * len(units)
         for pc, s, e in zip(pcs, starts, ends):
             busy[unit[pc]] += int(e - s)
-        most = {role: max([b for u, b in busy.items() if unit_role(u) == role], default=0)
-                for role in ("compute", "memory_stall")}
+        most = {p: max([b for u, b in zip(units, busy) if u.role.time_part == p], default=0)
+                for p in ("compute", "memory_stall", "host")}
         cycles = end - start
-        costs = [result.costs[pc] for pc in pcs if unit_role(unit[pc]) == "memory_stall"]
+        costs = [result.costs[pc] for pc in pcs if part[pc] == "memory_stall"]
         out.append({"name": lr.name, "op": lr.op, "start": start, "end": end, "cycles": cycles, "macs": lr.macs,
                     "matrix_utilization": lr.macs / (cycles * r * c) if cycles else 0.0,
-                    "bound": "host" if busy.get("host") else "compute" if most["compute"] >= most["memory_stall"]
+                    "bound": "host" if most["host"] else "compute" if most["compute"] >= most["memory_stall"]
                     else "memory",
                     "pcs": [lr.start, lr.end], "dram_bytes": sum(k.dram_read + k.dram_write for k in costs),
-                    "time_split": time_split([unit[pc] for pc in pcs], starts, ends, (start, end))})
+                    "time_split": time_split([part[pc] for pc in pcs], starts, ends, (start, end))})
     energies = layer_energy(result.energy, [(lr.start, lr.end, row["cycles"]) for lr, row in zip(layers, out)])
     return [row | e for row, e in zip(out, energies)]
 

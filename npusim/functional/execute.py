@@ -84,7 +84,6 @@ from isa import (
     HostCall,
     Instr,
     MatMul,
-    Queue,
     SimulationError,
     Sync,
     VecBinary,
@@ -207,7 +206,7 @@ def _requant(i: VecRequant, mem: DeviceMemory) -> None:
 
 def gather_error(i: Gather, point: tuple[int, ...], index: int) -> SimulationError:
     """The error of a gather whose index at ``point`` is not below its ``rows``."""
-    name = "vpu.gather" if i.queue is Queue.VPU else "dma.ld.gather"
+    name = f"{i.queue.text}.gather"
     return SimulationError(f"{name} index {index} at point {list(point)} is outside the table's {i.rows} rows "
                            f"(indices must be < rows; a negative index writes fill)")
 

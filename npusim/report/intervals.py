@@ -8,14 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
-# The parts of a layer's time split, in the order they claim cycles (see layer_time_split).
 ROLE_ORDER = ("compute", "memory_stall", "host", "sync_stall")
-
-
-def unit_role(name: str) -> str:
-    """The part of a layer's time split that a busy unit ``name`` accounts for: ``compute`` (matrix, vector),
-    ``memory_stall`` (a DMA unit, ``dma_*``) or ``host`` (the host-CPU fallback unit)."""
-    return "host" if name == "host" else "memory_stall" if name.startswith("dma") else "compute"
+"""The parts of a layer's time split, in the order they claim cycles (:func:`time_split`); a busy unit's part is its
+role's :attr:`isa.units.Role.time_part`."""
 
 
 def union(starts, ends) -> tuple[np.ndarray, np.ndarray]:
@@ -58,15 +53,16 @@ def bucket_busy(starts, ends, edges) -> np.ndarray:
     return np.diff(busy_before(s, e, edges))
 
 
-def time_split(units, starts, ends, window: tuple[int, int]) -> dict[str, int]:
-    """Split the cycles of ``window = [c0, c1)`` by what the instructions (unit names, start and end cycles) did.
+def time_split(parts, starts, ends, window: tuple[int, int]) -> dict[str, int]:
+    """Split the cycles of ``window = [c0, c1)`` by what the instructions (the time part of each one's unit: its
+    role's :attr:`isa.units.Role.time_part`, start and end cycles) did.
 
     compute: a compute unit (matrix, vector) was busy; memory_stall: of the rest, a DMA unit was busy; host: of the
     rest, the host unit was busy; sync_stall: nothing was busy (waiting on semaphores, queues, barriers). The four
     parts add up to ``c1 - c0``.
     """
     c0, c1 = window
-    roles = np.array([unit_role(u) for u in units], dtype=object)
+    roles = np.array(parts, dtype=object)
     s, e = np.clip(np.asarray(starts, np.int64), c0, c1), np.clip(np.asarray(ends, np.int64), c0, c1)
     out, before, claimed = {}, 0, np.zeros(s.size, bool)
     for role in ROLE_ORDER[:-1]:

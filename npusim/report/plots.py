@@ -19,10 +19,11 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from isa.errors import NpuSimError
+from isa.units import UNITS
 from npusim.report.intervals import ROLE_ORDER, bucket_busy
 
 KINDS = ("timeline", "util", "layers", "roofline", "energy")
-DEFAULT_QUEUES = {"dma_load": "dma.ld", "dma_store": "dma.st", "matrix": "mxu", "vector": "vpu", "host": "host"}
+DEFAULT_QUEUES = {u.name: u.mnemonic for u in UNITS}   # a report's unit -> its queue, for reports that do not say
 ROLE_COLORS = {"compute": "#2ca02c", "memory_stall": "#ff7f0e", "host": "#9467bd", "sync_stall": "#b0b0b0"}
 ROLE_LABELS = {"compute": "compute (matrix/vector busy)", "memory_stall": "memory stall (only DMA busy)",
                "host": "host (only host busy)", "sync_stall": "sync stall (nothing busy)"}

@@ -25,13 +25,21 @@ from typing import Any
 
 import numpy as np
 
-from isa import UNIT_QUEUES, DmaCopy, Queue, SimulationError, Space
+from isa import DmaCopy, SimulationError, Space
 from isa.asm import format_instr
 from isa.cost import Cost
+from isa.units import UNITS, Pool, Role, queues_with
 
+CHANNEL_QUEUES = frozenset(u.queue for u in UNITS if Pool.DMA_CHANNEL in u.pools)   # queues whose units hold a channel
+LOAD_QUEUES = queues_with(Role.DMA_LOAD)
 PID = 1
 _NEEDS_ESCAPE = re.compile(r'["\\\x00-\x1f\x7f-\uffff]')   # JSON string characters that are not copied as they are
-CHANNEL_TID = 100        # DMA channel k is thread CHANNEL_TID + k; unit k (in UNIT_QUEUES order) is thread k + 1
+CHANNEL_TID = 100        # DMA channel k is thread channel_tid(result) + k; unit k (result.units) is thread k + 1
+
+
+def channel_tid(result) -> int:
+    """The thread of DMA channel 0: after the units' threads (1 to len(units)), from 100 on."""
+    return max(CHANNEL_TID, len(result.units) + 1)
 SPAN = '{"ph":"X","pid":1,"tid":%d,"ts":%.6f,"dur":%.6f,'
 INSTR = SPAN + ('"name":"%s","cat":"instr","args":{"pc":%d,"asm":%s,"layer":%s,"dram_bytes":%d,"sram_bytes":%d,'
                 '"macs":%d}}')
@@ -112,10 +120,7 @@ class _Timeline:
         self.result = result
         instrs = result.program.instrs
         self.n = n = len(instrs)
-        unit_of = np.full(16, -1, np.int64)
-        for k, q in enumerate(UNIT_QUEUES):
-            unit_of[int(q)] = k
-        self.unit = unit_of[result.queue]
+        self.unit = result.unit_index
         width = len(Cost._fields)
         c = np.fromiter(chain.from_iterable(result.costs), np.int64, n * width).reshape(n, width).T  # Cost fields
         self.cycles, self.conflict, self.setup, self.window = c[0], c[1], c[2], c[3]
@@ -157,7 +162,7 @@ def _metadata(result) -> tuple[str, int]:
         ev.append({"ph": "M", "pid": PID, "tid": k + 1, "name": "thread_name", "args": {"name": u.name}})
         ev.append({"ph": "M", "pid": PID, "tid": k + 1, "name": "thread_sort_index", "args": {"sort_index": k}})
     for c in range(result.arch.dma.channels):
-        tid = CHANNEL_TID + c
+        tid = channel_tid(result) + c
         ev.append({"ph": "M", "pid": PID, "tid": tid, "name": "thread_name", "args": {"name": f"dma channel {c}"}})
         ev.append({"ph": "M", "pid": PID, "tid": tid, "name": "thread_sort_index", "args": {"sort_index": tid}})
     return ",\n".join(json.dumps(e, separators=(",", ":")) for e in ev), len(ev)
@@ -245,7 +250,7 @@ def _channel_spans(t: _Timeline, us: float) -> list[tuple[str, int]]:
         return []
     spans = _Spans(us)
     queue = [t.result.program.instrs[pc].queue.text for pc in pcs.tolist()]
-    spans.add(CHANNEL, CHANNEL_TID + t.channel[pcs], t.start[pcs], t.end[pcs] - t.start[pcs], queue,
+    spans.add(CHANNEL, channel_tid(t.result) + t.channel[pcs], t.start[pcs], t.end[pcs] - t.start[pcs], queue,
               pcs.tolist())
     return spans.text()
 
@@ -257,7 +262,7 @@ def dma_channels(result) -> np.ndarray:
     the engine never had more DMA instructions in flight than ``dma.channels``.
     """
     instrs, channels, queue = result.program.instrs, result.arch.dma.channels, result.queue
-    pcs = np.flatnonzero((queue == Queue.DMA_LD) | (queue == Queue.DMA_ST))
+    pcs = np.flatnonzero(np.isin(queue, list(CHANNEL_QUEUES)))
     out = [-1] * len(instrs)
     free = [0] * channels
     start, end = result.start.tolist(), result.end.tolist()
@@ -306,7 +311,7 @@ def spm_live_intervals(result) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     of a live buffer ends the whole buffer.
     """
     instrs, start, end = result.program.instrs, result.start.tolist(), result.end.tolist()
-    spm, ld = Space.SPM, Queue.DMA_LD
+    spm, ld = Space.SPM, LOAD_QUEUES
     ev = []   # (start, 0 read / 1 write, pc, lo, hi)
     for pc, ins in enumerate(instrs):
         for role, view, extra in ins.views():
@@ -342,7 +347,7 @@ def spm_live_intervals(result) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             los.pop(k)
             his.pop(k)
         ins = instrs[pc]
-        if ins.queue is ld:
+        if ins.queue in ld:
             k = bisect.bisect_left(los, lo)
             los.insert(k, lo)
             his.insert(k, hi)

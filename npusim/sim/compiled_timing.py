@@ -20,21 +20,21 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from isa import UNIT_QUEUES, Program, Queue
+from isa import Program
 from isa.arch import Arch
 from isa.columns import Columns, columns
 from isa.cost import Cost
 from isa.program import SEM_MAX
-from npusim.sim.stats import STALL_CAUSES, UNIT_NAMES, UnitStats
+from isa.units import Pool, machine_units
+from npusim.sim.stats import STALL_CAUSES, UnitStats
 
 OK, DEADLOCK, CYCLE_CAP, SEM_OVERFLOW, FULL = range(5)
 DYNAMIC_CAUSES = tuple(c for c in STALL_CAUSES if c not in ("dram_latency", "bank_conflict"))   # (the static ones)
-_SEM, _QFULL, _BARRIER, _CHANNEL, _PORT, _DRAM = map(DYNAMIC_CAUSES.index, (
-    "semaphore", "queue_full", "barrier", "dma_channel", "sram_port", "dram_bandwidth"))
+_SEM, _QFULL, _BARRIER, _DRAM = map(DYNAMIC_CAUSES.index, ("semaphore", "queue_full", "barrier", "dram_bandwidth"))
 
 # the scalar state, one int64 array
 _NOW, _EID, _HN, _DPC, _DDONE, _OUT, _SPACEQ, _DRAIN, _WAKING, _GAPOPEN, _NGAPS, _NWAIT, _BUS, _FULL = range(14)
-# events: (cycle, priority << 56 | id << 6 | kind << 3 | unit)
+# events: (cycle, priority << 60 | id << 20 | kind << 16 | unit): at most 2**16 units, 2**40 events per run
 _URGENT, _NORMAL = 0, 1
 _K_BOOT, _K_UNIT, _K_WAKE, _K_NOOP, _K_STOP = range(5)
 # where a unit process waits (its generator's yield points)
@@ -49,7 +49,7 @@ def _push(S, ht, hk, t, prio, kind, u):
     """Schedule an event at cycle ``t``: SimPy's ``env.schedule`` (ids in scheduling order)."""
     k = S[_HN]
     ht[k] = t
-    hk[k] = (prio << 56) | (S[_EID] << 6) | (kind << 3) | u
+    hk[k] = (prio << 60) | (S[_EID] << 20) | (kind << 16) | u
     S[_EID] += 1
     S[_HN] = k + 1
 
@@ -135,10 +135,11 @@ def _grow(a):
 
 @njit(cache=True)
 def _run(qid, is_halt, cycles, setup, window, held, wait_ptr, wait_idx, wait_cnt, sig_ptr, sig_idx, sig_cnt,
-         sem_init, depth, ports, max_cycles, n_units, sem_max):
-    """The Engine's run over arrays. ``held``: per pc, bit p set if it holds a port of pool p (0 DMA channels, 1 SPM
-    ports, 2 ACC ports); ``ports``: ports per pool. Returns (status, dispatch, issue, start, end, stall per unit and
-    DYNAMIC_CAUSES, resource stalls (pc, from, to, cause), dispatcher gaps (from, to, cause, pc), retire order)."""
+         sem_init, depth, ports, pool_cause, max_cycles, n_units, sem_max):
+    """The Engine's run over arrays. ``held``: per pc, bit p set if it holds a port of pool p (``isa.units.Pool`` in
+    declaration order); ``ports``: ports per pool; ``pool_cause``: per pool, the index of its stall cause. Returns
+    (status, dispatch, issue, start, end, stall per unit and DYNAMIC_CAUSES, resource stalls (pc, from, to, cause),
+    dispatcher gaps (from, to, cause, pc), retire order)."""
     n = qid.shape[0]
     S = np.zeros(14, np.int64)
     S[_SPACEQ] = -1
@@ -150,7 +151,7 @@ def _run(qid, is_halt, cycles, setup, window, held, wait_ptr, wait_idx, wait_cnt
     end_at = np.full(n, -1, np.int64)
     retired = np.empty(n, np.int64)
     n_retired = 0
-    stall = np.zeros((n_units, 6), np.int64)
+    stall = np.zeros((n_units, len(DYNAMIC_CAUSES)), np.int64)
     gaps = np.empty((n + 1, 4), np.int64)
     rs = np.empty((64, 4), np.int64)
     n_rs = 0
@@ -183,9 +184,9 @@ def _run(qid, is_halt, cycles, setup, window, held, wait_ptr, wait_idx, wait_cnt
     wfrom = np.zeros(n_units, np.int64)
     wcause = np.zeros(n_units, np.int64)
     uend = np.zeros(n_units, np.int64)
-    free_at = np.zeros((3, max(1, ports.max())), np.int64)
-    earliest = np.zeros(3, np.int64)
-    pool_cause = np.array([_CHANNEL, _PORT, _PORT], np.int64)
+    n_pools = ports.shape[0]
+    free_at = np.zeros((n_pools, max(1, ports.max())), np.int64)
+    earliest = np.zeros(n_pools, np.int64)
 
     _push(S, ht, hk, 0, _URGENT, _K_BOOT, 0)
     for u in range(n_units):
@@ -204,7 +205,7 @@ def _run(qid, is_halt, cycles, setup, window, held, wait_ptr, wait_idx, wait_cnt
         ht[b], hk[b] = ht[last_k], hk[last_k]
         S[_HN] = last_k
         S[_NOW] = now
-        kind, u = (key >> 3) & 7, key & 7
+        kind, u = (key >> 16) & 15, key & 0xFFFF
         if kind == _K_STOP:
             stopped = True
             break
@@ -291,7 +292,7 @@ def _run(qid, is_halt, cycles, setup, window, held, wait_ptr, wait_idx, wait_cnt
                 phase = _P_RES if held[pc] else _P_START
             elif phase == _P_RES:
                 ready, cause_pool = -1, 0
-                for p in range(3):
+                for p in range(n_pools):
                     if held[pc] >> p & 1 and earliest[p] > ready:   # max(held, key=next_free): the first maximum
                         ready, cause_pool = earliest[p], p
                 if ready > now:
@@ -313,7 +314,7 @@ def _run(qid, is_halt, cycles, setup, window, held, wait_ptr, wait_idx, wait_cnt
                     if wait:
                         stall[u, _DRAM] += wait
                         end += wait
-                for p in range(3):
+                for p in range(n_pools):
                     if held[pc] >> p & 1:   # PortPool.hold: the first port free at the earliest cycle
                         for j in range(ports[p]):
                             if free_at[p, j] == earliest[p]:
@@ -414,23 +415,28 @@ def run_compiled(program: Program, arch: Arch, costs: list[Cost], max_cycles: in
     """Evaluate the Engine's timing of ``program`` with static ``costs`` (cycles, bytes) on ``arch``; ``max_cycles``
     as Engine.run's (already checked); ``cols``: the program's :func:`isa.columns.columns` if the caller has them."""
     cols = columns(program) if cols is None else cols
-    qid = np.where(cols.queue == int(Queue.CTRL), -1, cols.queue)
+    units = machine_units(arch)
+    qid = cols.unit
     col = _cost_table(costs)
-    held = (((qid == 0) | (qid == 1)) * 1 + (col[:, _F["spm_bytes"]] > 0) * 2 + (col[:, _F["acc_bytes"]] > 0) * 4)
+    bit = {p: 1 << k for k, p in enumerate(Pool)}
+    always = np.array([sum(bit[p] for p in u.spec.pools) for u in units], np.int64)   # per unit
+    held = (always[qid] | (col[:, _F["spm_bytes"]] > 0) * bit[Pool.SPM_PORT]
+            | (col[:, _F["acc_bytes"]] > 0) * bit[Pool.ACC_PORT])
     held = np.where(qid < 0, 0, held).astype(np.int64)   # (control never reaches a unit)
     init = np.array([s.init for s in program.sems], np.int64)
-    ports = np.array([arch.dma.channels, arch.spm.ports, arch.acc.ports], np.int64)
+    ports = np.array([p.size(arch) for p in Pool], np.int64)
+    pool_cause = np.array([DYNAMIC_CAUSES.index(p.cause) for p in Pool], np.int64)
     w, s = cols.waits, cols.signals
     status, dispatch, issue, start, end, stall, rs, gaps, retired = _run(
         qid, cols.halt, *(np.ascontiguousarray(col[:, _F[f]]) for f in ("cycles", "setup", "dram_window")), held,
-        w.ptr, w.sem, w.count, s.ptr, s.sem, s.count, init, arch.queues.depth, ports,
-        -1 if max_cycles is None else int(max_cycles), len(UNIT_QUEUES), SEM_MAX)
+        w.ptr, w.sem, w.count, s.ptr, s.sem, s.count, init, arch.queues.depth, ports, pool_cause,
+        -1 if max_cycles is None else int(max_cycles), len(units), SEM_MAX)
     if status != OK:
         return CompiledRun(status)
     cycles = int(end.max(initial=0))
-    units = []
-    for u, q in enumerate(UNIT_QUEUES):   # Engine.run's statics, summed per unit by column
-        st = UnitStats(UNIT_NAMES[q])
+    stats = []
+    for u, unit in enumerate(units):   # Engine.run's statics, summed per unit by column
+        st = UnitStats(unit.name)
         st.stall.update(zip(DYNAMIC_CAUSES, stall[u].tolist()))
         mine = qid == u
         k = int(np.count_nonzero(mine))
@@ -438,8 +444,8 @@ def run_compiled(program: Program, arch: Arch, costs: list[Cost], max_cycles: in
             s = dict(zip(Cost._fields, col[mine].sum(axis=0).tolist()))
             st.add_totals(s, k)
         st.idle = cycles - st.busy - sum(st.stall.values())
-        units.append(st)
-    return CompiledRun(status, cycles, dispatch, issue, start, end, units,
+        stats.append(st)
+    return CompiledRun(status, cycles, dispatch, issue, start, end, stats,
                        [(pc, a, b, DYNAMIC_CAUSES[c]) for pc, a, b, c in rs.tolist()],
                        [[a, b, DYNAMIC_CAUSES[c], pc] for a, b, c, pc in gaps.tolist()], retired,
                        dict(zip(Cost._fields, col.sum(axis=0).tolist())))

@@ -18,13 +18,14 @@ from operator import attrgetter
 import numpy as np
 import simpy
 
-from isa import UNIT_QUEUES, DeadlockError, Halt, Program, Queue, SimulationError
+from isa import DeadlockError, Halt, Program, SimulationError
 from isa.arch import Arch
 from isa.cost import Cost, instr_costs
+from isa.units import UNIT_INDEX, Pool, machine_units
 from isa.verify import where
 from npusim.sim.resources import DramBus, PortPool
 from npusim.sim.semaphores import SemaphoreFile
-from npusim.sim.stats import UNIT_NAMES, UnitStats
+from npusim.sim.stats import UnitStats
 
 CTRL = -1
 
@@ -43,8 +44,8 @@ class Engine:
         instrs = program.instrs
         n = len(instrs)
         self.costs = costs = costs if costs is not None else instr_costs(instrs, arch)
-        qof = {q: int(q) for q in UNIT_QUEUES} | {Queue.CTRL: CTRL}
-        self.qid = qid = [qof[i.queue] for i in instrs]
+        self.units = units = machine_units(arch)
+        self.qid = qid = [UNIT_INDEX[i.queue] for i in instrs]   # per pc, its unit's index (CTRL for control)
         idx = program.sem_index
 
         def sem_ops(ops) -> tuple[tuple[int, int], ...]:
@@ -53,21 +54,21 @@ class Engine:
             return tuple([(idx[o.name], o.count) for o in ops])
 
         self.sems = SemaphoreFile([s.name for s in program.sems], [s.init for s in program.sems])
-        spm, acc = PortPool("sram_port", arch.spm.ports), PortPool("sram_port", arch.acc.ports)
-        channels = PortPool("dma_channel", arch.dma.channels)
-        pools = {(q, s, a): ((channels,) if q in (0, 1) else ()) + ((spm,) if s else ()) + ((acc,) if a else ())
-                 for q in (CTRL, *map(int, UNIT_QUEUES)) for s in (False, True) for a in (False, True)}
+        port = {p: PortPool(p.cause, p.size(arch)) for p in Pool}
+        pools = {(u.index, s, a): tuple(port[p] for p in held_pools(u.spec.pools, s, a))
+                 for u in units for s in (False, True) for a in (False, True)}
+        pools |= {(CTRL, s, a): () for s in (False, True) for a in (False, True)}   # (control never reaches a unit)
         # per pc, what a unit reads to run it: (semaphore needs, port pools held, cycles, setup, DRAM window, gives)
         self.steps = [(sem_ops(i.waits) if i.waits else (), pools[q, c.spm_bytes > 0, c.acc_bytes > 0], c.cycles,
                        c.setup, c.dram_window, sem_ops(i.signals) if i.signals else ())
                       for q, c, i in zip(qid, costs, instrs)]
         self.bus = DramBus()
-        self.queues = [deque() for _ in UNIT_QUEUES]
-        self.stats = [UnitStats(UNIT_NAMES[q]) for q in UNIT_QUEUES]
+        self.queues = [deque() for _ in units]
+        self.stats = [UnitStats(u.name) for u in units]
         self.dispatch, self.issue, self.start, self.end = ([-1] * n for _ in range(4))
         self.resource_stalls: list[tuple[int, int, int, str]] = []  # (pc, from, to, cause) between issue and start
-        self.work: list[simpy.Event | None] = [None] * len(UNIT_QUEUES)
-        self.blocked = [-1] * len(UNIT_QUEUES)   # pc a unit's head waits on semaphores with, or -1
+        self.work: list[simpy.Event | None] = [None] * len(units)
+        self.blocked = [-1] * len(units)          # pc a unit's head waits on semaphores with, or -1
         self.space_queue = -1                     # the dispatcher waits for room in this full queue, or -1
         self.draining = False                     # the dispatcher waits for every dispatched instruction to retire
         self.waking = False                       # an event to resume the dispatcher is scheduled
@@ -77,7 +78,7 @@ class Engine:
         self.outstanding = 0
         self.gaps: list[list] = []               # dispatcher blocked intervals [start, end|None, cause, pc]
         backwards = qid[::-1]
-        self.last_pc = [n - 1 - backwards.index(u) if u in qid else -1 for u in range(len(UNIT_QUEUES))]
+        self.last_pc = [n - 1 - backwards.index(u) if u in qid else -1 for u in range(len(units))]
         self.progress = progress
         self.dispatcher_state = (self.env, arch.queues.depth, instrs, qid, self.queues, self.dispatch, self.work,
                                  self.gaps)
@@ -249,7 +250,7 @@ class Engine:
         check_max_cycles(max_cycles)
         env = self.env
         env.process(self._boot())
-        procs = [env.process(self._unit(u)) for u in range(len(UNIT_QUEUES))]
+        procs = [env.process(self._unit(u)) for u in range(len(self.units))]
         if self.progress is not None:
             env.process(self._reporter(procs))
         env.run(until=None if max_cycles is None else int(max_cycles) + 1)  # what happens at max_cycles still runs
@@ -262,7 +263,7 @@ class Engine:
         self.dispatch, self.issue, self.start, self.end = (
             np.array(a, np.int64) for a in (self.dispatch, self.issue, self.start, self.end))
         total = int(self.end.max(initial=0))
-        per_unit: list[list[Cost]] = [[] for _ in UNIT_QUEUES]
+        per_unit: list[list[Cost]] = [[] for _ in self.units]
         for q, cost in zip(self.qid, self.costs):
             if q != CTRL:
                 per_unit[q].append(cost)
@@ -309,7 +310,8 @@ class Engine:
         for instr in instrs:
             for op in instr.signals:
                 producer.setdefault(op.name, instr.queue.text)
-        for u, q in enumerate(UNIT_QUEUES):
+        for u, unit in enumerate(self.units):
+            q = unit.queue
             pc = self.blocked[u]
             if pc < 0:
                 continue
@@ -319,7 +321,7 @@ class Engine:
             waits_for[q.text] = [producer.get(name, "nobody") for name, _, _ in lack]
         pc = self.dispatch_pc
         if self.space_queue >= 0:
-            parts.append(f"dispatcher blocked at pc {pc}: queue {UNIT_QUEUES[self.space_queue].text} full "
+            parts.append(f"dispatcher blocked at pc {pc}: queue {self.units[self.space_queue].queue.text} full "
                          f"({len(self.queues[self.space_queue])}/{self.arch.queues.depth})")
         elif self.draining:
             parts.append(f"dispatcher blocked at pc {pc} (`{instrs[pc]}`) until {self.outstanding} instructions "
@@ -328,6 +330,14 @@ class Engine:
         if cycle:
             parts.append("wait-for cycle: " + " -> ".join(cycle))
         return f"deadlock at cycle {self._last_event()}: " + "; ".join(parts)
+
+
+def held_pools(pools: tuple[Pool, ...], spm: bool, acc: bool) -> tuple[Pool, ...]:
+    """The port pools an instruction holds while it runs, in :class:`isa.units.Pool` order (the order its waits are
+    tried in, which the compiled evaluation mirrors): its unit's ``pools``, an SPM port if it touches the SPM and an
+    ACC port if it touches the ACC."""
+    need = set(pools) | ({Pool.SPM_PORT} if spm else set()) | ({Pool.ACC_PORT} if acc else set())
+    return tuple(p for p in Pool if p in need)
 
 
 def check_max_cycles(max_cycles) -> None:

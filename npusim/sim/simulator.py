@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from isa import (
-    UNIT_QUEUES,
     DeadlockError,
     DType,
     HostCall,
@@ -24,12 +23,13 @@ from isa import (
 from isa.arch import Arch
 from isa.columns import columns
 from isa.cost import FREE, instr_costs
+from isa.units import DMA_QUEUES, UNIT_INDEX, machine_units
 from isa.verify import verify, where
 from npusim.functional.memory import DeviceMemory
 from npusim.sim.engine import Engine, check_max_cycles
 from npusim.sim.inputs import for_program
 from npusim.sim.limits import LIMITS, Limits, check_cycles, program_work
-from npusim.sim.stats import UNIT_NAMES, SimResult, UnitStats, cost_totals
+from npusim.sim.stats import SimResult, UnitStats, cost_totals
 
 ENGINES = ("auto", "simpy", "compiled")
 AUTO_COMPILED = 30_000
@@ -123,7 +123,7 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
         limits.check(f"simulating {n:,} instruction{'s' * (n != 1)}", *work, timing_only)
     costs = instr_costs(program.instrs, arch)
     if ideal_memory:
-        costs = [FREE if i.queue in (Queue.DMA_LD, Queue.DMA_ST) else c for i, c in zip(program.instrs, costs)]
+        costs = [FREE if i.queue in DMA_QUEUES else c for i, c in zip(program.instrs, costs)]
     check_cycles(costs)
     mem = None if timing_only else load_inputs(program, arch, inputs)
     execute = None
@@ -163,7 +163,7 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
         totals = run.totals
     else:
         if serial:
-            cycles, units, times = _run_serial(program, costs, execute, max_cycles)
+            cycles, units, times = _run_serial(program, arch, costs, execute, max_cycles)
         else:
             sim = Engine(program, arch, execute, costs, progress)
             cycles = sim.run(max_cycles)
@@ -193,12 +193,12 @@ def _apply_in_retire_order(program: Program, run, execute, progress) -> None:
             progress(k, total, int(run.end[pc]) if k < total else run.cycles)
 
 
-def _run_serial(program: Program, costs, execute, max_cycles: int | None = None):
+def _run_serial(program: Program, arch: Arch, costs, execute, max_cycles: int | None = None):
     """One instruction at a time: each starts when the previous retires; semaphores must allow program order.
     Stops with SimulationError at the first instruction that ends after ``max_cycles``."""
     n = len(program.instrs)
     times = tuple(np.full(n, -1, np.int64) for _ in range(4))
-    units = [UnitStats(UNIT_NAMES[q]) for q in UNIT_QUEUES]
+    units = [UnitStats(u.name) for u in machine_units(arch)]
     count = {s.name: s.init for s in program.sems}
     t = 0
     for pc, ins in enumerate(program.instrs):
@@ -217,7 +217,7 @@ def _run_serial(program: Program, costs, execute, max_cycles: int | None = None)
             raise SimulationError(f"the cycle cap of {max_cycles} was reached in the serial run at {where(pc, ins)} "
                                   f"(it ends at cycle {t}); raise max_cycles (--max-cycles) or drop it")
         times[3][pc] = t
-        units[int(ins.queue)].add_static(c)
+        units[UNIT_INDEX[ins.queue]].add_static(c)
         if execute is not None:
             execute(pc, ins)
         for op in ins.signals:

@@ -16,11 +16,12 @@ from isa.arch import Arch
 from isa.asm import mnemonic
 from isa.cost import Cost, dma_stream_bandwidth
 from isa.energy import RunEnergy, area_mm2, run_energy
+from isa.units import Pool, machine_units, unit_indices
 
-UNIT_NAMES = {Queue.DMA_LD: "dma_load", Queue.DMA_ST: "dma_store", Queue.MXU: "matrix", Queue.VPU: "vector",
-              Queue.HOST: "host"}
-STALL_CAUSES = ("semaphore", "queue_full", "barrier", "dma_channel", "sram_port", "dram_bandwidth", "dram_latency",
-                "bank_conflict")
+STALL_CAUSES = ("semaphore", "queue_full", "barrier", *dict.fromkeys(p.cause for p in Pool), "dram_bandwidth",
+                "dram_latency", "bank_conflict")
+"""Why a unit waits, in report order: a semaphore, the dispatcher (a full queue, a barrier), a port pool
+(:class:`isa.units.Pool`), the DRAM bus, DRAM latency, SRAM bank conflicts."""
 
 
 def cost_totals(costs: list[Cost]) -> dict[str, int]:
@@ -107,6 +108,11 @@ class SimResult:
         return np.fromiter((i.queue for i in self.program.instrs), np.int64, len(self.program.instrs))
 
     @cached_property
+    def unit_index(self) -> np.ndarray:
+        """Per pc: the index of its unit in ``units`` (:attr:`isa.units.Unit.index`; -1 for control)."""
+        return unit_indices(self.queue)
+
+    @cached_property
     def popped(self) -> np.ndarray:
         """Per pc: the cycle its unit took it from the queue, where its semaphore wait begins (-1 for control).
 
@@ -168,15 +174,14 @@ class SimResult:
     def to_dict(self, instructions: bool = True, inferences: int = 1) -> dict[str, Any]:
         """The JSON report (docs/report.md); ``inferences``: how many inferences the run made (its energy per
         inference is the total over this)."""
-        queue_of = {name: q for q, name in UNIT_NAMES.items()}
         energy = self.energy
         out: dict[str, Any] = {
             "cycles": self.cycles,
             "time_us": self.microseconds,
             "mode": self.mode,
-            "units": {u.name: u.to_dict(self.cycles) | {"queue": queue_of[u.name].text,   # as in instructions[].unit
-                                                        "energy_pj": energy.by_queue(queue_of[u.name])}
-                      for u in self.units},
+            "units": {u.name: u.to_dict(self.cycles) | {"queue": unit.queue.text,   # as in instructions[].unit
+                                                        "energy_pj": energy.by_unit(unit.index)}
+                      for u, unit in zip(self.units, machine_units(self.arch))},
             "matrix_utilization": self.matrix_utilization,
             "macs": self.macs,
             "dram": {"bytes_read": self.dram_bytes_read, "bytes_written": self.dram_bytes_written,
