@@ -8,6 +8,7 @@ The compiler's cost model calls the same functions, so the two never disagree.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -31,7 +32,7 @@ from isa.instructions import (
     VecRequant,
     VecUnary,
 )
-from isa.units import UNIT_OF, Queue, Role
+from isa.units import UNIT_INDEX, UNIT_OF, UNIT_QUEUES, UNITS, Queue, Role
 from isa.view import View
 
 ALU_BINOPS = frozenset({BinOp.ADD, BinOp.SUB, BinOp.MIN, BinOp.MAX, BinOp.AND, BinOp.OR, BinOp.XOR, BinOp.CMPGT,
@@ -770,28 +771,157 @@ def instr_costs(instrs, arch: Arch, memo: dict | None = None, floor: bool = Fals
     return out
 
 
+class EstimateParts(NamedTuple):
+    """What :func:`program_estimate` reads of a run of instructions (cycles), so that runs priced once can be added
+    again without their instructions (:meth:`ProgramEstimate.add_parts`). Runs combine in program order like the
+    instructions they stand for (an associative sum; :data:`NO_PARTS` is its zero).
+
+    ``busy``: (unit index in :data:`isa.units.UNITS`, busy cycles) of each unit it keeps busy; ``bus``: its DRAM bus
+    windows; ``compute``, ``matrix``: whether it holds a compute (matrix or vector) or a matrix instruction; ``lead``:
+    the load-DMA cycles before its first compute instruction (all of them if it has none); ``after_matrix``: the
+    store-DMA and vector cycles after its last matrix instruction (all of them if it has none); ``after_compute``: the
+    store-DMA cycles after its last compute instruction (all of them if it has none); ``hidden``: the cycles of its
+    leading instructions that the estimate's ``hidden`` predicate holds for, ``all_hidden`` whether it holds for all
+    of them."""
+
+    busy: tuple[tuple[int, int], ...] = ()
+    bus: int = 0
+    compute: bool = False
+    lead: int = 0
+    matrix: bool = False
+    after_matrix: int = 0
+    after_compute: int = 0
+    hidden: int = 0
+    all_hidden: bool = True
+
+
+NO_PARTS = EstimateParts()
+"""The parts of no instructions."""
+
+_UNIT_ROLE = {q: (UNIT_INDEX[q], UNIT_OF[q].role) for q in UNIT_QUEUES} | {Queue.CTRL: (-1, None)}
+
+
+class ProgramEstimate:
+    """:func:`program_estimate` as a running sum: the instructions of a program added in program order, in groups,
+    each group any number of times in a row (``repeat``), or as the :class:`EstimateParts` of a group priced before;
+    :attr:`cycles` is then what program_estimate gives for the program they make up.
+
+    It keeps every unit's busy cycles and the DRAM bus windows, and what the head and tail need: the load-DMA
+    cycles before the first compute (matrix or vector) instruction, and the store-DMA and vector cycles after the
+    last matrix instruction (the store-DMA cycles after the last compute instruction when there is none). The units
+    are told apart by their :class:`isa.units.Role`.
+
+    ``memo``: an :func:`instr_costs` memo to share with other estimates on the same ``arch``; ``floor``: price every
+    instruction by :func:`instr_floor` (a lower bound); ``hidden``: a predicate on instructions whose leading run (the
+    instructions before the first it does not hold for) :attr:`hidden` counts, e.g. a compiler's loads of constants
+    that cross-layer prefetch overlaps with the previous program (it should hold only for load DMAs)."""
+
+    __slots__ = ("arch", "memo", "floor", "hide", "busy", "bus", "compute", "lead", "matrix", "after_matrix",
+                 "after_compute", "hidden", "all_hidden")
+
+    def __init__(self, arch: Arch, memo: dict | None = None, floor: bool = False,
+                 hidden: Callable[[Instr], bool] | None = None) -> None:
+        self.arch, self.memo, self.floor, self.hide = arch, {} if memo is None else memo, floor, hidden
+        self.busy = [0] * len(UNITS)
+        self.bus = self.lead = self.after_matrix = self.after_compute = self.hidden = 0
+        self.compute = self.matrix = False
+        self.all_hidden = True
+
+    @property
+    def cycles(self) -> int:
+        """Predicted cycles of the instructions added so far: the busiest unit or the DRAM bus, whichever is longer,
+        plus the head and the tail (none without a compute instruction)."""
+        top = max(max(self.busy), self.bus)
+        if not self.compute:
+            return top
+        return top + self.lead + (self.after_matrix if self.matrix else self.after_compute)
+
+    @property
+    def least(self) -> int:
+        """A lower bound of ``cycles - hidden`` whatever is added later (cycles), given a ``hidden`` predicate that
+        holds only for load DMAs (so its run is part of the head): the busiest unit or the bus and, once the head
+        and the hidden run are complete (a compute instruction and one not hidden were added), the head less the
+        hidden run."""
+        top = max(max(self.busy), self.bus)
+        return top + self.lead - self.hidden if self.compute and not self.all_hidden else top
+
+    def add(self, instrs: Sequence[Instr], repeat: int = 1) -> None:
+        """Add ``instrs`` (in program order), ``repeat`` times in a row."""
+        self.add_parts(self.price(instrs), repeat)
+
+    def price(self, instrs: Sequence[Instr]) -> EstimateParts:
+        """The :class:`EstimateParts` of ``instrs`` in program order (priced with this estimate's arch, memo, floor
+        and hidden predicate; nothing is added)."""
+        busy = [0] * len(UNITS)
+        bus = lead = after_matrix = after_compute = hidden = 0
+        compute = matrix = False
+        hide, open_ = self.hide, True
+        for instr, c in zip(instrs, instr_costs(instrs, self.arch, self.memo, self.floor)):
+            cycles = c.cycles
+            if open_:
+                if hide is not None and hide(instr):
+                    hidden += cycles
+                else:
+                    open_ = False
+            bus += c.dram_window
+            unit, role = _UNIT_ROLE[instr.queue]
+            if role is None:
+                continue
+            busy[unit] += cycles
+            if role is Role.DMA_LOAD:
+                if not compute:
+                    lead += cycles
+            elif role is Role.MATRIX:
+                compute = matrix = True
+                after_matrix = after_compute = 0
+            elif role is Role.VECTOR:
+                compute = True
+                after_matrix += cycles
+                after_compute = 0
+            elif role is Role.DMA_STORE:
+                after_matrix += cycles
+                after_compute += cycles
+        return EstimateParts(tuple((k, b) for k, b in enumerate(busy) if b), bus, compute, lead, matrix,
+                             after_matrix, after_compute, hidden, open_)
+
+    def add_parts(self, parts: EstimateParts, repeat: int = 1) -> None:
+        """Add a group priced before (:meth:`price`, :meth:`parts`), ``repeat`` times in a row: exactly what adding
+        its instructions ``repeat`` times gives."""
+        if repeat < 1:
+            return
+        busy = self.busy
+        for unit, cycles in parts.busy:
+            busy[unit] += cycles * repeat
+        self.bus += parts.bus * repeat
+        if self.all_hidden:   # (a group not wholly hidden ends the hidden run in its first copy)
+            self.hidden += parts.hidden * (repeat if parts.all_hidden else 1)
+            self.all_hidden = parts.all_hidden
+        if not self.compute:   # (a group with compute ends the head in its first copy)
+            self.lead += parts.lead * (1 if parts.compute else repeat)
+            self.compute = parts.compute
+        if parts.matrix:       # (the tail after a group's last matrix instruction is that of its last copy)
+            self.matrix, self.after_matrix = True, parts.after_matrix
+        else:
+            self.after_matrix += parts.after_matrix * repeat
+        if parts.compute:
+            self.after_compute = parts.after_compute
+        else:
+            self.after_compute += parts.after_compute * repeat
+
+    def parts(self) -> EstimateParts:
+        """What was added so far, as one group."""
+        return EstimateParts(tuple((k, b) for k, b in enumerate(self.busy) if b), self.bus, self.compute, self.lead,
+                             self.matrix, self.after_matrix, self.after_compute, self.hidden, self.all_hidden)
+
+
 def program_estimate(program, arch: Arch) -> int:
     """Predicted cycles of a software-pipelined program (compilers rank tilings with it): the busiest unit queue or
     the DRAM bus (every DMA's window), whichever is longer, plus what nothing overlaps: the loads before the first
     compute instruction (matrix or vector) and the compute and stores after the last matrix instruction (or, with
-    none, the stores after the last vector instruction). Cycles."""
-    busy: dict = {}
-    bus = 0
-    costs, queues = [], [i.queue for i in program.instrs]
-    for q, c in zip(queues, instr_costs(program.instrs, arch)):
-        costs.append(c.cycles)
-        busy[q] = busy.get(q, 0) + c.cycles
-        bus += c.dram_window
-    busy.pop(Queue.CTRL, None)
-    roles = [UNIT_OF[q].role if q is not Queue.CTRL else None for q in queues]
-    compute = [k for k, r in enumerate(roles) if r is not None and r.is_compute]
-    if not compute:
-        return max(max(busy.values(), default=0), bus)
-    head = sum(c for c, r in zip(costs[:compute[0]], roles) if r is Role.DMA_LOAD)
-    last = max((k for k in compute if roles[k] is Role.MATRIX), default=compute[-1])
-    tail = sum(c for k, (c, r) in enumerate(zip(costs, roles)) if k > last and
-               (r is Role.DMA_STORE or (r is Role.VECTOR and roles[last] is Role.MATRIX)))
-    return max(max(busy.values(), default=0), bus) + head + tail
+    none, the stores after the last vector instruction). Cycles. (:class:`ProgramEstimate` fed the program.)"""
+    est = ProgramEstimate(arch)
+    est.add(program.instrs)
+    return est.cycles
 
 
 def clear_caches() -> None:

@@ -6,7 +6,7 @@ from compiler.kernels.common.target import Target
 from compiler.kernels.conv2d import ConvShape, conv2d, search_conv_tiling
 from isa import DmaCopy, DType, Halt, MatMul, Program, ProgramConfig, Queue, Region, SemDecl, SemOp, Space, View
 from isa.arch import load_arch
-from isa.cost import instr_cost, program_estimate
+from isa.cost import instr_cost, instr_costs, program_estimate
 from npusim import simulate
 
 
@@ -77,3 +77,67 @@ def test_search_with_hidden_constants_minimizes_the_estimate_without_them(cs):
     assert hidden.tnb > full.tnb
     assert costs(hidden)[1] < costs(full)[1]
     assert costs(full)[0] <= costs(hidden)[0]
+
+
+def _formula(instrs, arch):
+    """program_estimate as a formula over the whole list (the oracle of the running sum): busiest unit or bus, plus
+    the loads before the first compute instruction, plus the stores (and, after a matrix instruction, the vector
+    work) after the last matrix instruction, or the stores after the last compute instruction when there is none."""
+    from isa.units import UNIT_OF, Role
+
+    costs = instr_costs(instrs, arch)
+    roles = [None if i.queue is Queue.CTRL else UNIT_OF[i.queue].role for i in instrs]
+    busy: dict = {}
+    for i, c, r in zip(instrs, costs, roles):
+        if r is not None:
+            busy[i.queue] = busy.get(i.queue, 0) + c.cycles
+    top = max(max(busy.values(), default=0), sum(c.dram_window for c in costs))
+    compute = [k for k, r in enumerate(roles) if r is not None and r.is_compute]
+    if not compute:
+        return top
+    head = sum(c.cycles for c, r in zip(costs[:compute[0]], roles) if r is Role.DMA_LOAD)
+    last = max((k for k in compute if roles[k] is Role.MATRIX), default=compute[-1])
+    tail = sum(costs[k].cycles for k in range(last + 1, len(instrs)) if roles[k] is Role.DMA_STORE
+               or roles[k] is Role.VECTOR and roles[last] is Role.MATRIX)
+    return top + head + tail
+
+
+def test_running_estimate_of_groups_and_repeats_equals_the_formula_of_the_program_they_make():
+    # ProgramEstimate summed in groups (some added as parts priced before, some repeated) gives program_estimate's
+    # formula of the instructions written out; its hidden run is the program's leading constant loads
+    import random
+
+    from compiler.kernels.conv2d import Epilogue
+    from compiler.kernels.gemm import tiled_gemm
+    from compiler.link.linker import is_constant_load, leading_constants
+    from isa.cost import ProgramEstimate
+
+    arch = load_arch("edge16")
+    target = Target.of(arch)
+    programs = [conv2d(ConvShape(1, 16, 12, 12, 32, 3, 3, 1, 1), DType.F32, target,
+                       epilogue=Epilogue(bias=True, act="relu")),
+                tiled_gemm(40, 70, 50, DType.I8, target),
+                tiled_gemm(64, 48, 32, DType.F32, target, epilogue=Epilogue(bias=True, act="gelu_tanh"))]
+    rng = random.Random(0)
+    tried = 0
+    for prog in programs:
+        instrs = list(prog.instrs)
+        assert program_estimate(prog, arch) == _formula(instrs, arch)
+        for _ in range(40):
+            a = rng.randrange(len(instrs))
+            b = min(len(instrs), a + rng.randrange(1, 40))
+            r = rng.randrange(1, 5)
+            whole = instrs[:a] + instrs[a:b] * r + instrs[b:]
+            est = ProgramEstimate(arch, hidden=is_constant_load)
+            k = 0
+            while k < a:   # the part before the repeated group in random pieces, some priced apart first
+                j = min(a, k + rng.randrange(1, 30))
+                est.add_parts(est.price(instrs[k:j])) if rng.random() < 0.5 else est.add(instrs[k:j])
+                k = j
+            est.add(instrs[a:b], r)
+            est.add(instrs[b:])
+            assert est.cycles == _formula(whole, arch), (a, b, r)
+            assert est.hidden == leading_constants(Program(prog.config, prog.regions, prog.sems, tuple(whole)),
+                                                   arch)
+            tried += 1
+    assert tried == 120
