@@ -34,11 +34,12 @@ import numpy as np
 from compiler.errors import CompileError, TilingError, UnsupportedOpError
 from compiler.frontend.canonical import window_out
 from compiler.ir import Node
+from compiler.kernels.common.blocks import equal_blocks
 from compiler.kernels.common.epilogue import NO_EPILOGUE, Epilogue, epilogue_ops, synced_epilogue
 from compiler.kernels.common.halo import padded_load
 from compiler.kernels.common.pipeline import synced
 from compiler.kernels.common.target import Target
-from compiler.kernels.gemm import ACC_TYPE, _groups
+from compiler.kernels.gemm import ACC_TYPE
 from compiler.link.linker import is_constant_load, leading_constants
 from isa import (
     DmaCopy,
@@ -1098,8 +1099,8 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                                          src=View(src[0], src[1], at, src[2], None if bias_init else "R"))], arch)
             out.append((queue, c.cycles, c.dram_window, False))
         zero, cycles = first and not (epilogue.residual or bias_init), 0
-        for nbi, nbc, n in _groups(pk * ng, cols):
-            for cb0, cbc, k in _groups(tc, rows):
+        for nbi, nbc, n in equal_blocks(pk * ng, cols):
+            for cb0, cbc, k in equal_blocks(tc, rows):
                 dims = ((nbc, cols * 4, 0, nb_stride), (kr, 0, dh * row, ks * p.tcb * tile),
                         (ks, 0, dw * pix, p.tcb * tile), (cbc, 0, rows * es, tile),
                         (toh, t.tow * row_bytes, step_h * row, 0))
@@ -1231,7 +1232,7 @@ def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling 
                     mms = mm_steps.get(mm_key)
                     if mms is None:
                         mms = mm_steps[mm_key] = [
-                            mm for nbi, nbc, n in _groups(pk * ng, cols) for cb0, cbc, k in _groups(tc, rows)
+                            mm for nbi, nbc, n in equal_blocks(pk * ng, cols) for cb0, cbc, k in equal_blocks(tc, rows)
                             for mm in _conv_mm(((nbc, cols * 4, 0, nb_stride),
                                                 (kr, 0, dh * row, ks * p.tcb * tile),
                                                 (ks, 0, dw * pix, p.tcb * tile),

@@ -37,6 +37,7 @@ from functools import lru_cache
 import numpy as np
 
 from compiler.errors import CompileError, TilingError
+from compiler.kernels.common.blocks import equal_blocks
 from compiler.kernels.common.epilogue import Epilogue, epilogue_ops, synced_epilogue
 from compiler.kernels.common.halo import padded_load
 from compiler.kernels.common.pipeline import synced
@@ -49,7 +50,7 @@ from compiler.kernels.conv2d import (
     group_packs,
     pack_weights,
 )
-from compiler.kernels.gemm import ACC_TYPE, _groups
+from compiler.kernels.gemm import ACC_TYPE
 from compiler.kernels.staged_copy import Box, Operand, staged_copy
 from compiler.link.linker import leading_constants
 from isa import DmaCopy, DmaFill, DType, Halt, Program, Queue, Region, SemDecl, SemOp, Space, View
@@ -718,7 +719,7 @@ def _phase_mms(a: PhaseTaps, b: PhaseTaps, toh: int, tow: int, ng: int, tc: int,
     (``tap`` bytes per tap, ``nb_stride`` per channel block)."""
     rows, cols = target.rows, target.cols
     (row, pix), tile = x.strides[:2], rows * cols * es
-    return [mm for nbi, nbc, n in _groups(ng, cols) for cb0, cbc, k in _groups(tc, rows)
+    return [mm for nbi, nbc, n in equal_blocks(ng, cols) for cb0, cbc, k in equal_blocks(tc, rows)
             for mm in _conv_mm(((nbc, cols * 4, 0, nb_stride), (len(a.kernel), 0, a.step * row, len(b.kernel) * tap),
                                 (len(b.kernel), 0, b.step * pix, tap), (cbc, 0, rows * es, tile),
                                 (toh, acc_strides[0], row, 0)),

@@ -26,21 +26,22 @@ The matrix instructions are shaped for the array's dataflow so that each fold st
 
 from __future__ import annotations
 
-import heapq
-import itertools
-import math
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
 from compiler.errors import CompileError, TilingError
+from compiler.kernels.common.blocks import equal_blocks
 from compiler.kernels.common.epilogue import NO_EPILOGUE, Epilogue, epilogue_ops, synced_epilogue
 from compiler.kernels.common.pipeline import synced, with_sync
+from compiler.kernels.common.search import Ranking, SearchRule, TilingSearch
+from compiler.kernels.common.sink import EstimateSink, PriceMemo, ProgramSink, Sink
 from compiler.kernels.common.target import Target
 from isa import DmaCopy, DType, Halt, MatMul, Program, Queue, Region, SemDecl, Space, View
-from isa.cost import Cost, instr_costs
+from isa.cost import instr_costs
 from isa.dtypes import INT_RANGE, f32_to_bf16, to_compute
 
 ACC_TYPE = {DType.I8: DType.I32, DType.U8: DType.I32, DType.F16: DType.F32, DType.BF16: DType.F32,
@@ -127,26 +128,48 @@ GEMMs the heuristic ranks tilings of nearly equal :func:`isa.cost.program_estima
 docs/compiler.md)."""
 
 
+@dataclass(frozen=True)
+class GemmSearch(TilingSearch[GemmTiling]):
+    """The tiling search of ``C = A @ B`` (``M x K`` by ``K x N``) on ``target``
+    (:mod:`compiler.kernels.common.search`): candidates ranked by a first-step heuristic (:meth:`rank`), the best
+    ``SEARCH_PRICED`` priced by :func:`gemm_estimate` with the search's
+    :class:`~compiler.kernels.common.sink.PriceMemo`, the best-ranked within ``NEAR_TIE`` of the least chosen."""
+
+    M: int
+    N: int
+    K: int
+    dtype: DType
+    target: Target
+    b_packed: bool = False
+    epilogue: Epilogue = NO_EPILOGUE
+    memo: PriceMemo = field(default_factory=PriceMemo, compare=False)
+    rule: ClassVar[SearchRule] = SearchRule(SEARCH_PRICED, NEAR_TIE)
+
+    def rank(self, ranking: Ranking[GemmTiling]) -> None:
+        """Offer every tiling that fits (see :func:`gemm_candidates`), ranked (cycles, steps, split)."""
+        _FirstStep(self).rank(ranking)
+        if not ranking:
+            raise TilingError(f"no GEMM tiling of {self.M}x{self.N}x{self.K} {self.dtype.text} fits "
+                              f"{self.target.spm} B of SPM and {self.target.acc} B of ACC")
+
+    def price(self, candidate: GemmTiling, bound: float | None) -> int:
+        return gemm_estimate(self.M, self.N, self.K, self.dtype, self.target, candidate, self.b_packed,
+                             self.epilogue, self.memo, bound)
+
+
 @lru_cache(maxsize=256)
 def search_tiling(M: int, N: int, K: int, dtype: DType, target: Target, b_packed: bool = False,
                   epilogue: Epilogue = NO_EPILOGUE) -> GemmTiling:
     """The tiling (tile sizes, loop order, B split) for ``C = A @ B`` on ``target``: of the ``SEARCH_PRICED`` best
     candidates of :func:`gemm_candidates`, the best-ranked one whose :func:`isa.cost.program_estimate`
-    (:func:`gemm_estimate`, the same sums without building the program) is within ``NEAR_TIE`` of the least. The
-    candidates are priced in rank order, each only until its estimate is known to be above that window (``bound``).
-    TilingError when no tiling fits."""
-    ranked = gemm_candidates(M, N, K, dtype, target, b_packed, epilogue, costs := {})   # (one instr_costs memo)
-    prices: list[int] = []
-    groups: dict = {}
-    for t in ranked:
-        bound = int(min(prices) * (1 + NEAR_TIE)) + 1 if prices else None   # an estimate at or above it cannot win
-        prices.append(gemm_estimate(M, N, K, dtype, target, t, b_packed, epilogue, costs, bound, groups))
-    window = min(prices) * (1 + NEAR_TIE)
-    return next(t for t, price in zip(ranked, prices) if price <= window)
+    (:func:`gemm_estimate`: the program emitted into an estimating sink) is within ``NEAR_TIE`` of the least
+    (:class:`GemmSearch`). The candidates are priced in rank order, each only until its estimate is known to be above
+    that window. TilingError when no tiling fits."""
+    return GemmSearch(M, N, K, dtype, target, b_packed, epilogue).choose()
 
 
 def gemm_candidates(M: int, N: int, K: int, dtype: DType, target: Target, b_packed: bool = False,
-                    epilogue: Epilogue = NO_EPILOGUE, costs: dict | None = None) -> list[GemmTiling]:
+                    epilogue: Epilogue = NO_EPILOGUE) -> list[GemmTiling]:
     """The ``SEARCH_PRICED`` tilings :func:`search_tiling` prices, best first by a first-step heuristic (cycles) that
     needs no walk of the steps. TilingError when none fits.
 
@@ -162,71 +185,115 @@ def gemm_candidates(M: int, N: int, K: int, dtype: DType, target: Target, b_pack
     instructions on one tile, per tile) to the units that can be the busiest, its residual tile loads to the load
     queue and the bus, and the last tile's epilogue to the tail.
     """
-    ep, costs = epilogue, {} if costs is None else costs
-    arch, rows, cols, es, at = target.arch, target.rows, target.cols, dtype.size, ACC_TYPE[dtype]
-    dataflow, max_rows = target.dataflow, target.max_rows
-    tms = sorted({min(M, v) for v in (max_rows, 384, 256, 192, 128, 96, 64, 48, 32, 16, rows) if v <= max_rows})
-    tns = sorted({min(_up(N, cols), cols * k) for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)})
-    tks = sorted({min(_up(K, rows), rows * k) for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)})
+    return GemmSearch(M, N, K, dtype, target, b_packed, epilogue).candidates()
 
-    sums: dict[tuple, tuple[int, int]] = {}
 
-    def a_load(tm: int, tk: int) -> list:
-        return [DmaCopy(queue=Queue.DMA_LD, shape=(tm, tk), dst=View(Space.SPM, 0, dtype, (tk * es, es)),
-                        src=View(Space.DRAM, 0, dtype, (K * es, es), "A"))]
+class _Tile(NamedTuple):
+    """A tiling as :class:`_FirstStep` prices it: the tiling, its first step's extents, its A and B slot bytes, its
+    layout, the accumulators' row stride that varies with it (``wide``: ``is`` keeps B and the accumulators in
+    strides of the whole tile, else 0) and the epilogue's instructions on a piece (and their memo key)."""
 
-    def cost(key: tuple, build, *args) -> tuple[int, int]:
+    t: GemmTiling
+    tm: int
+    tn: int
+    tk: int
+    a: int
+    b: int
+    lay: _Layout
+    wide: int
+    ep_ops: Callable
+    ep_key: tuple
+
+
+class _Piece(NamedTuple):
+    """:class:`_FirstStep`'s costs of one piece of a step's columns (cycles): its B load (cycles, bus cycles),
+    matrix work, stores and epilogue."""
+
+    b: tuple[int, int]
+    mm: int
+    store: int
+    epilogue: int
+
+
+class _FirstStep:
+    """:meth:`GemmSearch.rank`'s heuristic (see :func:`gemm_candidates`): every tiling priced by the instructions of
+    its first step, each distinct group of them built and priced once per search (:meth:`cost`)."""
+
+    def __init__(self, search: GemmSearch) -> None:
+        self.s, self.arch = search, search.target.arch
+        self.es, self.at = search.dtype.size, ACC_TYPE[search.dtype]
+        self.sums: dict[tuple, tuple[int, int]] = {}
+
+    def cost(self, key: tuple, build, *args) -> tuple[int, int]:
         """(cycles, DRAM bus window) of the instructions ``build(*args)`` gives, run one after the other; once per
         ``key`` (what they depend on besides the search's fixed M, N, K, dtype and target)."""
-        got = sums.get(key)
+        got = self.sums.get(key)
         if got is None:
-            cs = instr_costs(build(*args), arch, costs)
-            got = sums[key] = sum(c.cycles for c in cs), sum(c.dram_window for c in cs)
+            cs = instr_costs(build(*args), self.arch, self.s.memo.costs[False])
+            got = self.sums[key] = sum(c.cycles for c in cs), sum(c.dram_window for c in cs)
         return got
 
-    ranked: list = []   # a max-heap (negated keys) of the best SEARCH_PRICED (est, steps, split, index, tiling)
-    index = 0
-    for t in (GemmTiling(tm, tn, tk) for tm in tms[::-1] for tn in tns[::-1] for tk in tks[::-1]):  # large first
-        a, b, c = slot_bytes(t, dtype, target)
-        if 2 * (a + b) + epilogue_bytes(N, t, ep, dtype, target) > target.spm or 2 * c > target.acc:
-            continue
-        tm, tn, tk = min(t.tm, M), min(t.tn, N), min(t.tk, K)
-        nb_max = -(-t.tn // cols)
-        lay = _LAYOUTS[dataflow](es, at, rows, cols, N, t, -(-t.tk // rows), nb_max,
-                                 is_pitch(rows, es, target.bank_width))
-        wide = t.tn if dataflow == "is" else 0   # (is keeps B and the accumulators in strides of the whole tile)
-        a_cyc, a_bus = cost(("a", tm, tk), a_load, tm, tk)
+    def a_load(self, tm: int, tk: int) -> list:
+        es, dtype = self.es, self.s.dtype
+        return [DmaCopy(queue=Queue.DMA_LD, shape=(tm, tk), dst=View(Space.SPM, 0, dtype, (tk * es, es)),
+                        src=View(Space.DRAM, 0, dtype, (self.s.K * es, es), "A"))]
+
+    def tilings(self):
+        """(tiling, A slot bytes, B slot bytes) of every tiling of the menus that fits, the largest first."""
+        s = self.s
+        M, N, K, target = s.M, s.N, s.K, s.target
+        rows, cols, max_rows = target.rows, target.cols, target.max_rows
+        tms = sorted({min(M, v) for v in (max_rows, 384, 256, 192, 128, 96, 64, 48, 32, 16, rows) if v <= max_rows})
+        tns = sorted({min(_up(N, cols), cols * k) for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)})
+        tks = sorted({min(_up(K, rows), rows * k) for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)})
+        for t in (GemmTiling(tm, tn, tk) for tm in tms[::-1] for tn in tns[::-1] for tk in tks[::-1]):
+            a, b, c = slot_bytes(t, s.dtype, target)
+            if 2 * (a + b) + epilogue_bytes(N, t, s.epilogue, s.dtype, target) <= target.spm and 2 * c <= target.acc:
+                yield t, a, b
+
+    def rank(self, ranking: Ranking[GemmTiling]) -> None:
+        """Offer every split and loop order of every tiling that fits, ranked (cycles, steps, split); a tiling whose
+        matrix work alone cannot beat the worst of a full ranking is left out."""
+        s, target = self.s, self.s.target
+        M, N, K, ep, cols, rows, bw = s.M, s.N, s.K, s.epilogue, target.cols, target.rows, target.bank_width
+        layout, pitch = _LAYOUTS[target.dataflow], is_pitch(rows, self.es, bw)
+        for t, a, b in self.tilings():
+            tm, tn, tk = min(t.tm, M), min(t.tn, N), min(t.tk, K)
+            lay = layout(self.es, self.at, rows, cols, N, t, -(-t.tk // rows), -(-t.tn // cols), pitch)
+            wide = t.tn if target.dataflow == "is" else 0
+            a_cost = self.cost(("a", tm, tk), self.a_load, tm, tk)
+            steps = -(-M // t.tm) * -(-N // t.tn) * -(-K // t.tk)
+            mm = self.cost(("mm", tm, t.tk, wide, tn), lay.matmuls, 0, 0, 2 * a, tm, tk, tn, s.dtype, True)[0]
+            worst = ranking.worst()
+            if worst is not None and steps * mm + a_cost[0] > worst[0]:   # a lower bound of every estimate below
+                continue
+            ep_base = _up(2 * (a + b), 64)
+            scratch = ep_base + (_up(N * 4, 64) if ep.bias else 0)
+            self.offer_splits(ranking, _Tile(t, tm, tn, tk, a, b, lay, wide,
+                                             partial(lay.epilogue, ep, 0, ep_base, scratch, 0),
+                                             ("ep", tm, wide, ep_base % bw, scratch % bw)), a_cost, mm)
+
+    def offer_splits(self, ranking: Ranking[GemmTiling], tile: _Tile, a_cost: tuple[int, int], mm: int) -> None:
+        """Offer ``tile`` with each B split and loop order (``a_cost``: cycles and bus cycles of an A load, ``mm``:
+        matrix cycles of a step): the busiest of the matrix unit, the bus, the DMA queues and the vector unit over
+        the whole GEMM, plus what the first step waits for before its matrix work and the last tile's epilogue and
+        stores after it."""
+        s, (t, tm, tn, _, _, _, lay, wide, ep_ops, ep_key) = self.s, tile
+        M, N, K, ep, cols = s.M, s.N, s.K, s.epilogue, s.target.cols
+        (a_cyc, a_bus), (st_cyc, st_bus) = a_cost, self.cost(("st", tm, wide, 0, tn), lay.stores, 0, 0, 0, tm, tn)
+        epi = self.cost(ep_key + (0, tn), ep_ops, 0, tn, tm)[0] if ep.active else 0
+        res_cyc, res_bus = self.cost(("r", tm, wide, tn), lay.residual_loads, 0, 0, 0, tm, tn) if ep.residual \
+            else (0, 0)
         n_m, n_n, n_k = -(-M // t.tm), -(-N // t.tn), -(-K // t.tk)
         tiles, steps = n_m * n_n, n_m * n_n * n_k
-        blk = b // nb_max
-        mm = cost(("mm", tm, t.tk, wide, tn), lay.matmuls, 0, 0, 2 * a, tm, tk, tn, dtype, True)[0]
-        if len(ranked) == SEARCH_PRICED and steps * mm + a_cyc > -ranked[0][0]:   # a lower bound of every
-            continue                                                                # estimate below
-        st_cyc, st_bus = cost(("st", tm, wide, 0, tn), lay.stores, 0, 0, 0, tm, tn)
-        ep_base = _up(2 * (a + b), 64)
-        scratch = ep_base + (_up(N * 4, 64) if ep.bias else 0)
-        ep_ops = partial(lay.epilogue, ep, 0, ep_base, scratch, 0)
-        ep_key = ("ep", tm, wide, ep_base % target.bank_width, scratch % target.bank_width)
-        epi = cost(ep_key + (0, tn), ep_ops, 0, tn, tm)[0] if ep.active else 0
-        res_cyc, res_bus = cost(("r", tm, wide, tn), lay.residual_loads, 0, 0, 0, tm, tn) if ep.residual \
-            else (0, 0)
-        piece: dict[int, tuple] = {}   # columns -> (B load cycles, bus), matmul, store and epilogue cycles of a piece
-        for split in (1, 2, 4, 8) if dataflow != "is" else (1,):
-            if split > nb_max:
+        piece: dict[int, _Piece] = {}   # columns -> its costs
+        for split in (1, 2, 4, 8) if s.target.dataflow != "is" else (1,):
+            if split > -(-t.tn // cols):
                 break
             pieces = _pieces(tn, t, cols, split)
             for j, w in pieces:
                 if w not in piece:
-                    at_b = (2 * a + j // cols * blk) % target.bank_width
-                    piece[w] = (cost(("bp", at_b, j // cols * blk, b if dataflow == "is" else -(-w // cols) * blk),
-                                     _contiguous, Space.SPM, 2 * a + j // cols * blk, "B", j // cols * blk,
-                                     b if dataflow == "is" else -(-w // cols) * blk, dtype)
-                                if b_packed else cost(("b", at_b, t.tk, wide, j, w),
-                                                      lay.b_loads, 2 * a + j // cols * blk, 0, j, tk, w, dtype),
-                                cost(("mm", tm, t.tk, wide, w), lay.matmuls, 0, 0, 2 * a, tm, tk, w, dtype,
-                                     True)[0],
-                                cost(("st", tm, wide, j, w), lay.stores, 0, 0, j, tm, w)[0],
-                                cost(ep_key + (j, w), ep_ops, j, w, tm)[0] if ep.active else 0)
+                    piece[w] = self.piece(tile, j, w)
             b_cost, mms, piece_stores, piece_eps = zip(*(piece[w] for _, w in pieces))
             # the first step waits for its A tile and first B piece, then for any piece that loads slower than the
             # matrix works through the one before; the last tile's pieces store (after their epilogue) behind the
@@ -241,23 +308,24 @@ def gemm_candidates(M: int, N: int, K: int, dtype: DType, target: Target, b_pack
                 queues = max(a_loads * a_cyc + b_loads * sum(c for c, _ in b_cost) + tiles * res_cyc,
                              tiles * st_cyc)
                 busy = steps * mm + (min(b_loads + 1, steps) * (sum(mms) - mm) if split > 1 else 0)
-                est = max(busy, bus, queues, tiles * epi) + prologue + tail
-                entry = (-est, -steps, -split, -index, replace(t, order=order, split=split))
-                index += 1
-                if len(ranked) < SEARCH_PRICED:
-                    heapq.heappush(ranked, entry)
-                elif entry[:4] > ranked[0][:4]:
-                    heapq.heapreplace(ranked, entry)
-    if not ranked:
-        raise TilingError(f"no GEMM tiling of {M}x{N}x{K} {dtype.text} fits {target.spm} B of SPM and "
-                          f"{target.acc} B of ACC")
-    return [e[4] for e in sorted(ranked, reverse=True)]   # (best first; the unique index spares comparing tilings)
+                rank = (max(busy, bus, queues, tiles * epi) + prologue + tail, steps, split)
+                if ranking.admits(rank):
+                    ranking.offer(rank, replace(t, order=order, split=split))
 
-
-def _groups(total: int, block: int) -> list[tuple[int, int, int]]:
-    """(first block index, count, size) runs of equal-sized blocks covering ``total``: full blocks, then the rest."""
-    full, rest = divmod(total, block)
-    return ([(0, full, block)] if full else []) + ([(full, 1, rest)] if rest else [])
+    def piece(self, tile: _Tile, j: int, w: int) -> _Piece:
+        """The costs of the piece of columns ``[j, j + w)`` of ``tile``'s first step."""
+        s, (t, tm, _, tk, a, b, lay, wide, ep_ops, ep_key) = self.s, tile
+        cols, dtype = s.target.cols, s.dtype
+        blk = b // -(-t.tn // cols)   # (bytes of one B column block)
+        at_b = (2 * a + j // cols * blk) % s.target.bank_width
+        span = b if s.target.dataflow == "is" else -(-w // cols) * blk
+        b_cost = self.cost(("bp", at_b, j // cols * blk, span), _contiguous, Space.SPM, 2 * a + j // cols * blk, "B",
+                           j // cols * blk, span, dtype) if s.b_packed \
+            else self.cost(("b", at_b, t.tk, wide, j, w), lay.b_loads, 2 * a + j // cols * blk, 0, j, tk, w, dtype)
+        return _Piece(b_cost, self.cost(("mm", tm, t.tk, wide, w), lay.matmuls, 0, 0, 2 * a, tm, tk, w, dtype,
+                                        True)[0],
+                      self.cost(("st", tm, wide, j, w), lay.stores, 0, 0, j, tm, w)[0],
+                      self.cost(ep_key + (j, w), ep_ops, j, w, tm)[0] if s.epilogue.active else 0)
 
 
 def _steps(M: int, N: int, K: int, t: GemmTiling) -> list[tuple[int, int, int]]:
@@ -414,35 +482,150 @@ def _drain(p: _Plan, s: _Step) -> list[tuple[list, list]]:
             for j, w in (s.pieces if s.final else [(0, s.tn)])]
 
 
-def _step_instrs(p: _Plan, s: _Step) -> tuple[list, list]:
-    """The step's loads and matrix work, and (its last k tile) the tile's epilogue and stores, with semaphores."""
-    ep, out = p.ep, []
-    if s.new_a:
-        out.append(with_sync(_a_load(p, s), waits=("a_empty",), signals=("a_full",)))
-    last_piece = len(s.pieces) - 1
-    for n, (j, w) in enumerate(s.pieces):
+def _a_group(p: _Plan, s: _Step, sync: bool) -> list:
+    """The step's A load (``sync``: with its semaphores)."""
+    load = _a_load(p, s)
+    return [with_sync(load, waits=("a_empty",), signals=("a_full",)) if sync else load]
+
+
+def _b_group(p: _Plan, s: _Step, n: int, sync: bool) -> list:
+    """The loads of the step's new B tile's ``n``-th piece (``sync``: with their semaphores)."""
+    loads = _b_loads(p, s, *s.pieces[n])
+    if sync:
+        loads[0] = with_sync(loads[0], waits=("b_empty",) if n == 0 else ())
+        loads[-1] = with_sync(loads[-1], signals=("b_full",))
+    return loads
+
+
+def _residual_group(p: _Plan, s: _Step, sync: bool) -> list:
+    """The loads of the residual's tile into the accumulators, where the tile's sum starts (``sync``: with their
+    semaphores)."""
+    loads = p.lay.residual_loads(s.acc_base, s.m0, s.n0, s.tm, s.tn)
+    return synced(loads, ("acc_empty",), ("res_full",)) if sync else loads
+
+
+def _matmul_group(p: _Plan, s: _Step, n: int, sync: bool) -> list:
+    """The matrix work on the step's ``n``-th piece (``sync``: with its semaphores)."""
+    mms = _matmuls(p, s, *s.pieces[n])
+    if not sync:
+        return mms
+    first, last = n == 0, n == len(s.pieces) - 1
+    return synced(mms, (("a_full",) if s.new_a and first else ()) + (("b_full",) if s.new_b else ())
+                  + (("res_full" if p.ep.residual else "acc_empty",) if s.first_k and first else ()),
+                  (("a_empty",) if s.last_a and last else ()) + (("b_empty",) if s.last_b and last else ())
+                  + (("acc_full",) if s.last_k and (last or s.final) else ()))
+
+
+def _emit_pieces(p: _Plan, s: _Step, sink: Sink, keys: _GroupKeys | None) -> None:
+    """The step's B loads, residual loads and matrix work, piece by piece (a run of an estimating sink, whose
+    groups are priced once per search)."""
+    key, sync = keys and keys.pieces(s), sink.semaphores
+    if sink.recall(key) is not None:
+        return
+    sink.begin()
+    for n in range(len(s.pieces)):
         if s.new_b:
-            loads = _b_loads(p, s, j, w)
-            loads[0] = with_sync(loads[0], waits=("b_empty",) if n == 0 else ())
-            loads[-1] = with_sync(loads[-1], signals=("b_full",))
-            out += loads
-        first, last = n == 0, n == last_piece
-        if ep.residual and s.first_k and first:   # the tile's sum starts from the residual's tile
-            out += synced(p.lay.residual_loads(s.acc_base, s.m0, s.n0, s.tm, s.tn), ("acc_empty",), ("res_full",))
-        out += synced(_matmuls(p, s, j, w),
-                      (("a_full",) if s.new_a and first else ()) + (("b_full",) if s.new_b else ())
-                      + (("res_full" if ep.residual else "acc_empty",) if s.first_k and first else ()),
-                      (("a_empty",) if s.last_a and last else ()) + (("b_empty",) if s.last_b and last else ())
-                      + (("acc_full",) if s.last_k and (last or s.final) else ()))
-    drain: list = []
-    if s.last_k:
-        for k, (epi, stores) in enumerate(_drain(p, s)):
-            if ep.active:
-                drain += synced_epilogue(ep, epi, first=s.tile == 0 and k == 0)
-            stores[0] = with_sync(stores[0], waits=("out_full" if ep.active else "acc_full",))
-            drain += stores
-        drain[-1] = with_sync(drain[-1], signals=("acc_empty",))
-    return out, drain
+            sink.group(keys and keys.b(s, n), _b_group, p, s, n, sync)
+        if p.ep.residual and s.first_k and n == 0:
+            sink.group(keys and keys.residual(s), _residual_group, p, s, sync)
+        sink.group(keys and keys.matmuls(s, n), _matmul_group, p, s, n, sync)
+    sink.end(key)
+
+
+def _drain_group(p: _Plan, s: _Step, sync: bool) -> list:
+    """The epilogue and stores of the step's finished tile (its k tile is the last; ``sync``: with their
+    semaphores)."""
+    ep, out = p.ep, []
+    for k, (epi, stores) in enumerate(_drain(p, s)):
+        if not sync:
+            out += epi + stores
+            continue
+        if ep.active:
+            out += synced_epilogue(ep, epi, first=s.tile == 0 and k == 0)
+        stores[0] = with_sync(stores[0], waits=("out_full" if ep.active else "acc_full",))
+        out += stores
+    if sync:
+        out[-1] = with_sync(out[-1], signals=("acc_empty",))
+    return out
+
+
+class _GroupKeys:
+    """What the costs of a step's instruction groups read (:func:`emit_gemm`'s memo keys for an estimating sink):
+    extents, flags, pieces, SRAM bases modulo the bank width, DRAM offsets modulo ``dram`` (what
+    :func:`isa.cost.dram_window` reads) and, for keys shared by every tiling of a search, the tile sizes (the step keys
+    and a step's pieces are priced per tiling)."""
+
+    def __init__(self, p: _Plan, dram: int) -> None:
+        arch = p.target.arch
+        self.p, self.dram, self.sbw, self.abw = p, dram, arch.spm.bank_width, arch.acc.bank_width
+        self.sizes = (p.t.tm, p.t.tn, p.t.tk)
+
+    def step(self, s: _Step, held: _Step | None, own_drain: bool) -> tuple:
+        """The key of the step's groups, the drain ``held`` back behind it and (``own_drain``) its own (per tiling):
+        what its A load, pieces and drains read, and nothing they do not (more steps share a key)."""
+        p, es, dram, sbw = self.p, self.p.dtype.size, self.dram, self.sbw
+        acc = (own_drain or p.ep.residual and s.first_k) and (s.acc_base % self.abw, (s.m0 * p.N + s.n0) * 4 % dram)
+        return (s.tm, s.tn, s.tk, s.first_k, s.new_b or s.final,
+                s.new_a and (s.a_base % sbw, (s.m0 * p.K + s.k0) * es % dram),
+                s.new_b and (s.b_base % sbw, (_packed_b_offset(p, s) if p.b_packed else (s.k0 * p.N + s.n0) * es)
+                             % dram),
+                acc, own_drain and (s.final, s.n0 * 4 % sbw), held and self.drain(held))
+
+    def a(self, s: _Step) -> tuple:
+        p = self.p
+        return ("a", s.tm, s.tk, s.a_base % self.sbw, (s.m0 * p.K + s.k0) * p.dtype.size % self.dram) + self.sizes
+
+    def pieces(self, s: _Step) -> tuple:
+        p, es = self.p, self.p.dtype.size
+        b_off = _packed_b_offset(p, s) if p.b_packed else (s.k0 * p.N + s.n0) * es
+        return ("p", s.tm, s.tk, s.tn, s.first_k, s.new_b or s.final,
+                s.new_b and (s.b_base % self.sbw, b_off % self.dram),
+                p.ep.residual and s.first_k and (s.acc_base % self.abw, (s.m0 * p.N + s.n0) * 4 % self.dram))
+
+    def b(self, s: _Step, n: int) -> tuple:
+        p, es = self.p, self.p.dtype.size
+        b_off = _packed_b_offset(p, s) if p.b_packed else (s.k0 * p.N + s.n0) * es
+        return ("b", s.tk, s.pieces[n], s.b_base % self.sbw, b_off % self.dram) + self.sizes
+
+    def residual(self, s: _Step) -> tuple:
+        p = self.p
+        return ("r", s.tm, s.tn, s.acc_base % self.abw, (s.m0 * p.N + s.n0) * 4 % self.dram) + self.sizes
+
+    def matmuls(self, s: _Step, n: int) -> tuple:
+        return ("mm", s.tm, s.tk, s.pieces[n][1], s.first_k) + self.sizes
+
+    def drain(self, s: _Step) -> tuple:
+        p = self.p
+        return ("d", s.tm, s.tn, s.final and p.split, s.acc_base % self.abw, s.n0 * 4 % self.sbw,
+                (s.m0 * p.N + s.n0) * 4 % self.dram) + self.sizes
+
+
+def emit_gemm(p: _Plan, sink: Sink) -> None:
+    """:func:`tiled_gemm`'s instructions, in program order, into ``sink`` (the Halt too; none after an estimating
+    sink stops). A tile's epilogue and stores are issued after the next step (so a long epilogue waiting for its
+    tile does not fill the vector queue ahead of the next loads). For an estimating sink each step is priced once
+    per key (:class:`_GroupKeys`), and each of its groups (its A load, its pieces, a drain) once per search."""
+    if p.ep.bias:
+        sink.extend([with_sync(_bias_load(p), signals=("bias_ready",))])
+    keys = _GroupKeys(p, sink.dram_modulus) if sink.pricing else None
+    held = None   # the step whose tile's epilogue and stores wait behind this step
+    for s in _walk(p):
+        hold = p.ep.active and not s.final
+        key = keys.step(s, held, s.last_k and not hold) if keys is not None else None
+        if sink.recall(key) is None:
+            sink.begin()
+            if s.new_a:
+                sink.group(keys and keys.a(s), _a_group, p, s, sink.semaphores)
+            _emit_pieces(p, s, sink, keys)
+            if held is not None:
+                sink.group(keys and keys.drain(held), _drain_group, p, held, sink.semaphores)
+            if s.last_k and not hold:
+                sink.group(keys and keys.drain(s), _drain_group, p, s, sink.semaphores)
+            sink.end(key)
+        held = s if hold and s.last_k else None
+        if sink.check():
+            return
+    sink.extend([Halt()])
 
 
 def tiled_gemm(M: int, N: int, K: int, dtype: DType, target: Target, tiling: GemmTiling | None = None,
@@ -455,21 +638,10 @@ def tiled_gemm(M: int, N: int, K: int, dtype: DType, target: Target, tiling: Gem
     epilogue: fused into each output tile (:class:`~compiler.kernels.common.epilogue.Epilogue`: divisor, bias from
     region Bias (``N`` accumulator-type elements), activation; residual from region R, ``M x N`` like C); no
     requantization."""
-    ep = epilogue
-    p = _gemm_plan(M, N, K, dtype, target, tiling, b_packed, ep)
-    prog: list = [with_sync(_bias_load(p), signals=("bias_ready",))] if ep.bias else []
-    pending: list = []   # a tile's epilogue and stores, issued after the next step (so a long epilogue waiting for
-    for s in _walk(p):   # its tile does not fill the vector queue ahead of the next loads)
-        body, drain = _step_instrs(p, s)
-        prog += body
-        prog += pending   # the previous tile's epilogue and stores, behind this step's loads and matrix work
-        pending = []
-        if ep.active and not s.final:
-            pending = drain
-        else:
-            prog += drain
-    prog.append(Halt())
-    t, es = p.t, dtype.size
+    p = _gemm_plan(M, N, K, dtype, target, tiling, b_packed, epilogue)
+    sink = ProgramSink()
+    emit_gemm(p, sink)
+    ep, t, es = epilogue, p.t, dtype.size
     regions = (Region("A", 0, M * K * es), Region("B", 1, -(-N // t.tn) * -(-K // t.tk) * p.b_slot if b_packed
                                                   else K * N * es), Region("C", 2, M * N * 4))
     regions += (Region("Bias", 3, N * 4),) if ep.bias else ()
@@ -479,129 +651,29 @@ def tiled_gemm(M: int, N: int, K: int, dtype: DType, target: Target, tiling: Gem
     sems += (SemDecl("out_full", 0),) if ep.active else ()
     sems += (SemDecl("bias_ready", 0),) if ep.bias else ()
     sems += (SemDecl("res_full", 0),) if ep.residual else ()
-    return Program(config=target.config, regions=regions, sems=sems, instrs=tuple(prog))
+    return Program(config=target.config, regions=regions, sems=sems, instrs=tuple(sink.instrs))
 
 
 def gemm_estimate(M: int, N: int, K: int, dtype: DType, target: Target, tiling: GemmTiling | None = None,
-                  b_packed: bool = False, epilogue: Epilogue = NO_EPILOGUE, costs: dict | None = None,
-                  bound: int | None = None, groups: dict | None = None) -> int:
+                  b_packed: bool = False, epilogue: Epilogue = NO_EPILOGUE, memo: PriceMemo | None = None,
+                  bound: int | None = None) -> int:
     """:func:`isa.cost.program_estimate` of ``tiled_gemm(M, N, K, dtype, target, tiling, b_packed, epilogue)``
-    without building that program (cycles): the same sums of the same :func:`isa.cost.instr_cost` terms.
+    without building that program (cycles): its instructions emitted (:func:`emit_gemm`) into an estimating sink.
 
-    The steps are walked (:func:`_walk`) but not emitted: each step's instructions fall into groups (its A load, its
-    B loads, its residual loads, its matrix work, its tile's epilogue and stores) whose costs depend only on a few
-    numbers: the extents, the pieces, the slot bases modulo the SRAM bank width and the DRAM offsets modulo what
-    :func:`isa.cost.dram_window` reads (the page, or the burst). Each group of each distinct key is built once and
-    priced through :func:`isa.cost.instr_costs`; its per-queue busy cycles and bus window are added once per step
-    that has it. program_estimate's head is the first step's loads before its first matrix instruction (and the
-    bias), its tail the epilogues and stores after the last one: the last tile's and, with an epilogue, the one
-    before it (issued behind the last step's matrix work).
+    The steps are walked, but a step whose key (its extents, flags, pieces, slot bases modulo the SRAM bank width,
+    DRAM offsets modulo the page or burst) was seen before adds that step's priced parts, and a new step builds only
+    its instruction groups (A load, B loads with residual loads and matrix work, the epilogue and stores of a tile)
+    not seen before in the search.
 
-    ``costs``: an :func:`isa.cost.instr_costs` memo to share with other estimates on the same target; ``groups``: a
-    memo of priced instruction groups to share with estimates of other tilings of the same GEMM (same ``M``, ``N``,
-    ``K``, ``dtype``, ``target``, ``b_packed`` and ``epilogue``; its keys hold the tile sizes). ``bound`` (what a
-    search cannot use, e.g. :func:`search_tiling`'s near-tie window's edge): the exact estimate when it is below
-    ``bound``, else some value at least ``bound`` (the walk stops once the head plus a queue's busy cycles or the bus
+    ``memo``: the search's :class:`~compiler.kernels.common.sink.PriceMemo`, shared by the estimates of every tiling
+    of the same GEMM (same ``M``, ``N``, ``K``, ``dtype``, ``target``, ``b_packed`` and ``epilogue``). ``bound`` (what
+    a search cannot use, e.g. :func:`search_tiling`'s near-tie window's edge): the exact estimate when it is below
+    ``bound``, else some value at least ``bound`` (the walk stops once the head plus a unit's busy cycles or the bus
     reach it)."""
     p = _gemm_plan(M, N, K, dtype, target, tiling, b_packed, epilogue)
-    arch, ep, es = target.arch, epilogue, dtype.size
-    costs = {} if costs is None else costs
-    bound = math.inf if bound is None else bound
-    dram = arch.dram.page_bytes if arch.dram.model == "rowbuffer" else arch.dma.burst_bytes
-    sbw, abw = arch.spm.bank_width, arch.acc.bank_width
-    groups = {} if groups is None else groups   # key -> busy cycles of dma.ld, dma.st, mxu, vpu and bus window
-    sizes = (p.t.tm, p.t.tn, p.t.tk)   # (what the layout's strides and slots depend on)
-
-    def price(key: tuple, build, *args) -> tuple[int, ...]:
-        key += sizes
-        sums = groups.get(key)
-        if sums is None:
-            instrs = build(p, *args)
-            sums = groups[key] = _sums(instrs, instr_costs(instrs, arch, costs))
-        return sums
-
-    # program_estimate's head: the bias and the first step's loads before its first matrix instruction
-    walk = _walk(p)
-    first = next(walk)
-    bias = [_bias_load(p)] if ep.bias else []
-    body = bias + _step_instrs(p, first)[0]
-    k0 = next(k for k, i in enumerate(body) if i.queue in (Queue.MXU, Queue.VPU))
-    head = sum(c.cycles for i, c in zip(body[:k0], instr_costs(body[:k0], arch, costs)) if i.queue is Queue.DMA_LD)
-    bound -= head
-    ld, st, mx, vp, bus = _sums(bias, instr_costs(bias, arch, costs))   # (the bias: once, before everything)
-    prev = drain = None
-    steps: dict[tuple, tuple] = {}   # a step's key -> (its sums, its tile's drain or None)
-    for s in itertools.chain((first,), walk):
-        b_off = _packed_b_offset(p, s) if b_packed else (s.k0 * N + s.n0) * es
-        key = (s.tm, s.tn, s.tk, s.new_a, s.new_b, s.first_k, s.last_k, s.final, s.a_base % sbw, s.b_base % sbw,
-               s.acc_base % abw, s.n0 * 4 % sbw, (s.m0 * K + s.k0) * es % dram, b_off % dram,
-               (s.m0 * N + s.n0) * 4 % dram)
-        got = steps.get(key)
-        if got is None:
-            got = steps[key] = _step_sums(p, s, price, key)
-        sums, tile = got
-        ld, st, mx, vp, bus = ld + sums[0], st + sums[1], mx + sums[2], vp + sums[3], bus + sums[4]
-        prev = drain if ep.active else None   # the drain held back behind this step's matrix work (or None)
-        drain = tile
-        if max(ld, st, mx, vp, bus) >= bound:
-            return bound + head
-    # the tail: the epilogue and stores after the last step's matrix work (the tile before it too when its epilogue
-    # was held back)
-    tail = drain[1] + drain[3] + (prev[1] + prev[3] if prev is not None else 0)
-    return max(ld, st, mx, vp, bus) + head + tail
-
-
-def _step_sums(p: _Plan, s: _Step, price, key: tuple) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
-    """:func:`gemm_estimate`'s sums of one step (busy cycles of dma.ld, dma.st, mxu, vpu, bus window) and of its
-    tile's epilogue and stores (None unless its k tile is the last), from its instruction groups priced by ``price``
-    once per group key (``key``: the step's, from which each group takes what its costs read)."""
-    tm, tn, tk, _, _, first_k, _, final, a_at, b_at, acc_at, bias_at, a_off, b_off, c_off = key
-    split = p.split if s.new_b or final else 0   # (the pieces)
-    parts = [price(("mm", tm, tk, tn, split, first_k), _step_matmuls, s)]
-    if s.new_a:
-        parts.append(price(("a", tm, tk, a_at, a_off), _a_loads, s))
-    if s.new_b:
-        parts.append(price(("b", tn, tk, b_at, b_off, split), _step_b_loads, s))
-    if p.ep.residual and first_k:
-        parts.append(price(("r", tm, tn, acc_at, c_off), _residual_loads, s))
-    drain = price(("d", tm, tn, final and split, acc_at, bias_at, c_off), _drains, s) if s.last_k else None
-    if drain is not None:
-        parts.append(drain)
-    return tuple(map(sum, zip(*parts))), drain
-
-
-def _sums(instrs: list, costs: list[Cost]) -> tuple[int, int, int, int, int]:
-    """Busy cycles of dma.ld, dma.st, mxu and vpu and the DRAM bus window of ``instrs`` priced ``costs``."""
-    out = [0, 0, 0, 0, 0]
-    for i, c in zip(instrs, costs):
-        q = i.queue
-        if q in _QUEUE_INDEX:
-            out[_QUEUE_INDEX[q]] += c.cycles
-        out[4] += c.dram_window
-    return tuple(out)
-
-
-_QUEUE_INDEX = {Queue.DMA_LD: 0, Queue.DMA_ST: 1, Queue.MXU: 2, Queue.VPU: 3}
-
-
-def _a_loads(p: _Plan, s: _Step) -> list:
-    return [_a_load(p, s)]
-
-
-def _step_b_loads(p: _Plan, s: _Step) -> list:
-    return [c for j, w in s.pieces for c in _b_loads(p, s, j, w)]
-
-
-def _step_matmuls(p: _Plan, s: _Step) -> list:
-    return [m for j, w in s.pieces for m in _matmuls(p, s, j, w)]
-
-
-def _residual_loads(p: _Plan, s: _Step) -> list:
-    return p.lay.residual_loads(s.acc_base, s.m0, s.n0, s.tm, s.tn)
-
-
-def _drains(p: _Plan, s: _Step) -> list:
-    return [i for epi, stores in _drain(p, s) for i in epi + stores]
+    sink = EstimateSink(target.arch, memo, ("gemm", p.t), bound=bound)
+    emit_gemm(p, sink)
+    return bound if sink.stopped else sink.estimate.cycles
 
 
 @dataclass(frozen=True)
@@ -625,7 +697,7 @@ class _Layout:
         return [DmaCopy(queue=Queue.DMA_ST, shape=(tm, nbc, n),
                         dst=View(Space.DRAM, (m0 * N + n0 + nb0 * c) * 4, self.at, (N * 4, c * 4, 4), "C"),
                         src=View(Space.ACC, acc_base + nb0 * t.tm * c * 4, self.at, (c * 4, t.tm * c * 4, 4)))
-                for nb0, nbc, n in _groups(tn, c)]
+                for nb0, nbc, n in equal_blocks(tn, c)]
 
     def residual_loads(self, acc_base: int, m0: int, n0: int, tm: int, tn: int) -> list[DmaCopy]:
         """dma.ld of the residual's tile (region R, laid out like C) into the accumulators: the stores reversed."""
@@ -637,7 +709,7 @@ class _Layout:
         """The epilogue's instructions on columns ``[j, j + w)`` of the tile at ``acc_base`` (output columns from
         ``n0``), one run of equal column blocks at a time (ACC ``[nb][tm][cols]``)."""
         c, t, ops = self.cols, self.t, []
-        for nb0, nbc, n in _groups(w, c):
+        for nb0, nbc, n in equal_blocks(w, c):
             off, strides = (j // c + nb0) * t.tm * c * 4, (t.tm * c * 4, c * 4, 4)
             ops += epilogue_ops(ep, (nbc, tm, n), View(Space.ACC, acc_base + off, self.at, strides),
                                 View(Space.SPM, bias_base + (n0 + j + nb0 * c) * 4, self.at, (c * 4, 0, 4)),
@@ -653,7 +725,7 @@ class _WsLayout(_Layout):
                                  (kbm * r * c * es, r * c * es, n * es, es)),
                         src=View(Space.DRAM, ((k0 + kb0 * r) * N + n0 + nb0 * c) * es, dtype,
                                  (c * es, r * N * es, N * es, es), "B"))
-                for nb0, nbc, n in _groups(tn, c) for kb0, kbc, k in _groups(tk, r)]
+                for nb0, nbc, n in equal_blocks(tn, c) for kb0, kbc, k in equal_blocks(tk, r)]
 
     def matmuls(self, acc_base, a_base, b_base, tm, tk, tn, dtype, first):
         es, r, c, kbm, t = self.es, self.rows, self.cols, self.kb_max, self.t
@@ -662,7 +734,7 @@ class _WsLayout(_Layout):
                        a=View(Space.SPM, a_base + kb0 * r * es, dtype, (0, r * es)), a_row=tk * es,
                        b=View(Space.SPM, b_base + (nb0 * kbm + kb0) * r * c * es, dtype,
                               (kbm * r * c * es, r * c * es)))
-                for nb0, nbc, n in _groups(tn, c) for kb0, kbc, k in _groups(tk, r)]
+                for nb0, nbc, n in equal_blocks(tn, c) for kb0, kbc, k in equal_blocks(tk, r)]
 
 
 class _OsLayout(_Layout):
@@ -671,7 +743,7 @@ class _OsLayout(_Layout):
         return [DmaCopy(queue=Queue.DMA_LD, shape=(nbc, tk, n),
                         dst=View(Space.SPM, b_base + nb0 * tkm * c * es, dtype, (tkm * c * es, c * es, es)),
                         src=View(Space.DRAM, (k0 * N + n0 + nb0 * c) * es, dtype, (c * es, N * es, es), "B"))
-                for nb0, nbc, n in _groups(tn, c)]
+                for nb0, nbc, n in equal_blocks(tn, c)]
 
     def matmuls(self, acc_base, a_base, b_base, tm, tk, tn, dtype, first):
         es, c, t = self.es, self.cols, self.t
@@ -679,7 +751,7 @@ class _OsLayout(_Layout):
                        acc=View(Space.ACC, acc_base + nb0 * t.tm * c * 4, self.at, (t.tm * c * 4, 0)), acc_row=c * 4,
                        a=View(Space.SPM, a_base, dtype, (0, es)), a_row=tk * es,
                        b=View(Space.SPM, b_base + nb0 * t.tk * c * es, dtype, (t.tk * c * es, c * es)))
-                for nb0, nbc, n in _groups(tn, c)]
+                for nb0, nbc, n in equal_blocks(tn, c)]
 
 
 class _IsLayout(_Layout):
@@ -688,7 +760,7 @@ class _IsLayout(_Layout):
         return [DmaCopy(queue=Queue.DMA_LD, shape=(kbc, k, tn),
                         dst=View(Space.SPM, b_base + kb0 * tnm * p, dtype, (tnm * p, es, p)),
                         src=View(Space.DRAM, ((k0 + kb0 * r) * N + n0) * es, dtype, (r * N * es, N * es, es), "B"))
-                for kb0, kbc, k in _groups(tk, r)]
+                for kb0, kbc, k in equal_blocks(tk, r)]
 
     def matmuls(self, acc_base, a_base, b_base, tm, tk, tn, dtype, first):
         es, r, tnm, p = self.es, self.rows, self.t.tn, self.pitch
@@ -696,7 +768,7 @@ class _IsLayout(_Layout):
                        acc=View(Space.ACC, acc_base, self.at, (0, 4)), acc_row=tnm * 4,
                        a=View(Space.SPM, a_base + kb0 * r * es, dtype, (r * es, 0)), a_row=tk * es,
                        b=View(Space.SPM, b_base + kb0 * tnm * p, dtype, (tnm * p, p)))
-                for kb0, kbc, k in _groups(tk, r)]
+                for kb0, kbc, k in equal_blocks(tk, r)]
 
     def epilogue(self, ep, acc_base, bias_base, scratch_base, n0, j, w, tm):
         """The epilogue's instructions on columns ``[j, j + w)`` of the tile (ACC ``[tm][tn]``)."""

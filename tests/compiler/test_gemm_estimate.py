@@ -8,6 +8,7 @@ import pytest
 
 from compiler.errors import CompileError, TilingError
 from compiler.kernels.common.epilogue import Epilogue
+from compiler.kernels.common.sink import PriceMemo
 from compiler.kernels.common.target import Target
 from compiler.kernels.gemm import NEAR_TIE, GemmTiling, gemm_candidates, gemm_estimate, search_tiling, tiled_gemm
 from isa import DType
@@ -54,13 +55,13 @@ def test_closed_form_price_equals_the_built_programs(preset, overrides):
     target = Target.of(arch)
     priced = 0
     for M, N, K, dtype, ep, packed in _cases(arch):
-        groups: dict = {}   # (shared by the tilings of one GEMM, as the search shares it)
+        memo = PriceMemo()   # (shared by the tilings of one GEMM, as the search shares it)
         for t in _tilings(M, N, K, dtype, target, packed, ep):
             try:
                 prog = tiled_gemm(M, N, K, dtype, target, t, packed, ep)
             except TilingError:   # (a hand-picked tiling this shape or preset cannot take)
                 continue
-            assert gemm_estimate(M, N, K, dtype, target, t, packed, ep, groups=groups) == \
+            assert gemm_estimate(M, N, K, dtype, target, t, packed, ep, memo) == \
                 program_estimate(prog, arch), (M, N, K, dtype, ep, packed, t)
             priced += 1
     assert priced >= 100
