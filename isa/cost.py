@@ -795,6 +795,11 @@ class EstimateParts(NamedTuple):
     all_hidden: bool = True
 
 
+    def busy_of(self, role: Role) -> int:
+        """The busy cycles of the units with ``role``."""
+        return sum(cycles for unit, cycles in self.busy if UNITS[unit].role is role)
+
+
 NO_PARTS = EstimateParts()
 """The parts of no instructions."""
 
@@ -881,7 +886,7 @@ class ProgramEstimate:
             elif role is Role.DMA_STORE:
                 after_matrix += cycles
                 after_compute += cycles
-        return EstimateParts(tuple((k, b) for k, b in enumerate(busy) if b), bus, compute, lead, matrix,
+        return EstimateParts(tuple([(k, b) for k, b in enumerate(busy) if b]), bus, compute, lead, matrix,
                              after_matrix, after_compute, hidden, open_)
 
     def add_parts(self, parts: EstimateParts, repeat: int = 1) -> None:
@@ -889,29 +894,31 @@ class ProgramEstimate:
         its instructions ``repeat`` times gives."""
         if repeat < 1:
             return
+        units, bus, compute, lead, matrix, after_matrix, after_compute, hidden, all_hidden = parts
         busy = self.busy
-        for unit, cycles in parts.busy:
+        for unit, cycles in units:
             busy[unit] += cycles * repeat
-        self.bus += parts.bus * repeat
+        self.bus += bus * repeat
         if self.all_hidden:   # (a group not wholly hidden ends the hidden run in its first copy)
-            self.hidden += parts.hidden * (repeat if parts.all_hidden else 1)
-            self.all_hidden = parts.all_hidden
+            self.hidden += hidden * repeat if all_hidden else hidden
+            self.all_hidden = all_hidden
         if not self.compute:   # (a group with compute ends the head in its first copy)
-            self.lead += parts.lead * (1 if parts.compute else repeat)
-            self.compute = parts.compute
-        if parts.matrix:       # (the tail after a group's last matrix instruction is that of its last copy)
-            self.matrix, self.after_matrix = True, parts.after_matrix
+            self.lead += lead if compute else lead * repeat
+            self.compute = compute
+        if matrix:             # (the tail after a group's last matrix instruction is that of its last copy)
+            self.matrix, self.after_matrix = True, after_matrix
         else:
-            self.after_matrix += parts.after_matrix * repeat
-        if parts.compute:
-            self.after_compute = parts.after_compute
+            self.after_matrix += after_matrix * repeat
+        if compute:
+            self.after_compute = after_compute
         else:
-            self.after_compute += parts.after_compute * repeat
+            self.after_compute += after_compute * repeat
 
     def parts(self) -> EstimateParts:
         """What was added so far, as one group."""
-        return EstimateParts(tuple((k, b) for k, b in enumerate(self.busy) if b), self.bus, self.compute, self.lead,
-                             self.matrix, self.after_matrix, self.after_compute, self.hidden, self.all_hidden)
+        return EstimateParts(tuple([(k, b) for k, b in enumerate(self.busy) if b]), self.bus, self.compute,
+                             self.lead, self.matrix, self.after_matrix, self.after_compute, self.hidden,
+                             self.all_hidden)
 
 
 def program_estimate(program, arch: Arch) -> int:

@@ -21,13 +21,11 @@ corner of the array. :func:`search_conv_tiling` picks the tiling by the simulato
 
 from __future__ import annotations
 
-import heapq
 import itertools
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
@@ -37,30 +35,19 @@ from compiler.ir import Node
 from compiler.kernels.common.blocks import equal_blocks
 from compiler.kernels.common.epilogue import NO_EPILOGUE, Epilogue, epilogue_ops, synced_epilogue
 from compiler.kernels.common.halo import padded_load
-from compiler.kernels.common.pipeline import synced
+from compiler.kernels.common.matmul_nest import MatMulNest, MatMulNests
+from compiler.kernels.common.search import Ranking, SearchRule, TilingSearch, loads_constants, tiling_price
+from compiler.kernels.common.sink import EstimateSink, PriceMemo, ProgramSink, Sink
 from compiler.kernels.common.target import Target
 from compiler.kernels.gemm import ACC_TYPE
-from compiler.link.linker import is_constant_load, leading_constants
-from isa import (
-    DmaCopy,
-    DType,
-    Halt,
-    MatMul,
-    Program,
-    Queue,
-    Region,
-    SemDecl,
-    SemOp,
-    Space,
-    View,
-)
+from isa import DmaCopy, DType, Halt, Program, Queue, Region, SemDecl, SemOp, Space, View
 from isa.arch import Arch
-from isa.cost import copy_cost_key, instr_cost, instr_costs, matmul_cost_key, program_estimate
-from isa.instructions import MAX_PAD, Pad
+from isa.units import Role
 
 
-def _ints(value: int | tuple[int, ...], n: int, what: str) -> tuple[int, ...]:
-    """``value`` as a tuple of ``n`` ints (one int repeated)."""
+def axis_values(value: int | tuple[int, ...], n: int, what: str) -> tuple[int, ...]:
+    """``value`` as a tuple of ``n`` ints (one int repeated); CompileError naming ``what`` for another count (a
+    shape's per-axis strides, pads, dilations)."""
     out = (int(value),) * n if isinstance(value, (int, np.integer)) else tuple(int(v) for v in value)
     if len(out) != n:
         raise CompileError(f"{what} needs 1 or {n} values, not {value!r}")
@@ -89,7 +76,7 @@ class ConvShape:
 
     def __post_init__(self) -> None:
         for name, n in (("stride", 2), ("pad", 4), ("dilation", 2)):
-            object.__setattr__(self, name, _ints(getattr(self, name), n, name))
+            object.__setattr__(self, name, axis_values(getattr(self, name), n, name))
         if min(self.stride + self.dilation) < 1 or min(self.pad) < 0:
             raise CompileError(f"strides and dilations must be >= 1 and pads >= 0, not stride={self.stride} "
                                f"dilation={self.dilation} pad={self.pad}")
@@ -241,7 +228,7 @@ def pack_allowed(cs: ConvShape, pack: int, tow: int, cols: int, im2col: bool = F
             and cs.OW % tow % pack == 0)
 
 
-class _Plan(NamedTuple):
+class ConvPlan(NamedTuple):
     """What a tiling implies on one convolution (bytes, blocks): the SRAM it takes and how often things load.
 
     x_all: the window holds every input channel, so it is loaded once per (tile, group) and reused by every step and
@@ -278,61 +265,62 @@ class _Plan(NamedTuple):
         return self.x_bytes + (self.chunks if self.resident else 2) * self.w_chunk
 
 
-def _plan(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> _Plan:
-    return _plans(cs, t, es, rows, cols, spm).plan(t.tcb)
+def conv_plan(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> ConvPlan:
+    """The plan of tiling ``t`` of ``cs`` (``es``: operand bytes) on a ``rows x cols`` array with ``spm`` bytes of
+    SPM for its slots."""
+    return _PlanSizes(cs, t, es, rows, cols, spm).plan(t.tcb)
 
 
-class _PlanOf(NamedTuple):
-    """:func:`_plans`: the plan of a tiling with any tcb, and the most tcb whose SPM bytes fit."""
+class _PlanSizes:
+    """What the plan of a tiling is made of besides its input-channel blocks per step (tcb), worked out once (the
+    search tries every tcb of many tilings): :meth:`plan` for any tcb, and the :meth:`most` tcb that fits."""
 
-    plan: Callable[[int], _Plan]
-    most: Callable[[], int]   # the most tcb whose SPM bytes fit ``spm`` (all or none with im2col), or 0
+    __slots__ = ("th", "tw", "kc", "taps", "cbs", "nbs", "tnb", "p_slot", "acc_tile", "packed", "window", "row_block",
+                 "block", "groups", "single", "im2col", "spm")
 
+    def __init__(self, cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> None:
+        cs = grouped(cs, t.gpack)
+        self.th, self.tw = _window(cs, t.toh, t.tow)
+        self.kc, self.taps = (cs.R * cs.S * cs.Cg, 1) if t.im2col else (cs.Cg, cs.R * cs.S)   # channels per tap
+        self.cbs, self.nbs = -(-t.pack * self.kc // rows), -(-t.pack * cs.Kg // cols)
+        self.tnb = tnb = min(t.tnb, self.nbs)
+        windows = cs.N * cs.groups * -(-cs.OH // t.toh) * -(-cs.OW // t.tow)
+        self.p_slot = t.toh * t.tow * self.kc * es if t.im2col else 0
+        self.acc_tile = t.toh * t.tow * (cs.Kg if t.pack > 1 else tnb * cols) * 4   # (elements per output pixel)
+        self.packed = t.x_all or t.im2col or t.pack > 1
+        self.window, self.row_block = self.th * self.tw * cs.Cg * es, self.th * self.tw * rows * es   # bytes
+        self.block = tnb * self.taps * rows * cols * es
+        self.groups = cs.groups * -(-self.nbs // tnb)   # chunks per input-channel step
+        self.single = 1 if t.im2col or windows == 1 else 2   # input slots when the window holds every channel
+        self.im2col, self.spm = t.im2col, spm
 
-def _plans(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> _PlanOf:
-    """``tcb -> _plan(cs, replace(t, tcb=tcb), ...)``, what does not depend on tcb worked out once (the search tries
-    every tcb of many tilings)."""
-    cs = grouped(cs, t.gpack)
-    toh, tow, tnb, x_all, im2col, pack = t.toh, t.tow, t.tnb, t.x_all, t.im2col, t.pack
-    th, tw = _window(cs, toh, tow)
-    kc, taps = (cs.R * cs.S * cs.Cg, 1) if im2col else (cs.Cg, cs.R * cs.S)  # reduced channels per tap
-    cbs, nbs = -(-pack * kc // rows), -(-pack * cs.Kg // cols)
-    tnb = min(tnb, nbs)
-    windows = cs.N * cs.groups * -(-cs.OH // toh) * -(-cs.OW // tow)
-    p_slot = toh * tow * kc * es if im2col else 0
-    pixel = cs.Kg if pack > 1 else tnb * cols    # accumulator elements per output pixel
-    acc_tile = toh * tow * pixel * 4
-    packed = x_all or im2col or pack > 1
-    window, row_block, block = th * tw * cs.Cg * es, th * tw * rows * es, tnb * taps * rows * cols * es  # bytes
-    groups = cs.groups * -(-nbs // tnb)   # chunks per input-channel step
-    single = 1 if im2col or windows == 1 else 2   # input slots when the window holds every channel
+    def plan(self, tcb: int) -> ConvPlan:
+        """The plan with ``tcb`` input-channel blocks per step."""
+        tcb = min(tcb, self.cbs)
+        x_all = self.packed or tcb >= self.cbs
+        x_slot = self.window if x_all else tcb * self.row_block
+        x_slots = self.single if x_all else 1 if self.im2col else 2
+        w_chunk = tcb * self.block
+        chunks = self.groups * -(-self.cbs // tcb)
+        resident = x_slots * x_slot + 2 * self.p_slot + chunks * w_chunk <= self.spm    # (x_bytes + every chunk)
+        return ConvPlan(self.th, self.tw, self.kc, self.taps, tcb, self.tnb, self.cbs, self.nbs, x_slot, w_chunk,
+                        chunks, resident, self.acc_tile, x_all, x_slots, self.p_slot)
 
-    def plan(tcb: int) -> _Plan:
-        tcb = min(tcb, cbs)
-        x_all = packed or tcb >= cbs
-        x_slot = window if x_all else tcb * row_block
-        x_slots = single if x_all else 1 if im2col else 2
-        w_chunk = tcb * block
-        chunks = groups * -(-cbs // tcb)
-        resident = x_slots * x_slot + 2 * p_slot + chunks * w_chunk <= spm    # (x_bytes + every chunk)
-        return _Plan(th, tw, kc, taps, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, resident, acc_tile, x_all, x_slots,
-                     p_slot)
-
-    def most() -> int:   # below cbs a step's chunks (two or more) cannot all be resident, so a tcb fits iff its
-        if plan(cbs).spm <= spm:           # input slots and two weight chunks do: linear in tcb
-            return cbs
-        if im2col:
+    def most(self) -> int:
+        """The most tcb whose SPM bytes fit (all or none with im2col), or 0. Below cbs a step's chunks (two or more)
+        cannot all be resident, so a tcb fits iff its input slots and two weight chunks do: linear in tcb."""
+        if self.plan(self.cbs).spm <= self.spm:
+            return self.cbs
+        if self.im2col:
             return 0
-        room = spm - (single * window if packed else 0)
-        return max(0, min(cbs - 1, room // (2 * block + (0 if packed else 2 * row_block))))
-
-    return _PlanOf(plan, most)
+        room = self.spm - (self.single * self.window if self.packed else 0)
+        return max(0, min(self.cbs - 1, room // (2 * self.block + (0 if self.packed else 2 * self.row_block))))
 
 
-def _fits(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> bool:
+def tiling_fits(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> bool:
     """Whether the input slots and the weight buffers (two chunks, or all of them) fit ``spm`` bytes and the
     accumulator tiles ``acc`` bytes (and an im2col tiling reduces every patch channel in one step)."""
-    p = _plan(cs, t, es, rows, cols, spm)
+    p = conv_plan(cs, t, es, rows, cols, spm)
     return p.spm <= spm and t.acc_bufs * p.acc_tile <= acc and (not t.im2col or p.tcb >= p.cbs)
 
 
@@ -344,7 +332,7 @@ def choose_conv_tiling(cs: ConvShape, dtype: DType, target: Target) -> ConvTilin
     tow, cbs = min(cs.OW, target.max_rows), -(-cs.Cg // rows)
 
     def fits(tcb: int, toh: int) -> bool:
-        return _fits(cs, ConvTiling(toh, tow, tcb), dtype.size, rows, cols, spm, acc)
+        return tiling_fits(cs, ConvTiling(toh, tow, tcb), dtype.size, rows, cols, spm, acc)
 
     tcb = _largest(cbs, lambda b: fits(b, cs.OH) or fits(b, 1))   # some height fits iff the full or the lowest does
     if tcb:
@@ -356,7 +344,7 @@ def choose_conv_tiling(cs: ConvShape, dtype: DType, target: Target) -> ConvTilin
 def _largest(top: int, fits: Callable[[int], bool]) -> int:
     """The largest v in [1, top] with ``fits(v)``, or 0: ``top`` itself, else by binary search below it.
 
-    Exact for :func:`_fits` over tile heights and over input-channel blocks per step: below the top both only grow
+    Exact for :func:`tiling_fits` over tile heights and over input-channel blocks per step: below the top both only grow
     the SRAM a tile needs (window rows, accumulator rows; channels per window and weight chunk), so the fitting
     values are an initial segment [1, v]. Only the top can break the order: a tile as tall as the output needs one
     input slot instead of two, a step over every channel block keeps one weight chunk and the whole window.
@@ -373,10 +361,11 @@ def _largest(top: int, fits: Callable[[int], bool]) -> int:
     return lo
 
 
-def _fit_tcb(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> int:
+def fit_tcb(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int, acc: int) -> int:
     """The most input-channel blocks per step with which tiling ``t`` (its ``tcb`` aside) fits, or 0: the largest tcb
-    for which :func:`_fits` holds (the SPM bytes alone in closed form, :attr:`_PlanOf.most`; the accumulators once)."""
-    plans = _plans(cs, t, es, rows, cols, spm)
+    for which :func:`tiling_fits` holds (the SPM bytes alone in closed form, :meth:`_PlanSizes.most`; the
+    accumulators once)."""
+    plans = _PlanSizes(cs, t, es, rows, cols, spm)
     if t.acc_bufs * plans.plan(1 << 16).acc_tile > acc:   # (the accumulator tiles do not depend on tcb)
         return 0
     return plans.most()
@@ -412,187 +401,226 @@ def _window(cs: ConvShape, toh: int, tow: int) -> tuple[int, int]:
             tow if kw > 1 else (tow - 1) * sw + (cs.S - 1) * dw + 1)
 
 
+SEARCH_PRICED = 10
+"""Candidates per accumulator ring depth, best by :func:`rough_cycles`, that :func:`search_conv_tiling` prices."""
+PRICE_MAX = 20_000
+"""Instructions (by :func:`conv_instructions`) of the best-ranked candidate above which the search does not build
+and price candidates, but takes that one: building 2 * SEARCH_PRICED programs of a layer that large would take
+minutes (no layer of the zoo models comes within a factor of five)."""
+
+
+@dataclass(frozen=True)
+class ConvSearch(TilingSearch[ConvTiling]):
+    """:func:`search_conv_tiling`'s search (:mod:`compiler.kernels.common.search`): the candidates of
+    :meth:`rank` (the best ``SEARCH_PRICED`` of each accumulator depth by :func:`rough_cycles`), each bounded below by
+    its plan (:func:`plan_floor`) and its floor estimate before it is priced (:func:`conv_estimate`, with the
+    search's :class:`~compiler.kernels.common.sink.PriceMemo`); the least (price, rank) wins."""
+
+    cs: ConvShape
+    dtype: DType
+    target: Target
+    epilogue: Epilogue = NO_EPILOGUE
+    hidden_constants: bool = False
+    group_packing: bool = True
+    memo: PriceMemo = field(default_factory=PriceMemo, compare=False)
+    plans: dict = field(default_factory=dict, compare=False, repr=False)   # candidate -> its plan
+    rule: ClassVar[SearchRule] = SearchRule(SEARCH_PRICED)
+    groups: ClassVar[tuple[int, ...]] = (2, 1)   # accumulator ring depths
+
+    @cached_property
+    def spm(self) -> int:
+        """SPM bytes the slots may take (the epilogue's constants take the rest)."""
+        return self.target.spm - epilogue_spm_bytes(self.cs, self.epilogue, self.dtype.size)
+
+    def rank(self, ranking: Ranking) -> None:
+        """Offer every tiling (see :func:`search_conv_tiling`) that fits, as its fields (:meth:`candidate`), ranked by
+        :func:`rough_cycles`, grouped by accumulator depth; TilingError when none fits."""
+        cs, dtype, target, spm = self.cs, self.dtype, self.target, self.spm
+        r, c, refused = target.rows, target.cols, None
+        for gpack in group_packs(cs, r, c) if self.group_packing else (1,):
+            gs = grouped(cs, gpack)
+            try:
+                tallest = choose_conv_tiling(gs, dtype, target.with_spm(spm))
+            except TilingError as e:   # no full-width direct tile fits: narrower or im2col ones still may (a stem)
+                refused = refused or e
+                tallest = ConvTiling(1, min(gs.OW, target.max_rows))
+            heights = {tallest.toh} | {-(-gs.OH // n) for n in range(1, 9)} | {h for h in (1, 2, 4) if h < gs.OH}
+            widths = {-(-tallest.tow // n) for n in (1, 2, 4)}
+            nbs = -(-gs.Kg // c)
+            blocks = {nbs} | {1 << i for i in range(nbs.bit_length()) if 1 << i < nbs}
+            modes = (False, True) if im2col_allowed(gs) else (False,)
+            packs = [1] + [k for k in (2, 4) if gs.groups == 1 and k * gs.K <= c]   # (pack_allowed's first tests)
+            tilings = sorted(itertools.product(heights, widths, blocks, modes, packs), reverse=True)
+            ranking.offer_all(rank_tilings(gs, gpack, tilings, dtype.size, target, spm))
+        if not ranking:
+            raise refused or TilingError(f"no tiling of {cs} fits {spm} B of SPM and {target.acc} B of ACC")
+
+    def candidate(self, offered: tuple) -> ConvTiling:
+        return ConvTiling(*offered)
+
+    def plan(self, t: ConvTiling) -> ConvPlan:
+        """The plan of candidate ``t`` (once per candidate and search)."""
+        plan = self.plans.get(t)
+        if plan is None:
+            plan = self.plans[t] = conv_plan(self.cs, t, self.dtype.size, self.target.rows, self.target.cols, self.spm)
+        return plan
+
+    def affordable(self, best: ConvTiling) -> bool:
+        """Whether a layer whose best-ranked tiling is ``best`` is small enough to price (``PRICE_MAX``)."""
+        t = self.target
+        return conv_instructions(self.cs, best, self.dtype.size, t.rows, t.cols, self.spm) <= PRICE_MAX
+
+    def program_key(self, candidate: ConvTiling) -> tuple:
+        """A tiling's plan and the fields conv2d reads besides it (x_all and tnb only reach the program through the
+        plan): candidates with one key emit one program."""
+        t = candidate
+        return self.plan(t), t.toh, t.tow, t.acc_bufs, t.im2col, t.pack, t.gpack
+
+    @property
+    def floors(self) -> tuple:
+        return self.plan_floor, self.floor_estimate
+
+    def plan_floor(self, t: ConvTiling, bound: float | None) -> float:
+        """:func:`plan_floor` of candidate ``t``."""
+        cs, dtype, target = self.cs, self.dtype, self.target
+        return plan_floor(grouped(cs, t.gpack), t, self.plan(t), target.arch, dtype.size,
+                          (self.epilogue.out or ACC_TYPE[dtype]).size, self.epilogue, self.hidden_constants)
+
+    def floor_estimate(self, t: ConvTiling, bound: float | None) -> int:
+        """:func:`conv_estimate` of candidate ``t`` with ``floor=True``."""
+        return conv_estimate(self.cs, self.dtype, self.target, t, self.epilogue, self.hidden_constants, self.memo,
+                             bound, floor=True)
+
+    def price(self, t: ConvTiling, bound: float | None) -> int:
+        return conv_estimate(self.cs, self.dtype, self.target, t, self.epilogue, self.hidden_constants, self.memo,
+                             bound)
+
+
 @lru_cache(maxsize=512)
 def search_conv_tiling(cs: ConvShape, dtype: DType, target: Target, epilogue: Epilogue | None = None,
                        hidden_constants: bool = False, group_packing: bool = True) -> ConvTiling:
-    """The tiling with the fewest predicted cycles on ``target``, from the simulator's own formulas.
+    """The tiling with the fewest predicted cycles on ``target``, from the simulator's own formulas
+    (:class:`ConvSearch`).
 
     Candidates: output heights that split OH evenly into 1 to 8 tiles, 1, 2 and 4 rows, and the tallest tile that
     fits; the widest tile and its halves and quarters; 1, 2, 4, ... or all output-channel blocks per accumulator tile;
     direct or im2col; 1, 2 or 4 pixels per array row where :func:`pack_allowed`; the window with only each step's
     channels or all of them; one or two accumulator tiles; each with the most input-channel blocks per step that
     fit; all of it for each number of groups per array tile (:func:`group_packs`). All are ranked by
-    :func:`_rough_cycles`; the best ``SEARCH_PRICED`` of each accumulator depth are built and priced with
-    :func:`isa.cost.program_estimate` (a single accumulator tile serializes matrix work, epilogue and store). Ties go
-    to the earlier (larger) candidate.
+    :func:`rough_cycles`; the best ``SEARCH_PRICED`` of each accumulator depth are priced by :func:`conv_estimate`
+    (:func:`isa.cost.program_estimate` of the program, a single accumulator tile serializing matrix work, epilogue
+    and store). Ties go to the earlier (larger) candidate.
 
     hidden_constants: the program's leading loads of constants (weights, bias, scale) overlap the previous layer
     (cross-layer prefetch, :func:`compiler.link.linker.link`), so the pricing does not count them. group_packing=False:
     one group per array tile only (``gpack=1``; for comparisons).
 
     The winner is the candidate of least (price, rank) of :func:`conv_candidates`; it is found without pricing most
-    of them: each is bounded below first (by :func:`_plan_floor`, then by its floor, ``conv_estimate(floor=True)``),
+    of them: each is bounded below first (by :func:`plan_floor`, then by its floor, ``conv_estimate(floor=True)``),
     and only a candidate whose bound can still beat the best so far is priced.
     """
-    epilogue = epilogue or Epilogue()
-    priced = conv_candidates(cs, dtype, target, epilogue, group_packing)
-    return priced[0] if len(priced) == 1 else _search(priced, cs, dtype, target, epilogue, hidden_constants)
+    return ConvSearch(cs, dtype, target, epilogue or Epilogue(), hidden_constants, group_packing).choose()
 
 
 def conv_candidates(cs: ConvShape, dtype: DType, target: Target, epilogue: Epilogue | None = None,
                     group_packing: bool = True) -> list[ConvTiling]:
     """The tilings :func:`search_conv_tiling` prices, in rank order (see there); only the best-ranked one when the
     convolution is too large to price (``PRICE_MAX``). TilingError when none fits."""
-    epilogue = epilogue or Epilogue()
-    r, c, es = target.rows, target.cols, dtype.size
-    spm = target.spm - _epilogue_bytes(cs, epilogue, es)
-    fitting, refused = [], None
-    for gpack in group_packs(cs, r, c) if group_packing else (1,):
-        gs = grouped(cs, gpack)
-        try:
-            tallest = choose_conv_tiling(gs, dtype, target.with_spm(spm))
-        except TilingError as e:   # no full-width direct tile fits: narrower or im2col ones still may (a C=3 stem)
-            refused = refused or e
-            tallest = ConvTiling(1, min(gs.OW, target.max_rows))
-        heights = {tallest.toh} | {-(-gs.OH // n) for n in range(1, 9)} | {h for h in (1, 2, 4) if h < gs.OH}
-        widths = {-(-tallest.tow // n) for n in (1, 2, 4)}
-        nbs = -(-gs.Kg // c)
-        blocks = {nbs} | {1 << i for i in range(nbs.bit_length()) if 1 << i < nbs}
-        modes = (False, True) if im2col_allowed(gs) else (False,)
-        packs = [1] + [k for k in (2, 4) if gs.groups == 1 and k * gs.K <= c]   # (pack_allowed's first tests)
-        _rank(gs, gpack, sorted(itertools.product(heights, widths, blocks, modes, packs), reverse=True), es, target,
-              spm, fitting)
-    if not fitting:
-        raise refused or TilingError(f"no tiling of {cs} fits {spm} B of SPM and {target.acc} B of ACC")
-    fitting.sort(key=lambda e: e[0])
-    best = ConvTiling(*fitting[0][2])
-    if conv_instructions(cs, best, es, r, c, spm) > PRICE_MAX:
-        return [best]    # too large to price every candidate: the best rough estimate
-    return [ConvTiling(*f) for bufs in (2, 1) for f in [f for _, b, f in fitting if b == bufs][:SEARCH_PRICED]]
+    return ConvSearch(cs, dtype, target, epilogue or Epilogue(), group_packing=group_packing).candidates()
 
 
-def _rank(gs: ConvShape, gpack: int, tilings: list[tuple[int, int, int, bool, int]], es: int, target: Target,
-          spm: int, fitting: list) -> None:
-    """:func:`conv_candidates`' ranking of the tilings (toh, tow, tnb, im2col, pack) of the grouped shape ``gs``, in
-    order: each with x_all False and True (direct, unpacked only) and the most input-channel blocks that fit
-    (:attr:`_PlanOf.most`), appended to ``fitting`` as (:func:`_rough_cycles`, acc_bufs, ConvTiling fields) for each
-    accumulator depth that fits. The sums of :func:`_plans`, :func:`_PlanOf.most` and :func:`_rough_cycles`,
-    written out once for both x_all and both depths (the search ranks thousands of tilings)."""
-    arch, r, c, acc = target.arch, target.rows, target.cols, target.acc
-    mr, mc = arch.matrix.rows, arch.matrix.cols
-    per_dma = arch.dma.setup_latency + arch.dram.latency + arch.dram.row_miss_latency
-    bw, setup, line = arch.dram.bandwidth, arch.dma.setup_latency, arch.spm.banks * arch.spm.bank_width
-    y_bytes = gs.N * gs.OH * gs.OW * gs.K * 4
-    Cg, Kg, G = gs.Cg, gs.Kg, gs.groups
-    nbs0 = {pack: -(-pack * Kg // c) for pack in (1, 2, 4)}
+class _RankTarget(NamedTuple):
+    """What :func:`rank_tilings` reads of the target and the grouped convolution, worked out once per call."""
+
+    r: int
+    c: int
+    acc: int
+    mr: int
+    mc: int
+    per_dma: int      # every DMA pays its setup, its latency and its first row activation
+    bw: float
+    setup: int
+    line: int         # bytes of one SPM line (all banks)
+    y_bytes: int
+    spm: int
+    es: int
+    gpack: int
+
+
+def rank_tilings(gs: ConvShape, gpack: int, tilings: list[tuple[int, int, int, bool, int]], es: int,
+                 target: Target, spm: int) -> list[tuple[float, int, tuple]]:
+    """The search's ranking of the tilings (toh, tow, tnb, im2col, pack) of the grouped shape ``gs``, in order: each
+    with x_all False and True (direct, unpacked only) and the most input-channel blocks that fit
+    (:meth:`_PlanSizes.most`), as (:func:`rough_cycles`, acc_bufs, ConvTiling fields) for each accumulator depth
+    that fits (a :class:`~compiler.kernels.common.search.Ranking` offer: rank, group, candidate). The sums of
+    :func:`conv_plan`, the most blocks and :func:`rough_cycles`, written out once for both x_all and both depths (the
+    search ranks thousands of tilings)."""
+    arch = target.arch
+    ctx = _RankTarget(target.rows, target.cols, target.acc, arch.matrix.rows, arch.matrix.cols,
+                      arch.dma.setup_latency + arch.dram.latency + arch.dram.row_miss_latency, arch.dram.bandwidth,
+                      arch.dma.setup_latency, arch.spm.banks * arch.spm.bank_width,
+                      gs.N * gs.OH * gs.OW * gs.K * 4, spm, es, gpack)
     geometry: dict = {}
+    out: list = []
     for toh, tow, tnb, im2col, pack in tilings:
-        if pack > 1 and (tnb > 1 or not pack_allowed(gs, pack, tow, c, im2col)):
+        if pack > 1 and (tnb > 1 or not pack_allowed(gs, pack, tow, ctx.c, im2col)):
             continue
         g = geometry.get((toh, tow))
         if g is None:
             th, tw = _window(gs, toh, tow)
-            tiles = gs.N * -(-gs.OH // toh) * -(-gs.OW // tow) * G
-            g = geometry[toh, tow] = (th, tw, tiles, gs.N * G * -(-gs.OH // toh) * -(-gs.OW // tow))
-        th, tw, tiles, windows = g
-        kc, taps = (gs.R * gs.S * Cg, 1) if im2col else (Cg, gs.R * gs.S)
-        cbs, nbs = -(-pack * kc // r), nbs0[pack]
-        nb = min(tnb, nbs)   # (the plan's tnb)
-        p_slot = toh * tow * kc * es if im2col else 0
-        acc_tile = toh * tow * (Kg if pack > 1 else nb * c) * 4
-        window, row_block, block = th * tw * Cg * es, th * tw * r * es, nb * taps * r * c * es
-        groups = G * -(-nbs // nb)
-        single = 1 if im2col or windows == 1 else 2
-        nbg, s = -(-nbs // nb), toh * tow // pack
-        gather = tiles * (p_slot / line + setup)
-        for x_all in (False, True) if not im2col and pack == 1 else (False,):
-            packed = x_all or im2col or pack > 1
-            x = single * window + 2 * p_slot   # (_PlanOf.most: tcb = cbs first)
-            w_chunk = cbs * block
-            w_all = groups * w_chunk
-            if x + (w_all if x + w_all <= spm else 2 * w_chunk) <= spm:
-                tcb = cbs
-            elif im2col:
-                continue
-            else:
-                room = spm - (single * window if packed else 0)
-                tcb = max(0, min(cbs - 1, room // (2 * block + (0 if packed else 2 * row_block))))
-                if not tcb:
-                    continue
-            whole = packed or tcb >= cbs   # (the plan's x_all)
-            x_slot = window if whole else tcb * row_block
-            x_slots = single if whole else 1 if im2col else 2
-            w_chunk = tcb * block
-            csteps = -(-cbs // tcb)
-            chunks = groups * csteps
-            resident = x_slots * x_slot + 2 * p_slot + chunks * w_chunk <= spm
-            mm = tiles * nbg * csteps * (nb * taps * tcb * max(s, mr) + 2 * mr + mc)
-            x_loads = tiles * (1 if whole else nbg * csteps)
-            w_loads = chunks if resident else tiles * nbg * csteps
-            x_bytes = x_loads * x_slot
-            w_bytes = w_loads * w_chunk
-            ld = (x_bytes + w_bytes) / bw + (x_loads + w_loads) * per_dma + gather
-            st = y_bytes / bw + tiles * nbg * per_dma
-            bus = (x_bytes + w_bytes + y_bytes) / bw
-            for bufs in (2, 1):
-                if bufs * acc_tile <= acc:
-                    fitting.append((max(mm + st if bufs == 1 else mm, ld, st, bus), bufs,
-                                    (toh, tow, tcb, tnb, x_all, bufs, im2col, pack, gpack)))
+            windows = gs.N * gs.groups * -(-gs.OH // toh) * -(-gs.OW // tow)
+            g = geometry[toh, tow] = (th, tw, windows, windows)   # (tiles and windows: one per group and tile)
+        _rank_tiling(out, gs, ctx, g, toh, tow, tnb, im2col, pack)
+    return out
 
 
-def _search(priced: list[ConvTiling], cs: ConvShape, dtype: DType, target: Target, epilogue: Epilogue,
-            hidden_constants: bool) -> ConvTiling:
-    """:func:`search_conv_tiling`'s pricing of its candidates ``priced``."""
-    arch, r, c, es = target.arch, target.rows, target.cols, dtype.size
-    spm = target.spm - _epilogue_bytes(cs, epilogue, es)
-    # a tiling whose program is an earlier one's (the same plan and the fields conv2d reads besides it: x_all and
-    # tnb only reach the program through the plan) cannot win the tie: left out
-    programs = {}
-    for t in priced:
-        programs.setdefault((_plan(cs, t, es, r, c, spm), t.toh, t.tow, t.acc_bufs, t.im2col, t.pack, t.gpack), t)
-    # the lowest price wins, the earlier in `priced` on a tie. Each candidate's price is bounded below by its plan
-    # (_plan_floor), more tightly by its floor (conv_estimate(floor=True)); the least bound goes first: a plan's bound
-    # is replaced by the floor, a floor's candidate is priced, until the least bound cannot beat the best (price,
-    # index) so far (a floor or a price stops as soon as it reaches what it has to stay below)
-    priced, memos = list(programs.values()), _price_memos(cs, dtype, arch, epilogue)
-    resident = {t: key[0].resident for key, t in programs.items()}
-    eo = (epilogue.out or ACC_TYPE[dtype]).size
-
-    def estimate(t: ConvTiling, floor: bool, bound: int | None = None) -> int:
-        costs, steps = memos[floor]
-        return conv_estimate(cs, dtype, target, t, epilogue, hidden_constants, costs, bound, steps.setdefault(
-            (t.toh, t.tow, t.tcb, t.tnb, t.x_all, t.im2col, t.pack, t.gpack, resident[t]), {}), floor)
-    bounds = [(_plan_floor(grouped(cs, t.gpack), t, key[0], arch, es, eo, epilogue, hidden_constants), i, False)
-              for i, (key, t) in enumerate(programs.items())]
-    heapq.heapify(bounds)
-    best = None   # (price, index)
-    while bounds:
-        low, i, floored = heapq.heappop(bounds)
-        if best is not None and (low, i) > best:
-            break   # (and so are all the others)
-        bound = None if best is None else best[0] + (i < best[1])   # what the price must stay below to win
-        if not floored:
-            floor = estimate(priced[i], True, bound)
-            if bound is None or floor < bound:
-                heapq.heappush(bounds, (max(floor, low), i, True))
+def _rank_tiling(out: list, gs: ConvShape, ctx: _RankTarget, g: tuple, toh: int, tow: int, tnb: int, im2col: bool,
+                 pack: int) -> None:
+    """:func:`rank_tilings` of one tiling (window rows and columns, tiles and windows ``g``), appended to ``out``."""
+    (th, tw, tiles, windows), (r, c, acc, mr, mc, per_dma, bw, setup, line, y_bytes, spm, es, gpack) = g, ctx
+    Cg, Kg = gs.Cg, gs.Kg
+    kc, taps = (gs.R * gs.S * Cg, 1) if im2col else (Cg, gs.R * gs.S)
+    cbs, nbs = -(-pack * kc // r), -(-pack * Kg // c)
+    nb = min(tnb, nbs)   # (the plan's tnb)
+    p_slot = toh * tow * kc * es if im2col else 0
+    acc_tile = toh * tow * (Kg if pack > 1 else nb * c) * 4
+    window, row_block, block = th * tw * Cg * es, th * tw * r * es, nb * taps * r * c * es
+    groups = gs.groups * -(-nbs // nb)
+    single = 1 if im2col or windows == 1 else 2
+    nbg, s = -(-nbs // nb), toh * tow // pack
+    gather = tiles * (p_slot / line + setup)
+    for x_all in (False, True) if not im2col and pack == 1 else (False,):
+        packed = x_all or im2col or pack > 1
+        x = single * window + 2 * p_slot   # (_PlanSizes.most: tcb = cbs first)
+        w_all = groups * cbs * block
+        if x + (w_all if x + w_all <= spm else 2 * cbs * block) <= spm:
+            tcb = cbs
+        elif im2col:
             continue
-        est = estimate(priced[i], False, bound)
-        if best is None or (est, i) < best:
-            best = (est, i)
-    return priced[best[1]]
+        else:
+            room = spm - (single * window if packed else 0)
+            tcb = max(0, min(cbs - 1, room // (2 * block + (0 if packed else 2 * row_block))))
+            if not tcb:
+                continue
+        whole = packed or tcb >= cbs   # (the plan's x_all)
+        x_slot = window if whole else tcb * row_block
+        csteps = -(-cbs // tcb)
+        chunks = groups * csteps
+        resident = (single if whole else 1 if im2col else 2) * x_slot + 2 * p_slot + chunks * tcb * block <= spm
+        mm = tiles * nbg * csteps * (nb * taps * tcb * max(s, mr) + 2 * mr + mc)
+        x_loads = tiles * (1 if whole else nbg * csteps)
+        w_loads = chunks if resident else tiles * nbg * csteps
+        x_bytes, w_bytes = x_loads * x_slot, w_loads * tcb * block
+        ld = (x_bytes + w_bytes) / bw + (x_loads + w_loads) * per_dma + gather
+        st = y_bytes / bw + tiles * nbg * per_dma
+        bus = (x_bytes + w_bytes + y_bytes) / bw
+        for bufs in (2, 1):
+            if bufs * acc_tile <= acc:
+                out.append((max(mm + st if bufs == 1 else mm, ld, st, bus), bufs,
+                            (toh, tow, tcb, tnb, x_all, bufs, im2col, pack, gpack)))
 
 
-@lru_cache(maxsize=64)
-def _price_memos(cs: ConvShape, dtype: DType, arch: Arch, epilogue: Epilogue) -> dict[bool, tuple[dict, dict]]:
-    """The memos of :func:`_search`'s estimates of one convolution, floor -> (:func:`isa.cost.instr_costs` memo, step
-    memos by tiling), shared by its searches for different SPM sizes (a layer searched again for half the SPM under
-    prefetch) and either ``hidden_constants``: no cost reads the SPM size, and a tiling's steps depend on it only
-    through whether its weights stay resident, which their memo's key holds (the steps' entries say which loads are
-    constants; hiding them is the estimate's sum, not theirs)."""
-    return {False: ({}, {}), True: ({}, {})}
-
-
-def _plan_floor(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch, es: int, eo: int, epilogue: Epilogue,
+def plan_floor(cs: ConvShape, t: ConvTiling, p: ConvPlan, arch: Arch, es: int, eo: int, epilogue: Epilogue,
                 hidden_constants: bool = False) -> float:
     """A lower bound of a tiling's price (cycles) from its plan alone (``cs`` grouped by ``t.gpack``): the stores,
     the weight loads and the residual's loads each take a DMA's setup and latency, the first row activation and
@@ -645,7 +673,7 @@ def _plan_floor(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch, es: int, eo:
     return max(max(mm, st, ld, bus, vpu) + head + tail, mm + st + vpu if t.acc_bufs == 1 else 0)
 
 
-def _mxu_floor(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch) -> int:
+def _mxu_floor(cs: ConvShape, t: ConvTiling, p: ConvPlan, arch: Arch) -> int:
     """A lower bound of the matrix unit's busy cycles (weight-stationary, ``cs`` grouped by ``t.gpack``): every tile
     streams its ``toh * tow / pack`` rows through each of its ``groups * nbs * taps * cbs`` weight tiles (folds), a
     fold taking at least ``max(rows streamed, array rows)`` cycles (:func:`isa.cost.mxu_cycles`), and each step's
@@ -677,142 +705,10 @@ def _window_reads(cs: ConvShape, toh: int, tow: int, first: bool = False) -> int
     return reads(cs.OH, toh, sh, pt, skip_h, cs.H, 0) * reads(cs.OW, tow, sw, pl, skip_w, cs.W, 1)
 
 
-def program_price(prog: Program, arch: Arch, tiling: ConvTiling, hidden_constants: bool = False) -> int:
-    """The search's price of ``prog``, a conv2d program with ``tiling`` (cycles): :func:`isa.cost.program_estimate`,
-    less the leading constant loads when they are hidden (``hidden_constants``), and with one accumulator tile at
-    least the matrix work, epilogue and stores one after the other (they take turns on that tile)."""
-    est = program_estimate(prog, arch) - (leading_constants(prog, arch, _CONSTANTS) if hidden_constants else 0)
-    if tiling.acc_bufs == 1:
-        est = max(est, sum(instr_cost(i, arch).cycles for i in prog.instrs if i.queue is not Queue.DMA_LD))
-    return est
-
-
-def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling,
-                  epilogue: Epilogue | None = None, hidden_constants: bool = False, costs: dict | None = None,
-                  bound: int | None = None, steps: dict | None = None, floor: bool = False) -> int:
-    """:func:`program_price` of ``conv2d(cs, dtype, target, tiling, epilogue)`` without building that program
-    (cycles): the same sums of the same :func:`isa.cost.instr_cost` terms, with the instructions of only one tile of
-    each kind built and priced. Tiles whose geometry, DRAM offsets (modulo what the DRAM cost reads) and starting
-    ring slots agree have equal costs, so each kind's per-queue busy cycles and bus window are counted once and
-    multiplied. program_estimate's other terms come from the first tile (the loads before the first matrix
-    instruction, the leading constants) and the last (the epilogue and stores after the last one). ``costs``: an
-    :func:`isa.cost.instr_costs` memo to share with other estimates on the same target.
-
-    ``bound`` (a search's best price so far): the exact price when it is below ``bound``, else some value at least
-    ``bound`` (``bound`` itself when the walk stops as soon as the price is known to reach it). The price is at
-    least the busiest queue and the bus (the head and tail add to them; the hidden constants are part of the head),
-    and the matrix unit's busy cycles are at least those of the first tile times the tiles of its height and width
-    (a tile's matrix instructions depend only on them).
-
-    ``steps``: the memo of built steps (see :func:`_conv_parts`) to share with the estimates of the same tiling with
-    the other accumulator ring depth (``acc_bufs``): its steps' costs depend on the ring only through the
-    accumulator bases, which their keys hold.
-
-    ``floor``: a lower bound of the price instead, cheaper: the same sums of :func:`isa.cost.instr_floor` terms
-    (DRAM windows at their bytes over the bandwidth, whatever their offsets, so tiles differing only in those are one
-    kind). The price only grows with each instruction's cycles and bus window (the hidden constants are the head's
-    first loads: the head less them is a sum of costs too). ``costs`` and ``steps`` then hold floors: keep them apart
-    from the exact estimates' memos."""
-    costs = {} if costs is None else costs
-    bound = math.inf if bound is None else bound
-    arch = target.arch
-    parts = _conv_parts(cs, dtype, target, tiling, epilogue or Epilogue(), 0)
-    modulus = 1 if floor else arch.dram.page_bytes if arch.dram.model == "rowbuffer" else arch.dma.burst_bytes
-    busy: dict[Queue, int] = {}
-    bus = 0
-    kinds: dict[tuple, tuple] = {}   # tile key -> (busy per queue, bus window, state change, what it reads)
-    state, n = _TileState(), len(parts.tiles)
-    memo = _StepMemo({} if steps is None else steps, costs, modulus, arch.spm.bank_width, arch.acc.bank_width, floor)
-    first = last = None
-    for i, (b, oh0, ow0) in enumerate(parts.tiles):
-        key = parts.key(b, oh0, ow0, state, modulus)
-        kind = None if i == 0 else kinds.get(key)
-        if kind is None:
-            entries: list = []
-            state.last_store_at = None   # (an index into the program, which is not built)
-            before = (state.xs, state.ws, state.accs)
-            parts.emit(entries, b, oh0, ow0, state, memo)
-            tb: dict[Queue, int] = {}
-            window = 0
-            for q, cycles, w, _ in entries:
-                tb[q] = tb.get(q, 0) + cycles
-                window += w
-            kind = kinds[key] = (tb, window, (state.xs - before[0], state.ws - before[1], state.accs - before[2]),
-                                 entries)
-            if i == 0:
-                first = entries
-                alike = cs.N * _count_equal(cs.OH, tiling.toh) * _count_equal(cs.OW, tiling.tow)   # (grouped: ==)
-                if alike * tb.get(Queue.MXU, 0) >= bound:
-                    return bound
-        else:
-            dx, dw, da = kind[2]
-            state.xs, state.ws, state.accs, state.first_tile = state.xs + dx, state.ws + dw, state.accs + da, False
-        if i == n - 1:
-            last = kind[3]
-        for q, c in kind[0].items():
-            busy[q] = busy.get(q, 0) + c
-        bus += kind[1]
-        if bus >= bound or max(busy.values()) >= bound:
-            return bound
-    pro = _entries(parts.prologue, arch, costs, floor)
-    for q, cycles, w, _ in pro:
-        busy[q] = busy.get(q, 0) + cycles
-        bus += w
-    busy.pop(Queue.CTRL, None)
-    # program_estimate's head: the loads before the first compute instruction (in the first tile)
-    start = pro + first
-    k0 = next(k for k, e in enumerate(start) if e[0] in (Queue.MXU, Queue.VPU))
-    head = sum(e[1] for e in start[:k0] if e[0] is Queue.DMA_LD)
-    # its tail: the stores and vector work after the last matrix instruction (in the last tile)
-    k1 = max(k for k, e in enumerate(last) if e[0] is Queue.MXU)
-    tail = sum(e[1] for e in last[k1 + 1:] if e[0] in (Queue.DMA_ST, Queue.VPU))
-    est = max(max(busy.values(), default=0), bus) + head + tail
-    if hidden_constants:
-        for e in start:
-            if not e[3]:
-                break
-            est -= e[1]
-    if tiling.acc_bufs == 1:
-        est = max(est, sum(c for q, c in busy.items() if q is not Queue.DMA_LD))
-    return est
-
-
-def _count_equal(size: int, tile: int) -> int:
-    """How many of the tiles of ``size`` cut into ``tile``-long pieces are as long as the first."""
-    return size // tile if tile <= size else 1
-
-
-def _entries(instrs: list, arch: Arch, costs: dict, floor: bool = False) -> list[tuple[Queue, int, int, bool]]:
-    """What :func:`conv_estimate` reads of each instruction: (queue, cycles, DRAM bus window, whether it is a load of
-    constants that prefetch may hide), in program order; costs (or floors) by :func:`isa.cost.instr_costs` with memo
-    ``costs``."""
-    return [(i.queue, c.cycles, c.dram_window, is_constant_load(i, _CONSTANTS))
-            for i, c in zip(instrs, instr_costs(instrs, arch, costs, floor))]
-
-
-def _priced(memo: _StepMemo, key: tuple, build: Callable[[], list], arch: Arch):
-    """The cost (or floor) of the instruction whose :func:`isa.cost.instr_costs` memo key is ``key``: from the memo,
-    else ``build()`` it (with any others of the same key) and price it there. A key that is not the one instr_costs
-    gives the built instruction fails here (KeyError)."""
-    c = memo.costs.get(key)
-    if c is None:
-        instr_costs(build(), arch, memo.costs, memo.floor)
-        c = memo.costs[key]
-    return c
-
-
-_CONSTANTS = {"Wt": ("W", 0), "Bias": ("W", 0), "Scale": ("W", 0)}   # conv2d's constants, as a model binds them
-SEARCH_PRICED = 10   # candidates per accumulator ring depth, best by :func:`_rough_cycles`, priced exactly
-PRICE_MAX = 20_000
-"""Instructions (by :func:`conv_instructions`) of the best-ranked candidate above which the search does not build
-and price candidates, but takes that one: building 2 * SEARCH_PRICED programs of a layer that large would take
-minutes (no layer of the zoo models comes within a factor of five)."""
-
-
 def conv_instructions(cs: ConvShape, t: ConvTiling, es: int, rows: int, cols: int, spm: int) -> int:
     """At least how many instructions :func:`conv2d` emits for tiling ``t``: two per step (a load and a matmul; 2.3
     to 3.3 measured), a step being one tile's output-channel block group and input-channel step."""
-    p, gs = _plan(cs, t, es, rows, cols, spm), grouped(cs, t.gpack)
+    p, gs = conv_plan(cs, t, es, rows, cols, spm), grouped(cs, t.gpack)
     tiles = gs.N * gs.groups * -(-gs.OH // t.toh) * -(-gs.OW // t.tow)
     return 2 * tiles * -(-p.nbs // p.tnb) * -(-p.cbs // p.tcb)
 
@@ -826,7 +722,7 @@ def group_packs(cs: ConvShape, rows: int, cols: int) -> tuple[int, ...]:
     return tuple(dict.fromkeys((1, *divisors[-1:], *both[-1:])))
 
 
-def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch) -> float:
+def rough_cycles(cs: ConvShape, t: ConvTiling, p: ConvPlan, arch: Arch) -> float:
     """A quick lower-bound-like estimate (cycles) that ranks tilings before the exact pricing: the busiest of the
     matrix unit (folds of ``toh * tow / pack`` streamed rows), the load and store queues (bytes over the bandwidth plus
     each DMA's setup, latency and first row activation) and the DRAM bus. ``cs``: the grouped shape
@@ -853,81 +749,549 @@ def _rough_cycles(cs: ConvShape, t: ConvTiling, p: _Plan, arch: Arch) -> float:
     return max(mm, ld, st, (x_bytes + w_bytes + y_bytes) / bw)
 
 
-def _epilogue_bytes(cs: ConvShape, epilogue: Epilogue, es: int) -> int:
+def epilogue_spm_bytes(cs: ConvShape, epilogue: Epilogue, es: int) -> int:
     """SPM bytes the epilogue's per-channel constants take after the slots (+ word alignment)."""
     return cs.K * epilogue.spm_bytes + (3 if epilogue.spm_bytes and es % 4 else 0)
 
 
-class _TileState:
+class TileState:
     """What conv2d's tiles advance: input windows, weight chunks and accumulator tiles used so far (their ring slots
     follow), whether the next tile is the first, and where the last tile store is in the program (or None)."""
 
     __slots__ = ("xs", "ws", "accs", "first_tile", "last_store_at")
 
-    def __init__(self, xs: int = 0, ws: int = 0, accs: int = 0, first_tile: bool = True) -> None:
-        self.xs, self.ws, self.accs, self.first_tile, self.last_store_at = xs, ws, accs, first_tile, None
+    def __init__(self) -> None:
+        self.xs = self.ws = self.accs = 0
+        self.first_tile, self.last_store_at = True, None
+
+    def advance(self, delta: tuple[int, int, int]) -> None:
+        """Count ``delta`` more (input windows, weight chunks, accumulator tiles)."""
+        self.xs, self.ws, self.accs = self.xs + delta[0], self.ws + delta[1], self.accs + delta[2]
 
 
-class _StepMemo(NamedTuple):
-    """:func:`conv_estimate`'s memo of priced steps (key -> :func:`_entries`), its :func:`isa.cost.instr_costs` memo,
-    and the moduli of the keys' bases: the DRAM offset modulus of :func:`isa.cost.dram_window` and the SPM and ACC
-    bank widths (:func:`isa.cost.bank_cycles`)."""
+class TileGeometry(NamedTuple):
+    """One output tile: its batch and first output row and column, its rows and columns (the last tiles' may be
+    fewer), its input window's rows and columns, that window's halo padding ``((top, bottom), (left, right))`` and
+    the DRAM offsets (bytes) of its input window (X, the halo aside) and of its output (Y, R)."""
 
-    steps: dict
-    costs: dict
-    dram: int
-    spm: int
-    acc: int
-    floor: bool = False   # costs by isa.cost.instr_floor (dram = 1: no DRAM base counts)
-
-
-class _ConvParts(NamedTuple):
-    """One convolution's program in pieces (:func:`_conv_parts`): the constant loads that start it, the output tiles
-    in order, a function appending one tile's instructions, one giving what a tile's instruction costs depend on
-    besides the tiling, and one wrapping the instructions into the Program."""
-
-    prologue: list
-    tiles: list[tuple[int, int, int]]
-    emit: Callable[..., None]
-    key: Callable[[int, int, int, _TileState, int], tuple]
-    program: Callable[[list], Program]
-    bases: Callable[[int, int, int], tuple[int, int]]   # a tile's input window and output DRAM offsets (bytes)
+    b: int
+    oh0: int
+    ow0: int
+    toh: int
+    tow: int
+    th: int
+    tw: int
+    pads: tuple[tuple[int, int], tuple[int, int]]
+    x_src: int
+    y_base: int
 
 
-def conv2d(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | None = None,
-           epilogue: Epilogue = NO_EPILOGUE, pad_value: int | float = 0) -> Program:
-    """The program for one convolution; regions X (NHWC input), Wt (:func:`pack_weights`), Y (NHWC output), and Bias,
-    Scale and R when the epilogue uses them. The halo padding reads ``pad_value`` (a quantized input's zero point).
+class ChannelGroup(NamedTuple):
+    """One run of ``tnb`` output-channel blocks of a tile (from block ``nb0`` of group ``g``; the ``gi``-th run):
+    its blocks and channels, its accumulator tile (ACC bytes), its output's offset in Y and R and its channels'
+    offset in the bias and scale (bytes), and the weight chunk of its first input-channel step."""
+
+    g: int
+    gi: int
+    nb0: int
+    nbn: int
+    ng: int
+    acc_base: int
+    y_off: int
+    ch: int
+    cid: int
+
+
+class InputStep(NamedTuple):
+    """One input-channel step of a :class:`ChannelGroup` (the ``si``-th, from block ``cb_first``): its blocks and
+    channels (from ``c0``), whether it loads a new input window (and uses it for the last time), the window's ring
+    slot and channels (``xc`` from ``xc0``), its weight chunk (and whether it loads it), and whether it starts or
+    finishes the accumulator tile."""
+
+    si: int
+    cb_first: int
+    ncb: int
+    c0: int
+    tc: int
+    x_new: bool
+    x_last: bool
+    slot: int
+    xc: int
+    xc0: int
+    cid: int
+    w_new: bool
+    first: bool
+    last: bool
+
+
+@dataclass(frozen=True)
+class ConvLayout:
+    """:func:`conv2d`'s fixed choices for one convolution and tiling (:meth:`of`): the convolution as the array runs
+    it (``cs``, grouped by the tiling's gpack), its plan, where everything lives in SPM and ACC and the strides the
+    instructions use (bytes), and the output tiles in order."""
+
+    cs: ConvShape
+    dtype: DType
+    target: Target
+    t: ConvTiling
+    p: ConvPlan
+    epilogue: Epilogue
+    pad_value: int | float
+    yt: DType            # the output's type (the accumulator's, or the requantized one)
+    bias_init: bool      # the bias starts each accumulator tile (copied by the store queue); the vector unit does
+    vector: Epilogue     # the rest of the epilogue
+    w_base0: int         # the first weight chunk
+    bias_base: int       # the bias, then the scale (f32), after the slots, word-aligned
+    scale_base: int
+    taps: tuple[int, int]    # filter taps the matrix unit loops over (rows, columns; 1 x 1 with im2col)
+    tile: int            # one packed weight tile
+    chunk: int           # the packed weights of one (group, output block)
+    nb_stride: int       # one output block in a weight chunk
+    row_bytes: int       # one accumulator pixel (tnb * cols, or Kg if packed, elements)
+    skip: tuple[int, int]    # input rows and columns a subsampled load skips (:func:`_skip`)
+    step: tuple[int, int]    # the stride between output pixels in the matrix unit's operand
+    c_steps: tuple[int, ...]     # first input-channel block of each step
+    nb_groups: tuple[int, ...]   # first output-channel block of each channel group
+    tiles: tuple[tuple[int, int, int], ...]   # (batch, first row, first column) of every output tile, in order
+
+    @classmethod
+    def of(cls, cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | None, epilogue: Epilogue,
+           pad_value: int | float) -> ConvLayout:
+        """The layout of ``conv2d(cs, dtype, target, tiling, epilogue, pad_value)``; TilingError or CompileError
+        when it cannot take them (``tiling`` defaults to :func:`choose_conv_tiling`'s)."""
+        es, rows, cols, spm = dtype.size, target.rows, target.cols, target.spm
+        bias_bytes = epilogue_spm_bytes(cs, epilogue, es)
+        t = tiling or choose_conv_tiling(cs, dtype, target.with_spm(spm - bias_bytes))
+        p = conv_plan(cs, t, es, rows, cols, spm - bias_bytes)
+        cs = grouped(cs, t.gpack)   # from here on, packed groups are one group
+        _check_layout(cs, t, p, bias_bytes, target, epilogue)
+        bias_init = epilogue.bias and not epilogue.residual   # (a residual takes the accumulators first)
+        bias_base = -(-p.spm // 4) * 4
+        tile = rows * cols * es
+        skip = _skip(cs)   # subsampled load: the SPM tile is dense, the conv then has stride 1 on that axis
+        win = (cs.stride[0] // skip[0], cs.stride[1] // skip[1])   # the stride between output pixels in the window
+        return cls(cs, dtype, target, t, p, epilogue, pad_value, epilogue.out or ACC_TYPE[dtype], bias_init,
+                   replace(epilogue, bias=False) if bias_init else epilogue, p.x_bytes, bias_base,
+                   bias_base + cs.K * 4 * epilogue.bias, (1, 1) if t.im2col else (cs.R, cs.S), tile,
+                   p.taps * p.cbs * tile, p.taps * p.tcb * tile, p.acc_tile // (t.toh * t.tow), skip,
+                   (1, 1) if t.im2col else win, tuple(range(0, p.cbs, p.tcb)), tuple(range(0, p.nbs, p.tnb)),
+                   tuple((b, oh0, ow0) for b in range(cs.N) for oh0 in range(0, cs.OH, t.toh)
+                         for ow0 in range(0, cs.OW, t.tow)))
+
+    @property
+    def acc_empty(self) -> str:
+        """The semaphore of free accumulator tiles (1 or 2)."""
+        return "acc_empty" if self.t.acc_bufs == 2 else "acc1_empty"
+
+    @property
+    def ready(self) -> str:
+        """The semaphore a store waits for: the epilogue's, or the matrix unit's when there is none."""
+        return "out_full" if self.vector.active else "acc_full"
+
+    @property
+    def scope(self) -> tuple:
+        """The tiling as the estimates' memos see it: the two accumulator depths share their runs (whose keys hold
+        the accumulator bases)."""
+        t = self.t
+        return ("conv2d", t.toh, t.tow, t.tcb, t.tnb, t.x_all, t.im2col, t.pack, t.gpack, self.p.resident)
+
+    def geometry(self, b: int, oh0: int, ow0: int) -> TileGeometry:
+        """The tile at (b, oh0, ow0)."""
+        cs, t, es = self.cs, self.t, self.dtype.size
+        toh, tow = min(t.toh, cs.OH - oh0), min(t.tow, cs.OW - ow0)
+        th, tw = _window(cs, toh, tow)
+        ih0, iw0 = oh0 * cs.stride[0] - cs.pad[0], ow0 * cs.stride[1] - cs.pad[1]
+        pads = ((max(0, -ih0), max(0, ih0 + (th - 1) * self.skip[0] + 1 - cs.H)),
+                (max(0, -iw0), max(0, iw0 + (tw - 1) * self.skip[1] + 1 - cs.W)))
+        return TileGeometry(b, oh0, ow0, toh, tow, th, tw, pads,
+                            ((b * cs.H + max(ih0, 0)) * cs.W + max(iw0, 0)) * cs.C * es,
+                            ((b * cs.OH + oh0) * cs.OW + ow0) * cs.K * self.yt.size)
+
+    def tile_key(self, geo: TileGeometry, state: TileState, modulus: int) -> tuple:
+        """What the costs of the tile's instructions depend on: its geometry, its DRAM offsets modulo ``modulus``
+        (:func:`isa.cost.dram_window` reads no more), the ring slots it starts in and the accumulator depth."""
+        return ("tile", geo.toh, geo.tow, geo.pads, geo.x_src % modulus, geo.y_base % modulus, state.xs % 2,
+                state.ws % 2, state.accs % 2, state.first_tile, self.t.acc_bufs)
+
+    def channel_group(self, geo: TileGeometry, g: int, gi: int, nb0: int, state: TileState) -> ChannelGroup:
+        """The ``gi``-th run of output-channel blocks (from ``nb0``) of group ``g`` of the tile."""
+        cs, p, cols = self.cs, self.p, self.target.cols
+        nbn = min(p.tnb, p.nbs - nb0)
+        return ChannelGroup(g, gi, nb0, nbn, min(nbn * cols, cs.Kg - nb0 * cols),
+                            (state.accs % self.t.acc_bufs) * p.acc_tile,
+                            geo.y_base + (g * cs.Kg + nb0 * cols) * self.yt.size, (g * cs.Kg + nb0 * cols) * 4,
+                            (g * len(self.nb_groups) + gi) * len(self.c_steps))
+
+    @cached_property
+    def step_channels(self) -> tuple[tuple[int, int, int, int, int, int], ...]:
+        """Per input-channel step: its first block, blocks, first channel, channels, and the window's channels and
+        first channel (all of a group's when the window holds them all)."""
+        p, rows, out = self.p, self.target.rows, []
+        for cb_first in self.c_steps:
+            ncb = min(p.tcb, p.cbs - cb_first)
+            c0, tc = cb_first * rows, min(self.t.pack * p.kc - cb_first * rows, ncb * rows)
+            out.append((cb_first, ncb, c0, tc) + ((self.cs.Cg, 0) if p.x_all else (tc, c0)))
+        return tuple(out)
+
+    def input_step(self, grp: ChannelGroup, si: int, state: TileState) -> InputStep:
+        """The ``si``-th input-channel step of ``grp`` (the ring positions from ``state``)."""
+        p, last = self.p, si == len(self.c_steps) - 1
+        cb_first, ncb, c0, tc, xc, xc0 = self.step_channels[si]
+        x_new = not p.x_all or (grp.gi == 0 and si == 0)
+        return InputStep(si, cb_first, ncb, c0, tc, x_new, not p.x_all or (last and grp.gi == len(self.nb_groups) - 1),
+                         state.xs % 2 if x_new else (state.xs - 1) % 2, xc, xc0, grp.cid + si,
+                         state.first_tile or not p.resident, si == 0, last)
+
+    def x_base(self, st: InputStep) -> int:
+        """SPM offset of the step's input window."""
+        return 0 if self.t.im2col else st.slot % self.p.x_slots * self.p.x_slot
+
+    def w_base(self, st: InputStep, state: TileState) -> int:
+        """SPM offset of the step's weight chunk."""
+        return self.w_base0 + (st.cid if self.p.resident else state.ws % 2) * self.p.w_chunk
+
+    def prologue(self) -> list:
+        """The loads of the bias and the scale that start the program."""
+        cs, at, out = self.cs, ACC_TYPE[self.dtype], []
+        if self.epilogue.bias:
+            out.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, self.bias_base, at, (4,)),
+                               src=View(Space.DRAM, 0, at, (4,), "Bias"),
+                               signals=(SemOp("bias_init" if self.bias_init else "bias_ready"),)))
+        if self.epilogue.out is not None:
+            out.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, self.scale_base, DType.F32,
+                                                                             (4,)),
+                               src=View(Space.DRAM, 0, DType.F32, (4,), "Scale"), signals=(SemOp("bias_ready"),)))
+        return out
+
+    def program(self, instrs: list) -> Program:
+        """The Program of the instructions ``instrs``: its regions and semaphores."""
+        cs, t, p, ep, es = self.cs, self.t, self.p, self.epilogue, self.dtype.size
+        sems = (SemDecl("x_full", 0), SemDecl("x_empty", 2), SemDecl("w_full", 0), SemDecl("acc_full", 0))
+        sems += (SemDecl("bias_init", 0), SemDecl("init_full", 0)) if self.bias_init \
+            else (SemDecl(self.acc_empty, t.acc_bufs),)
+        sems += () if p.resident else (SemDecl("w_empty", 2),)
+        sems += (SemDecl("out_full", 0),) if self.vector.active else ()
+        sems += (SemDecl("bias_ready", 0),) if self.vector.bias or self.vector.out else ()
+        sems += (SemDecl("res_full", 0),) if ep.residual else ()
+        regions = (Region("X", 0, cs.N * cs.H * cs.W * cs.C * es), Region("Wt", 1, cs.groups * p.nbs * self.chunk),
+                   Region("Y", 2, cs.N * cs.OH * cs.OW * cs.K * self.yt.size))
+        regions += (Region("Bias", 3, cs.K * 4),) if ep.bias else ()
+        regions += (Region("Scale", 3 + ep.bias, cs.K * 4),) if ep.out is not None else ()
+        regions += (Region("R", len(regions), cs.N * cs.OH * cs.OW * cs.K * 4),) if ep.residual else ()
+        return Program(config=self.target.config, regions=regions, sems=sems, instrs=tuple(instrs))
+
+
+def _check_layout(cs: ConvShape, t: ConvTiling, p: ConvPlan, bias_bytes: int, target: Target,
+                  epilogue: Epilogue) -> None:
+    """TilingError when tiling ``t`` (plan ``p``) of the grouped ``cs`` does not fit ``target`` or cannot pack or
+    gather as it says; CompileError for an epilogue conv2d cannot fuse."""
+    if p.spm + bias_bytes > target.spm or t.acc_bufs * p.acc_tile > target.acc or t.acc_bufs not in (1, 2):
+        raise TilingError(f"tiling {t} needs {p.spm + bias_bytes} B of SPM and {t.acc_bufs * p.acc_tile} B of ACC "
+                          f"(1 or 2 accumulator tiles)")
+    if not pack_allowed(cs, t.pack, t.tow, target.cols, t.im2col):
+        raise TilingError(f"tiling {t} cannot pack {t.pack} pixels per array row of {cs}: that needs one group, "
+                          f"pack * K <= {target.cols} columns, stride 1 (or a subsampled 1x1, or im2col) and tile "
+                          f"widths (tow and OW % tow) that are multiples of pack; use pack=1")
+    if t.im2col and not im2col_allowed(cs):
+        raise TilingError(f"tiling {t} cannot gather patches of {cs}: im2col needs one group (after gpack), no "
+                          f"horizontal dilation and a kernel larger than 1x1")
+    if epilogue.residual and epilogue.out is not None:
+        raise CompileError("a residual is added in the accumulator type: it cannot be fused with requantization")
+
+
+class _PriceKeys:
+    """What the costs of a run of conv2d's instructions read, for an estimating sink's memo (:class:`ConvEmitter`):
+    shapes, flags, SRAM bases modulo the bank width and DRAM offsets modulo what the DRAM cost reads (``dram``)."""
+
+    def __init__(self, layout: ConvLayout, dram: int) -> None:
+        arch = layout.target.arch
+        self.L, self.dram, self.spm, self.acc = layout, dram, arch.spm.bank_width, arch.acc.bank_width
+
+    def group(self, geo: TileGeometry, grp: ChannelGroup, state: TileState) -> tuple:
+        """A channel group's steps, epilogue and store, as one: what all their keys read."""
+        L, dram, spm = self.L, self.dram, self.spm
+        p, es = L.p, L.dtype.size
+        return ("group", geo.toh, geo.tow, geo.th, geo.tw, geo.pads, grp.ng, grp.nbn, grp.gi == 0, grp.cid == 0,
+                state.first_tile, state.xs % 2, (L.w_base0 + grp.cid * p.w_chunk) % spm if p.resident
+                else state.ws % 2, (geo.x_src + grp.g * L.cs.Cg * es) % dram, (grp.g * p.nbs + grp.nb0) * L.chunk
+                % dram, grp.acc_base % self.acc, grp.y_off % dram, (L.bias_base + grp.ch) % spm,
+                (L.scale_base + grp.ch) % spm, state.accs == 0)
+
+    def step(self, geo: TileGeometry, grp: ChannelGroup, st: InputStep, w_base: int, state: TileState) -> tuple:
+        """An input-channel step (a matrix instruction's cost reads no base: only the loads' and the init's)."""
+        L, dram, spm, es = self.L, self.dram, self.spm, self.L.dtype.size
+        w_src = (grp.g * L.p.nbs + grp.nb0) * L.chunk + st.cb_first * L.tile
+        return ("step", geo.toh, geo.tow, geo.th, geo.tw, geo.pads, st.xc, st.tc, grp.ng, grp.nbn, st.ncb, st.x_new,
+                st.w_new, st.first, state.first_tile and st.cid == 0, st.slot,
+                st.x_new and (L.x_base(st) % spm, (geo.x_src + (grp.g * L.cs.Cg + st.xc0) * es) % dram),
+                st.w_new and (w_src % dram, w_base % spm),
+                st.first and (grp.acc_base % self.acc, L.epilogue.residual and grp.y_off % dram,
+                              L.bias_init and (L.bias_base + grp.ch) % spm))
+
+    def x_loads(self, geo: TileGeometry, grp: ChannelGroup, st: InputStep) -> tuple:
+        """A step's input window (and, with im2col, patch) loads; keys shared by the search's tilings."""
+        L, es = self.L, self.L.dtype.size
+        p = L.p
+        return ("x", geo.th, geo.tw, st.xc, geo.pads, L.x_base(st) % self.spm,
+                (geo.x_src + (grp.g * L.cs.Cg + st.xc0) * es) % self.dram,
+                L.t.im2col and (geo.toh, geo.tow, p.kc, (p.x_slot + st.slot * p.p_slot) % self.spm))
+
+    def w_load(self, grp: ChannelGroup, st: InputStep, w_base: int) -> tuple:
+        """A step's weight chunk load (shared by the search's tilings)."""
+        L = self.L
+        p, w_src = L.p, (grp.g * L.p.nbs + grp.nb0) * L.chunk + st.cb_first * L.tile
+        return ("w", grp.nbn, p.taps, st.ncb, p.tcb, p.cbs, w_base % self.spm, w_src % self.dram)
+
+    def acc_start(self, geo: TileGeometry, grp: ChannelGroup) -> tuple:
+        """An accumulator tile's start: its bias init or residual load (shared by the search's tilings)."""
+        L = self.L
+        src = (L.bias_base + grp.ch) % self.spm if L.bias_init else grp.y_off % self.dram
+        return ("acc", L.bias_init, geo.toh, geo.tow, grp.ng, L.t.tow, L.row_bytes, grp.acc_base % self.acc, src)
+
+    def drain(self, geo: TileGeometry, grp: ChannelGroup, state: TileState) -> tuple:
+        """A channel group's epilogue and store."""
+        L = self.L
+        return ("drain", geo.toh, geo.tow, grp.ng, grp.acc_base % self.acc, (L.bias_base + grp.ch) % self.spm,
+                (L.scale_base + grp.ch) % self.spm, grp.y_off % self.dram, state.accs == 0)
+
+
+class ConvEmitter:
+    """:func:`conv2d`'s instructions for one :class:`ConvLayout`, emitted into a sink
+    (:mod:`compiler.kernels.common.sink`): a program sink gets the program, an estimating sink its price.
 
     Per output tile (toh x tow pixels, tnb channel blocks): the input window is loaded once when it holds all its
     channels (``x_all``, else with each step's weights), the weights once per convolution when they all fit the SPM
     (else per step, ring of 2); the accumulators start from the residual's tile (region R, by dma.ld), the bias (from
     SPM, by dma.st after the store that freed the tile) or zero; one ``mxu.mm`` per run of equal blocks loops
     ``[nb, kh, kw, cb, oh]`` so that each weight tile stays in the array while all ``toh x tow`` pixels stream, and
-    one ``dma.st`` writes the tile's pixels with all their tnb * cols channels (accumulator rows of ``tnb * cols``
-    elements, so DRAM runs are that long)."""
-    parts = _conv_parts(cs, dtype, target, tiling, epilogue, pad_value)
-    prog, state = list(parts.prologue), _TileState()
-    kinds: dict[tuple, _TileKind] = {}
-    for b, oh0, ow0 in parts.tiles:
-        key = parts.key(b, oh0, ow0, state, 1)
-        kind = kinds.get(key)
-        if kind is None:
-            kind = _emit_tile(parts, prog, b, oh0, ow0, state)
+    one ``dma.st`` writes the tile's pixels with all their tnb * cols channels.
+
+    What makes it fast: a program sink gets a tile of a kind seen before (:meth:`ConvLayout.tile_key`) as a copy of
+    that tile's instructions with its own DRAM offsets (:class:`_TileCopy`), steps alike share their matrix
+    instructions and weight loads share a template; an estimating sink prices each tile kind, channel group, step
+    and epilogue once per key (:class:`_PriceKeys`), and a loop nest of matrix instructions as its first times its
+    size."""
+
+    def __init__(self, layout: ConvLayout) -> None:
+        self.L = layout
+        self._nests: dict[tuple, MatMulNests] = {}   # a step's matrix instructions, by what they read
+        self._w_loads: dict[tuple, DmaCopy] = {}   # weight loads by shape and SPM slot (any DRAM offset)
+        self._keys: _PriceKeys | None = None
+
+    def emit(self, sink: Sink) -> None:
+        """The whole program, in order, into ``sink`` (none of it after an estimating sink stops)."""
+        sink.extend(self.L.prologue())
+        if sink.pricing:
+            self._keys = _PriceKeys(self.L, sink.dram_modulus)
+            self._priced_tiles(sink)
+        else:
+            self._copied_tiles(sink)
+        if not sink.stopped:
+            sink.extend([Halt()])
+
+    def _priced_tiles(self, sink: Sink) -> None:
+        """Every tile, each kind priced once; the first tile's matrix work times the tiles like it (a tile's matrix
+        instructions depend only on its height and width) bounds the price from below."""
+        L, state = self.L, TileState()
+        cs, t = L.cs, L.t
+        for i, (b, oh0, ow0) in enumerate(L.tiles):
+            geo = L.geometry(b, oh0, ow0)
+            key = L.tile_key(geo, state, sink.dram_modulus)
+            advance = sink.recall(key)
+            if advance is not None:
+                state.advance(advance)
+                state.first_tile = False
+            else:
+                start = (state.xs, state.ws, state.accs)
+                sink.begin()
+                self.tile(sink, geo, state)
+                parts = sink.end(key, (state.xs - start[0], state.ws - start[1], state.accs - start[2]))
+                if i == 0:
+                    sink.at_least(cs.N * _count_equal(cs.OH, t.toh) * _count_equal(cs.OW, t.tow)
+                                  * parts.busy_of(Role.MATRIX))
+            if sink.check():
+                return
+
+    def _copied_tiles(self, sink: ProgramSink) -> None:
+        """Every tile; a tile of a kind seen before is that tile's copy (:class:`_TileCopy`)."""
+        L, state = self.L, TileState()
+        kinds: dict[tuple, _TileCopy] = {}
+        for b, oh0, ow0 in L.tiles:
+            geo = L.geometry(b, oh0, ow0)
+            key = L.tile_key(geo, state, 1)
+            kind = kinds.get(key)
+            if kind is not None:
+                kind.replay(sink.instrs, (geo.x_src, geo.y_base), state)
+                continue
+            kind = _TileCopy.record(self, sink, geo, state)
             if kind is not None:
                 kinds[key] = kind
+
+    def tile(self, sink: Sink, geo: TileGeometry, state: TileState) -> None:
+        """The instructions of one tile, advancing ``state``."""
+        for g in range(self.L.cs.groups):
+            for gi, nb0 in enumerate(self.L.nb_groups):
+                self._group(sink, geo, self.L.channel_group(geo, g, gi, nb0, state), state)
+        state.first_tile = False
+
+    def _group(self, sink: Sink, geo: TileGeometry, grp: ChannelGroup, state: TileState) -> None:
+        """A channel group: its input-channel steps, then its epilogue and store."""
+        key = self._keys.group(geo, grp, state) if self._keys is not None else None
+        if key is not None:
+            advance = sink.recall(key)
+            if advance is not None:
+                state.advance(advance)
+                return
+            sink.begin()
+        start = (state.xs, state.ws)
+        for si in range(len(self.L.c_steps)):
+            self._step(sink, geo, grp, self.L.input_step(grp, si, state), state)
+        self._drain(sink, geo, grp, state)
+        state.accs += 1
+        if key is not None:
+            sink.end(key, (state.xs - start[0], state.ws - start[1], 1))
+
+    def _step(self, sink: Sink, geo: TileGeometry, grp: ChannelGroup, st: InputStep, state: TileState) -> None:
+        """One input-channel step: its input window and weight loads (the first chunk ahead of the first window:
+        prefetch), the accumulators' start and the matrix work."""
+        L, keys = self.L, self._keys
+        w_base = L.w_base(st, state)
+        key = keys.step(geo, grp, st, w_base, state) if keys is not None else None
+        if key is not None:
+            if sink.recall(key) is not None:
+                state.xs, state.ws = state.xs + st.x_new, state.ws + st.w_new
+                return
+            sink.begin()
+        w_front = st.w_new and state.first_tile and st.cid == 0
+        if w_front:
+            sink.group(keys and keys.w_load(grp, st, w_base), self._w_load, grp, st, w_base)
+        if st.x_new:
+            sink.group(keys and keys.x_loads(geo, grp, st), self._x_loads, geo, grp, st)
+            state.xs += 1
+        if st.w_new and not w_front:
+            sink.group(keys and keys.w_load(grp, st, w_base), self._w_load, grp, st, w_base)
+        state.ws += st.w_new
+        if st.first and (L.bias_init or L.epilogue.residual):   # (after the store that freed the tile: two back)
+            at = None if state.last_store_at is None or L.t.acc_bufs == 1 or not L.bias_init else state.last_store_at
+            sink.place(at, keys and keys.acc_start(geo, grp), self._acc_start, geo, grp, state)
+        waits = ("x_full",) * st.x_new + ("w_full",) * st.w_new + (
+            "res_full" if L.epilogue.residual else "init_full" if L.bias_init else L.acc_empty,) * st.first
+        signals = ("x_empty",) * st.x_last + ("w_empty",) * (not L.p.resident) + ("acc_full",) * st.last
+        sink.nests(self._matmuls(geo, grp, st, w_base), waits, signals)
+        if key is not None:
+            sink.end(key)
+
+    def _x_loads(self, geo: TileGeometry, grp: ChannelGroup, st: InputStep) -> list:
+        """The step's input window (halo padding inserted by the DMA) and, with im2col, its gathered patches."""
+        L = self.L
+        cs, es, dtype, t, p = L.cs, L.dtype.size, L.dtype, L.t, L.p
+        pix = st.xc * es
+        row = geo.tw * pix
+        sync = {} if t.im2col else dict(waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),))
+        out = padded_load((geo.th, geo.tw, st.xc), View(Space.SPM, L.x_base(st), dtype, (row, pix, es)),
+                          View(Space.DRAM, geo.x_src + (grp.g * cs.Cg + st.xc0) * es, dtype,
+                               (L.skip[0] * cs.W * cs.C * es, L.skip[1] * cs.C * es, es), "X"),
+                          geo.pads, L.pad_value, **sync)
+        if t.im2col:   # gather the (kh, kw, c) patch of every pixel behind each other
+            win_h, win_w = cs.stride[0] // L.skip[0], cs.stride[1] // L.skip[1]
+            out.append(DmaCopy(queue=Queue.DMA_LD, shape=(geo.toh, geo.tow, cs.R, cs.S * cs.C),
+                               dst=View(Space.SPM, p.x_slot + st.slot * p.p_slot, dtype,
+                                        (geo.tow * p.kc * es, p.kc * es, cs.S * cs.C * es, es)),
+                               src=View(Space.SPM, 0, dtype, (win_h * row, win_w * pix, cs.dilation[0] * row, es)),
+                               waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),)))
+        return out
+
+    def _w_load(self, grp: ChannelGroup, st: InputStep, w_base: int) -> list[DmaCopy]:
+        """The step's weight chunk load (a template per shape and SPM slot, moved to the chunk's DRAM offset)."""
+        L = self.L
+        dtype, p, es = L.dtype, L.p, L.dtype.size
+        strides = (L.chunk, p.cbs * L.tile, L.tile, es)
+        template = self._w_loads.get((grp.nbn, st.ncb, w_base))
+        if template is None:
+            template = self._w_loads[grp.nbn, st.ncb, w_base] = DmaCopy(
+                queue=Queue.DMA_LD, shape=(grp.nbn, p.taps, st.ncb, L.target.rows * L.target.cols),
+                dst=View(Space.SPM, w_base, dtype, (L.nb_stride, p.tcb * L.tile, L.tile, es)),
+                src=View(Space.DRAM, 0, dtype, strides, "Wt"),
+                waits=() if p.resident else (SemOp("w_empty"),), signals=(SemOp("w_full"),))
+        return [template.resynced(template.waits, template.signals, src=View(
+            Space.DRAM, (grp.g * p.nbs + grp.nb0) * L.chunk + st.cb_first * L.tile, dtype, strides, "Wt"))]
+
+    def _acc_start(self, geo: TileGeometry, grp: ChannelGroup, state: TileState) -> list[DmaCopy]:
+        """What the accumulator tile starts from: the bias (copied from SPM by the store queue) or the residual's
+        tile (loaded from region R); without either the first product zeroes it."""
+        L = self.L
+        at, row_bytes = ACC_TYPE[L.dtype], L.row_bytes
+        dst = View(Space.ACC, grp.acc_base, at, (L.t.tow * row_bytes, row_bytes, 4))
+        if L.bias_init:
+            return [DmaCopy(queue=Queue.DMA_ST, shape=(geo.toh, geo.tow, grp.ng), dst=dst,
+                            src=View(Space.SPM, L.bias_base + grp.ch, at, (0, 0, 4)),
+                            waits=(SemOp("bias_init"),) * (state.accs == 0), signals=(SemOp("init_full"),))]
+        cs = L.cs
+        return [DmaCopy(queue=Queue.DMA_LD, shape=(geo.toh, geo.tow, grp.ng), dst=dst,
+                        src=View(Space.DRAM, grp.y_off, at, (cs.OW * cs.K * 4, cs.K * 4, 4), "R"),
+                        waits=(SemOp(L.acc_empty),), signals=(SemOp("res_full"),))]
+
+    def _matmuls(self, geo: TileGeometry, grp: ChannelGroup, st: InputStep, w_base: int) -> MatMulNests:
+        """The step's matrix work, one loop nest ``[nb, kh, kw, cb, oh]`` per run of equal blocks; packed: each
+        streamed row is ``pack`` consecutive pixels, their channels side by side (steps alike in what these read, in
+        this tile or another, share them)."""
+        L = self.L
+        es, t, p, rows, cols = L.dtype.size, L.t, L.p, L.target.rows, L.target.cols
+        if t.im2col:   # the matrix unit reads the patches: a 1x1 convolution over kc channels
+            x_base, pix = p.x_slot + st.slot * p.p_slot, p.kc * es
+            row = geo.tow * pix
         else:
-            kind.replay(prog, parts.bases(b, oh0, ow0), state)
-    return parts.program(prog + [Halt()])
+            x_base, pix = L.x_base(st), st.xc * es
+            row = geo.tw * pix
+        zero = st.first and not (L.epilogue.residual or L.bias_init)   # (else the init takes the tile)
+        key = (geo.toh, geo.tow, grp.ng, st.tc, zero, grp.acc_base, x_base + (st.c0 - st.xc0) * es, w_base, pix, row)
+        nests = self._nests.get(key)
+        if nests is None:
+            (dh, dw), (kr, ks), pk, tile, nb_stride = L.cs.dilation, L.taps, t.pack, L.tile, L.nb_stride
+            at, dtype = ACC_TYPE[L.dtype], L.dtype
+            nests = self._nests[key] = MatMulNests(
+                MatMulNest(((nbc, cols * 4, 0, nb_stride), (kr, 0, dh * row, ks * p.tcb * tile),
+                            (ks, 0, dw * pix, p.tcb * tile), (cbc, 0, rows * es, tile),
+                            (geo.toh, t.tow * L.row_bytes, L.step[0] * row, 0)),
+                           grp.acc_base + nbi * cols * 4, x_base + (st.c0 - st.xc0 + cb0 * rows) * es,
+                           w_base + nbi * nb_stride + cb0 * tile, at, dtype,
+                           geo.tow // pk, k, n, zero and cb0 == 0, pk * L.row_bytes, pk * L.step[1] * pix)
+                for nbi, nbc, n in equal_blocks(pk * grp.ng, cols) for cb0, cbc, k in equal_blocks(st.tc, rows))
+        return nests
+
+    def _drain(self, sink: Sink, geo: TileGeometry, grp: ChannelGroup, state: TileState) -> None:
+        """The channel group's epilogue (the vector unit's) and its store (all its pixels and channels)."""
+        L = self.L
+        key = self._keys.drain(geo, grp, state) if self._keys is not None else None
+        if key is not None:
+            if sink.recall(key) is not None:
+                return
+            sink.begin()
+        cs, at, yt, eo = L.cs, ACC_TYPE[L.dtype], L.yt, L.yt.size
+        tile_view = out_view = View(Space.ACC, grp.acc_base, at, (L.t.tow * L.row_bytes, L.row_bytes, 4))
+        if L.vector.active:
+            ops = epilogue_ops(L.vector, (geo.toh, geo.tow, grp.ng), tile_view,
+                               View(Space.SPM, L.bias_base + grp.ch, at, (0, 0, 4)),
+                               View(Space.SPM, L.scale_base + grp.ch, DType.F32, (0, 0, 4)))
+            sink.extend(synced_epilogue(L.vector, ops, first=state.accs == 0) if sink.semaphores else ops)
+            if L.epilogue.out is not None:   # the requantized tile, packed at the tile's base
+                out_view = View(Space.ACC, grp.acc_base, yt, (geo.tow * grp.ng * eo, grp.ng * eo, eo))
+        state.last_store_at = sink.mark()
+        sink.extend([DmaCopy(queue=Queue.DMA_ST, shape=(geo.toh, geo.tow, grp.ng),
+                             dst=View(Space.DRAM, grp.y_off, yt, (cs.OW * cs.K * eo, cs.K * eo, eo), "Y"),
+                             src=out_view, waits=(SemOp(L.ready),),
+                             signals=() if L.bias_init else (SemOp(L.acc_empty),))])
+        if key is not None:
+            sink.end(key)
 
 
-class _TileKind(NamedTuple):
-    """One tile's instructions as :func:`conv2d` copies them to later tiles of the same kind (the same
-    :attr:`_ConvParts.key` but its DRAM offsets): those the tile inserted before the previous tile's last instruction
-    (its first bias init, before the store that frees the accumulator tile), those it appended, which of them move
-    with the tile (``moves``: (role, view, whether it is the input window's) of each instruction's DRAM view in X, Y
-    or R, else None), the tile's DRAM bases (:attr:`_ConvParts.bases`), the ring positions it advanced and where its
-    last store is (from the previous tile's last instruction, or None)."""
+class _TileCopy(NamedTuple):
+    """One tile's instructions as :class:`ConvEmitter` copies them to later tiles of the same kind (the same
+    :meth:`ConvLayout.tile_key` but its DRAM offsets): those the tile inserted before the previous tile's last
+    instruction (its first bias init, before the store that frees the accumulator tile), those it appended, which of
+    them move with the tile (``moves``: (role, view, whether it is the input window's) of each instruction's DRAM
+    view in X, Y or R, else None), the tile's DRAM bases (input window, output), the ring positions it advanced and
+    where its last store is (from the previous tile's last instruction, or None)."""
 
     before: list
     after: list
@@ -936,7 +1300,25 @@ class _TileKind(NamedTuple):
     advance: tuple[int, int, int]
     last_store: int | None
 
-    def replay(self, prog: list, bases: tuple[int, int], state: _TileState) -> None:
+    @classmethod
+    def record(cls, emitter: ConvEmitter, sink: ProgramSink, geo: TileGeometry, state: TileState) -> _TileCopy | None:
+        """Emit the tile ``geo`` and keep it as a copy (None for the first tile, whose instructions differ from
+        every later one's)."""
+        prog = sink.instrs
+        first, at = state.first_tile, len(prog) - 1
+        last, start = prog[at] if prog else None, (state.xs, state.ws, state.accs)
+        emitter.tile(sink, geo, state)
+        if first:
+            return None
+        k = 0 if prog[at] is last else 1   # (one bias init, or none, goes before the previous tile's last instruction)
+        new = prog[at:]
+        moves = [next(((role, v, v.region == "X") for role, v, _ in i.views() if v.space is Space.DRAM and v.region
+                       in ("X", "Y", "R")), None) if type(i) is DmaCopy else None for i in new]
+        return cls(new[:k], new[k + 1:], moves[:k] + moves[k + 1:], (geo.x_src, geo.y_base),
+                   (state.xs - start[0], state.ws - start[1], state.accs - start[2]),
+                   None if state.last_store_at is None else state.last_store_at - at)
+
+    def replay(self, prog: list, bases: tuple[int, int], state: TileState) -> None:
         """Append (and insert) this kind's instructions for the tile at DRAM ``bases``, advancing ``state``: the
         instructions the tile's own emission gives (its operands differ only in their X, Y and R bases)."""
         dx, dy = bases[0] - self.bases[0], bases[1] - self.bases[1]
@@ -946,374 +1328,47 @@ class _TileKind(NamedTuple):
         at, n = len(prog) - 1, len(self.before)
         prog[at:at] = moved[:n]
         prog += moved[n:]
-        state.xs, state.ws, state.accs = (s + d for s, d in zip((state.xs, state.ws, state.accs), self.advance))
+        state.advance(self.advance)
         state.last_store_at = None if self.last_store is None else at + self.last_store
 
 
-def _emit_tile(parts: _ConvParts, prog: list, b: int, oh0: int, ow0: int, state: _TileState) -> _TileKind | None:
-    """``parts.emit`` of the tile at (b, oh0, ow0), and its :class:`_TileKind` (None for the first tile, whose
-    instructions differ from every later one's)."""
-    first, at = state.first_tile, len(prog) - 1
-    last, start = prog[at] if prog else None, (state.xs, state.ws, state.accs)
-    parts.emit(prog, b, oh0, ow0, state)
-    if first:
-        return None
-    k = 0 if prog[at] is last else 1   # (one bias init, or none, goes before the previous tile's last instruction)
-    new = prog[at:]
-    moves = [next(((role, v, v.region == "X") for role, v, _ in i.views() if v.space is Space.DRAM and v.region in
-                   ("X", "Y", "R")), None) if type(i) is DmaCopy else None for i in new]
-    return _TileKind(new[:k], new[k + 1:], moves[:k] + moves[k + 1:], parts.bases(b, oh0, ow0),
-                     (state.xs - start[0], state.ws - start[1], state.accs - start[2]),
-                     None if state.last_store_at is None else state.last_store_at - at)
+def conv2d(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | None = None,
+           epilogue: Epilogue = NO_EPILOGUE, pad_value: int | float = 0) -> Program:
+    """The program for one convolution (:class:`ConvEmitter` into a program sink); regions X (NHWC input), Wt
+    (:func:`pack_weights`), Y (NHWC output), and Bias, Scale and R when the epilogue uses them. The halo padding
+    reads ``pad_value`` (a quantized input's zero point); ``tiling`` defaults to :func:`choose_conv_tiling`'s."""
+    layout = ConvLayout.of(cs, dtype, target, tiling, epilogue, pad_value)
+    sink = ProgramSink()
+    ConvEmitter(layout).emit(sink)
+    return layout.program(sink.instrs)
 
 
-def _conv_parts(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling | None, epilogue: Epilogue,
-                pad_value: int | float) -> _ConvParts:
-    """:func:`conv2d` in pieces, so that :func:`conv_estimate` can price one tile of each kind."""
-    es, at, arch = dtype.size, ACC_TYPE[dtype], target.arch
-    rows, cols, spm, acc = target.rows, target.cols, target.spm, target.acc
-    yt, eo = epilogue.out or at, (epilogue.out or at).size
-    bias_bytes = _epilogue_bytes(cs, epilogue, es)
-    t = tiling or choose_conv_tiling(cs, dtype, target.with_spm(spm - bias_bytes))
-    p = _plan(cs, t, es, rows, cols, spm - bias_bytes)
-    cs = grouped(cs, t.gpack)   # from here on, packed groups are one group
-    if p.spm + bias_bytes > spm or t.acc_bufs * p.acc_tile > acc or t.acc_bufs not in (1, 2):
-        raise TilingError(f"tiling {t} needs {p.spm + bias_bytes} B of SPM and {t.acc_bufs * p.acc_tile} B of ACC "
-                          f"(1 or 2 accumulator tiles)")
-    if not pack_allowed(cs, t.pack, t.tow, cols, t.im2col):
-        raise TilingError(f"tiling {t} cannot pack {t.pack} pixels per array row of {cs}: that needs one group, "
-                          f"pack * K <= {cols} columns, stride 1 (or a subsampled 1x1, or im2col) and tile widths "
-                          f"(tow and OW % tow) that are multiples of pack; use pack=1")
-    if t.im2col and not im2col_allowed(cs):
-        raise TilingError(f"tiling {t} cannot gather patches of {cs}: im2col needs one group (after gpack), no "
-                          f"horizontal dilation and a kernel larger than 1x1")
-    acc_empty = "acc_empty" if t.acc_bufs == 2 else "acc1_empty"   # free accumulator tiles (1 or 2)
-    w_base0 = p.x_bytes
-    bias_base = -(-p.spm // 4) * 4    # the i32/f32 constants after the slots, word-aligned
-    scale_base = bias_base + cs.K * 4 * epilogue.bias
-    # a bias (without a residual, which takes the accumulators first) starts each accumulator tile: the store queue
-    # copies it from SPM right after the store that frees the tile, so the vector unit only applies the activation
-    bias_init = epilogue.bias and not epilogue.residual
-    vector = replace(epilogue, bias=False) if bias_init else epilogue
-    ready = "out_full" if vector.active else "acc_full"   # what the store waits for
-    kr, ks = (1, 1) if t.im2col else (cs.R, cs.S)                        # filter taps the matrix unit loops over
-    kc, pk = p.kc, t.pack
-    tile, chunk = rows * cols * es, p.taps * p.cbs * rows * cols * es    # packed bytes of one (g, nb)
-    nb_stride = p.taps * p.tcb * tile                                      # SPM bytes of one nb in a chunk
-    row_bytes = p.acc_tile // (t.toh * t.tow)                 # one accumulator pixel (tnb * cols, or Kg if packed)
-    (sh, sw), (dh, dw), (pt, pl, _, _) = cs.stride, cs.dilation, cs.pad
-    skip_h, skip_w = _skip(cs)    # subsampled load: the SPM tile is dense, the conv then has stride 1 on that axis
-    win_h, win_w = sh // skip_h, sw // skip_w     # the stride between output pixels in the loaded window
-    step_h, step_w = (1, 1) if t.im2col else (win_h, win_w)   # im2col: the patches are dense
-    c_steps = list(range(0, p.cbs, p.tcb))
-    nb_groups = list(range(0, p.nbs, p.tnb))
-    if epilogue.residual and epilogue.out is not None:
-        raise CompileError("a residual is added in the accumulator type: it cannot be fused with requantization")
-    prologue: list = []
-    if epilogue.bias:
-        prologue.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, bias_base, at, (4,)),
-                            src=View(Space.DRAM, 0, at, (4,), "Bias"),
-                            signals=(SemOp("bias_init" if bias_init else "bias_ready"),)))
-    if epilogue.out is not None:
-        prologue.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, scale_base, DType.F32, (4,)),
-                            src=View(Space.DRAM, 0, DType.F32, (4,), "Scale"), signals=(SemOp("bias_ready"),)))
-    tiles = [(b, oh0, ow0) for b in range(cs.N) for oh0 in range(0, cs.OH, t.toh) for ow0 in range(0, cs.OW, t.tow)]
-    mm_steps: dict[tuple, list[MatMul]] = {}   # emit's matrix instructions of a step, by what they depend on
-    w_loads: dict[tuple, DmaCopy] = {}         # emit's weight loads by shape and SPM slot (any DRAM offset)
-    w_strides = (chunk, p.cbs * tile, tile, es)
+def conv_estimate(cs: ConvShape, dtype: DType, target: Target, tiling: ConvTiling,
+                  epilogue: Epilogue | None = None, hidden_constants: bool = False, memo: PriceMemo | None = None,
+                  bound: int | None = None, floor: bool = False) -> int:
+    """:func:`compiler.kernels.common.search.program_price` of ``conv2d(cs, dtype, target, tiling, epilogue)``
+    without building that program (cycles): :class:`ConvEmitter` run into an estimating sink, which prices one tile
+    of each kind (geometry, DRAM offsets modulo what the DRAM cost reads, starting ring slots), one channel group,
+    input-channel step and epilogue of each key, and a loop nest of matrix instructions as its first times its size
+    (:func:`compiler.kernels.common.search.tiling_price`: less the leading constant loads if ``hidden_constants``;
+    with one accumulator tile, at least the work of every unit but the loads).
 
-    def geometry(b: int, oh0: int, ow0: int):
-        """(toh, tow, th, tw, pads, x_src) of the tile at (b, oh0, ow0)."""
-        toh, tow = min(t.toh, cs.OH - oh0), min(t.tow, cs.OW - ow0)
-        th, tw = _window(cs, toh, tow)
-        ih0, iw0 = oh0 * sh - pt, ow0 * sw - pl
-        top, left = max(0, -ih0), max(0, -iw0)
-        pads = ((top, max(0, ih0 + (th - 1) * skip_h + 1 - cs.H)),
-                (left, max(0, iw0 + (tw - 1) * skip_w + 1 - cs.W)))
-        x_src = ((b * cs.H + max(ih0, 0)) * cs.W + max(iw0, 0)) * cs.C * es
-        return toh, tow, th, tw, pads, x_src
-
-    def key(b: int, oh0: int, ow0: int, state: _TileState, modulus: int) -> tuple:
-        """What the costs of the tile's instructions depend on: its geometry, its DRAM offsets modulo ``modulus``
-        (cost.dram_window reads no more) and the ring slots it starts in."""
-        toh, tow, th, tw, pads, x_src = geometry(b, oh0, ow0)
-        y_base = ((b * cs.OH + oh0) * cs.OW + ow0) * cs.K * eo
-        return (toh, tow, pads, x_src % modulus, y_base % modulus, state.xs % 2, state.ws % 2, state.accs % 2,
-                state.first_tile)
-
-    def bases(b: int, oh0: int, ow0: int) -> tuple[int, int]:
-        """The DRAM offsets of the tile's input window (X, halo aside) and of its output (Y, R), bytes."""
-        return geometry(b, oh0, ow0)[5], ((b * cs.OH + oh0) * cs.OW + ow0) * cs.K * eo
-
-    def step_costs(memo: _StepMemo, g: int, toh: int, tow: int, th: int, tw: int, pads: tuple, x_src: int, xc: int,
-                   xc0: int, x_new: bool, slot: int, x_base: int, nbn: int, ng: int, ncb: int, tc: int, c0: int,
-                   w_src: int | bool, w_base: int, w_front: bool, first: bool, acc_base: int, y_off: int,
-                   nb0: int) -> list:
-        """:func:`_entries` of the step that :func:`emit` builds from these values (its semaphores aside; the matrix
-        instructions as one entry), each instruction's cost looked up by its cost key (:func:`isa.cost.copy_cost_key`,
-        :func:`isa.cost.matmul_cost_key`) and built and priced by :func:`isa.cost.instr_costs` only the first time
-        the search meets that key. ``w_src``: the weights' DRAM offset, False when the step loads none."""
-        costs, out, pix = memo.costs, [], xc * es
-        row = tw * pix
-        if x_new:
-            x_dst = (row, pix, es)
-            x_at, x_str = x_src + (g * cs.Cg + xc0) * es, (skip_h * cs.W * cs.C * es, skip_w * cs.C * es, es)
-
-            def load() -> list:
-                return padded_load((th, tw, xc), View(Space.SPM, x_base, dtype, x_dst),
-                                   View(Space.DRAM, x_at, dtype, x_str, "X"), pads, pad_value)
-            if all(lo + hi < e and max(lo, hi) <= MAX_PAD for e, (lo, hi) in zip((th, tw), pads)):   # one copy
-                c = _priced(memo, copy_cost_key((th, tw, xc), tuple(Pad(d, lo, hi) for d, (lo, hi) in enumerate(pads)
-                                                                     if lo or hi),
-                                                 (Space.SPM, x_base % memo.spm, es, x_dst),
-                                                 (Space.DRAM, x_at % memo.dram, es, x_str)), load, arch)
-                out.append((Queue.DMA_LD, c.cycles, c.dram_window, False))
-            else:   # fills too
-                out += _entries(load(), arch, costs, memo.floor)
-            if t.im2col:
-                p_dst, p_src = (tow * kc * es, kc * es, cs.S * cs.C * es, es), (win_h * row, win_w * pix, dh * row, es)
-                shape = (toh, tow, cs.R, cs.S * cs.C)
-                c = _priced(memo, copy_cost_key(shape, (), (Space.SPM, (p.x_slot + slot * p.p_slot) % memo.spm, es,
-                                                             p_dst), (Space.SPM, 0, es, p_src)),
-                            lambda: [DmaCopy(queue=Queue.DMA_LD, shape=shape,
-                                             dst=View(Space.SPM, p.x_slot + slot * p.p_slot, dtype, p_dst),
-                                             src=View(Space.SPM, 0, dtype, p_src))], arch)
-                out.append((Queue.DMA_LD, c.cycles, c.dram_window, False))
-                x_base, pix = p.x_slot + slot * p.p_slot, kc * es
-                row = tow * pix
-        if w_src is not False:
-            shape, w_dst = (nbn, p.taps, ncb, rows * cols), (nb_stride, p.tcb * tile, tile, es)
-            c = _priced(memo, copy_cost_key(shape, (), (Space.SPM, w_base % memo.spm, es, w_dst),
-                                             (Space.DRAM, w_src % memo.dram, es, w_strides)),
-                        lambda: [DmaCopy(queue=Queue.DMA_LD, shape=shape, dst=View(Space.SPM, w_base, dtype, w_dst),
-                                         src=View(Space.DRAM, w_src, dtype, w_strides, "Wt"))], arch)
-            out.insert(0 if w_front else len(out), (Queue.DMA_LD, c.cycles, c.dram_window, True))
-        acc_view = (t.tow * row_bytes, row_bytes, 4)
-        if first and (bias_init or epilogue.residual):   # the bias init (dma.st) or the residual's tile (dma.ld)
-            src, queue = ((Space.SPM, bias_base + (g * cs.Kg + nb0 * cols) * 4, (0, 0, 4)), Queue.DMA_ST) \
-                if bias_init else ((Space.DRAM, y_off, (cs.OW * cs.K * 4, cs.K * 4, 4)), Queue.DMA_LD)
-            mod = memo.spm if bias_init else memo.dram
-            c = _priced(memo, copy_cost_key((toh, tow, ng), (), (Space.ACC, acc_base % memo.acc, at.size, acc_view),
-                                             (src[0], src[1] % mod, at.size, src[2])),
-                        lambda: [DmaCopy(queue=queue, shape=(toh, tow, ng), dst=View(Space.ACC, acc_base, at, acc_view),
-                                         src=View(src[0], src[1], at, src[2], None if bias_init else "R"))], arch)
-            out.append((queue, c.cycles, c.dram_window, False))
-        zero, cycles = first and not (epilogue.residual or bias_init), 0
-        for nbi, nbc, n in equal_blocks(pk * ng, cols):
-            for cb0, cbc, k in equal_blocks(tc, rows):
-                dims = ((nbc, cols * 4, 0, nb_stride), (kr, 0, dh * row, ks * p.tcb * tile),
-                        (ks, 0, dw * pix, p.tcb * tile), (cbc, 0, rows * es, tile),
-                        (toh, t.tow * row_bytes, step_h * row, 0))
-                kept = tuple(d for d in dims if d[0] > 1) or (dims[-1],)   # one instruction per point of the others
-                one = kept[-4:]
-
-                def mm(dims=dims, k=k, n=n, nbi=nbi, cb0=cb0) -> list:   # (called at once, by _priced)
-                    return _conv_mm(dims, m=tow // pk, k=k, n=n, zero=zero and cb0 == 0,
-                                    acc=View(Space.ACC, acc_base + nbi * cols * 4, at, ()), acc_row=pk * row_bytes,
-                                    a=View(Space.SPM, x_base + (c0 - xc0 + cb0 * rows) * es, dtype, ()),
-                                    a_row=pk * step_w * pix, b=View(Space.SPM, w_base + nbi * nb_stride + cb0 * tile,
-                                                                    dtype, ()))
-                c = _priced(memo, matmul_cost_key(tuple(d[0] for d in one), tow // pk, k, n, tuple(d[1] for d in one),
-                                                   tuple(d[2] for d in one), tuple(d[3] for d in one), es,
-                                                   zero and cb0 == 0), mm, arch)
-                cycles += math.prod(d[0] for d in kept[:-4]) * c.cycles
-        out.append((Queue.MXU, cycles, 0, False))
-        return out
-
-    def emit(prog: list, b: int, oh0: int, ow0: int, state: _TileState, memo: _StepMemo | None = None) -> None:
-        """Append the instructions of the tile at (b, oh0, ow0) to ``prog``, advancing ``state``.
-
-        ``memo`` (pricing only): append, instead of instructions, the :func:`_entries` of each output-channel group,
-        step (:func:`step_costs`) and epilogue with its store, each memoised by what its costs read (shapes, flags,
-        on-chip bases modulo the bank period, DRAM offsets modulo what the DRAM cost reads); a step's bias init is
-        priced with the step, not placed before the previous store (its place changes no price)."""
-        toh, tow, th, tw, pads, x_src = geometry(b, oh0, ow0)
-        for g in range(cs.groups):
-            for gi, nb0 in enumerate(nb_groups):
-                nbn = min(p.tnb, p.nbs - nb0)
-                ng = min(nbn * cols, cs.Kg - nb0 * cols)          # output channels of this tile
-                acc_base = (state.accs % t.acc_bufs) * p.acc_tile
-                y_off = (((b * cs.OH + oh0) * cs.OW + ow0) * cs.K + g * cs.Kg + nb0 * cols) * eo   # the tile's Y, R
-                ch = (g * cs.Kg + nb0 * cols) * 4   # its channels' bias and scale (bytes)
-                if memo is not None:   # the group's steps, epilogue and store, as one: what all their keys read
-                    cid = (g * len(nb_groups) + gi) * len(c_steps)
-                    group = ("group", toh, tow, th, tw, pads, ng, nbn, gi == 0, cid == 0, state.first_tile,
-                             state.xs % 2, (w_base0 + cid * p.w_chunk) % memo.spm if p.resident else state.ws % 2,
-                             (x_src + g * cs.Cg * es) % memo.dram, (g * p.nbs + nb0) * chunk % memo.dram,
-                             acc_base % memo.acc, y_off % memo.dram, (bias_base + ch) % memo.spm,
-                             (scale_base + ch) % memo.spm, state.accs == 0)
-                    done = memo.steps.get(group)
-                    if done is not None:
-                        prog += done[0]
-                        state.xs, state.ws, state.accs = state.xs + done[1], state.ws + done[2], state.accs + 1
-                        continue
-                    group_at, xs0, ws0 = len(prog), state.xs, state.ws
-                for si, cb_first in enumerate(c_steps):
-                    ncb = min(p.tcb, p.cbs - cb_first)
-                    c0, tc = cb_first * rows, min(pk * kc - cb_first * rows, ncb * rows)
-                    x_new = not p.x_all or (gi == 0 and si == 0)
-                    x_last = not p.x_all or (gi == len(nb_groups) - 1 and si == len(c_steps) - 1)
-                    slot = state.xs % 2 if x_new else (state.xs - 1) % 2
-                    x_base = 0 if t.im2col else slot % p.x_slots * p.x_slot
-                    xc, xc0 = (cs.Cg, 0) if p.x_all else (tc, c0)     # the window's channels
-                    pix = xc * es
-                    row = tw * pix
-                    x_at = len(prog)   # the first step loads its weights before its input (prefetch)
-                    cid = (g * len(nb_groups) + gi) * len(c_steps) + si
-                    w_new = state.first_tile or not p.resident
-                    if memo is not None:
-                        # (a matrix instruction's cost reads no base: only the loads' and the init's bases count)
-                        m_d, m_s, first = memo.dram, memo.spm, si == 0
-                        w_src = (g * p.nbs + nb0) * chunk + cb_first * tile
-                        w_base = w_base0 + (cid if p.resident else state.ws % 2) * p.w_chunk
-                        key = (toh, tow, th, tw, pads, xc, tc, ng, nbn, ncb, x_new, w_new, first,
-                               state.first_tile and cid == 0, slot,
-                               x_new and (x_base % m_s, (x_src + (g * cs.Cg + xc0) * es) % m_d),
-                               w_new and (w_src % m_d, w_base % m_s),
-                               first and (acc_base % memo.acc, epilogue.residual and y_off % m_d,
-                                          bias_init and (bias_base + ch) % m_s))
-                        done = memo.steps.get(key)
-                        if done is None:
-                            done = memo.steps[key] = step_costs(
-                                memo, g, toh, tow, th, tw, pads, x_src, xc, xc0, x_new, slot, x_base, nbn, ng, ncb, tc,
-                                c0, w_new and w_src, w_base, state.first_tile and cid == 0, first, acc_base, y_off, nb0)
-                        prog += done
-                        state.xs, state.ws = state.xs + x_new, state.ws + w_new
-                        continue
-                    if x_new:
-                        sync = {} if t.im2col else dict(waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),))
-                        prog += padded_load((th, tw, xc), View(Space.SPM, x_base, dtype, (row, pix, es)),
-                                            View(Space.DRAM, x_src + (g * cs.Cg + xc0) * es, dtype,
-                                                 (skip_h * cs.W * cs.C * es, skip_w * cs.C * es, es), "X"),
-                                            pads, pad_value, **sync)
-                        if t.im2col:   # gather the (kh, kw, c) patch of every pixel behind each other
-                            prog.append(DmaCopy(
-                                queue=Queue.DMA_LD, shape=(toh, tow, cs.R, cs.S * cs.C),
-                                dst=View(Space.SPM, p.x_slot + slot * p.p_slot, dtype,
-                                         (tow * kc * es, kc * es, cs.S * cs.C * es, es)),
-                                src=View(Space.SPM, 0, dtype, (win_h * row, win_w * pix, dh * row, es)),
-                                waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),)))
-                        state.xs += 1
-                    if t.im2col:   # the matrix unit reads the patches: a 1x1 convolution over kc channels
-                        x_base, pix = p.x_slot + slot * p.p_slot, kc * es
-                        row = tow * pix
-                    w_base = w_base0 + (cid if p.resident else state.ws % 2) * p.w_chunk
-                    if w_new:   # (the load of another chunk into the same slot, from this chunk's weights)
-                        w_load = w_loads.get((nbn, ncb, w_base))
-                        if w_load is None:
-                            w_load = w_loads[nbn, ncb, w_base] = DmaCopy(
-                                queue=Queue.DMA_LD, shape=(nbn, p.taps, ncb, rows * cols),
-                                dst=View(Space.SPM, w_base, dtype, (nb_stride, p.tcb * tile, tile, es)),
-                                src=View(Space.DRAM, 0, dtype, w_strides, "Wt"),
-                                waits=() if p.resident else (SemOp("w_empty"),), signals=(SemOp("w_full"),))
-                        prog.insert(x_at if state.first_tile and cid == 0 else len(prog), w_load.resynced(
-                            w_load.waits, w_load.signals,
-                            src=View(Space.DRAM, (g * p.nbs + nb0) * chunk + cb_first * tile, dtype, w_strides, "Wt")))
-                        state.ws += 1
-                    first, last = si == 0, si == len(c_steps) - 1
-                    if first and bias_init:   # after the store that freed this tile (ring of 2: two back)
-                        init = DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, ng),
-                                       dst=View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4)),
-                                       src=View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
-                                       waits=(SemOp("bias_init"),) * (state.accs == 0),
-                                       signals=(SemOp("init_full"),))
-                        at_ = len(prog) if state.last_store_at is None or t.acc_bufs == 1 else state.last_store_at
-                        prog.insert(at_, init)
-                    if first and epilogue.residual:   # the sum starts from the residual's tile
-                        prog.append(DmaCopy(
-                            queue=Queue.DMA_LD, shape=(toh, tow, ng),
-                            dst=View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4)),
-                            src=View(Space.DRAM, y_off, at, (cs.OW * cs.K * 4, cs.K * 4, 4), "R"),
-                            waits=(SemOp(acc_empty),), signals=(SemOp("res_full"),)))
-                    zero = first and not (epilogue.residual or bias_init)   # else init takes the tile
-                    # packed: each streamed row is pk consecutive pixels, their channels side by side
-                    # (steps alike in these values, in this tile or another, have the same matrix instructions)
-                    mm_key = (toh, tow, ng, tc, zero, acc_base, x_base + (c0 - xc0) * es, w_base, pix, row)
-                    mms = mm_steps.get(mm_key)
-                    if mms is None:
-                        mms = mm_steps[mm_key] = [
-                            mm for nbi, nbc, n in equal_blocks(pk * ng, cols) for cb0, cbc, k in equal_blocks(tc, rows)
-                            for mm in _conv_mm(((nbc, cols * 4, 0, nb_stride),
-                                                (kr, 0, dh * row, ks * p.tcb * tile),
-                                                (ks, 0, dw * pix, p.tcb * tile),
-                                                (cbc, 0, rows * es, tile),
-                                                (toh, t.tow * row_bytes, step_h * row, 0)),
-                                               m=tow // pk, k=k, n=n, zero=zero and cb0 == 0,
-                                               acc=View(Space.ACC, acc_base + nbi * cols * 4, at, ()),
-                                               acc_row=pk * row_bytes,
-                                               a=View(Space.SPM, x_base + (c0 - xc0 + cb0 * rows) * es, dtype, ()),
-                                               a_row=pk * step_w * pix,
-                                               b=View(Space.SPM, w_base + nbi * nb_stride + cb0 * tile, dtype, ()))]
-                    waits = ("x_full",) * x_new + ("w_full",) * w_new + (
-                        "res_full" if epilogue.residual else "init_full" if bias_init else acc_empty,) * first
-                    signals = ("x_empty",) * x_last + ("w_empty",) * (not p.resident) + ("acc_full",) * last
-                    prog += synced(mms, waits, signals)
-                if memo is not None:
-                    key = (toh, tow, ng, acc_base % memo.acc, (bias_base + ch) % memo.spm, (scale_base + ch) % memo.spm,
-                           y_off % memo.dram, state.accs == 0)
-                    done = memo.steps.get(key)
-                if memo is not None and done is not None:
-                    prog += done
-                else:
-                    start = len(prog)
-                    tile_view = View(Space.ACC, acc_base, at, (t.tow * row_bytes, row_bytes, 4))
-                    out_view = tile_view
-                    if vector.active:
-                        prog += synced_epilogue(vector, epilogue_ops(
-                            vector, (toh, tow, ng), tile_view, View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
-                            View(Space.SPM, scale_base + ch, DType.F32, (0, 0, 4))), first=state.accs == 0)
-                        if epilogue.out is not None:   # the requantized tile, packed at the tile's base
-                            out_view = View(Space.ACC, acc_base, yt, (tow * ng * eo, ng * eo, eo))
-                    state.last_store_at = len(prog)
-                    prog.append(DmaCopy(queue=Queue.DMA_ST, shape=(toh, tow, ng),
-                                        dst=View(Space.DRAM, y_off, yt, (cs.OW * cs.K * eo, cs.K * eo, eo), "Y"),
-                                        src=out_view, waits=(SemOp(ready),),
-                                        signals=() if bias_init else (SemOp(acc_empty),)))
-                    if memo is not None:
-                        prog[start:] = memo.steps[key] = _entries(prog[start:], arch, memo.costs, memo.floor)
-                state.accs += 1
-                if memo is not None:
-                    memo.steps[group] = (prog[group_at:], state.xs - xs0, state.ws - ws0)
-        state.first_tile = False
-
-    def program(instrs: list) -> Program:
-        sems = (SemDecl("x_full", 0), SemDecl("x_empty", 2), SemDecl("w_full", 0), SemDecl("acc_full", 0))
-        sems += (SemDecl("bias_init", 0), SemDecl("init_full", 0)) if bias_init else (SemDecl(acc_empty, t.acc_bufs),)
-        sems += () if p.resident else (SemDecl("w_empty", 2),)
-        sems += (SemDecl("out_full", 0),) if vector.active else ()
-        sems += (SemDecl("bias_ready", 0),) if vector.bias or vector.out else ()
-        sems += (SemDecl("res_full", 0),) if epilogue.residual else ()
-        regions = (Region("X", 0, cs.N * cs.H * cs.W * cs.C * es), Region("Wt", 1, cs.groups * p.nbs * chunk),
-                   Region("Y", 2, cs.N * cs.OH * cs.OW * cs.K * yt.size))
-        regions += (Region("Bias", 3, cs.K * 4),) if epilogue.bias else ()
-        regions += (Region("Scale", 3 + epilogue.bias, cs.K * 4),) if epilogue.out is not None else ()
-        regions += (Region("R", len(regions), cs.N * cs.OH * cs.OW * cs.K * 4),) if epilogue.residual else ()
-        return Program(config=target.config, regions=regions, sems=sems, instrs=tuple(instrs))
-
-    return _ConvParts(prologue, tiles, emit, key, program, bases)
+    ``memo``: the search's :class:`~compiler.kernels.common.sink.PriceMemo` (the estimates of a tiling with either
+    accumulator depth share their runs); ``bound`` (a search's best price so far): the exact price when it is below
+    ``bound``, else some value at least ``bound`` (``bound`` itself when the emission stops as soon as the price is
+    known to reach it: its busiest unit or bus plus its head, or the first tile's matrix work times the tiles like
+    it). ``floor``: a lower bound of the price instead, cheaper: the same sums of :func:`isa.cost.instr_floor`
+    terms (DRAM windows at their bytes over the bandwidth, whatever their offsets, so tiles differing only in those
+    are one kind)."""
+    layout = ConvLayout.of(cs, dtype, target, tiling, epilogue or Epilogue(), 0)
+    sink = EstimateSink(target.arch, memo, layout.scope, floor, loads_constants if hidden_constants else None, bound)
+    ConvEmitter(layout).emit(sink)
+    return bound if sink.stopped else tiling_price(sink.estimate, tiling.acc_bufs == 1)
 
 
-def _conv_mm(dims: tuple[tuple[int, int, int, int], ...], acc: View, a: View, b: View, **kw) -> list[MatMul]:
-    """``mxu.mm`` instructions looping over ``dims`` (extent, acc, a and b byte strides) from the given bases: unit
-    dimensions dropped, then split on the outermost while more than a matmul's 4 remain."""
-    dims = tuple(d for d in dims if d[0] > 1) or (dims[-1],)
-    out: list[MatMul] = []
-    _conv_mm_into(out, dims, acc, a, b, acc.base, a.base, b.base, kw)
-    return out
-
-
-def _conv_mm_into(out: list, dims: tuple[tuple[int, int, int, int], ...], acc: View, a: View, b: View, acc_base: int,
-                  a_base: int, b_base: int, kw: dict) -> None:
-    """:func:`_conv_mm`'s split, appending to ``out``; the views are built once per matmul (no dataclass copies)."""
-    if len(dims) > 4:
-        (e, sc, sa, sb), rest = dims[0], dims[1:]
-        for i in range(e):
-            _conv_mm_into(out, rest, acc, a, b, acc_base + i * sc, a_base + i * sa, b_base + i * sb, kw)
-        return
-    out.append(MatMul(shape=tuple(d[0] for d in dims),
-                      acc=View(acc.space, acc_base, acc.dtype, tuple(d[1] for d in dims), acc.region),
-                      a=View(a.space, a_base, a.dtype, tuple(d[2] for d in dims), a.region),
-                      b=View(b.space, b_base, b.dtype, tuple(d[3] for d in dims), b.region), **kw))
+def _count_equal(size: int, tile: int) -> int:
+    """How many of the tiles of ``size`` cut into ``tile``-long pieces are as long as the first."""
+    return size // tile if tile <= size else 1
 
 
 def conv_inputs(cs: ConvShape, dtype: DType, rows: int, cols: int, seed: int = 0,

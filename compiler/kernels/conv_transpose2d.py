@@ -40,13 +40,13 @@ from compiler.errors import CompileError, TilingError
 from compiler.kernels.common.blocks import equal_blocks
 from compiler.kernels.common.epilogue import Epilogue, epilogue_ops, synced_epilogue
 from compiler.kernels.common.halo import padded_load
+from compiler.kernels.common.matmul_nest import MatMulNest
 from compiler.kernels.common.pipeline import synced
 from compiler.kernels.common.target import Target
 from compiler.kernels.conv2d import (
+    ConvPlan,
     ConvShape,
-    _conv_mm,
-    _ints,
-    _Plan,
+    axis_values,
     group_packs,
     pack_weights,
 )
@@ -83,7 +83,7 @@ class ConvTransposeShape:
 
     def __post_init__(self) -> None:
         for name, n in (("stride", 2), ("pad", 4), ("dilation", 2), ("output_padding", 2)):
-            object.__setattr__(self, name, _ints(getattr(self, name), n, name))
+            object.__setattr__(self, name, axis_values(getattr(self, name), n, name))
         if min(self.N, self.C, self.H, self.W, self.K, self.R, self.S, self.groups) < 1:
             raise CompileError(f"every size of a transposed convolution must be >= 1: {self}")
         if min(self.stride + self.dilation) < 1 or min(self.pad + self.output_padding) < 0:
@@ -365,9 +365,9 @@ ORDERS = ("tile", "nb")
 
 
 def _plan(ct: ConvTransposeShape, ph: AxisPlan, pw: AxisPlan, t: TransposeTiling, es: int, rows: int, cols: int,
-          spm: int) -> _Plan:
+          spm: int) -> ConvPlan:
     """What tiling ``t`` implies: window and weight bytes, blocks, residency (see
-    :class:`compiler.kernels.conv2d._Plan`)."""
+    :class:`compiler.kernels.conv2d.ConvPlan`)."""
     ct = ct.grouped(t.gpack)
     th, tw = t.toh + ph.halo, t.tow + pw.halo
     taps = sum(len(a.kernel) * len(b.kernel) for a, b, _ in _taps(ph, pw))
@@ -381,7 +381,7 @@ def _plan(ct: ConvTransposeShape, ph: AxisPlan, pw: AxisPlan, t: TransposeTiling
     w_chunk = tnb * taps * tcb * rows * cols * es
     chunks = ct.groups * -(-nbs // tnb) * -(-cbs // tcb)
     acc_tile = ph.expand * t.toh * pw.expand * t.tow * tnb * cols * 4
-    plan = _Plan(th, tw, ct.Cg, taps, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, False, acc_tile, x_all, x_slots)
+    plan = ConvPlan(th, tw, ct.Cg, taps, tcb, tnb, cbs, nbs, x_slot, w_chunk, chunks, False, acc_tile, x_all, x_slots)
     return plan._replace(resident=plan.x_bytes + chunks * w_chunk <= spm)
 
 
@@ -417,7 +417,7 @@ def _fit_tcb(ct, ph, pw, t: TransposeTiling, es: int, target: Target, spm: int) 
     return next((tcb for tcb in range(cbs, 0, -1) if _fits(ct, ph, pw, replace(t, tcb=tcb), es, target, spm)), 0)
 
 
-def _loads(p: _Plan, t: TransposeTiling, tiles: int) -> tuple[int, int]:
+def _loads(p: ConvPlan, t: TransposeTiling, tiles: int) -> tuple[int, int]:
     """(window loads, weight chunk loads) of a layer of ``tiles`` output tiles (per group) under plan ``p``."""
     nbg, csteps = -(-p.nbs // p.tnb), -(-p.cbs // p.tcb)
     x_loads = tiles * (nbg if t.order == "nb" else 1) * (1 if p.x_all else csteps) * \
@@ -426,7 +426,7 @@ def _loads(p: _Plan, t: TransposeTiling, tiles: int) -> tuple[int, int]:
     return x_loads, p.chunks if once else tiles * nbg * csteps
 
 
-def _rough_cycles(ct: ConvTransposeShape, ph: AxisPlan, pw: AxisPlan, t: TransposeTiling, p: _Plan,
+def _rough_cycles(ct: ConvTransposeShape, ph: AxisPlan, pw: AxisPlan, t: TransposeTiling, p: ConvPlan,
                   arch: Arch) -> float:
     """A quick estimate (cycles) ranking tilings before the exact pricing: the busiest of the matrix unit (each
     phase's taps stream the tile's coarse pixels), the load and store queues and the DRAM bus."""
@@ -538,7 +538,7 @@ class _Step:
     si: int
 
 
-def _steps(ct: ConvTransposeShape, ph: AxisPlan, pw: AxisPlan, t: TransposeTiling, p: _Plan) -> list[_Step]:
+def _steps(ct: ConvTransposeShape, ph: AxisPlan, pw: AxisPlan, t: TransposeTiling, p: ConvPlan) -> list[_Step]:
     """The steps in program order: channel runs inside tiles (order ``tile``) or tiles inside channel runs
     (``nb``); the input-channel steps innermost."""
     tiles = list(itertools.product(range(ct.N), range(0, ph.coarse, t.toh), range(0, pw.coarse, t.tow)))
@@ -720,13 +720,12 @@ def _phase_mms(a: PhaseTaps, b: PhaseTaps, toh: int, tow: int, ng: int, tc: int,
     rows, cols = target.rows, target.cols
     (row, pix), tile = x.strides[:2], rows * cols * es
     return [mm for nbi, nbc, n in equal_blocks(ng, cols) for cb0, cbc, k in equal_blocks(tc, rows)
-            for mm in _conv_mm(((nbc, cols * 4, 0, nb_stride), (len(a.kernel), 0, a.step * row, len(b.kernel) * tap),
-                                (len(b.kernel), 0, b.step * pix, tap), (cbc, 0, rows * es, tile),
-                                (toh, acc_strides[0], row, 0)),
-                               m=tow, k=k, n=n, zero=zero and cb0 == 0,
-                               acc=replace(acc, base=acc.base + nbi * cols * 4), acc_row=acc_strides[1],
-                               a=View(Space.SPM, x.base + cb0 * rows * es, x.dtype, ()), a_row=pix,
-                               b=View(Space.SPM, w.base + nbi * nb_stride + cb0 * tile, w.dtype, ()))]
+            for mm in MatMulNest(((nbc, cols * 4, 0, nb_stride), (len(a.kernel), 0, a.step * row, len(b.kernel) * tap),
+                                  (len(b.kernel), 0, b.step * pix, tap), (cbc, 0, rows * es, tile),
+                                  (toh, acc_strides[0], row, 0)),
+                                 acc.base + nbi * cols * 4, x.base + cb0 * rows * es,
+                                 w.base + nbi * nb_stride + cb0 * tile, acc.dtype, x.dtype,
+                                 tow, k, n, zero and cb0 == 0, acc_strides[1], pix).instrs]
 
 
 def swell_shape(ct: ConvTransposeShape) -> ConvShape:

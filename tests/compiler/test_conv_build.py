@@ -4,8 +4,18 @@ one that emitting every tile on its own gives."""
 import itertools
 
 from compiler.errors import TilingError
+from compiler.kernels.common.sink import ProgramSink
 from compiler.kernels.common.target import Target
-from compiler.kernels.conv2d import ConvTiling, Epilogue, Halt, _conv_parts, _TileState, conv2d, search_conv_tiling
+from compiler.kernels.conv2d import (
+    ConvEmitter,
+    ConvLayout,
+    ConvTiling,
+    Epilogue,
+    Halt,
+    TileState,
+    conv2d,
+    search_conv_tiling,
+)
 from isa import DType
 from isa.arch import load_arch
 from tests.compiler.test_conv_estimate import EPILOGUES, SHAPES, TILINGS
@@ -13,11 +23,12 @@ from tests.compiler.test_conv_estimate import EPILOGUES, SHAPES, TILINGS
 
 def each_tile(cs, dtype, target, tiling, ep):
     """conv2d's program with every tile emitted by itself (no copies)."""
-    parts = _conv_parts(cs, dtype, target, tiling, ep, 0)
-    prog, state = list(parts.prologue), _TileState()
-    for b, oh0, ow0 in parts.tiles:
-        parts.emit(prog, b, oh0, ow0, state)
-    return parts.program(prog + [Halt()])
+    layout = ConvLayout.of(cs, dtype, target, tiling, ep, 0)
+    emitter, sink, state = ConvEmitter(layout), ProgramSink(), TileState()
+    sink.extend(layout.prologue())
+    for b, oh0, ow0 in layout.tiles:
+        emitter.tile(sink, layout.geometry(b, oh0, ow0), state)
+    return layout.program(sink.instrs + [Halt()])
 
 
 def test_copied_tiles_equal_emitted_tiles():
@@ -36,7 +47,7 @@ def test_copied_tiles_equal_emitted_tiles():
             want = each_tile(cs, dtype, target, tiling, ep)
             assert prog == want, (preset, cs, ep, tiling)
             built += 1
-            tiles = len(_conv_parts(cs, dtype, target, tiling, ep, 0).tiles)
+            tiles = len(ConvLayout.of(cs, dtype, target, tiling, ep, 0).tiles)
             copied += tiles > 4
     assert built >= 100 and copied >= 50
 

@@ -1,5 +1,5 @@
-"""compiler.kernels.conv2d.conv_estimate, the search's closed-form price of a tiling, against the price of the built
-program."""
+"""compiler.kernels.conv2d.conv_estimate, the search's price of a tiling (conv2d's emitter run into an estimating
+sink), against the price of the built program."""
 
 import itertools
 from dataclasses import replace
@@ -7,21 +7,22 @@ from dataclasses import replace
 import pytest
 
 from compiler.errors import TilingError
+from compiler.kernels.common.search import program_price
+from compiler.kernels.common.sink import PriceMemo
 from compiler.kernels.common.target import Target
 from compiler.kernels.conv2d import (
     ACC_TYPE,
     ConvShape,
     ConvTiling,
     Epilogue,
-    _epilogue_bytes,
-    _fit_tcb,
-    _plan,
-    _plan_floor,
     conv2d,
     conv_candidates,
     conv_estimate,
+    conv_plan,
+    epilogue_spm_bytes,
+    fit_tcb,
     grouped,
-    program_price,
+    plan_floor,
     search_conv_tiling,
 )
 from isa import DType
@@ -57,14 +58,14 @@ def test_closed_form_price_equals_the_built_programs(preset):
                 continue
             for hidden in (False, True):
                 assert conv_estimate(cs, dtype, target, tiling, ep, hidden) == \
-                    program_price(prog, target.arch, tiling, hidden), (cs, ep, tiling, hidden)
+                    program_price(prog, target.arch, tiling.acc_bufs == 1, hidden), (cs, ep, tiling, hidden)
             priced += 1
     assert priced >= 30
 
 
 @pytest.mark.parametrize("preset", ["edge16", "dc128"])
 def test_the_most_input_blocks_that_fit_is_the_first_fitting_from_the_top(preset):
-    # _fit_tcb's shortcut (the SPM bytes alone, the accumulator check once) against _fits tried for every tcb
+    # fit_tcb's shortcut (the SPM bytes alone, the accumulator check once) against tiling_fits tried for every tcb
     target = Target.of(load_arch(preset))
     r, c, spm, acc = target.rows, target.cols, target.spm, target.acc
     tried = 0
@@ -74,7 +75,7 @@ def test_the_most_input_blocks_that_fit_is_the_first_fitting_from_the_top(preset
             if gs is None:
                 continue
             want = linear_fit_tcb(cs, t, dtype.size, r, c, budget, acc)
-            assert _fit_tcb(cs, t, dtype.size, r, c, budget, acc) == want, (cs, t, budget)
+            assert fit_tcb(cs, t, dtype.size, r, c, budget, acc) == want, (cs, t, budget)
             tried += bool(want)
     assert tried >= 10
 
@@ -100,15 +101,15 @@ def test_estimates_of_both_accumulator_depths_may_share_built_steps(preset):
     # the search shares one step memo between a tiling with one and with two accumulator tiles
     target = Target.of(load_arch(preset))
     for cs, (ep, dtype), tiling in itertools.product(SHAPES[:4], EPILOGUES, TILINGS[:3]):
-        steps = {}
+        memo = PriceMemo()
         for bufs in (2, 1):
             t = replace(tiling, acc_bufs=bufs)
             try:
                 prog = conv2d(cs, dtype, target, t, ep)
             except TilingError:
                 continue
-            assert conv_estimate(cs, dtype, target, t, ep, steps=steps) == program_price(prog, target.arch, t), \
-                (cs, ep, t)
+            assert conv_estimate(cs, dtype, target, t, ep, memo=memo) == \
+                program_price(prog, target.arch, t.acc_bufs == 1), (cs, ep, t)
 
 
 @pytest.mark.slow
@@ -120,24 +121,25 @@ def test_the_search_picks_the_cheapest_built_program_of_its_candidates(preset):
     for k, (cs, hidden) in enumerate(itertools.product(SHAPES, (False, True))):
         ep, dtype = EPILOGUES[k % 4]
         candidates = conv_candidates(cs, dtype, target, ep)
-        prices = [program_price(conv2d(cs, dtype, target, t, ep), target.arch, t, hidden) for t in candidates]
+        prices = [program_price(conv2d(cs, dtype, target, t, ep), target.arch, t.acc_bufs == 1, hidden)
+                  for t in candidates]
         want = candidates[min(range(len(candidates)), key=lambda i: (prices[i], i))]
         assert search_conv_tiling.__wrapped__(cs, dtype, target, ep, hidden) == want, (cs, ep, hidden)
 
 
 @pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
 def test_the_bounds_the_search_goes_by_are_at_most_the_price(preset):
-    # _plan_floor (closed form) <= conv_estimate(floor=True) <= the price, on every candidate, with and without
+    # plan_floor (closed form) <= conv_estimate(floor=True) <= the price, on every candidate, with and without
     # hidden constants; a bounded floor is exact below its bound
     target = Target.of(load_arch(preset))
     tried = 0
     for k, cs in enumerate(SHAPES):
         ep, dtype = EPILOGUES[k % 4]
-        spm = target.spm - _epilogue_bytes(cs, ep, dtype.size)
+        spm = target.spm - epilogue_spm_bytes(cs, ep, dtype.size)
         for j, (t, hidden) in enumerate(itertools.product(conv_candidates(cs, dtype, target, ep), (False, True))):
             price = conv_estimate(cs, dtype, target, t, ep, hidden)
-            plan = _plan(cs, t, dtype.size, target.rows, target.cols, spm)
-            low = _plan_floor(grouped(cs, t.gpack), t, plan, target.arch, dtype.size,
+            plan = conv_plan(cs, t, dtype.size, target.rows, target.cols, spm)
+            low = plan_floor(grouped(cs, t.gpack), t, plan, target.arch, dtype.size,
                               (ep.out or ACC_TYPE[dtype]).size, ep, hidden)
             assert low <= price, (cs, t, hidden, low, price)
             if j % 6 == 0:

@@ -15,16 +15,16 @@ from compiler.kernels.conv2d import (
     ConvShape,
     ConvTiling,
     TilingError,
-    _fit_tcb,
-    _fits,
-    _plan,
-    _rank,
-    _rough_cycles,
     choose_conv_tiling,
     conv_instructions,
+    conv_plan,
+    fit_tcb,
     grouped,
     pack_allowed,
+    rank_tilings,
+    rough_cycles,
     search_conv_tiling,
+    tiling_fits,
 )
 from isa import DType
 from isa.arch import load_arch
@@ -36,7 +36,7 @@ def linear_choose(cs, dtype, target):
     tow = min(cs.OW, target.max_rows)
     for tcb in range(-(-cs.Cg // target.rows), 0, -1):
         for toh in range(cs.OH, 0, -1):
-            if _fits(cs, ConvTiling(toh, tow, tcb), dtype.size, target.rows, target.cols, target.spm, target.acc):
+            if tiling_fits(cs, ConvTiling(toh, tow, tcb), dtype.size, target.rows, target.cols, target.spm, target.acc):
                 return ConvTiling(toh, tow, tcb)
     return None
 
@@ -71,7 +71,7 @@ def test_binary_searches_equal_trying_every_value(cs, rows, cols, spm, acc, es, 
     gpack = gpack if cs.groups % gpack == 0 else 1
     t = ConvTiling(min(toh, cs.OH), min(tow, cs.OW), 1, tnb, x_all, bufs, im2col, pack, gpack)
     args = (cs, t, es, rows, cols, spm, acc)
-    assert _fit_tcb(*args) == linear_fit_tcb(*args)
+    assert fit_tcb(*args) == linear_fit_tcb(*args)
 
 
 def test_a_huge_layer_is_not_built_once_per_candidate(monkeypatch):
@@ -94,8 +94,8 @@ def test_a_huge_layer_is_not_built_once_per_candidate(monkeypatch):
 @given(cs=convs(), preset=st.sampled_from(("edge16", "mid32", "dc128")), spm_div=st.sampled_from((1, 8, 64)),
        es=st.sampled_from((1, 4)), gpack=st.sampled_from((1, 2, 4)))
 def test_the_ranking_equals_rough_cycles_of_each_tilings_plan(cs, preset, spm_div, es, gpack):
-    # _rank's sums written out once per tiling are _rough_cycles of the plan with the most blocks that fit (_fit_tcb),
-    # for every tiling and accumulator depth that fits, in the same order
+    # rank_tilings' sums written out once per tiling are rough_cycles of the plan with the most blocks that fit
+    # (fit_tcb), for every tiling and accumulator depth that fits, in the same order
     target = Target.of(load_arch(preset))
     spm = target.spm // spm_div
     gpack = gpack if cs.groups % gpack == 0 else 1
@@ -103,20 +103,19 @@ def test_the_ranking_equals_rough_cycles_of_each_tilings_plan(cs, preset, spm_di
     tilings = sorted(((toh, tow, tnb, im2col, pack) for toh in {1, 2, -(-gs.OH // 3), gs.OH}
                       for tow in {1, -(-gs.OW // 2), gs.OW} for tnb in (1, 2, 4) for im2col in (False, True)
                       for pack in (1, 2, 4) if not im2col or gs.groups == 1 and gs.R * gs.S > 1), reverse=True)
-    got: list = []
-    _rank(gs, gpack, tilings, es, target, spm, got)
+    got = rank_tilings(gs, gpack, tilings, es, target, spm)
     want = []
     for toh, tow, tnb, im2col, pack in tilings:
         if not pack_allowed(gs, pack, tow, target.cols, im2col) or pack > 1 and tnb > 1:
             continue
         for x_all in (False, True) if not im2col and pack == 1 else (False,):
             t = ConvTiling(toh, tow, 1, tnb, x_all, 2, im2col, pack, gpack)
-            tcb = _fit_tcb(cs, t, es, target.rows, target.cols, spm, 1 << 62)
+            tcb = fit_tcb(cs, t, es, target.rows, target.cols, spm, 1 << 62)
             for bufs in (2, 1) if tcb else ():
                 t = replace(t, tcb=tcb, acc_bufs=bufs)
-                p = _plan(cs, t, es, target.rows, target.cols, spm)
+                p = conv_plan(cs, t, es, target.rows, target.cols, spm)
                 if bufs * p.acc_tile <= target.acc:
-                    want.append((_rough_cycles(gs, t, p, target.arch), bufs,
+                    want.append((rough_cycles(gs, t, p, target.arch), bufs,
                                  (toh, tow, tcb, tnb, x_all, bufs, im2col, pack, gpack)))
     assert got == want
 

@@ -61,7 +61,8 @@ def test_leading_constants_counts_the_weight_and_bias_loads_before_the_first_inp
 def test_search_with_hidden_constants_minimizes_the_estimate_without_them(cs):
     # under prefetch the leading weight loads overlap the previous layer: the search prices without them, so its
     # pick is no worse than the default pick by that measure (and the default pick no worse by the full estimate)
-    from compiler.kernels.conv2d import _CONSTANTS, Epilogue
+    from compiler.kernels.common.search import CONSTANTS
+    from compiler.kernels.conv2d import Epilogue
     from compiler.link.linker import leading_constants
     arch = load_arch("dc128")
     ep = Epilogue(bias=True, act="relu")
@@ -69,7 +70,7 @@ def test_search_with_hidden_constants_minimizes_the_estimate_without_them(cs):
     def costs(t):
         p = conv2d(cs, DType.F32, Target.of(arch), t, ep)
         est = program_estimate(p, arch)
-        return est, est - leading_constants(p, arch, _CONSTANTS)
+        return est, est - leading_constants(p, arch, CONSTANTS)
 
     target = Target.of(arch)
     full, hidden = search_conv_tiling(cs, DType.F32, target, ep), search_conv_tiling(cs, DType.F32, target, ep, True)

@@ -32,12 +32,13 @@ def vi(name: str, shape: list | None, elem: int = TensorProto.FLOAT):
 
 def linear_fit_tcb(cs, t, es: int, rows: int, cols: int, spm: int, acc: int) -> int:
     """The most input-channel blocks per step with which conv tiling ``t`` fits, by trying every count from the top
-    with ``compiler.kernels.conv2d._fits`` (the oracle of ``_fit_tcb``'s closed form and of the search's ranking)."""
+    with ``compiler.kernels.conv2d.tiling_fits`` (the oracle of ``fit_tcb``'s closed form and of the search's
+    ranking)."""
     from dataclasses import replace
 
-    from compiler.kernels.conv2d import _fits, grouped
+    from compiler.kernels.conv2d import grouped, tiling_fits
 
     gs = grouped(cs, t.gpack)
     kc = t.pack * (gs.R * gs.S * gs.Cg if t.im2col else gs.Cg)
     return next((tcb for tcb in range(-(-kc // rows), 0, -1)
-                 if _fits(cs, replace(t, tcb=tcb), es, rows, cols, spm, acc)), 0)
+                 if tiling_fits(cs, replace(t, tcb=tcb), es, rows, cols, spm, acc)), 0)

@@ -7,7 +7,8 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from isa import MatMul, View
+from isa import DType, MatMul, Space, View
+from isa.cost import matmul_cost_key
 
 Dim = tuple[int, int, int, int]
 """One loop dimension: extent, then the byte strides of the accumulator, A and B operands."""
@@ -15,16 +16,19 @@ Dim = tuple[int, int, int, int]
 
 @dataclass(frozen=True)
 class MatMulNest:
-    """The ``mxu.mm`` instructions looping over ``dims`` (outermost first) from the bases of ``acc``, ``a`` and ``b``
-    (their strides are the dims'), each an ``m x k`` by ``k x n`` product (``acc_row``, ``a_row``: bytes between
-    rows; ``zero``: start the accumulators at zero): unit dimensions are dropped, then the outermost ones split off
-    (one instruction per point) while more than four remain. Every instruction of a nest costs the same
-    (:func:`isa.cost.mxu_cost` reads no base): :attr:`first` times :attr:`count`."""
+    """The ``mxu.mm`` instructions looping over ``dims`` (outermost first) from accumulator byte ``acc_base`` (ACC, in
+    ``acc_type``) and A and B operands at SPM bytes ``a_base`` and ``b_base`` (in ``dtype``), the dims' strides added
+    per point, each an ``m x k`` by ``k x n`` product (``acc_row``, ``a_row``: bytes between rows; ``zero``: start
+    the accumulators at zero): unit dimensions are dropped, then the outermost ones split off (one instruction per
+    point) while more than four remain. Every instruction of a nest costs the same (:func:`isa.cost.mxu_cost` reads
+    no base): :attr:`first` times :attr:`count`."""
 
     dims: tuple[Dim, ...]
-    acc: View
-    a: View
-    b: View
+    acc_base: int
+    a_base: int
+    b_base: int
+    acc_type: DType
+    dtype: DType
     m: int
     k: int
     n: int
@@ -42,16 +46,23 @@ class MatMulNest:
         """Instructions in the nest: the points of the dims split off."""
         return math.prod(d[0] for d in self.kept[:-4])
 
+    @property
+    def cost_key(self) -> tuple:
+        """The :func:`isa.cost.instr_costs` memo key of every instruction of the nest
+        (:func:`isa.cost.matmul_cost_key`), from its fields: a search looks their cost up without building them."""
+        extents, acc, a, b = zip(*self.kept[-4:])
+        return matmul_cost_key(extents, self.m, self.k, self.n, acc, a, b, self.dtype.size, self.zero)
+
     @cached_property
     def first(self) -> MatMul:
-        """The nest's first instruction (at the views' bases)."""
-        return self._matmul(self.kept[-4:], self.acc.base, self.a.base, self.b.base)
+        """The nest's first instruction (at the bases)."""
+        return self._matmul(self.kept[-4:], self.acc_base, self.a_base, self.b_base)
 
     @cached_property
     def instrs(self) -> list[MatMul]:
         """Every instruction of the nest, in loop order."""
         out: list[MatMul] = []
-        self._split(out, self.kept, self.acc.base, self.a.base, self.b.base)
+        self._split(out, self.kept, self.acc_base, self.a_base, self.b_base)
         return out
 
     def _split(self, out: list, dims: tuple[Dim, ...], acc: int, a: int, b: int) -> None:
@@ -63,9 +74,16 @@ class MatMulNest:
         out.append(self._matmul(dims, acc, a, b))
 
     def _matmul(self, dims: tuple[Dim, ...], acc: int, a: int, b: int) -> MatMul:
-        va, vb, vc = self.a, self.b, self.acc
-        return MatMul(shape=tuple(d[0] for d in dims),
-                      acc=View(vc.space, acc, vc.dtype, tuple(d[1] for d in dims), vc.region),
-                      a=View(va.space, a, va.dtype, tuple(d[2] for d in dims), va.region),
-                      b=View(vb.space, b, vb.dtype, tuple(d[3] for d in dims), vb.region),
+        extents, sc, sa, sb = zip(*dims)
+        return MatMul(shape=extents, acc=View(Space.ACC, acc, self.acc_type, sc),
+                      a=View(Space.SPM, a, self.dtype, sa), b=View(Space.SPM, b, self.dtype, sb),
                       m=self.m, k=self.k, n=self.n, zero=self.zero, acc_row=self.acc_row, a_row=self.a_row)
+
+
+class MatMulNests(tuple):
+    """The loop nests of one run of matrix work, in order (a tuple of :class:`MatMulNest`)."""
+
+    @cached_property
+    def instrs(self) -> list[MatMul]:
+        """All their instructions, in order."""
+        return [mm for nest in self for mm in nest.instrs]

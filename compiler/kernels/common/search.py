@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import neg
 from typing import Generic, TypeVar
@@ -62,6 +62,18 @@ class Ranking(Generic[T]):
             heapq.heapreplace(heap, entry)
         else:
             heapq.heappush(heap, entry)
+
+    def offer_all(self, offers: Iterable[tuple[Rank, Hashable, T]]) -> None:
+        """:meth:`offer` each (rank, group, candidate) of ``offers``, in order."""
+        heaps, keep, order = self._heaps, self.keep, self._offered
+        for rank, group, candidate in offers:
+            heap = heaps[group]
+            full = len(heap) >= keep
+            if not full or rank < heap[0][3]:
+                entry = (tuple(map(neg, rank)) if isinstance(rank, tuple) else -rank, -order, candidate, rank)
+                (heapq.heapreplace if full else heapq.heappush)(heap, entry)
+            order += 1
+        self._offered = order
 
     def admits(self, rank: Rank, group: Hashable = None) -> bool:
         """Whether a candidate of rank ``rank`` offered now to ``group`` would be kept (so it is worth building)."""
@@ -113,12 +125,19 @@ class TilingSearch(ABC, Generic[T]):
         """Whether the candidates may be priced at all, given the best-ranked one (else it wins unpriced)."""
         return True
 
+    def candidate(self, offered) -> T:
+        """The candidate :meth:`rank` offered as ``offered`` (a search may offer a cheaper stand-in, e.g. the
+        fields of a tiling, and build only the kept ones)."""
+        return offered
+
     def candidates(self) -> list[T]:
         """The candidates :meth:`choose` prices, in rank order (only the best-ranked one when it wins unpriced)."""
-        ranking: Ranking[T] = Ranking(self.rule.priced, self.groups)
+        ranking: Ranking = Ranking(self.rule.priced, self.groups)
         self.rank(ranking)
-        best = ranking.best()
-        return [best] if not self.rule.priced or not self.affordable(best) else ranking.ranked()
+        best = self.candidate(ranking.best())
+        if not self.rule.priced or not self.affordable(best):
+            return [best]
+        return [self.candidate(c) for c in ranking.ranked()]
 
     def choose(self) -> T:
         """The winner: of :meth:`candidates`, the best-ranked whose price is within ``near_tie`` of the least."""

@@ -10,8 +10,10 @@ say:
   ``key`` (the generator's choice: extents, flags, SRAM bases modulo the bank width, DRAM offsets modulo
   ``dram_modulus``) is priced once; later runs with that key add its :class:`isa.cost.EstimateParts` instead of
   being emitted. A program sink never recalls (it keeps every instruction).
+- ``group(key, build, ...)``: a group of instructions whose costs depend only on ``key`` is built and priced once
+  per search (by an estimating sink; a program sink builds every group).
 - ``nests(...)``: a loop nest of matrix instructions that differ only in their bases (their costs are equal) is
-  priced as its first instruction times the nest's size.
+  priced as its first instruction times the nest's size, once per search and cost key.
 - ``stopped``: an estimating sink given a ``bound`` stops the generator once the price is known to reach it.
 
 Semaphores change no price: an estimating sink prices the instructions the generator gives it (with or without
@@ -24,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from typing import Protocol
 
-from compiler.kernels.common.matmul_nest import MatMulNest
+from compiler.kernels.common.matmul_nest import MatMulNests
 from compiler.kernels.common.pipeline import synced
 from isa import Instr
 from isa.arch import Arch
@@ -48,15 +50,16 @@ class Sink(Protocol):
     def extend(self, instrs: Sequence[Instr]) -> None:
         """Append ``instrs`` in program order."""
 
-    def insert(self, at: int | None, instr: Instr) -> None:
-        """Put ``instr`` at program position ``at`` (a :meth:`mark`; None: the end). An estimating sink prices it at
-        the end: exact as long as only DMAs lie between ``at`` and the end and ``instr`` is a store-queue DMA after
-        the last compute instruction so far (what the generators move back)."""
+    def place(self, at: int | None, key: Hashable | None, build: Callable[..., Sequence[Instr]], *args) -> None:
+        """Put the instructions ``build(*args)`` gives at program position ``at`` (a :meth:`mark`; None: the end),
+        as :meth:`group` does at the end. An estimating sink prices them at the end: exact as long as only DMAs lie
+        between ``at`` and the end and they are store-queue DMAs after the last compute instruction so far (what the
+        generators move back: an accumulator tile's start, before the store that frees the tile)."""
 
     def mark(self) -> int:
         """The program position of the next instruction (0 for an estimating sink)."""
 
-    def nests(self, nests: Sequence[MatMulNest], waits: tuple[str, ...], signals: tuple[str, ...]) -> None:
+    def nests(self, nests: MatMulNests, waits: tuple[str, ...], signals: tuple[str, ...]) -> None:
         """Append the matrix instructions of ``nests``, the first waiting for ``waits`` and the last signalling
         ``signals`` (:func:`~compiler.kernels.common.pipeline.synced`)."""
 
@@ -97,14 +100,15 @@ class ProgramSink:
     def extend(self, instrs: Sequence[Instr]) -> None:
         self.instrs += instrs
 
-    def insert(self, at: int | None, instr: Instr) -> None:
-        self.instrs.insert(len(self.instrs) if at is None else at, instr)
+    def place(self, at: int | None, key: Hashable | None, build: Callable[..., Sequence[Instr]], *args) -> None:
+        at = len(self.instrs) if at is None else at
+        self.instrs[at:at] = build(*args)
 
     def mark(self) -> int:
         return len(self.instrs)
 
-    def nests(self, nests: Sequence[MatMulNest], waits: tuple[str, ...], signals: tuple[str, ...]) -> None:
-        self.instrs += synced([mm for nest in nests for mm in nest.instrs], waits, signals)
+    def nests(self, nests: MatMulNests, waits: tuple[str, ...], signals: tuple[str, ...]) -> None:
+        self.instrs += synced(nests.instrs, waits, signals)
 
     def group(self, key: Hashable | None, build: Callable[..., Sequence[Instr]], *args) -> None:
         self.instrs += build(*args)
@@ -160,7 +164,8 @@ class EstimateSink:
         self.estimate = ProgramEstimate(arch, memo.costs[floor], floor, hidden)
         self._open = self.estimate   # the run being recorded (or the estimate)
         self._stack: list[ProgramEstimate] = []
-        self._runs, self._groups = memo.runs(scope, floor), memo.runs(_GROUPS, floor)
+        # (runs priced with another hidden predicate have other parts)
+        self._runs, self._groups = memo.runs((scope, hidden), floor), memo.runs((_GROUPS, hidden), floor)
         d = arch.dram
         self.dram_modulus = 1 if floor else d.page_bytes if d.model == "rowbuffer" else arch.dma.burst_bytes
         self.bound, self.stopped = bound, False
@@ -168,15 +173,19 @@ class EstimateSink:
     def extend(self, instrs: Sequence[Instr]) -> None:
         self._open.add(instrs)
 
-    def insert(self, at: int | None, instr: Instr) -> None:
-        self._open.add((instr,))
+    def place(self, at: int | None, key: Hashable | None, build: Callable[..., Sequence[Instr]], *args) -> None:
+        self.group(key, build, *args)
 
     def mark(self) -> int:
         return 0
 
-    def nests(self, nests: Sequence[MatMulNest], waits: tuple[str, ...], signals: tuple[str, ...]) -> None:
-        for nest in nests:
-            self._open.add((nest.first,), nest.count)
+    def nests(self, nests: MatMulNests, waits: tuple[str, ...], signals: tuple[str, ...]) -> None:
+        for nest in nests:   # (each nest's first instruction built and priced once per cost key in a search)
+            key = ("nest", nest.cost_key)
+            parts = self._groups.get(key)
+            if parts is None:
+                parts = self._groups[key] = self._open.price((nest.first,))
+            self._open.add_parts(parts, nest.count)
 
     def group(self, key: Hashable | None, build: Callable[..., Sequence[Instr]], *args) -> None:
         parts = self._groups.get(key) if key is not None else None
