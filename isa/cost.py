@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from functools import lru_cache
+from operator import add
 from typing import NamedTuple
 
 import numpy as np
@@ -776,7 +777,7 @@ class EstimateParts(NamedTuple):
     again without their instructions (:meth:`ProgramEstimate.add_parts`). Runs combine in program order like the
     instructions they stand for (an associative sum; :data:`NO_PARTS` is its zero).
 
-    ``busy``: (unit index in :data:`isa.units.UNITS`, busy cycles) of each unit it keeps busy; ``bus``: its DRAM bus
+    ``busy``: the busy cycles of each unit, in :data:`isa.units.UNITS` order (empty: none); ``bus``: its DRAM bus
     windows; ``compute``, ``matrix``: whether it holds a compute (matrix or vector) or a matrix instruction; ``lead``:
     the load-DMA cycles before its first compute instruction (all of them if it has none); ``after_matrix``: the
     store-DMA and vector cycles after its last matrix instruction (all of them if it has none); ``after_compute``: the
@@ -784,7 +785,7 @@ class EstimateParts(NamedTuple):
     leading instructions that the estimate's ``hidden`` predicate holds for, ``all_hidden`` whether it holds for all
     of them."""
 
-    busy: tuple[tuple[int, int], ...] = ()
+    busy: tuple[int, ...] = ()
     bus: int = 0
     compute: bool = False
     lead: int = 0
@@ -797,7 +798,7 @@ class EstimateParts(NamedTuple):
 
     def busy_of(self, role: Role) -> int:
         """The busy cycles of the units with ``role``."""
-        return sum(cycles for unit, cycles in self.busy if UNITS[unit].role is role)
+        return sum(cycles for unit, cycles in zip(UNITS, self.busy) if unit.role is role)
 
 
 NO_PARTS = EstimateParts()
@@ -886,7 +887,7 @@ class ProgramEstimate:
             elif role is Role.DMA_STORE:
                 after_matrix += cycles
                 after_compute += cycles
-        return EstimateParts(tuple([(k, b) for k, b in enumerate(busy) if b]), bus, compute, lead, matrix,
+        return EstimateParts(tuple(busy), bus, compute, lead, matrix,
                              after_matrix, after_compute, hidden, open_)
 
     def add_parts(self, parts: EstimateParts, repeat: int = 1) -> None:
@@ -895,9 +896,9 @@ class ProgramEstimate:
         if repeat < 1:
             return
         units, bus, compute, lead, matrix, after_matrix, after_compute, hidden, all_hidden = parts
-        busy = self.busy
-        for unit, cycles in units:
-            busy[unit] += cycles * repeat
+        if units:
+            self.busy = list(map(add, self.busy, units)) if repeat == 1 else \
+                [b + cycles * repeat for b, cycles in zip(self.busy, units)]
         self.bus += bus * repeat
         if self.all_hidden:   # (a group not wholly hidden ends the hidden run in its first copy)
             self.hidden += hidden * repeat if all_hidden else hidden
@@ -916,7 +917,7 @@ class ProgramEstimate:
 
     def parts(self) -> EstimateParts:
         """What was added so far, as one group."""
-        return EstimateParts(tuple([(k, b) for k, b in enumerate(self.busy) if b]), self.bus, self.compute,
+        return EstimateParts(tuple(self.busy), self.bus, self.compute,
                              self.lead, self.matrix, self.after_matrix, self.after_compute, self.hidden,
                              self.all_hidden)
 

@@ -36,11 +36,12 @@ from compiler.kernels.common.blocks import equal_blocks
 from compiler.kernels.common.epilogue import NO_EPILOGUE, Epilogue, epilogue_ops, synced_epilogue
 from compiler.kernels.common.halo import padded_load
 from compiler.kernels.common.matmul_nest import MatMulNest, MatMulNests
+from compiler.kernels.common.pipeline import sem_op
 from compiler.kernels.common.search import Ranking, SearchRule, TilingSearch, loads_constants, tiling_price
 from compiler.kernels.common.sink import EstimateSink, PriceMemo, ProgramSink, Sink
 from compiler.kernels.common.target import Target
 from compiler.kernels.gemm import ACC_TYPE
-from isa import DmaCopy, DType, Halt, Program, Queue, Region, SemDecl, SemOp, Space, View
+from isa import DmaCopy, DType, Halt, Program, Queue, Region, SemDecl, Space, View
 from isa.arch import Arch
 from isa.units import Role
 
@@ -824,8 +825,7 @@ class InputStep(NamedTuple):
     last: bool
 
 
-@dataclass(frozen=True)
-class ConvLayout:
+class ConvLayout(NamedTuple):
     """:func:`conv2d`'s fixed choices for one convolution and tiling (:meth:`of`): the convolution as the array runs
     it (``cs``, grouped by the tiling's gpack), its plan, where everything lives in SPM and ACC and the strides the
     instructions use (bytes), and the output tiles in order."""
@@ -851,6 +851,9 @@ class ConvLayout:
     skip: tuple[int, int]    # input rows and columns a subsampled load skips (:func:`_skip`)
     step: tuple[int, int]    # the stride between output pixels in the matrix unit's operand
     c_steps: tuple[int, ...]     # first input-channel block of each step
+    step_channels: tuple[tuple[int, int, int, int, int, int], ...]
+    """Per input-channel step: its first block, blocks, first channel, channels, and the window's channels and first
+    channel (all of a group's when the window holds them all)."""
     nb_groups: tuple[int, ...]   # first output-channel block of each channel group
     tiles: tuple[tuple[int, int, int], ...]   # (batch, first row, first column) of every output tile, in order
 
@@ -870,11 +873,13 @@ class ConvLayout:
         tile = rows * cols * es
         skip = _skip(cs)   # subsampled load: the SPM tile is dense, the conv then has stride 1 on that axis
         win = (cs.stride[0] // skip[0], cs.stride[1] // skip[1])   # the stride between output pixels in the window
+        c_steps = tuple(range(0, p.cbs, p.tcb))
         return cls(cs, dtype, target, t, p, epilogue, pad_value, epilogue.out or ACC_TYPE[dtype], bias_init,
                    replace(epilogue, bias=False) if bias_init else epilogue, p.x_bytes, bias_base,
                    bias_base + cs.K * 4 * epilogue.bias, (1, 1) if t.im2col else (cs.R, cs.S), tile,
                    p.taps * p.cbs * tile, p.taps * p.tcb * tile, p.acc_tile // (t.toh * t.tow), skip,
-                   (1, 1) if t.im2col else win, tuple(range(0, p.cbs, p.tcb)), tuple(range(0, p.nbs, p.tnb)),
+                   (1, 1) if t.im2col else win, c_steps, _step_channels(cs, t, p, rows, c_steps),
+                   tuple(range(0, p.nbs, p.tnb)),
                    tuple((b, oh0, ow0) for b in range(cs.N) for oh0 in range(0, cs.OH, t.toh)
                          for ow0 in range(0, cs.OW, t.tow)))
 
@@ -922,17 +927,6 @@ class ConvLayout:
                             geo.y_base + (g * cs.Kg + nb0 * cols) * self.yt.size, (g * cs.Kg + nb0 * cols) * 4,
                             (g * len(self.nb_groups) + gi) * len(self.c_steps))
 
-    @cached_property
-    def step_channels(self) -> tuple[tuple[int, int, int, int, int, int], ...]:
-        """Per input-channel step: its first block, blocks, first channel, channels, and the window's channels and
-        first channel (all of a group's when the window holds them all)."""
-        p, rows, out = self.p, self.target.rows, []
-        for cb_first in self.c_steps:
-            ncb = min(p.tcb, p.cbs - cb_first)
-            c0, tc = cb_first * rows, min(self.t.pack * p.kc - cb_first * rows, ncb * rows)
-            out.append((cb_first, ncb, c0, tc) + ((self.cs.Cg, 0) if p.x_all else (tc, c0)))
-        return tuple(out)
-
     def input_step(self, grp: ChannelGroup, si: int, state: TileState) -> InputStep:
         """The ``si``-th input-channel step of ``grp`` (the ring positions from ``state``)."""
         p, last = self.p, si == len(self.c_steps) - 1
@@ -956,11 +950,11 @@ class ConvLayout:
         if self.epilogue.bias:
             out.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, self.bias_base, at, (4,)),
                                src=View(Space.DRAM, 0, at, (4,), "Bias"),
-                               signals=(SemOp("bias_init" if self.bias_init else "bias_ready"),)))
+                               signals=(sem_op("bias_init" if self.bias_init else "bias_ready"),)))
         if self.epilogue.out is not None:
             out.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.K,), dst=View(Space.SPM, self.scale_base, DType.F32,
                                                                              (4,)),
-                               src=View(Space.DRAM, 0, DType.F32, (4,), "Scale"), signals=(SemOp("bias_ready"),)))
+                               src=View(Space.DRAM, 0, DType.F32, (4,), "Scale"), signals=(sem_op("bias_ready"),)))
         return out
 
     def program(self, instrs: list) -> Program:
@@ -979,6 +973,17 @@ class ConvLayout:
         regions += (Region("Scale", 3 + ep.bias, cs.K * 4),) if ep.out is not None else ()
         regions += (Region("R", len(regions), cs.N * cs.OH * cs.OW * cs.K * 4),) if ep.residual else ()
         return Program(config=self.target.config, regions=regions, sems=sems, instrs=tuple(instrs))
+
+
+def _step_channels(cs: ConvShape, t: ConvTiling, p: ConvPlan, rows: int,
+                   c_steps: tuple[int, ...]) -> tuple[tuple[int, int, int, int, int, int], ...]:
+    """:attr:`ConvLayout.step_channels` (``cs`` grouped)."""
+    out = []
+    for cb_first in c_steps:
+        ncb = min(p.tcb, p.cbs - cb_first)
+        c0, tc = cb_first * rows, min(t.pack * p.kc - cb_first * rows, ncb * rows)
+        out.append((cb_first, ncb, c0, tc) + ((cs.Cg, 0) if p.x_all else (tc, c0)))
+    return tuple(out)
 
 
 def _check_layout(cs: ConvShape, t: ConvTiling, p: ConvPlan, bias_bytes: int, target: Target,
@@ -1187,7 +1192,7 @@ class ConvEmitter:
         cs, es, dtype, t, p = L.cs, L.dtype.size, L.dtype, L.t, L.p
         pix = st.xc * es
         row = geo.tw * pix
-        sync = {} if t.im2col else dict(waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),))
+        sync = {} if t.im2col else dict(waits=(sem_op("x_empty"),), signals=(sem_op("x_full"),))
         out = padded_load((geo.th, geo.tw, st.xc), View(Space.SPM, L.x_base(st), dtype, (row, pix, es)),
                           View(Space.DRAM, geo.x_src + (grp.g * cs.Cg + st.xc0) * es, dtype,
                                (L.skip[0] * cs.W * cs.C * es, L.skip[1] * cs.C * es, es), "X"),
@@ -1198,7 +1203,7 @@ class ConvEmitter:
                                dst=View(Space.SPM, p.x_slot + st.slot * p.p_slot, dtype,
                                         (geo.tow * p.kc * es, p.kc * es, cs.S * cs.C * es, es)),
                                src=View(Space.SPM, 0, dtype, (win_h * row, win_w * pix, cs.dilation[0] * row, es)),
-                               waits=(SemOp("x_empty"),), signals=(SemOp("x_full"),)))
+                               waits=(sem_op("x_empty"),), signals=(sem_op("x_full"),)))
         return out
 
     def _w_load(self, grp: ChannelGroup, st: InputStep, w_base: int) -> list[DmaCopy]:
@@ -1212,7 +1217,7 @@ class ConvEmitter:
                 queue=Queue.DMA_LD, shape=(grp.nbn, p.taps, st.ncb, L.target.rows * L.target.cols),
                 dst=View(Space.SPM, w_base, dtype, (L.nb_stride, p.tcb * L.tile, L.tile, es)),
                 src=View(Space.DRAM, 0, dtype, strides, "Wt"),
-                waits=() if p.resident else (SemOp("w_empty"),), signals=(SemOp("w_full"),))
+                waits=() if p.resident else (sem_op("w_empty"),), signals=(sem_op("w_full"),))
         return [template.resynced(template.waits, template.signals, src=View(
             Space.DRAM, (grp.g * p.nbs + grp.nb0) * L.chunk + st.cb_first * L.tile, dtype, strides, "Wt"))]
 
@@ -1225,11 +1230,11 @@ class ConvEmitter:
         if L.bias_init:
             return [DmaCopy(queue=Queue.DMA_ST, shape=(geo.toh, geo.tow, grp.ng), dst=dst,
                             src=View(Space.SPM, L.bias_base + grp.ch, at, (0, 0, 4)),
-                            waits=(SemOp("bias_init"),) * (state.accs == 0), signals=(SemOp("init_full"),))]
+                            waits=(sem_op("bias_init"),) * (state.accs == 0), signals=(sem_op("init_full"),))]
         cs = L.cs
         return [DmaCopy(queue=Queue.DMA_LD, shape=(geo.toh, geo.tow, grp.ng), dst=dst,
                         src=View(Space.DRAM, grp.y_off, at, (cs.OW * cs.K * 4, cs.K * 4, 4), "R"),
-                        waits=(SemOp(L.acc_empty),), signals=(SemOp("res_full"),))]
+                        waits=(sem_op(L.acc_empty),), signals=(sem_op("res_full"),))]
 
     def _matmuls(self, geo: TileGeometry, grp: ChannelGroup, st: InputStep, w_base: int) -> MatMulNests:
         """The step's matrix work, one loop nest ``[nb, kh, kw, cb, oh]`` per run of equal blocks; packed: each
@@ -1250,7 +1255,7 @@ class ConvEmitter:
             (dh, dw), (kr, ks), pk, tile, nb_stride = L.cs.dilation, L.taps, t.pack, L.tile, L.nb_stride
             at, dtype = ACC_TYPE[L.dtype], L.dtype
             nests = self._nests[key] = MatMulNests(
-                MatMulNest(((nbc, cols * 4, 0, nb_stride), (kr, 0, dh * row, ks * p.tcb * tile),
+                MatMulNest.of(((nbc, cols * 4, 0, nb_stride), (kr, 0, dh * row, ks * p.tcb * tile),
                             (ks, 0, dw * pix, p.tcb * tile), (cbc, 0, rows * es, tile),
                             (geo.toh, t.tow * L.row_bytes, L.step[0] * row, 0)),
                            grp.acc_base + nbi * cols * 4, x_base + (st.c0 - st.xc0 + cb0 * rows) * es,
@@ -1279,8 +1284,8 @@ class ConvEmitter:
         state.last_store_at = sink.mark()
         sink.extend([DmaCopy(queue=Queue.DMA_ST, shape=(geo.toh, geo.tow, grp.ng),
                              dst=View(Space.DRAM, grp.y_off, yt, (cs.OW * cs.K * eo, cs.K * eo, eo), "Y"),
-                             src=out_view, waits=(SemOp(L.ready),),
-                             signals=() if L.bias_init else (SemOp(L.acc_empty),))])
+                             src=out_view, waits=(sem_op(L.ready),),
+                             signals=() if L.bias_init else (sem_op(L.acc_empty),))])
         if key is not None:
             sink.end(key)
 

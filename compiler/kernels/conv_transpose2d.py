@@ -720,12 +720,13 @@ def _phase_mms(a: PhaseTaps, b: PhaseTaps, toh: int, tow: int, ng: int, tc: int,
     rows, cols = target.rows, target.cols
     (row, pix), tile = x.strides[:2], rows * cols * es
     return [mm for nbi, nbc, n in equal_blocks(ng, cols) for cb0, cbc, k in equal_blocks(tc, rows)
-            for mm in MatMulNest(((nbc, cols * 4, 0, nb_stride), (len(a.kernel), 0, a.step * row, len(b.kernel) * tap),
-                                  (len(b.kernel), 0, b.step * pix, tap), (cbc, 0, rows * es, tile),
-                                  (toh, acc_strides[0], row, 0)),
+            for mm in MatMulNest.of(((nbc, cols * 4, 0, nb_stride),
+                                     (len(a.kernel), 0, a.step * row, len(b.kernel) * tap),
+                                     (len(b.kernel), 0, b.step * pix, tap), (cbc, 0, rows * es, tile),
+                                     (toh, acc_strides[0], row, 0)),
                                  acc.base + nbi * cols * 4, x.base + cb0 * rows * es,
                                  w.base + nbi * nb_stride + cb0 * tile, acc.dtype, x.dtype,
-                                 tow, k, n, zero and cb0 == 0, acc_strides[1], pix).instrs]
+                                 tow, k, n, zero and cb0 == 0, acc_strides[1], pix).instrs()]
 
 
 def swell_shape(ct: ConvTransposeShape) -> ConvShape:

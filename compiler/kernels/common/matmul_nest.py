@@ -4,8 +4,8 @@ loop is split into one instruction per point of its outer dimensions (the direct
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import cached_property
+from typing import NamedTuple
 
 from isa import DType, MatMul, Space, View
 from isa.cost import matmul_cost_key
@@ -14,14 +14,13 @@ Dim = tuple[int, int, int, int]
 """One loop dimension: extent, then the byte strides of the accumulator, A and B operands."""
 
 
-@dataclass(frozen=True)
-class MatMulNest:
-    """The ``mxu.mm`` instructions looping over ``dims`` (outermost first) from accumulator byte ``acc_base`` (ACC, in
-    ``acc_type``) and A and B operands at SPM bytes ``a_base`` and ``b_base`` (in ``dtype``), the dims' strides added
-    per point, each an ``m x k`` by ``k x n`` product (``acc_row``, ``a_row``: bytes between rows; ``zero``: start
-    the accumulators at zero): unit dimensions are dropped, then the outermost ones split off (one instruction per
-    point) while more than four remain. Every instruction of a nest costs the same (:func:`isa.cost.mxu_cost` reads
-    no base): :attr:`first` times :attr:`count`."""
+class MatMulNest(NamedTuple):
+    """The ``mxu.mm`` instructions looping over ``dims`` (outermost first; made by :meth:`of`) from accumulator byte
+    ``acc_base`` (ACC, in ``acc_type``) and A and B operands at SPM bytes ``a_base`` and ``b_base`` (in ``dtype``),
+    the dims' strides added per point, each an ``m x k`` by ``k x n`` product (``acc_row``, ``a_row``: bytes between
+    rows; ``zero``: start the accumulators at zero): one instruction per point of the dims beyond the innermost four.
+    Every instruction of a nest costs the same (:func:`isa.cost.mxu_cost` reads no base): :meth:`first` times
+    :attr:`count`."""
 
     dims: tuple[Dim, ...]
     acc_base: int
@@ -36,33 +35,32 @@ class MatMulNest:
     acc_row: int
     a_row: int
 
-    @cached_property
-    def kept(self) -> tuple[Dim, ...]:
-        """The dims of extent above 1 (or the innermost one, if none is)."""
-        return tuple(d for d in self.dims if d[0] > 1) or (self.dims[-1],)
+    @classmethod
+    def of(cls, dims: tuple[Dim, ...], *fields) -> MatMulNest:
+        """The nest over ``dims`` with their unit dimensions dropped (all but the innermost, if all are), then the
+        other fields in order."""
+        return cls(tuple(d for d in dims if d[0] > 1) or (dims[-1],), *fields)
 
     @property
     def count(self) -> int:
         """Instructions in the nest: the points of the dims split off."""
-        return math.prod(d[0] for d in self.kept[:-4])
+        return math.prod(d[0] for d in self.dims[:-4])
 
     @property
     def cost_key(self) -> tuple:
         """The :func:`isa.cost.instr_costs` memo key of every instruction of the nest
         (:func:`isa.cost.matmul_cost_key`), from its fields: a search looks their cost up without building them."""
-        extents, acc, a, b = zip(*self.kept[-4:])
+        extents, acc, a, b = zip(*self.dims[-4:])
         return matmul_cost_key(extents, self.m, self.k, self.n, acc, a, b, self.dtype.size, self.zero)
 
-    @cached_property
     def first(self) -> MatMul:
         """The nest's first instruction (at the bases)."""
-        return self._matmul(self.kept[-4:], self.acc_base, self.a_base, self.b_base)
+        return self._matmul(self.dims[-4:], self.acc_base, self.a_base, self.b_base)
 
-    @cached_property
     def instrs(self) -> list[MatMul]:
         """Every instruction of the nest, in loop order."""
         out: list[MatMul] = []
-        self._split(out, self.kept, self.acc_base, self.a_base, self.b_base)
+        self._split(out, self.dims, self.acc_base, self.a_base, self.b_base)
         return out
 
     def _split(self, out: list, dims: tuple[Dim, ...], acc: int, a: int, b: int) -> None:
@@ -86,4 +84,4 @@ class MatMulNests(tuple):
     @cached_property
     def instrs(self) -> list[MatMul]:
         """All their instructions, in order."""
-        return [mm for nest in self for mm in nest.instrs]
+        return [mm for nest in self for mm in nest.instrs()]

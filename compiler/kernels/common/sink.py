@@ -184,7 +184,7 @@ class EstimateSink:
             key = ("nest", nest.cost_key)
             parts = self._groups.get(key)
             if parts is None:
-                parts = self._groups[key] = self._open.price((nest.first,))
+                parts = self._groups[key] = self._open.price((nest.first(),))
             self._open.add_parts(parts, nest.count)
 
     def group(self, key: Hashable | None, build: Callable[..., Sequence[Instr]], *args) -> None:
