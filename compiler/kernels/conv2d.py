@@ -546,6 +546,9 @@ class _RankTarget(NamedTuple):
     spm: int
     es: int
     gpack: int
+    Cg: int           # the grouped convolution's input and output channels per group, and groups
+    Kg: int
+    G: int
 
 
 def rank_tilings(gs: ConvShape, gpack: int, tilings: list[tuple[int, int, int, bool, int]], es: int,
@@ -560,7 +563,7 @@ def rank_tilings(gs: ConvShape, gpack: int, tilings: list[tuple[int, int, int, b
     ctx = _RankTarget(target.rows, target.cols, target.acc, arch.matrix.rows, arch.matrix.cols,
                       arch.dma.setup_latency + arch.dram.latency + arch.dram.row_miss_latency, arch.dram.bandwidth,
                       arch.dma.setup_latency, arch.spm.banks * arch.spm.bank_width,
-                      gs.N * gs.OH * gs.OW * gs.K * 4, spm, es, gpack)
+                      gs.N * gs.OH * gs.OW * gs.K * 4, spm, es, gpack, gs.Cg, gs.Kg, gs.groups)
     geometry: dict = {}
     out: list = []
     for toh, tow, tnb, im2col, pack in tilings:
@@ -578,15 +581,15 @@ def rank_tilings(gs: ConvShape, gpack: int, tilings: list[tuple[int, int, int, b
 def _rank_tiling(out: list, gs: ConvShape, ctx: _RankTarget, g: tuple, toh: int, tow: int, tnb: int, im2col: bool,
                  pack: int) -> None:
     """:func:`rank_tilings` of one tiling (window rows and columns, tiles and windows ``g``), appended to ``out``."""
-    (th, tw, tiles, windows), (r, c, acc, mr, mc, per_dma, bw, setup, line, y_bytes, spm, es, gpack) = g, ctx
-    Cg, Kg = gs.Cg, gs.Kg
+    (th, tw, tiles, windows), (r, c, acc, mr, mc, per_dma, bw, setup, line, y_bytes, spm, es, gpack, Cg, Kg, G) = \
+        g, ctx
     kc, taps = (gs.R * gs.S * Cg, 1) if im2col else (Cg, gs.R * gs.S)
     cbs, nbs = -(-pack * kc // r), -(-pack * Kg // c)
     nb = min(tnb, nbs)   # (the plan's tnb)
     p_slot = toh * tow * kc * es if im2col else 0
     acc_tile = toh * tow * (Kg if pack > 1 else nb * c) * 4
     window, row_block, block = th * tw * Cg * es, th * tw * r * es, nb * taps * r * c * es
-    groups = gs.groups * -(-nbs // nb)
+    groups = G * -(-nbs // nb)
     single = 1 if im2col or windows == 1 else 2
     nbg, s = -(-nbs // nb), toh * tow // pack
     gather = tiles * (p_slot / line + setup)

@@ -31,17 +31,20 @@ DRAM: X as NHWC in the operand dtype; Wt packed by :func:`pack_transposed_weight
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
 from compiler.errors import CompileError, TilingError
 from compiler.kernels.common.blocks import equal_blocks
-from compiler.kernels.common.epilogue import Epilogue, epilogue_ops, synced_epilogue
+from compiler.kernels.common.epilogue import NO_EPILOGUE, Epilogue, epilogue_ops, synced_epilogue
 from compiler.kernels.common.halo import padded_load
-from compiler.kernels.common.matmul_nest import MatMulNest
-from compiler.kernels.common.pipeline import synced
+from compiler.kernels.common.matmul_nest import MatMulNest, MatMulNests
+from compiler.kernels.common.pipeline import sem_op
+from compiler.kernels.common.search import Ranking, SearchRule, TilingSearch, loads_constants, tiling_price
+from compiler.kernels.common.sink import EstimateSink, PriceMemo, ProgramSink, Sink
 from compiler.kernels.common.target import Target
 from compiler.kernels.conv2d import (
     ConvPlan,
@@ -52,10 +55,8 @@ from compiler.kernels.conv2d import (
 )
 from compiler.kernels.gemm import ACC_TYPE
 from compiler.kernels.staged_copy import Box, Operand, staged_copy
-from compiler.link.linker import leading_constants
 from isa import DmaCopy, DmaFill, DType, Halt, Program, Queue, Region, SemDecl, SemOp, Space, View
 from isa.arch import Arch
-from isa.cost import instr_cost, program_estimate
 
 MODES = ("split", "swell_spm", "swell_dram")
 """How a ConvTranspose is lowered: phase splitting (the default), or input swelling in SPM or in DRAM (baselines)."""
@@ -448,60 +449,79 @@ def _rough_cycles(ct: ConvTransposeShape, ph: AxisPlan, pw: AxisPlan, t: Transpo
     return max(mm, ld, st, (x_bytes + w_bytes + y_bytes) / bw)
 
 
-SEARCH_PRICED = 6   # candidates per accumulator ring depth, best by the rough estimate, priced exactly
-_CONSTANTS = {"Wt": ("W", 0), "Bias": ("W", 0), "Scale": ("W", 0)}
+SEARCH_PRICED = 6
+"""Candidates per accumulator ring depth, best by :func:`_rough_cycles`, that the search prices."""
+
+
+@dataclass(frozen=True)
+class TransposeSearch(TilingSearch[TransposeTiling]):
+    """:func:`search_conv_transpose_tiling`'s search (:mod:`compiler.kernels.common.search`): the best
+    ``SEARCH_PRICED`` of each accumulator depth by :func:`_rough_cycles`, priced by :func:`transpose_estimate` with
+    the search's :class:`~compiler.kernels.common.sink.PriceMemo`; the least (price, rank) wins."""
+
+    ct: ConvTransposeShape
+    dtype: DType
+    target: Target
+    epilogue: Epilogue = NO_EPILOGUE
+    mode: str = "split"
+    per_phase_bias: bool = False
+    hidden_constants: bool = False
+    memo: PriceMemo = field(default_factory=PriceMemo, compare=False)
+    rule: ClassVar[SearchRule] = SearchRule(SEARCH_PRICED)
+    groups: ClassVar[tuple[int, ...]] = (2, 1)   # accumulator ring depths
+
+    def rank(self, ranking: Ranking[TransposeTiling]) -> None:
+        """Offer every tiling (see :func:`search_conv_transpose_tiling`) that fits, ranked by :func:`_rough_cycles`,
+        grouped by accumulator depth; TilingError when none fits."""
+        ct, dtype, target = self.ct, self.dtype, self.target
+        arch, r, c, es = target.arch, target.rows, target.cols, dtype.size
+        ph, pw = plans(ct, self.mode)
+        spm = target.spm - _const_bytes(ct, self.epilogue, ph.expand * pw.expand if self.per_phase_bias else 1)
+        refused = None
+        for gpack in group_packs(ConvShape(1, ct.C, 1, 1, ct.K, 1, 1, groups=ct.groups), r, c):
+            gs = ct.grouped(gpack)
+            try:
+                tallest = choose_tiling(gs, dtype, target.with_spm(spm), self.mode)
+            except TilingError as e:
+                refused = refused or e
+                continue
+            heights = {tallest.toh} | {-(-ph.coarse // n) for n in range(1, 9)} | {h for h in (1, 2, 4)
+                                                                                   if h < ph.coarse}
+            widths = {-(-tallest.tow // n) for n in (1, 2, 4)}
+            nbs = -(-gs.Kg // c)
+            blocks = {nbs} | {1 << i for i in range(nbs.bit_length()) if 1 << i < nbs}
+            for toh, tow, tnb, order in sorted(itertools.product(heights, widths, blocks, ORDERS), reverse=True):
+                if order == "nb" and tnb >= nbs:   # one run of blocks: the same as tile order
+                    continue
+                for x_all, bufs in itertools.product((False, True), (2, 1)):
+                    t = TransposeTiling(toh, tow, 1, tnb, x_all, bufs, gpack, order)
+                    tcb = _fit_tcb(ct, ph, pw, t, es, target, spm)
+                    if tcb:
+                        t = replace(t, tcb=tcb)
+                        ranking.offer(_rough_cycles(ct, ph, pw, t, _plan(ct, ph, pw, t, es, r, c, spm), arch), t, bufs)
+        if not ranking:
+            raise refused or TilingError(f"no tiling of the transposed convolution {ct} fits {spm} B of SPM")
+
+    def price(self, t: TransposeTiling, bound: float | None) -> int:
+        return transpose_estimate(self.ct, self.dtype, self.target, t, self.epilogue, self.mode, self.per_phase_bias,
+                                  self.hidden_constants, self.memo, bound)
 
 
 @lru_cache(maxsize=256)
 def search_conv_transpose_tiling(ct: ConvTransposeShape, dtype: DType, target: Target,
                                  epilogue: Epilogue | None = None, mode: str = "split", per_phase_bias: bool = False,
                                  hidden_constants: bool = False) -> TransposeTiling:
-    """The tiling of :func:`conv_transpose2d` with the fewest predicted cycles on ``target``.
+    """The tiling of :func:`conv_transpose2d` with the fewest predicted cycles on ``target`` (:class:`TransposeSearch`).
 
     Candidates, drawn as :func:`compiler.kernels.conv2d.search_conv_tiling` draws them (in coarse positions): heights
     splitting the coarse rows into 1 to 8 tiles, 1, 2 and 4 rows, and the tallest that fits; the widest tile, its
     halves and quarters; 1, 2, 4, ... or all output-channel blocks per accumulator tile; both loop orders; the
     window with each step's channels or all of them; one or two accumulator tiles; each with the most input-channel
     blocks per step that fit; all of it for each number of groups per array tile. Ranked by :func:`_rough_cycles`,
-    the best ``SEARCH_PRICED`` of each accumulator depth built and priced with :func:`isa.cost.program_estimate`
-    (``hidden_constants``: not counting the leading constant loads, which cross-layer prefetch hides)."""
-    epilogue = epilogue or Epilogue()
-    arch, r, c, es = target.arch, target.rows, target.cols, dtype.size
-    ph, pw = plans(ct, mode)
-    spm = target.spm - _const_bytes(ct, epilogue, ph.expand * pw.expand if per_phase_bias else 1)
-    fitting, refused = [], None
-    for gpack in group_packs(ConvShape(1, ct.C, 1, 1, ct.K, 1, 1, groups=ct.groups), r, c):
-        gs = ct.grouped(gpack)
-        try:
-            tallest = choose_tiling(gs, dtype, target.with_spm(spm), mode)
-        except TilingError as e:
-            refused = refused or e
-            continue
-        heights = {tallest.toh} | {-(-ph.coarse // n) for n in range(1, 9)} | {h for h in (1, 2, 4) if h < ph.coarse}
-        widths = {-(-tallest.tow // n) for n in (1, 2, 4)}
-        nbs = -(-gs.Kg // c)
-        blocks = {nbs} | {1 << i for i in range(nbs.bit_length()) if 1 << i < nbs}
-        for toh, tow, tnb, order in sorted(itertools.product(heights, widths, blocks, ORDERS), reverse=True):
-            if order == "nb" and tnb >= nbs:   # one run of blocks: the same as tile order
-                continue
-            for x_all, bufs in itertools.product((False, True), (2, 1)):
-                t = TransposeTiling(toh, tow, 1, tnb, x_all, bufs, gpack, order)
-                tcb = _fit_tcb(ct, ph, pw, t, es, target, spm)
-                if tcb:
-                    t = replace(t, tcb=tcb)
-                    fitting.append((_rough_cycles(ct, ph, pw, t, _plan(ct, ph, pw, t, es, r, c, spm), arch), t))
-    if not fitting:
-        raise refused or TilingError(f"no tiling of the transposed convolution {ct} fits {spm} B of SPM")
-    fitting.sort(key=lambda e: e[0])
-    best = None
-    for t in [t for bufs in (2, 1) for t in [t for _, t in fitting if t.acc_bufs == bufs][:SEARCH_PRICED]]:
-        prog = conv_transpose2d(ct, dtype, target, t, epilogue, mode=mode, per_phase_bias=per_phase_bias)
-        est = program_estimate(prog, arch) - (leading_constants(prog, arch, _CONSTANTS) if hidden_constants else 0)
-        if t.acc_bufs == 1:
-            est = max(est, sum(instr_cost(i, arch).cycles for i in prog.instrs if i.queue is not Queue.DMA_LD))
-        if best is None or est < best[0]:
-            best = (est, t)
-    return best[1]
+    the best ``SEARCH_PRICED`` of each accumulator depth priced by :func:`transpose_estimate` (the program's
+    :func:`isa.cost.program_estimate`; ``hidden_constants``: not counting the leading constant loads, which
+    cross-layer prefetch hides); the least price wins, ties to the better-ranked."""
+    return TransposeSearch(ct, dtype, target, epilogue or Epilogue(), mode, per_phase_bias, hidden_constants).choose()
 
 
 # -------------------------------------------------------------------------------------------- the program
@@ -548,185 +568,347 @@ def _steps(ct: ConvTransposeShape, ph: AxisPlan, pw: AxisPlan, t: TransposeTilin
     return [_Step(*tl, *r, cb0, si) for tl, r in pairs for si, cb0 in cs]
 
 
-def conv_transpose2d(ct: ConvTransposeShape, dtype: DType, target: Target, tiling: TransposeTiling | None = None,
-                     epilogue: Epilogue | None = None, pad_value: int | float = 0, mode: str = "split",
-                     per_phase_bias: bool = False) -> Program:
-    """The program for one transposed convolution (``mode`` ``split``, or ``swell_spm``: see the module
-    docstring); regions X (NHWC), Wt (:func:`pack_transposed_weights` with the tiling's gpack), Y (NHWC), Bias and
-    Scale when the epilogue uses them. ``per_phase_bias``: Bias holds a value per (phase_h, phase_w, channel)
-    (:func:`phase_bias`; the quantized path folds an input zero point per phase). The zero halo reads ``pad_value``.
+class TransposeLayout(NamedTuple):
+    """:func:`conv_transpose2d`'s fixed choices for one transposed convolution and tiling (:meth:`of`): the layer
+    (``full``) and the convolution the array runs (``ct``, grouped by the tiling's gpack), the axis plans, the plan,
+    the 2-D phases that have taps, where everything lives in SPM and ACC and the strides the instructions use
+    (bytes), and the steps in order."""
+
+    full: ConvTransposeShape
+    ct: ConvTransposeShape
+    dtype: DType
+    target: Target
+    t: TransposeTiling
+    p: ConvPlan
+    epilogue: Epilogue
+    pad_value: int | float
+    ph: AxisPlan
+    pw: AxisPlan
+    phases: list[tuple[PhaseTaps, PhaseTaps, int]]
+    per_phase_bias: bool   # the bias holds a value per (phase_h, phase_w, channel)
+    init: bool             # the accumulators start from the bias (the store queue copies it), or zeros when a phase
+                           # has no taps
+    vector: Epilogue       # what the vector unit does (the rest of the epilogue)
+    yt: DType              # the output's type
+    w_base0: int           # the first weight chunk
+    bias_base: int         # the bias, then the scale, after the slots, word-aligned
+    bias_len: int
+    scale_base: int
+    tile: int              # one packed weight tile
+    chunk: int             # the packed weights of one (group, output block)
+    nb_stride: int         # one output block in a weight chunk
+    row_bytes: int         # one accumulator pixel
+    acc_pix_row: int       # one accumulator row of pixels
+    steps: list[_Step]
+
+    @classmethod
+    def of(cls, ct: ConvTransposeShape, dtype: DType, target: Target, tiling: TransposeTiling | None,
+           epilogue: Epilogue, pad_value: int | float, mode: str, per_phase_bias: bool) -> TransposeLayout:
+        """The layout of ``conv_transpose2d(ct, dtype, target, tiling, epilogue, pad_value, mode,
+        per_phase_bias)``; TilingError or CompileError when it cannot take them."""
+        es, rows, cols = dtype.size, target.rows, target.cols
+        ph, pw = plans(ct, mode)
+        nphase = ph.expand * pw.expand
+        per_phase_bias = per_phase_bias and epilogue.bias
+        const = _const_bytes(ct, epilogue, nphase if per_phase_bias else 1)
+        t = tiling or choose_tiling(ct, dtype, target, mode, const)
+        p = _plan(ct, ph, pw, t, es, rows, cols, target.spm - const)
+        _check_layout(t, p, const, target, epilogue)
+        gs, phases = ct.grouped(t.gpack), _taps(ph, pw)
+        bias_base, bias_len = -(-p.spm // 4) * 4, gs.K * (nphase if per_phase_bias else 1)
+        tile = rows * cols * es
+        row_bytes = p.acc_tile // (ph.expand * t.toh * pw.expand * t.tow)
+        return cls(ct, gs, dtype, target, t, p, epilogue, pad_value, ph, pw, phases, per_phase_bias,
+                   epilogue.bias or len(phases) < nphase, replace(epilogue, bias=False),
+                   epilogue.out or ACC_TYPE[dtype], p.x_bytes, bias_base, bias_len,
+                   bias_base + bias_len * 4 * epilogue.bias, tile, p.taps * p.cbs * tile, p.taps * p.tcb * tile,
+                   row_bytes, pw.expand * t.tow * row_bytes, _steps(gs, ph, pw, t, p))
+
+    @property
+    def acc_empty(self) -> str:
+        """The semaphore of free accumulator tiles (1 or 2)."""
+        return "acc_empty" if self.t.acc_bufs == 2 else "acc1_empty"
+
+    def window(self, s: _Step) -> tuple:
+        """What identifies the input window step ``s`` reads (steps with one read one load)."""
+        return (s.b, s.q0h, s.q0w, s.g) + ((s.nb0,) * (self.t.order == "nb") if self.p.x_all else (s.nb0, s.cb0))
+
+    def chunk_id(self, s: _Step) -> int:
+        """The weight chunk step ``s`` multiplies by."""
+        p = self.p
+        return (s.g * -(-p.nbs // p.tnb) + s.nb0 // p.tnb) * -(-p.cbs // p.tcb) + s.si
+
+    def prologue(self) -> list:
+        """The loads of the bias and the scale that start the program."""
+        ep, at, out = self.epilogue, ACC_TYPE[self.dtype], []
+        if ep.bias:
+            out.append(DmaCopy(queue=Queue.DMA_LD, shape=(self.bias_len,),
+                               dst=View(Space.SPM, self.bias_base, at, (4,)), src=View(Space.DRAM, 0, at, (4,), "Bias"),
+                               signals=(sem_op("bias_init"),)))
+        if ep.out is not None:
+            out.append(DmaCopy(queue=Queue.DMA_LD, shape=(self.ct.K,),
+                               dst=View(Space.SPM, self.scale_base, DType.F32, (4,)),
+                               src=View(Space.DRAM, 0, DType.F32, (4,), "Scale"), signals=(sem_op("bias_ready"),)))
+        return out
+
+    def program(self, instrs: list) -> Program:
+        """The Program of the instructions ``instrs``: its regions and semaphores."""
+        ct, full, t, p, ep, es = self.ct, self.full, self.t, self.p, self.epilogue, self.dtype.size
+        sems = (SemDecl("x_full", 0), SemDecl("x_empty", 2), SemDecl("w_full", 0), SemDecl("acc_full", 0))
+        sems += (SemDecl("init_full", 0),) + (SemDecl("bias_init", 0),) * ep.bias if self.init \
+            else (SemDecl(self.acc_empty, t.acc_bufs),)
+        sems += () if p.resident else (SemDecl("w_empty", 2),)
+        sems += (SemDecl("out_full", 0),) if self.vector.active else ()
+        sems += (SemDecl("bias_ready", 0),) if ep.out is not None else ()
+        regions = (Region("X", 0, ct.N * ct.H * ct.W * ct.C * es), Region("Wt", 1, ct.groups * p.nbs * self.chunk),
+                   Region("Y", 2, ct.N * full.OH * full.OW * ct.K * self.yt.size))
+        regions += (Region("Bias", 3, self.bias_len * 4),) if ep.bias else ()
+        regions += (Region("Scale", 3 + ep.bias, ct.K * 4),) if ep.out is not None else ()
+        return Program(config=self.target.config, regions=regions, sems=sems, instrs=tuple(instrs))
+
+
+def _check_layout(t: TransposeTiling, p: ConvPlan, const: int, target: Target, epilogue: Epilogue) -> None:
+    """CompileError for a residual; TilingError when tiling ``t`` (plan ``p``, ``const`` bytes of constants) does
+    not fit ``target``."""
+    if epilogue.residual:
+        raise CompileError("a transposed convolution takes no residual")
+    if p.spm + const > target.spm or t.acc_bufs * p.acc_tile > target.acc or t.acc_bufs not in (1, 2) \
+            or t.tow > target.max_rows or t.order not in ORDERS:
+        raise TilingError(f"tiling {t} needs {p.spm + const} B of SPM and {t.acc_bufs * p.acc_tile} B of ACC (1 or 2 "
+                          f"accumulator tiles, tiles at most {target.max_rows} wide, order one of {ORDERS})")
+
+
+class _StepPlace(NamedTuple):
+    """Where one step of :class:`TransposeEmitter` works: its tile's coarse rows and columns (and output rows and
+    columns, window columns), its output-channel blocks and channels, accumulator tile (ACC bytes), input-channel
+    blocks and channels (from ``c0``), whether it loads a new window (and uses it for the last time), the window's
+    slot, base and channels (``xc`` from ``xc0``), its weight chunk (whether it loads it, uses it for the last time)
+    and whether it starts or finishes the accumulator tile."""
+
+    toh: int
+    tow: int
+    eh: int
+    ew: int
+    tw: int
+    nbn: int
+    ng: int
+    acc_base: int
+    ncb: int
+    c0: int
+    tc: int
+    x_new: bool
+    x_last: bool
+    slot: int
+    xc: int
+    xc0: int
+    cid: int
+    w_new: bool
+    w_last: bool
+    first: bool
+    last: bool
+
+
+class _Rings:
+    """What :class:`TransposeEmitter`'s steps advance: windows, weight chunks and accumulator tiles used so far, the
+    resident chunks loaded and where the last tile store is (or None)."""
+
+    __slots__ = ("xs", "ws", "accs", "loaded", "last_store_at")
+
+    def __init__(self) -> None:
+        self.xs = self.ws = self.accs = 0
+        self.loaded: set[int] = set()
+        self.last_store_at: int | None = None
+
+
+class TransposeEmitter:
+    """:func:`conv_transpose2d`'s instructions for one :class:`TransposeLayout`, emitted into a sink
+    (:mod:`compiler.kernels.common.sink`): a program sink gets the program, an estimating sink its price.
 
     Per step (an output tile of ``toh x tow`` coarse positions, ``tnb`` output-channel blocks, ``tcb`` input-channel
     blocks; :class:`TransposeTiling` orders them): the window is loaded when the step needs another one (once per
     tile and run of output blocks with ``x_all``), a weight chunk when it needs another one (each once per layer when
-    all fit the SPM, ring of 2 otherwise); the accumulator tile starts from the bias (copied from SPM by the store
-    queue after the store that freed it), from zeros when some phase has no taps and there is no bias, else from the
-    first product (``mxu.mm.z``). Per phase one ``mxu.mm`` per run of equal blocks loops ``[nb, kh, kw, cb, oh]``
-    over its taps, streaming the tile's coarse pixels into its interleaved accumulator positions; one ``dma.st``
-    writes the tile's outputs (the rows and columns inside the output) in NHWC order."""
-    epilogue = epilogue or Epilogue()
-    es, at = dtype.size, ACC_TYPE[dtype]
-    rows, cols, spm, acc = target.rows, target.cols, target.spm, target.acc
-    yt, eo = epilogue.out or at, (epilogue.out or at).size
-    ph, pw = plans(ct, mode)
-    nphase = ph.expand * pw.expand
-    per_phase_bias = per_phase_bias and epilogue.bias
-    const = _const_bytes(ct, epilogue, nphase if per_phase_bias else 1)
-    t = tiling or choose_tiling(ct, dtype, target, mode, const)
-    p = _plan(ct, ph, pw, t, es, rows, cols, spm - const)
-    if epilogue.residual:
-        raise CompileError("a transposed convolution takes no residual")
-    if p.spm + const > spm or t.acc_bufs * p.acc_tile > acc or t.acc_bufs not in (1, 2) or t.tow > target.max_rows \
-            or t.order not in ORDERS:
-        raise TilingError(f"tiling {t} needs {p.spm + const} B of SPM and {t.acc_bufs * p.acc_tile} B of ACC (1 or 2 "
-                          f"accumulator tiles, tiles at most {target.max_rows} wide, order one of {ORDERS})")
-    full = ct
-    ct = ct.grouped(t.gpack)
-    phases = _taps(ph, pw)
-    acc_empty = "acc_empty" if t.acc_bufs == 2 else "acc1_empty"
-    w_base0 = p.x_bytes
-    bias_base = -(-p.spm // 4) * 4
-    bias_len = ct.K * (nphase if per_phase_bias else 1)
-    scale_base = bias_base + bias_len * 4 * epilogue.bias
-    # the accumulators start from the bias (the store queue copies it), or zeros when a phase has no taps
-    init = epilogue.bias or len(phases) < nphase
-    vector = replace(epilogue, bias=False)
-    ready = "out_full" if vector.active else "acc_full"
-    last_store_at = None
-    tile, chunk = rows * cols * es, p.taps * p.cbs * rows * cols * es
-    nb_stride = p.taps * p.tcb * tile
-    row_bytes = p.acc_tile // (ph.expand * t.toh * pw.expand * t.tow)        # one accumulator pixel
-    acc_pix_row = pw.expand * t.tow * row_bytes                              # one accumulator row of pixels
-    csteps = -(-p.cbs // p.tcb)
-    steps = _steps(ct, ph, pw, t, p)
+    all fit the SPM, ring of 2 otherwise; the first ahead of the first window); the accumulator tile starts from the
+    bias (copied from SPM by the store queue after the store that freed it), from zeros when some phase has no taps
+    and there is no bias, else from the first product (``mxu.mm.z``). Per phase one ``mxu.mm`` per run of equal
+    blocks loops ``[nb, kh, kw, cb, oh]`` over its taps, streaming the tile's coarse pixels into its interleaved
+    accumulator positions; one ``dma.st`` writes the tile's outputs (the rows and columns inside the output) in NHWC
+    order."""
 
-    def window(s: _Step) -> tuple:
-        return (s.b, s.q0h, s.q0w, s.g) + ((s.nb0,) * (t.order == "nb") if p.x_all else (s.nb0, s.cb0))
+    def __init__(self, layout: TransposeLayout) -> None:
+        self.L = layout
 
-    def chunk_id(s: _Step) -> int:
-        return (s.g * -(-p.nbs // p.tnb) + s.nb0 // p.tnb) * csteps + s.si
+    def emit(self, sink: Sink) -> None:
+        """The whole program, in order, into ``sink`` (none of it after an estimating sink stops)."""
+        steps, rings = self.L.steps, _Rings()
+        sink.extend(self.L.prologue())
+        for k, s in enumerate(steps):
+            place = self._place(s, steps[k - 1] if k else None, steps[k + 1] if k + 1 < len(steps) else None, rings)
+            self._step(sink, k == 0, s, place, rings)
+            if sink.check():
+                return
+        sink.extend([Halt()])
 
-    prog, xs, ws, accs = [], 0, 0, 0
-    loaded: set[int] = set()
-    if epilogue.bias:
-        prog.append(DmaCopy(queue=Queue.DMA_LD, shape=(bias_len,), dst=View(Space.SPM, bias_base, at, (4,)),
-                            src=View(Space.DRAM, 0, at, (4,), "Bias"), signals=(SemOp("bias_init"),)))
-    if epilogue.out is not None:
-        prog.append(DmaCopy(queue=Queue.DMA_LD, shape=(ct.K,), dst=View(Space.SPM, scale_base, DType.F32, (4,)),
-                            src=View(Space.DRAM, 0, DType.F32, (4,), "Scale"), signals=(SemOp("bias_ready"),)))
-    for k, s in enumerate(steps):
-        prev, nxt = steps[k - 1] if k else None, steps[k + 1] if k + 1 < len(steps) else None
+    def _place(self, s: _Step, prev: _Step | None, nxt: _Step | None, rings: _Rings) -> _StepPlace:
+        """Where step ``s`` works (between ``prev`` and ``nxt``, the ring positions from ``rings``)."""
+        L = self.L
+        ct, t, p, ph, pw, rows, cols = L.ct, L.t, L.p, L.ph, L.pw, L.target.rows, L.target.cols
         toh, tow = min(t.toh, ph.coarse - s.q0h), min(t.tow, pw.coarse - s.q0w)
-        eh, ew, tw = ph.expand * toh, pw.expand * tow, tow + pw.halo
-        nbn = min(p.tnb, p.nbs - s.nb0)
-        ng = min(nbn * cols, ct.Kg - s.nb0 * cols)
-        acc_base = (accs % t.acc_bufs) * p.acc_tile
-        ncb = min(p.tcb, p.cbs - s.cb0)
+        nbn, ncb = min(p.tnb, p.nbs - s.nb0), min(p.tcb, p.cbs - s.cb0)
         c0, tc = s.cb0 * rows, min(ct.Cg - s.cb0 * rows, ncb * rows)
-        x_new = prev is None or window(prev) != window(s)
-        x_last = nxt is None or window(nxt) != window(s)
-        slot = xs % 2 if x_new else (xs - 1) % 2
-        x_base = slot % p.x_slots * p.x_slot
-        xc, xc0 = (ct.Cg, 0) if p.x_all else (tc, c0)
-        pix = xc * es
-        row = tw * pix
-        x_at = len(prog)
-        if x_new:
-            prog += _window_load(ph, pw, s.q0h, s.q0w, toh, tow, xc, View(Space.SPM, x_base, dtype, (row, pix, es)),
-                                 View(Space.DRAM, (s.b * ct.H * ct.W * ct.C + s.g * ct.Cg + xc0) * es, dtype,
-                                      (ct.W * ct.C * es, ct.C * es, es), "X"),
-                                 pad_value, (SemOp("x_empty"),), (SemOp("x_full"),))
-            xs += 1
-        cid = chunk_id(s)
-        w_new = cid not in loaded if p.resident else prev is None or chunk_id(prev) != cid
-        w_last = not p.resident and (nxt is None or chunk_id(nxt) != cid)
-        if w_new:
-            prog.insert(x_at if k == 0 else len(prog), DmaCopy(
-                queue=Queue.DMA_LD, shape=(nbn, p.taps, ncb, rows * cols),
-                dst=View(Space.SPM, w_base0 + (cid if p.resident else ws % 2) * p.w_chunk, dtype,
-                         (nb_stride, p.tcb * tile, tile, es)),
-                src=View(Space.DRAM, (s.g * p.nbs + s.nb0) * chunk + s.cb0 * tile, dtype,
-                         (chunk, p.cbs * tile, tile, es), "Wt"),
-                waits=() if p.resident else (SemOp("w_empty"),), signals=(SemOp("w_full"),)))
-            loaded.add(cid)
-            ws += 1
-        w_base = w_base0 + (cid if p.resident else (ws - 1) % 2) * p.w_chunk
-        first, last = s.si == 0, s.si == csteps - 1
-        if first and init:   # after the store that freed this tile (ring of 2: two back)
-            ch = s.g * ct.Kg + s.nb0 * cols
-            dst = View(Space.ACC, acc_base, at, (acc_pix_row, row_bytes, 4))
-            sync = dict(waits=(SemOp("bias_init"),) * (accs == 0 and epilogue.bias), signals=(SemOp("init_full"),))
-            if not epilogue.bias:
-                start = DmaFill(queue=Queue.DMA_ST, shape=(eh, ew, ng), dst=dst, value=0, **sync)
-            elif per_phase_bias and nphase > 1:   # [phase_h][phase_w][K] onto the interleaved tile
-                start = DmaCopy(queue=Queue.DMA_ST, shape=(toh, ph.expand, tow, pw.expand, ng),
-                                dst=View(Space.ACC, acc_base, at, (ph.expand * acc_pix_row, acc_pix_row,
-                                                                   pw.expand * row_bytes, row_bytes, 4)),
-                                src=View(Space.SPM, bias_base + ch * 4, at, (0, pw.expand * ct.K * 4, 0, ct.K * 4, 4)),
-                                **sync)
-            else:
-                start = DmaCopy(queue=Queue.DMA_ST, shape=(eh, ew, ng), dst=dst,
-                                src=View(Space.SPM, bias_base + ch * 4, at, (0, 0, 4)), **sync)
-            prog.insert(len(prog) if last_store_at is None or t.acc_bufs == 1 else last_store_at, start)
-        mms = [mm for a, bp, tap0 in phases for mm in _phase_mms(
-            a, bp, toh, tow, ng, tc, first and not init, target, es,
-            View(Space.ACC, acc_base + a.acc * acc_pix_row + bp.acc * row_bytes, at, ()),
-            (ph.expand * acc_pix_row, pw.expand * row_bytes),
-            View(Space.SPM, x_base + (c0 - xc0) * es + a.first * row + bp.first * pix, dtype, (row, pix)),
-            View(Space.SPM, w_base + tap0 * p.tcb * tile, dtype, ()), nb_stride, p.tcb * tile)]
-        waits = ("x_full",) * x_new + ("w_full",) * w_new + ("init_full" if init else acc_empty,) * first
-        signals = ("x_empty",) * x_last + ("w_empty",) * w_last + ("acc_full",) * last
-        prog += synced(mms, waits, signals)
-        if not last:
-            continue
-        tile_view = out_view = View(Space.ACC, acc_base, at, (acc_pix_row, row_bytes, 4))
-        if vector.active:
-            ch = (s.g * ct.Kg + s.nb0 * cols) * 4
-            prog += synced_epilogue(vector, epilogue_ops(
-                vector, (eh, ew, ng), tile_view, View(Space.SPM, bias_base + ch, at, (0, 0, 4)),
-                View(Space.SPM, scale_base + ch, DType.F32, (0, 0, 4))), first=accs == 0)
-            if epilogue.out is not None:
-                out_view = View(Space.ACC, acc_base, yt, (ew * ng * eo, ng * eo, eo))
-        (r0, nr, oh0), (q0, nc, ow0) = ph.stored(s.q0h, toh), pw.stored(s.q0w, tow)
-        y_off = (((s.b * full.OH + oh0) * full.OW + ow0) * full.K + s.g * ct.Kg + s.nb0 * cols) * eo
-        last_store_at = len(prog)
-        prog.append(DmaCopy(queue=Queue.DMA_ST, shape=(nr, nc, ng),
-                            dst=View(Space.DRAM, y_off, yt, (full.OW * full.K * eo, full.K * eo, eo), "Y"),
-                            src=replace(out_view, base=out_view.base + r0 * out_view.strides[0]
-                                        + q0 * out_view.strides[1]),
-                            waits=(SemOp(ready),), signals=() if init else (SemOp(acc_empty),)))
-        accs += 1
-    prog.append(Halt())
-    sems = (SemDecl("x_full", 0), SemDecl("x_empty", 2), SemDecl("w_full", 0), SemDecl("acc_full", 0))
-    sems += (SemDecl("init_full", 0),) + (SemDecl("bias_init", 0),) * epilogue.bias if init \
-        else (SemDecl(acc_empty, t.acc_bufs),)
-    sems += () if p.resident else (SemDecl("w_empty", 2),)
-    sems += (SemDecl("out_full", 0),) if vector.active else ()
-    sems += (SemDecl("bias_ready", 0),) if epilogue.out is not None else ()
-    regions = (Region("X", 0, ct.N * ct.H * ct.W * ct.C * es), Region("Wt", 1, ct.groups * p.nbs * chunk),
-               Region("Y", 2, ct.N * full.OH * full.OW * ct.K * yt.size))
-    regions += (Region("Bias", 3, bias_len * 4),) if epilogue.bias else ()
-    regions += (Region("Scale", 3 + epilogue.bias, ct.K * 4),) if epilogue.out is not None else ()
-    return Program(config=target.config, regions=regions, sems=sems, instrs=tuple(prog))
+        x_new = prev is None or L.window(prev) != L.window(s)
+        cid = L.chunk_id(s)
+        return _StepPlace(toh, tow, ph.expand * toh, pw.expand * tow, tow + pw.halo, nbn,
+                          min(nbn * cols, ct.Kg - s.nb0 * cols), (rings.accs % t.acc_bufs) * p.acc_tile, ncb, c0, tc,
+                          x_new, nxt is None or L.window(nxt) != L.window(s),
+                          rings.xs % 2 if x_new else (rings.xs - 1) % 2, *((ct.Cg, 0) if p.x_all else (tc, c0)), cid,
+                          cid not in rings.loaded if p.resident else prev is None or L.chunk_id(prev) != cid,
+                          not p.resident and (nxt is None or L.chunk_id(nxt) != cid),
+                          s.si == 0, s.si == -(-p.cbs // p.tcb) - 1)
+
+    def _step(self, sink: Sink, first_step: bool, s: _Step, pl: _StepPlace, rings: _Rings) -> None:
+        """One step: its window and weight loads, the accumulators' start, the matrix work and, when it finishes
+        the accumulator tile, the epilogue and store."""
+        L = self.L
+        if pl.w_new and first_step:   # (the first chunk ahead of the first window: prefetch)
+            self._w_load(sink, s, pl, rings)
+        if pl.x_new:
+            es, ct, dtype = L.dtype.size, L.ct, L.dtype
+            pix = pl.xc * es
+            sink.extend(_window_load(L.ph, L.pw, s.q0h, s.q0w, pl.toh, pl.tow, pl.xc,
+                                     View(Space.SPM, pl.slot % L.p.x_slots * L.p.x_slot, dtype, (pl.tw * pix, pix, es)),
+                                     View(Space.DRAM, (s.b * ct.H * ct.W * ct.C + s.g * ct.Cg + pl.xc0) * es, dtype,
+                                          (ct.W * ct.C * es, ct.C * es, es), "X"),
+                                     L.pad_value, (sem_op("x_empty"),), (sem_op("x_full"),)))
+            rings.xs += 1
+        if pl.w_new and not first_step:
+            self._w_load(sink, s, pl, rings)
+        if pl.first and L.init:   # (after the store that freed the tile: ring of 2, two back)
+            sink.place(None if rings.last_store_at is None or L.t.acc_bufs == 1 else rings.last_store_at, None,
+                       self._acc_start, s, pl, rings.accs)
+        waits = ("x_full",) * pl.x_new + ("w_full",) * pl.w_new + ("init_full" if L.init else L.acc_empty,) * pl.first
+        signals = ("x_empty",) * pl.x_last + ("w_empty",) * pl.w_last + ("acc_full",) * pl.last
+        sink.nests(self._matmuls(pl, rings), waits, signals)
+        if pl.last:
+            self._drain(sink, s, pl, rings)
+
+    def _w_load(self, sink: Sink, s: _Step, pl: _StepPlace, rings: _Rings) -> None:
+        """The step's weight chunk load."""
+        L = self.L
+        p, dtype, es, tile = L.p, L.dtype, L.dtype.size, L.tile
+        sink.extend([DmaCopy(
+            queue=Queue.DMA_LD, shape=(pl.nbn, p.taps, pl.ncb, L.target.rows * L.target.cols),
+            dst=View(Space.SPM, L.w_base0 + (pl.cid if p.resident else rings.ws % 2) * p.w_chunk, dtype,
+                     (L.nb_stride, p.tcb * tile, tile, es)),
+            src=View(Space.DRAM, (s.g * p.nbs + s.nb0) * L.chunk + s.cb0 * tile, dtype,
+                     (L.chunk, p.cbs * tile, tile, es), "Wt"),
+            waits=() if p.resident else (sem_op("w_empty"),), signals=(sem_op("w_full"),))])
+        rings.loaded.add(pl.cid)
+        rings.ws += 1
+
+    def _acc_start(self, s: _Step, pl: _StepPlace, accs: int) -> list:
+        """What the accumulator tile starts from: the bias (per phase or per channel), or zeros."""
+        L = self.L
+        ct, ph, pw, acc, row_bytes, ad = L.ct, L.ph, L.pw, L.acc_pix_row, L.row_bytes, ACC_TYPE[L.dtype]
+        ch = s.g * ct.Kg + s.nb0 * L.target.cols
+        dst = View(Space.ACC, pl.acc_base, ad, (acc, row_bytes, 4))
+        sync = dict(waits=(sem_op("bias_init"),) * (accs == 0 and L.epilogue.bias), signals=(sem_op("init_full"),))
+        if not L.epilogue.bias:
+            return [DmaFill(queue=Queue.DMA_ST, shape=(pl.eh, pl.ew, pl.ng), dst=dst, value=0, **sync)]
+        if L.per_phase_bias and ph.expand * pw.expand > 1:   # [phase_h][phase_w][K] onto the interleaved tile
+            return [DmaCopy(queue=Queue.DMA_ST, shape=(pl.toh, ph.expand, pl.tow, pw.expand, pl.ng),
+                            dst=View(Space.ACC, pl.acc_base, ad, (ph.expand * acc, acc, pw.expand * row_bytes,
+                                                                  row_bytes, 4)),
+                            src=View(Space.SPM, L.bias_base + ch * 4, ad, (0, pw.expand * ct.K * 4, 0, ct.K * 4, 4)),
+                            **sync)]
+        return [DmaCopy(queue=Queue.DMA_ST, shape=(pl.eh, pl.ew, pl.ng), dst=dst,
+                        src=View(Space.SPM, L.bias_base + ch * 4, ad, (0, 0, 4)), **sync)]
+
+    def _matmuls(self, pl: _StepPlace, rings: _Rings) -> MatMulNests:
+        """The step's matrix work: per phase with taps, its loop nests (:func:`_phase_nests`)."""
+        L = self.L
+        p, es, tile, row_bytes, acc = L.p, L.dtype.size, L.tile, L.row_bytes, L.acc_pix_row
+        pix = pl.xc * es
+        row = pl.tw * pix
+        x_base = pl.slot % p.x_slots * p.x_slot
+        w_base = L.w_base0 + (pl.cid if p.resident else (rings.ws - 1) % 2) * p.w_chunk
+        ad = ACC_TYPE[L.dtype]
+        return MatMulNests(nest for a, b, tap0 in L.phases for nest in _phase_nests(
+            a, b, pl.toh, pl.tow, pl.ng, pl.tc, pl.first and not L.init, L.target, es,
+            View(Space.ACC, pl.acc_base + a.acc * acc + b.acc * row_bytes, ad, ()),
+            (L.ph.expand * acc, L.pw.expand * row_bytes),
+            View(Space.SPM, x_base + (pl.c0 - pl.xc0) * es + a.first * row + b.first * pix, L.dtype, (row, pix)),
+            View(Space.SPM, w_base + tap0 * p.tcb * tile, L.dtype, ()), L.nb_stride, p.tcb * tile))
+
+    def _drain(self, sink: Sink, s: _Step, pl: _StepPlace, rings: _Rings) -> None:
+        """The finished accumulator tile's epilogue (the vector unit's) and its store: the rows and columns inside
+        the output."""
+        L = self.L
+        ct, full, yt, eo, ad = L.ct, L.full, L.yt, L.yt.size, ACC_TYPE[L.dtype]
+        tile_view = out_view = View(Space.ACC, pl.acc_base, ad, (L.acc_pix_row, L.row_bytes, 4))
+        if L.vector.active:
+            ch = (s.g * ct.Kg + s.nb0 * L.target.cols) * 4
+            ops = epilogue_ops(L.vector, (pl.eh, pl.ew, pl.ng), tile_view,
+                               View(Space.SPM, L.bias_base + ch, ad, (0, 0, 4)),
+                               View(Space.SPM, L.scale_base + ch, DType.F32, (0, 0, 4)))
+            sink.extend(synced_epilogue(L.vector, ops, first=rings.accs == 0) if sink.semaphores else ops)
+            if L.epilogue.out is not None:
+                out_view = View(Space.ACC, pl.acc_base, yt, (pl.ew * pl.ng * eo, pl.ng * eo, eo))
+        (r0, nr, oh0), (q0, nc, ow0) = L.ph.stored(s.q0h, pl.toh), L.pw.stored(s.q0w, pl.tow)
+        y_off = (((s.b * full.OH + oh0) * full.OW + ow0) * full.K + s.g * ct.Kg + s.nb0 * L.target.cols) * eo
+        rings.last_store_at = sink.mark()
+        sink.extend([DmaCopy(queue=Queue.DMA_ST, shape=(nr, nc, pl.ng),
+                             dst=View(Space.DRAM, y_off, yt, (full.OW * full.K * eo, full.K * eo, eo), "Y"),
+                             src=replace(out_view, base=out_view.base + r0 * out_view.strides[0]
+                                         + q0 * out_view.strides[1]),
+                             waits=(sem_op("out_full" if L.vector.active else "acc_full"),),
+                             signals=() if L.init else (sem_op(L.acc_empty),))])
+        rings.accs += 1
 
 
-def _phase_mms(a: PhaseTaps, b: PhaseTaps, toh: int, tow: int, ng: int, tc: int, zero: bool, target: Target,
-               es: int, acc: View, acc_strides: tuple[int, int], x: View, w: View, nb_stride: int,
-               tap: int) -> list:
-    """The ``mxu.mm`` of phase (a, b) over one step's channels: loops ``[nb, kh, kw, cb, oh]`` over its taps, the
-    tile's ``tow`` coarse pixels streaming into accumulator pixels ``acc_strides[1]`` bytes apart and ``oh``
+def conv_transpose2d(ct: ConvTransposeShape, dtype: DType, target: Target, tiling: TransposeTiling | None = None,
+                     epilogue: Epilogue | None = None, pad_value: int | float = 0, mode: str = "split",
+                     per_phase_bias: bool = False) -> Program:
+    """The program for one transposed convolution (``mode`` ``split``, or ``swell_spm``: see the module
+    docstring; :class:`TransposeEmitter` into a program sink); regions X (NHWC), Wt (:func:`pack_transposed_weights`
+    with the tiling's gpack), Y (NHWC), Bias and Scale when the epilogue uses them. ``per_phase_bias``: Bias holds a
+    value per (phase_h, phase_w, channel) (:func:`phase_bias`; the quantized path folds an input zero point per
+    phase). The zero halo reads ``pad_value``."""
+    layout = TransposeLayout.of(ct, dtype, target, tiling, epilogue or Epilogue(), pad_value, mode, per_phase_bias)
+    sink = ProgramSink()
+    TransposeEmitter(layout).emit(sink)
+    return layout.program(sink.instrs)
+
+
+def transpose_estimate(ct: ConvTransposeShape, dtype: DType, target: Target, tiling: TransposeTiling,
+                       epilogue: Epilogue | None = None, mode: str = "split", per_phase_bias: bool = False,
+                       hidden_constants: bool = False, memo: PriceMemo | None = None,
+                       bound: int | None = None) -> int:
+    """The search's price of ``conv_transpose2d(ct, dtype, target, tiling, epilogue, mode=mode,
+    per_phase_bias=per_phase_bias)`` (cycles, :func:`compiler.kernels.common.search.tiling_price`: less its leading
+    constant loads if ``hidden_constants``; with one accumulator tile, at least the work of every unit but the
+    loads): :class:`TransposeEmitter` run into an estimating sink (``memo``: the search's). ``bound``: the exact
+    price when it is below ``bound``, else some value at least ``bound``."""
+    layout = TransposeLayout.of(ct, dtype, target, tiling, epilogue or Epilogue(), 0, mode, per_phase_bias)
+    sink = EstimateSink(target.arch, memo, None, hidden=loads_constants if hidden_constants else None, bound=bound)
+    TransposeEmitter(layout).emit(sink)
+    return bound if sink.stopped else tiling_price(sink.estimate, tiling.acc_bufs == 1)
+
+
+def _phase_nests(a: PhaseTaps, b: PhaseTaps, toh: int, tow: int, ng: int, tc: int, zero: bool, target: Target,
+                 es: int, acc: View, acc_strides: tuple[int, int], x: View, w: View, nb_stride: int,
+                 tap: int) -> list[MatMulNest]:
+    """The ``mxu.mm`` loop nests of phase (a, b) over one step's channels: ``[nb, kh, kw, cb, oh]`` over its taps,
+    the tile's ``tow`` coarse pixels streaming into accumulator pixels ``acc_strides[1]`` bytes apart and ``oh``
     innermost. ``x``: the window at the phase's first tap (strides row, pixel); ``w``: its first tap's weights
     (``tap`` bytes per tap, ``nb_stride`` per channel block)."""
     rows, cols = target.rows, target.cols
     (row, pix), tile = x.strides[:2], rows * cols * es
-    return [mm for nbi, nbc, n in equal_blocks(ng, cols) for cb0, cbc, k in equal_blocks(tc, rows)
-            for mm in MatMulNest.of(((nbc, cols * 4, 0, nb_stride),
-                                     (len(a.kernel), 0, a.step * row, len(b.kernel) * tap),
-                                     (len(b.kernel), 0, b.step * pix, tap), (cbc, 0, rows * es, tile),
-                                     (toh, acc_strides[0], row, 0)),
-                                 acc.base + nbi * cols * 4, x.base + cb0 * rows * es,
-                                 w.base + nbi * nb_stride + cb0 * tile, acc.dtype, x.dtype,
-                                 tow, k, n, zero and cb0 == 0, acc_strides[1], pix).instrs()]
+    return [MatMulNest.of(((nbc, cols * 4, 0, nb_stride), (len(a.kernel), 0, a.step * row, len(b.kernel) * tap),
+                           (len(b.kernel), 0, b.step * pix, tap), (cbc, 0, rows * es, tile),
+                           (toh, acc_strides[0], row, 0)),
+                          acc.base + nbi * cols * 4, x.base + cb0 * rows * es, w.base + nbi * nb_stride + cb0 * tile,
+                          acc.dtype, x.dtype, tow, k, n, zero and cb0 == 0, acc_strides[1], pix)
+            for nbi, nbc, n in equal_blocks(ng, cols) for cb0, cbc, k in equal_blocks(tc, rows)]
 
 
 def swell_shape(ct: ConvTransposeShape) -> ConvShape:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from operator import neg
 from typing import Generic, TypeVar
@@ -63,17 +63,22 @@ class Ranking(Generic[T]):
         else:
             heapq.heappush(heap, entry)
 
-    def offer_all(self, offers: Iterable[tuple[Rank, Hashable, T]]) -> None:
-        """:meth:`offer` each (rank, group, candidate) of ``offers``, in order."""
-        heaps, keep, order = self._heaps, self.keep, self._offered
-        for rank, group, candidate in offers:
-            heap = heaps[group]
-            full = len(heap) >= keep
-            if not full or rank < heap[0][3]:
-                entry = (tuple(map(neg, rank)) if isinstance(rank, tuple) else -rank, -order, candidate, rank)
-                (heapq.heapreplace if full else heapq.heappush)(heap, entry)
-            order += 1
-        self._offered = order
+    def offer_all(self, offers: list[tuple[Rank, Hashable, T]]) -> None:
+        """:meth:`offer` each (rank, group, candidate) of ``offers``, in order: only the best ``keep`` of each group
+        can be kept, so they are found by one sort (stable: equal ranks in offer order) and offered alone."""
+        start, ranks = self._offered, [rank for rank, _, _ in offers]
+        need = {g: self.keep for g in self._heaps}
+        left = len(need)
+        for i in sorted(range(len(offers)), key=ranks.__getitem__):
+            rank, group, candidate = offers[i]
+            if need[group]:
+                self._offered = start + i
+                self.offer(rank, candidate, group)
+                need[group] -= 1
+                left -= not need[group]
+                if not left:
+                    break
+        self._offered = start + len(offers)
 
     def admits(self, rank: Rank, group: Hashable = None) -> bool:
         """Whether a candidate of rank ``rank`` offered now to ``group`` would be kept (so it is worth building)."""
