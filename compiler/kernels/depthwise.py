@@ -34,12 +34,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import ClassVar
 
 import numpy as np
 
 from compiler.errors import CompileError, TilingError
 from compiler.kernels.common.halo import padded_load
 from compiler.kernels.common.pipeline import RingPipeline, vector_config
+from compiler.kernels.common.search import Ranking, SearchRule, TilingSearch
 from compiler.kernels.common.target import Target
 from compiler.kernels.conv2d import ConvShape
 from compiler.kernels.gemm import ACC_TYPE
@@ -165,31 +167,46 @@ def tiling_cost(cs: ConvShape, dtype: DType, t: DepthwiseTiling) -> float:
     return (moved + RUN_BYTES * runs + DMA_BYTES * dmas) * (1 + FILL / steps)
 
 
+@dataclass(frozen=True)
+class DepthwiseSearch(TilingSearch[DepthwiseTiling]):
+    """:func:`choose_depthwise_tiling`'s search (:mod:`compiler.kernels.common.search`): its rank is the price
+    (:func:`tiling_cost`, nothing is priced apart), the least wins, ties to the first offered."""
+
+    cs: ConvShape
+    dtype: DType
+    target: Target
+    rule: ClassVar[SearchRule] = SearchRule(priced=0)
+
+    def rank(self, ranking: Ranking[DepthwiseTiling]) -> None:
+        """Offer every tiling whose two ring slots fit half the SPM: channel blocks largest first (short channel
+        runs only while nothing longer fits), then every width and height; TilingError when none fits."""
+        cs, dtype, spm, lanes = self.cs, self.dtype, self.target.spm, self.target.lanes
+        mult_of(cs)
+        es = dtype.size
+        resident = _up(cs.R * cs.S * cs.K * es) <= spm - spm // 2 and cs.K <= MAX_EXTENT
+        for cb in _channel_blocks(cs.C, lanes):
+            if ranking and cb * es < RUN_BYTES:
+                break   # short channel runs only when nothing longer fits
+            for tow in _sizes(cs.OW):
+                for toh in _sizes(cs.OH):
+                    t = DepthwiseTiling(toh, tow, cb, resident)
+                    if _fits(cs, es, t, spm):
+                        ranking.offer(tiling_cost(cs, dtype, t), t)
+        if not ranking:
+            raise TilingError(f"no depthwise tiling of {cs} fits: one output pixel of {min(lanes, cs.C)} channels "
+                              f"needs two {cs.R}x{cs.S}-tap input windows (and weights) within half of {spm} B of SPM")
+
+    def price(self, candidate: DepthwiseTiling, bound: float | None) -> float:
+        return tiling_cost(self.cs, self.dtype, candidate)
+
+
 def choose_depthwise_tiling(cs: ConvShape, dtype: DType, target: Target) -> DepthwiseTiling:
-    """The tiling of least :func:`tiling_cost` whose two ring slots fit half the SPM.
+    """The tiling of least :func:`tiling_cost` whose two ring slots fit half the SPM (:class:`DepthwiseSearch`).
 
     Output tiles of ``toh`` x ``tow`` pixels, all channels or blocks of a multiple of the vector lanes of them; the
     weights stay resident when they fit in the other half of the SPM.
     """
-    mult_of(cs)
-    spm, lanes = target.spm, target.lanes
-    es = dtype.size
-    resident = _up(cs.R * cs.S * cs.K * es) <= spm - spm // 2 and cs.K <= MAX_EXTENT
-    best: tuple[float, DepthwiseTiling] | None = None
-    for cb in _channel_blocks(cs.C, lanes):
-        if best is not None and cb * es < RUN_BYTES:
-            break   # short channel runs only when nothing longer fits
-        for tow in _sizes(cs.OW):
-            for toh in _sizes(cs.OH):
-                t = DepthwiseTiling(toh, tow, cb, resident)
-                if _fits(cs, es, t, spm):
-                    cost = tiling_cost(cs, dtype, t)
-                    if best is None or cost < best[0]:
-                        best = cost, t
-    if best is None:
-        raise TilingError(f"no depthwise tiling of {cs} fits: one output pixel of {min(lanes, cs.C)} channels needs "
-                          f"two {cs.R}x{cs.S}-tap input windows (and weights) within half of {spm} B of SPM")
-    return best[1]
+    return DepthwiseSearch(cs, dtype, target).choose()
 
 
 def pack_depthwise(w: np.ndarray, cs: ConvShape) -> np.ndarray:
@@ -244,7 +261,7 @@ def depthwise2d(cs: ConvShape, dtype: DType, target: Target, tiling: DepthwiseTi
         raise TilingError(f"depthwise tiling {t} of {cs} needs an instruction extent above {MAX_EXTENT}")
     in_slot, w_slot, out_slot = _slot(cs, es, t)
     slot = in_slot + w_slot + out_slot
-    w_res = 2 * slot
+    w_res = 2 * slot   # (resident weights, after the two ring slots)
     (sh, sw), (pt, pl, _, _) = cs.stride, cs.pad
     pipe = RingPipeline()
     for b in range(cs.N):
@@ -259,19 +276,8 @@ def depthwise2d(cs: ConvShape, dtype: DType, target: Target, tiling: DepthwiseTi
                     tw = _span(cs, tow, 1)
                     left, win, right = _pads(ow0 * sw - pl, tw, cs.W)
                     base = pipe.slot * slot
-                    loads: list = []
-                    if t.resident:
-                        if pipe.steps == 0:
-                            loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.R * cs.S, K),
-                                                 dst=View(Space.SPM, w_res, dtype, (K * es, es)),
-                                                 src=View(Space.DRAM, 0, dtype, (K * es, es), "Wd")))
-                        w = View(Space.SPM, w_res + c0 * m * es, dtype, (cs.S * K * es, K * es))
-                    else:
-                        wb = base + in_slot
-                        loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(cs.R * cs.S, cb * m),
-                                             dst=View(Space.SPM, wb, dtype, (cb * m * es, es)),
-                                             src=View(Space.DRAM, c0 * m * es, dtype, (K * es, es), "Wd")))
-                        w = View(Space.SPM, wb, dtype, (cs.S * cb * m * es, cb * m * es))
+                    loads, w = _weights(cs, dtype, t, c0, cb, w_res if t.resident else base + in_slot,
+                                        pipe.steps == 0)
                     x = View(Space.SPM, base, dtype, (tw * cb * es, cb * es, es))
                     ih, iw = max(0, oh0 * sh - pt), max(0, ow0 * sw - pl)
                     loads += padded_load((th, tw, cb), x, View(Space.DRAM, (((b * cs.H + ih) * cs.W + iw) * cs.C + c0)
@@ -287,6 +293,21 @@ def depthwise2d(cs: ConvShape, dtype: DType, target: Target, tiling: DepthwiseTi
     regions = (Region("X", 0, cs.N * cs.H * cs.W * cs.C * es), Region("Wd", 1, cs.R * cs.S * K * es),
                Region("Y", 2, cs.N * cs.OH * cs.OW * K * 4))
     return pipe.program(vector_config(spm), regions)
+
+
+def _weights(cs: ConvShape, dtype: DType, t: DepthwiseTiling, c0: int, cb: int, at: int,
+             first_step: bool) -> tuple[list, View]:
+    """The weight loads of the step on channels ``[c0, c0 + cb)`` and the view of its weights (``[kh][kw]``
+    strides, channels contiguous) at SPM byte ``at``: resident weights (all ``K`` channels there) are loaded once, by
+    the first step; otherwise each step loads its block's into its ring slot."""
+    m, es, K = cs.K // cs.C, dtype.size, cs.K
+    if t.resident:
+        loads = [DmaCopy(queue=Queue.DMA_LD, shape=(cs.R * cs.S, K), dst=View(Space.SPM, at, dtype, (K * es, es)),
+                         src=View(Space.DRAM, 0, dtype, (K * es, es), "Wd"))] if first_step else []
+        return loads, View(Space.SPM, at + c0 * m * es, dtype, (cs.S * K * es, K * es))
+    return ([DmaCopy(queue=Queue.DMA_LD, shape=(cs.R * cs.S, cb * m), dst=View(Space.SPM, at, dtype, (cb * m * es, es)),
+                     src=View(Space.DRAM, c0 * m * es, dtype, (K * es, es), "Wd"))],
+            View(Space.SPM, at, dtype, (cs.S * cb * m * es, cb * m * es)))
 
 
 def depthwise_inputs(cs: ConvShape, dtype: DType, seed: int = 0) -> tuple[dict, np.ndarray, np.ndarray]:

@@ -199,7 +199,7 @@ class _Tile(NamedTuple):
     tk: int
     a: int
     b: int
-    lay: _Layout
+    lay: GemmLayout
     wide: int
     ep_ops: Callable
     ep_key: tuple
@@ -256,7 +256,7 @@ class _FirstStep:
         matrix work alone cannot beat the worst of a full ranking is left out."""
         s, target = self.s, self.s.target
         M, N, K, ep, cols, rows, bw = s.M, s.N, s.K, s.epilogue, target.cols, target.rows, target.bank_width
-        layout, pitch = _LAYOUTS[target.dataflow], is_pitch(rows, self.es, bw)
+        layout, pitch = LAYOUTS[target.dataflow], is_pitch(rows, self.es, bw)
         for t, a, b in self.tilings():
             tm, tn, tk = min(t.tm, M), min(t.tn, N), min(t.tk, K)
             lay = layout(self.es, self.at, rows, cols, N, t, -(-t.tk // rows), -(-t.tn // cols), pitch)
@@ -355,7 +355,7 @@ class _Plan(NamedTuple):
     t: GemmTiling
     ep: Epilogue
     b_packed: bool
-    lay: _Layout
+    lay: GemmLayout
     split: int        # B pieces of a step that loads a new B tile (1 under is)
     a_slot: int
     b_slot: int
@@ -409,7 +409,7 @@ def _gemm_plan(M: int, N: int, K: int, dtype: DType, target: Target, tiling: Gem
     if 2 * (a_slot + b_slot) + extra > target.spm or 2 * acc_slot > target.acc:
         raise TilingError(f"tiling {t} needs {2 * (a_slot + b_slot) + extra} B of SPM and {2 * acc_slot} B of ACC")
     kb_max, nb_max = -(-t.tk // rows), -(-t.tn // cols)
-    lay = _LAYOUTS[dataflow](es, at, rows, cols, N, t, kb_max, nb_max, is_pitch(rows, es, target.bank_width))
+    lay = LAYOUTS[dataflow](es, at, rows, cols, N, t, kb_max, nb_max, is_pitch(rows, es, target.bank_width))
     bias_base = _up(2 * (a_slot + b_slot), 64)
     return _Plan(M, N, K, dtype, target, t, ep, b_packed, lay, 1 if dataflow == "is" else min(t.split, nb_max),
                  a_slot, b_slot, acc_slot, b_slot // nb_max, t.tm * cols * 4, bias_base,
@@ -677,8 +677,9 @@ def gemm_estimate(M: int, N: int, K: int, dtype: DType, target: Target, tiling: 
 
 
 @dataclass(frozen=True)
-class _Layout:
-    """Where one dataflow keeps B and the accumulators, and the instructions that load, multiply and store."""
+class GemmLayout:
+    """Where one dataflow keeps B and the accumulators, and the instructions that load, multiply and store
+    (:data:`LAYOUTS` has one subclass per dataflow; ``pitch``: bytes between B columns, under ``is`` only)."""
 
     es: int
     at: DType
@@ -717,7 +718,9 @@ class _Layout:
         return ops
 
 
-class _WsLayout(_Layout):
+class WsLayout(GemmLayout):
+    """ws: B blocked into array tiles ``[nb][kb][k][n]``; ``mxu.mm`` loops ``[nb, kb]`` and streams the A rows."""
+
     def b_loads(self, b_base, k0, n0, tk, tn, dtype):
         es, r, c, N, kbm = self.es, self.rows, self.cols, self.N, self.kb_max
         return [DmaCopy(queue=Queue.DMA_LD, shape=(nbc, kbc, k, n),
@@ -737,7 +740,9 @@ class _WsLayout(_Layout):
                 for nb0, nbc, n in equal_blocks(tn, c) for kb0, kbc, k in equal_blocks(tk, r)]
 
 
-class _OsLayout(_Layout):
+class OsLayout(GemmLayout):
+    """os: B as rows ``[nb][tk][cols]``; ``mxu.mm`` with k = 1 loops ``[nb, q < tk]`` into the same rows."""
+
     def b_loads(self, b_base, k0, n0, tk, tn, dtype):
         es, c, N, tkm = self.es, self.cols, self.N, self.t.tk
         return [DmaCopy(queue=Queue.DMA_LD, shape=(nbc, tk, n),
@@ -754,7 +759,10 @@ class _OsLayout(_Layout):
                 for nb0, nbc, n in equal_blocks(tn, c)]
 
 
-class _IsLayout(_Layout):
+class IsLayout(GemmLayout):
+    """is: B transposed per row block ``[kb][tn][rows]``; ``mxu.mm`` with n = 1 loops ``[kb, j < tn]`` over one A
+    block."""
+
     def b_loads(self, b_base, k0, n0, tk, tn, dtype):
         es, r, N, tnm, p = self.es, self.rows, self.N, self.t.tn, self.pitch
         return [DmaCopy(queue=Queue.DMA_LD, shape=(kbc, k, tn),
@@ -784,7 +792,8 @@ class _IsLayout(_Layout):
                         src=View(Space.ACC, acc_base, self.at, (self.t.tn * 4, 4)))]
 
 
-_LAYOUTS = {"ws": _WsLayout, "os": _OsLayout, "is": _IsLayout}
+LAYOUTS = {"ws": WsLayout, "os": OsLayout, "is": IsLayout}
+"""The :class:`GemmLayout` of each dataflow."""
 
 
 def _contiguous(space: Space, base: int, region: str, offset: int, nbytes: int, dtype: DType) -> list[DmaCopy]:
@@ -811,7 +820,7 @@ def pack_b(b: np.ndarray, K: int, N: int, dtype: DType, target: Target, tiling: 
     B load is a contiguous copy. Computed by applying the unpacked program's own B copies on the host."""
     t, es, rows, cols = tiling, dtype.size, target.rows, target.cols
     _, b_slot, _ = slot_bytes(t, dtype, target)
-    lay = _LAYOUTS[target.dataflow](es, ACC_TYPE[dtype], rows, cols, N, t, -(-t.tk // rows), -(-t.tn // cols),
+    lay = LAYOUTS[target.dataflow](es, ACC_TYPE[dtype], rows, cols, N, t, -(-t.tk // rows), -(-t.tn // cols),
                                     is_pitch(rows, es, target.bank_width))
     src = np.ascontiguousarray(b).view(np.uint8).ravel()
     k_tiles = -(-K // t.tk)

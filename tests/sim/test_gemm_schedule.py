@@ -4,7 +4,7 @@ reuse, B split into pieces, and GEMM 1024^3 near its roofline on every preset.""
 import pytest
 
 from compiler.kernels.common.target import Target
-from compiler.kernels.gemm import GemmTiling, _Layout, search_tiling, tiled_gemm
+from compiler.kernels.gemm import GemmLayout, GemmTiling, search_tiling, tiled_gemm
 from isa import DmaCopy, DType, MatMul, Queue, Space, Sync, View
 from isa.arch import load_arch
 from isa.cost import instr_cost
@@ -14,7 +14,7 @@ EDGE = load_arch("edge16")
 
 
 def _store(tm: int, tn: int, N: int, t: GemmTiling) -> list[DmaCopy]:
-    return _Layout(1, DType.I32, 16, 16, N, t, 1, -(-t.tn // 16), 0).stores(0, 0, 0, tm, tn)
+    return GemmLayout(1, DType.I32, 16, 16, N, t, 1, -(-t.tn // 16), 0).stores(0, 0, 0, tm, tn)
 
 
 def test_tile_store_writes_each_c_row_as_one_run():
