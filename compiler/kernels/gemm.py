@@ -343,8 +343,8 @@ def _pieces(tn: int, t: GemmTiling, cols: int, split: int) -> list[tuple[int, in
     return [(j, min(per, tn - j)) for j in range(0, tn, max(per, cols))]
 
 
-class _Plan(NamedTuple):
-    """One tiled GEMM's fixed choices (:func:`_gemm_plan`): sizes, tiling, layout and where everything lives in SPM
+class GemmPlan(NamedTuple):
+    """One tiled GEMM's fixed choices (:func:`gemm_plan`): sizes, tiling, layout and where everything lives in SPM
     and ACC (bytes)."""
 
     M: int
@@ -392,9 +392,10 @@ class _Step(NamedTuple):
     pieces: list
 
 
-def _gemm_plan(M: int, N: int, K: int, dtype: DType, target: Target, tiling: GemmTiling | None, b_packed: bool,
-               ep: Epilogue) -> _Plan:
-    """:func:`tiled_gemm`'s checks and layout; TilingError or CompileError when it cannot take them."""
+def gemm_plan(M: int, N: int, K: int, dtype: DType, target: Target, tiling: GemmTiling | None, b_packed: bool,
+               ep: Epilogue) -> GemmPlan:
+    """:func:`tiled_gemm`'s checks and layout (what :func:`emit_gemm` emits); TilingError or CompileError when it
+    cannot take them."""
     rows, cols, dataflow = target.rows, target.cols, target.dataflow
     t = tiling or choose_tiling(M, N, K, dtype, target)
     if t.order not in ORDERS or t.split < 1:
@@ -411,12 +412,12 @@ def _gemm_plan(M: int, N: int, K: int, dtype: DType, target: Target, tiling: Gem
     kb_max, nb_max = -(-t.tk // rows), -(-t.tn // cols)
     lay = LAYOUTS[dataflow](es, at, rows, cols, N, t, kb_max, nb_max, is_pitch(rows, es, target.bank_width))
     bias_base = _up(2 * (a_slot + b_slot), 64)
-    return _Plan(M, N, K, dtype, target, t, ep, b_packed, lay, 1 if dataflow == "is" else min(t.split, nb_max),
+    return GemmPlan(M, N, K, dtype, target, t, ep, b_packed, lay, 1 if dataflow == "is" else min(t.split, nb_max),
                  a_slot, b_slot, acc_slot, b_slot // nb_max, t.tm * cols * 4, bias_base,
                  bias_base + (_up(N * 4, 64) if ep.bias else 0))
 
 
-def _walk(p: _Plan):
+def _walk(p: GemmPlan):
     """:func:`tiled_gemm`'s steps in issue order (:class:`_Step`); A and B slots and ACC tiles are rings of 2."""
     M, N, K, t, cols = p.M, p.N, p.K, p.t, p.target.cols
     steps = _steps(M, N, K, t)
@@ -440,20 +441,20 @@ def _walk(p: _Plan):
         prev = (m0, n0, k0)
 
 
-def _bias_load(p: _Plan) -> DmaCopy:
+def _bias_load(p: GemmPlan) -> DmaCopy:
     """The whole bias, once, before anything else."""
     at = ACC_TYPE[p.dtype]
     return DmaCopy(queue=Queue.DMA_LD, shape=(p.N,), dst=View(Space.SPM, p.bias_base, at, (4,)),
                    src=View(Space.DRAM, 0, at, (4,), "Bias"))
 
 
-def _a_load(p: _Plan, s: _Step) -> DmaCopy:
+def _a_load(p: GemmPlan, s: _Step) -> DmaCopy:
     es, dtype = p.dtype.size, p.dtype
     return DmaCopy(queue=Queue.DMA_LD, shape=(s.tm, s.tk), dst=View(Space.SPM, s.a_base, dtype, (s.tk * es, es)),
                    src=View(Space.DRAM, (s.m0 * p.K + s.k0) * es, dtype, (p.K * es, es), "A"))
 
 
-def _b_loads(p: _Plan, s: _Step, j: int, w: int) -> list:
+def _b_loads(p: GemmPlan, s: _Step, j: int, w: int) -> list:
     """The loads of columns ``[j, j + w)`` of the step's new B tile."""
     blk = j // p.target.cols
     if p.b_packed:
@@ -462,12 +463,12 @@ def _b_loads(p: _Plan, s: _Step, j: int, w: int) -> list:
     return p.lay.b_loads(s.b_base + blk * p.block_b, s.k0, s.n0 + j, s.tk, w, p.dtype)
 
 
-def _packed_b_offset(p: _Plan, s: _Step) -> int:
+def _packed_b_offset(p: GemmPlan, s: _Step) -> int:
     """Bytes into :func:`pack_b`'s image (one ``b_slot`` per B tile, k tiles innermost) of the step's B tile."""
     return ((s.n0 // p.t.tn) * -(-p.K // p.t.tk) + s.k0 // p.t.tk) * p.b_slot
 
 
-def _matmuls(p: _Plan, s: _Step, j: int, w: int) -> list:
+def _matmuls(p: GemmPlan, s: _Step, j: int, w: int) -> list:
     """The matrix work on columns ``[j, j + w)``; the first k tile zeroes the accumulators unless a residual is
     loaded into them."""
     blk = j // p.target.cols
@@ -475,20 +476,20 @@ def _matmuls(p: _Plan, s: _Step, j: int, w: int) -> list:
                          p.dtype, s.first_k and not p.ep.residual)
 
 
-def _drain(p: _Plan, s: _Step) -> list[tuple[list, list]]:
+def _drain(p: GemmPlan, s: _Step) -> list[tuple[list, list]]:
     """(epilogue, stores) of each piece of the step's finished tile: the last step's pieces, else the whole tile."""
     return [(p.lay.epilogue(p.ep, s.acc_base, p.bias_base, p.scratch_base, s.n0, j, w, s.tm) if p.ep.active else [],
              p.lay.stores(s.acc_base + j // p.target.cols * p.block_acc, s.m0, s.n0 + j, s.tm, w))
             for j, w in (s.pieces if s.final else [(0, s.tn)])]
 
 
-def _a_group(p: _Plan, s: _Step, sync: bool) -> list:
+def _a_group(p: GemmPlan, s: _Step, sync: bool) -> list:
     """The step's A load (``sync``: with its semaphores)."""
     load = _a_load(p, s)
     return [with_sync(load, waits=("a_empty",), signals=("a_full",)) if sync else load]
 
 
-def _b_group(p: _Plan, s: _Step, n: int, sync: bool) -> list:
+def _b_group(p: GemmPlan, s: _Step, n: int, sync: bool) -> list:
     """The loads of the step's new B tile's ``n``-th piece (``sync``: with their semaphores)."""
     loads = _b_loads(p, s, *s.pieces[n])
     if sync:
@@ -497,14 +498,14 @@ def _b_group(p: _Plan, s: _Step, n: int, sync: bool) -> list:
     return loads
 
 
-def _residual_group(p: _Plan, s: _Step, sync: bool) -> list:
+def _residual_group(p: GemmPlan, s: _Step, sync: bool) -> list:
     """The loads of the residual's tile into the accumulators, where the tile's sum starts (``sync``: with their
     semaphores)."""
     loads = p.lay.residual_loads(s.acc_base, s.m0, s.n0, s.tm, s.tn)
     return synced(loads, ("acc_empty",), ("res_full",)) if sync else loads
 
 
-def _matmul_group(p: _Plan, s: _Step, n: int, sync: bool) -> list:
+def _matmul_group(p: GemmPlan, s: _Step, n: int, sync: bool) -> list:
     """The matrix work on the step's ``n``-th piece (``sync``: with its semaphores)."""
     mms = _matmuls(p, s, *s.pieces[n])
     if not sync:
@@ -516,7 +517,7 @@ def _matmul_group(p: _Plan, s: _Step, n: int, sync: bool) -> list:
                   + (("acc_full",) if s.last_k and (last or s.final) else ()))
 
 
-def _emit_pieces(p: _Plan, s: _Step, sink: Sink, keys: _GroupKeys | None) -> None:
+def _emit_pieces(p: GemmPlan, s: _Step, sink: Sink, keys: _GroupKeys | None) -> None:
     """The step's B loads, residual loads and matrix work, piece by piece (a run of an estimating sink, whose
     groups are priced once per search)."""
     key, sync = keys and keys.pieces(s), sink.semaphores
@@ -532,7 +533,7 @@ def _emit_pieces(p: _Plan, s: _Step, sink: Sink, keys: _GroupKeys | None) -> Non
     sink.end(key)
 
 
-def _drain_group(p: _Plan, s: _Step, sync: bool) -> list:
+def _drain_group(p: GemmPlan, s: _Step, sync: bool) -> list:
     """The epilogue and stores of the step's finished tile (its k tile is the last; ``sync``: with their
     semaphores)."""
     ep, out = p.ep, []
@@ -555,7 +556,7 @@ class _GroupKeys:
     :func:`isa.cost.dram_window` reads) and, for keys shared by every tiling of a search, the tile sizes (the step keys
     and a step's pieces are priced per tiling)."""
 
-    def __init__(self, p: _Plan, dram: int) -> None:
+    def __init__(self, p: GemmPlan, dram: int) -> None:
         arch = p.target.arch
         self.p, self.dram, self.sbw, self.abw = p, dram, arch.spm.bank_width, arch.acc.bank_width
         self.sizes = (p.t.tm, p.t.tn, p.t.tk)
@@ -600,7 +601,7 @@ class _GroupKeys:
                 (s.m0 * p.N + s.n0) * 4 % self.dram) + self.sizes
 
 
-def emit_gemm(p: _Plan, sink: Sink) -> None:
+def emit_gemm(p: GemmPlan, sink: Sink) -> None:
     """:func:`tiled_gemm`'s instructions, in program order, into ``sink`` (the Halt too; none after an estimating
     sink stops). A tile's epilogue and stores are issued after the next step (so a long epilogue waiting for its
     tile does not fill the vector queue ahead of the next loads). For an estimating sink each step is priced once
@@ -638,7 +639,7 @@ def tiled_gemm(M: int, N: int, K: int, dtype: DType, target: Target, tiling: Gem
     epilogue: fused into each output tile (:class:`~compiler.kernels.common.epilogue.Epilogue`: divisor, bias from
     region Bias (``N`` accumulator-type elements), activation; residual from region R, ``M x N`` like C); no
     requantization."""
-    p = _gemm_plan(M, N, K, dtype, target, tiling, b_packed, epilogue)
+    p = gemm_plan(M, N, K, dtype, target, tiling, b_packed, epilogue)
     sink = ProgramSink()
     emit_gemm(p, sink)
     ep, t, es = epilogue, p.t, dtype.size
@@ -670,7 +671,7 @@ def gemm_estimate(M: int, N: int, K: int, dtype: DType, target: Target, tiling: 
     a search cannot use, e.g. :func:`search_tiling`'s near-tie window's edge): the exact estimate when it is below
     ``bound``, else some value at least ``bound`` (the walk stops once the head plus a unit's busy cycles or the bus
     reach it)."""
-    p = _gemm_plan(M, N, K, dtype, target, tiling, b_packed, epilogue)
+    p = gemm_plan(M, N, K, dtype, target, tiling, b_packed, epilogue)
     sink = EstimateSink(target.arch, memo, ("gemm", p.t), bound=bound)
     emit_gemm(p, sink)
     return bound if sink.stopped else sink.estimate.cycles
