@@ -695,7 +695,7 @@ def _mxu_floor(cs: ConvShape, t: ConvTiling, p: ConvPlan, arch: Arch) -> int:
 @lru_cache(maxsize=1024)
 def _window_reads(cs: ConvShape, toh: int, tow: int, first: bool = False) -> int:
     """Input pixels that the window loads of one image's tiles read from DRAM (their halo padding is filled in):
-    every row tile's rows times every column tile's columns (see :func:`_conv_parts`' geometry); ``first``: of the
+    every row tile's rows times every column tile's columns (see :meth:`ConvLayout.geometry`); ``first``: of the
     first tile only."""
     (sh, sw), (pt, pl, _, _), (skip_h, skip_w) = cs.stride, cs.pad, _skip(cs)
 

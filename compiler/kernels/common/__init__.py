@@ -1,1 +1,2 @@
-"""What the program generators share: the target, the ring pipeline, epilogues, halo loads."""
+"""What the program generators share: the target, the ring pipeline, epilogues, halo loads, blocks and matrix loop
+nests, the sinks they emit into (a program, or its estimate) and the one tiling search."""

@@ -17,8 +17,9 @@ say:
 - ``stopped``: an estimating sink given a ``bound`` stops the generator once the price is known to reach it.
 
 Semaphores change no price: an estimating sink prices the instructions the generator gives it (with or without
-their waits and signals), and it prices ``nests`` without the ``.sync`` that :func:`~compiler.kernels.common.pipeline
-.synced` adds after a queue's last instruction (no cycles, on the queue of the instruction before it).
+their waits and signals: ``semaphores`` says whether the sink needs them), and it prices ``nests`` without the
+``.sync`` that :func:`compiler.kernels.common.pipeline.synced` may add after a queue's last instruction (no cycles,
+on the queue of the instruction before it).
 """
 
 from __future__ import annotations
