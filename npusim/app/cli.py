@@ -436,7 +436,7 @@ def _plot_fronts(df, metrics: list[str], path: str) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from npusim.report.plots import plot_pareto, plot_pareto_3d
+    from npusim.app.sweep import plot_pareto, plot_pareto_3d
 
     names = list(dict.fromkeys(df["workload"]))
     fig = Figure(figsize=(6 * len(names), 4.5), layout="constrained")
