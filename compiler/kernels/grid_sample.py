@@ -203,9 +203,11 @@ def grid_constants(spec: GridSpec) -> np.ndarray:
     return np.concatenate([np.array(s, np.float32), ints.view(np.float32)])
 
 
-def _coordinate_ops(spec: GridSpec, pt: int, g: int, k: int, out_i: int, out_w: int, tmp: int) -> list:
-    """The vector instructions computing ``pt`` points' indices (at ``out_i``) and weights (at ``out_w``) from
-    their grid tile at ``g`` (``[pt][x, y]`` f32, overwritten); ``k`` the constants, ``tmp`` 96 B per point."""
+def coordinate_ops(spec: GridSpec, pt: int, g: int, k: int, out_i: int, out_w: int, tmp: int) -> list:
+    """The vector instructions computing ``pt`` points' tap indices (at SPM byte ``out_i``) and bilinear weights (at
+    ``out_w``) from their grid tile at ``g`` (``[pt][x, y]`` f32, overwritten); ``k`` the SPM byte address of
+    :func:`grid_constants`, ``tmp`` a scratch area of 96 bytes per point. Shared with the deformable attention's
+    sampling (:mod:`compiler.kernels.msda`)."""
     def v(at: int, strides: tuple[int, ...], dt: DType = F32) -> View:
         return View(Space.SPM, at, dt, strides)
 
@@ -297,7 +299,7 @@ def grid_coordinates(spec: GridSpec, target: Target, pt: int | None = None) -> P
                                                    src=View(Space.DRAM, 0, F32, (ES,), "K"))]
             loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(np_ * 2,), dst=View(Space.SPM, base + g_at, F32, (ES,)),
                                  src=View(Space.DRAM, (b * spec.points + p0) * 8, F32, (ES,), "G")))
-            compute = _coordinate_ops(spec, np_, base + g_at, k, base + i_at, base + w_at, base + tmp)
+            compute = coordinate_ops(spec, np_, base + g_at, k, base + i_at, base + w_at, base + tmp)
             first = (b * spec.points + p0)
             stores = [DmaCopy(queue=Queue.DMA_ST, shape=(np_ * t,), src=View(Space.SPM, base + i_at, I32, (4,)),
                               dst=View(Space.DRAM, first * t * 4, I32, (4,), "I"))]

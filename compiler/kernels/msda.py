@@ -12,7 +12,7 @@ Two placements of the level tables (:data:`TABLES`):
 
 - ``spm``: all levels of one head are loaded into the SPM once per head (two table buffers, alternating by head, so
   the next head's tables load while this head's last tiles compute); the coordinates are computed in the same step
-  on the vector unit (class 3 of seed-ops.md 4.4, :func:`compiler.kernels.grid_sample._coordinate_ops`), the taps read
+  on the vector unit (class 3 of seed-ops.md 4.4, :func:`compiler.kernels.grid_sample.coordinate_ops`), the taps read
   by ``vpu.gather``. Reads each table once per head.
 - ``dram``: the tables stay in DRAM and each tile's taps are ``dma.ld.gather`` rows (4 per sample); the indices and
   bilinear weights come from the class-3 coordinate program of each level (:func:`compiler.kernels.grid_sample
@@ -263,7 +263,7 @@ def msda_coordinates(spec: MsdaSpec, target: Target, pt: int | None = None) -> P
             first = (b * spec.q + q0) * p
             for i in range(nl):
                 oi, ow = base + o + 2 * i * ostep, base + o + (2 * i + 1) * ostep
-                compute += gs._coordinate_ops(spec.level(i), np_ * p, base + g + i * gstep, k + 32 * i, oi, ow,
+                compute += gs.coordinate_ops(spec.level(i), np_ * p, base + g + i * gstep, k + 32 * i, oi, ow,
                                               base + tmp)
                 stores += [DmaCopy(queue=Queue.DMA_ST, shape=(np_ * p * 4,), src=View(Space.SPM, oi, I32, (ES,)),
                                    dst=View(Space.DRAM, first * 16, I32, (ES,), f"I{i}")),
@@ -312,7 +312,7 @@ def msda_program(spec: MsdaSpec, target: Target, tables: str | None = None, pt: 
             for i, (h, w) in enumerate(spec.levels):
                 if tables == "spm":
                     idx, wts, taps = base + lay.idx, base + lay.w, base + lay.taps
-                    compute += gs._coordinate_ops(spec.level(i), npts, base + lay.g + i * gstep, lay.k + 32 * i, idx,
+                    compute += gs.coordinate_ops(spec.level(i), npts, base + lay.g + i * gstep, lay.k + 32 * i, idx,
                                                   wts, base + lay.tmp)
                     compute.append(Gather(queue=Queue.VPU, shape=(npts, 4), row=d, rows=h * w,
                                           dst=View(Space.SPM, taps, F32, (4 * tp, tp, ES)),

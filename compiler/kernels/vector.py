@@ -82,8 +82,9 @@ def _tiles(shape: tuple[int, ...], limit: int):
 MIN_TILES = 8   # a stream that fits the SPM whole still runs in 8 tiles, so loads, compute and stores overlap
 
 
-def _overlap_cap(total: int, floor: int) -> int:
-    """The most units a tile may hold so that ``total`` units make at least MIN_TILES tiles, but at least ``floor``."""
+def overlap_cap(total: int, floor: int) -> int:
+    """The most units (elements, rows, ...) a tile may hold so that ``total`` units make at least MIN_TILES tiles (so
+    loads, compute and stores overlap), but at least ``floor``."""
     return max(-(-total // MIN_TILES), floor)
 
 
@@ -108,7 +109,7 @@ def _stream(pipe: RingPipeline, out_shape, ins: list[_Operand], out: _Operand, d
         raise CompileError(f"shape {out_shape} does not collapse to 5 dimensions")
     sizes = [d.size for d in dtypes] + [out_dtype.size]
     limit = max(1, (spm // 2) // sum(sizes))   # two ring slots of every buffer
-    limit = min(limit, _overlap_cap(math.prod(shape), 4096))
+    limit = min(limit, overlap_cap(math.prod(shape), 4096))
     if len(set(sizes)) > 1 and limit >= 4:      # mixed element sizes: keep every slot word-aligned
         limit -= limit % 4
     slot_bytes = [limit * s for s in sizes]
@@ -208,7 +209,7 @@ def _rows_op(rows: int, length: int, dtype: DType, spm: int, regions_extra: tupl
     per = (spm // 2 - extra) // row_bytes
     if per < 1:
         raise TilingError(f"a row of {length} elements does not fit the SPM")
-    per = min(per, _overlap_cap(rows, -(-4096 // length)))
+    per = min(per, overlap_cap(rows, -(-4096 // length)))
     pipe = RingPipeline()
     x_slot, s_slot = per * length * es, per * length * 4
     slot = 2 * x_slot + scratch * s_slot + scalars * per * 4 + extra
@@ -269,7 +270,7 @@ def softmax_axis(outer: int, length: int, inner: int, dtype: DType, target: Targ
     fit = (spm // 2) // col_bytes                  # columns per ring slot
     if not fit:
         raise TilingError(f"a softmax column of {length} elements does not fit the SPM")
-    cols = min(fit, _overlap_cap(outer * inner, -(-4096 // length)))
+    cols = min(fit, overlap_cap(outer * inner, -(-4096 // length)))
     io = min(inner, cols)
     if io < inner and io >= target.lanes:          # whole beats of the vector unit
         io -= io % target.lanes
@@ -394,7 +395,7 @@ def pool2d(kind: str, N: int, H: int, W: int, C: int, k: int | tuple[int, int], 
     if not tc:
         raise TilingError(f"a {kh}x{kw} pooling window over {Wp} padded columns does not fit the SPM")
     toh = max(t for t in range(1, OH + 1) if 2 * sum(slots(t, tc)) <= spm)
-    toh = min(toh, _overlap_cap(N * OH * -(-C // tc), 1))
+    toh = min(toh, overlap_cap(N * OH * -(-C // tc), 1))
     in_slot, sum_slot, out_slot, rc_slot = slots(toh, tc)
     pipe = RingPipeline()
     for b in range(N):

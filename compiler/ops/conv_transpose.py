@@ -31,7 +31,7 @@ from compiler.kernels.conv_transpose2d import (
     transpose_pads,
 )
 from compiler.ops.context import LoweringContext
-from compiler.ops.quant import _i32, _matrix_type, _out_scale
+from compiler.ops.quant import bias_i32, check_matrix_types, requant_scale
 from compiler.ops.spec import OpSpec
 from isa import DType
 
@@ -156,7 +156,7 @@ def _lower_quantized(low: LoweringContext, n: Node) -> None:
     phase since each phase sums its own taps), then the QLinearConv requantization (:mod:`compiler.ops.quant`)."""
     q = n.attrs["quant"]
     xd, wd = (DType.from_numpy(low.graph.tensor(t).dtype) for t in n.inputs[:2])
-    _matrix_type(low, n, xd, wd)
+    check_matrix_types(low, n, xd, wd)
     x = low.want(n.inputs[0], "nhwc")
     w = np.asarray(low.data(n.inputs[1]))
     ct = transpose_shape(n, x.shape, w.shape)
@@ -175,8 +175,8 @@ def _lower_quantized(low: LoweringContext, n: Node) -> None:
     low.emit(n, prog, {"X": ("ACT", x.offset),
                        "Wt": ("W", low.const(pack_transposed_weights(w, ct, target.rows, target.cols,
                                                                      gpack=tiling.gpack))),
-                       "Y": ("ACT", y.offset), "Bias": ("W", low.const(_i32(table, n))),
-                       "Scale": ("W", low.const(_out_scale(np.float32([q["x_scale"]]), w_scale,
+                       "Y": ("ACT", y.offset), "Bias": ("W", low.const(bias_i32(table, n))),
+                       "Scale": ("W", low.const(requant_scale(np.float32([q["x_scale"]]), w_scale,
                                                            np.float32([q["y_scale"]]), ct.K)))}, ct.macs)
     low.bind[n.outputs[0]] = y
 

@@ -68,13 +68,16 @@ def _zero_weights_zp(low, n: Node, index: int) -> None:
         raise UnsupportedOpError(n.name, n.op, "only symmetric weights (weight zero point 0) are supported")
 
 
-def _out_scale(x_scale: np.ndarray, w_scale: np.ndarray, y_scale: np.ndarray, channels: int) -> np.ndarray:
-    """Per-channel f32 ``(x_scale * w_scale) / y_scale``, rounded after each step as onnxruntime computes it."""
+def requant_scale(x_scale: np.ndarray, w_scale: np.ndarray, y_scale: np.ndarray, channels: int) -> np.ndarray:
+    """The requantization scale of a quantized matrix op's output: per-channel f32 ``(x_scale * w_scale) / y_scale``
+    (``channels`` values; a per-tensor ``w_scale`` is broadcast), rounded after each step as onnxruntime computes it."""
     s = (np.float32(x_scale[0]) * w_scale.astype(np.float32).ravel()) / np.float32(y_scale[0])
     return np.ascontiguousarray(np.broadcast_to(s.astype(np.float32), (channels,)))
 
 
-def _i32(values: np.ndarray, n: Node) -> np.ndarray:
+def bias_i32(values: np.ndarray, n: Node) -> np.ndarray:
+    """A quantized op's int32 bias (the input zero point folded in, computed in int64) as int32; refuses node ``n``
+    when a value does not fit int32."""
     lo, hi = np.iinfo(np.int32).min, np.iinfo(np.int32).max
     if values.min(initial=0) < lo or values.max(initial=0) > hi:
         raise UnsupportedOpError(n.name, n.op, "the bias with the input zero point folded in overflows int32")
@@ -108,7 +111,8 @@ def lower_dequantize(low: LoweringContext, n: Node) -> None:
     low.bind[n.outputs[0]] = y
 
 
-def _matrix_type(low, n: Node, x: DType, w: DType) -> None:
+def check_matrix_types(low: LoweringContext, n: Node, x: DType, w: DType) -> None:
+    """Refuse node ``n`` unless its input type ``x`` and weight type ``w`` are one type the matrix unit multiplies."""
     if x is not w:
         raise UnsupportedOpError(n.name, n.op, f"input and weights must have the same type, not {x.text} and {w.text}")
     if x.text not in low.target.arch.matrix.dtypes:
@@ -120,7 +124,7 @@ def lower_qlinear_conv(low: LoweringContext, n: Node) -> None:
     xd = _int_type(low, n, n.inputs[0], "the input")
     x = low.want(n.inputs[0], "nhwc")
     w = _const(low, n, 3, "the weight")
-    _matrix_type(low, n, xd, _int_type(low, n, n.inputs[3], "the weight"))
+    check_matrix_types(low, n, xd, _int_type(low, n, n.inputs[3], "the weight"))
     x_scale, x_zp = _scalar(low, n, 1, "the input scale"), int(_scalar(low, n, 2, "the input zero point")[0])
     w_scale = _const(low, n, 4, "the weight scale")
     _zero_weights_zp(low, n, 5)
@@ -130,7 +134,7 @@ def lower_qlinear_conv(low: LoweringContext, n: Node) -> None:
     w = w.reshape(cs.K, cs.Cg, cs.R, cs.S)   # (a 1-D conv's OIL weights as OIHW)
     bias = _const(low, n, 8, "the bias")
     bias = np.zeros(cs.K, np.int64) if bias is None else bias.astype(np.int64)
-    bias = _i32(bias - x_zp * w.reshape(cs.K, -1).astype(np.int64).sum(1), n)
+    bias = bias_i32(bias - x_zp * w.reshape(cs.K, -1).astype(np.int64).sum(1), n)
     target = low.target
     y = low.alloc(conv_out_shape(cs, len(x.shape)), "nhwc", yd)
     ep = Epilogue(bias=True, out=yd, zp=y_zp)
@@ -139,7 +143,7 @@ def lower_qlinear_conv(low: LoweringContext, n: Node) -> None:
     wt = pack_weights(w, cs, target.rows, target.cols, tiling.im2col, tiling.pack, tiling.gpack)
     low.emit(n, prog, {"X": ("ACT", x.offset), "Wt": ("W", low.const(wt)),
                        "Y": ("ACT", y.offset), "Bias": ("W", low.const(bias)),
-                       "Scale": ("W", low.const(_out_scale(x_scale, w_scale, y_scale, cs.K)))}, cs.macs)
+                       "Scale": ("W", low.const(requant_scale(x_scale, w_scale, y_scale, cs.K)))}, cs.macs)
     low.bind[n.outputs[0]] = y
 
 
@@ -149,7 +153,7 @@ def lower_qlinear_matmul(low: LoweringContext, n: Node) -> None:
     b = _const(low, n, 3, "input B")
     if b.ndim != 2:
         raise UnsupportedOpError(n.name, n.op, f"only a 2-D constant B, not shape {b.shape}")
-    _matrix_type(low, n, xd, _int_type(low, n, n.inputs[3], "input B"))
+    check_matrix_types(low, n, xd, _int_type(low, n, n.inputs[3], "input B"))
     x = low.want(n.inputs[0], "rm")
     a_scale, a_zp = _scalar(low, n, 1, "the A scale"), int(_scalar(low, n, 2, "the A zero point")[0])
     b_scale = _const(low, n, 4, "the B scale")
@@ -164,10 +168,10 @@ def lower_qlinear_matmul(low: LoweringContext, n: Node) -> None:
     low.emit(n, prog, {"A": ("ACT", x.offset), "B": ("W", low.const(pack_b(b, K, N, xd, target, tiling))),
                        "C": ("ACT", acc.offset)}, M * N * K)
     y = low.alloc(low.graph.tensor(n.outputs[0]).shape, "rm", yd)
-    bias = _i32(-a_zp * b.astype(np.int64).sum(0), n)
+    bias = bias_i32(-a_zp * b.astype(np.int64).sum(0), n)
     low.emit(n, vector.requantize(M, N, yd, y_zp, low.target),
              {"C": ("ACT", acc.offset), "Bias": ("W", low.const(bias)),
-              "Scale": ("W", low.const(_out_scale(a_scale, b_scale, y_scale, N))), "Y": ("ACT", y.offset)},
+              "Scale": ("W", low.const(requant_scale(a_scale, b_scale, y_scale, N))), "Y": ("ACT", y.offset)},
              suffix=".requant")
     low.bind[n.outputs[0]] = y
 

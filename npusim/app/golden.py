@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compiler.kernels.conv2d import ConvShape
+from compiler.kernels.conv_transpose2d import ConvTransposeShape
 from isa import DType, NpuSimError
 from isa.arch import Arch, load_arch
 from isa.asm import format_program
 from npusim.app.driver import (
-    ConvShape,
-    ConvTransposeShape,
     run_conv,
     run_conv_transpose,
     run_gemm,
