@@ -60,4 +60,10 @@ def npu_unsupported(node: Node, graph: Graph) -> str | None:
     return spec.unsupported(node, graph)
 
 
-__all__ = ["ALIGN", "REGISTRY", "Binding", "LoweringContext", "OpSpec", "contract_violation", "npu_unsupported"]
+def unsupported_nodes(graph: Graph) -> list[tuple[Node, str]]:
+    """(node, reason) for every node of ``graph`` the NPU cannot run (:func:`npu_unsupported`), in graph order."""
+    return [(n, why) for n in graph.nodes if (why := npu_unsupported(n, graph)) is not None]
+
+
+__all__ = ["ALIGN", "REGISTRY", "Binding", "LoweringContext", "OpSpec", "contract_violation", "npu_unsupported",
+           "unsupported_nodes"]

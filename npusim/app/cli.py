@@ -543,7 +543,7 @@ DTYPES = ["i8", "u8", "f16", "bf16", "f32"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from compiler.compile import PASSES
+    from compiler.passes import PASSES
 
     p = argparse.ArgumentParser(prog="npusim", description="Cycle-accurate NPU simulator with real tensor values.",
                                 epilog="Exit status: 0 ok, 1 bad input (one line on stderr), 2 bad command line, "
