@@ -13,11 +13,9 @@ import numpy as np
 from compiler.errors import FALLBACK_HINT, CompileError, TilingError, UnsupportedDTypeError, UnsupportedOpError
 from compiler.ir import Graph, Node
 from compiler.kernels.common.target import Target
-from compiler.kernels.conv_transpose2d import MODES as CONV_TRANSPOSE_MODES
-from compiler.kernels.msda import TABLES as MSDA_TABLES
 from compiler.link.linker import LayerRange, Segment, leading_constants, link
 from compiler.link.residency import place_in_spm
-from compiler.ops import ALIGN, REGISTRY, Binding, LoweringContext, unsupported_nodes
+from compiler.ops import ALIGN, REGISTRY, Binding, LoweringContext, OpOptions, unsupported_nodes, validated_options
 from compiler.ops.host import HostOp, HostTensor, host_fn_name, host_ops, host_program, storage_dtype
 from compiler.ops.layout import lower_constant_output
 from compiler.passes import FUSION_PASSES, run_passes
@@ -71,8 +69,8 @@ def _typed(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
 
 def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallback: bool = True, *,
                   fuse: bool = True, buffers: int = 2, prefetch: bool | None = None,
-                  resident: bool | None = None, conv_transpose: str = "split",
-                  msda_tables: str = "auto") -> CompiledModel:
+                  resident: bool | None = None, options: OpOptions | None = None,
+                  **op_options: str) -> CompiledModel:
     """Compile ``graph`` for ``arch``.
 
     fallback: nodes the NPU cannot run (unknown ops, unsupported attributes or dtypes) run on the host CPU as
@@ -94,23 +92,18 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
     are compiled for the rest of the SPM. Graph inputs, outputs and what host calls touch stay in DRAM, and tensors
     kept on chip are absent from ``CompiledModel.tensors``. None: on for SPMs of at least ``RESIDENT_MIN_SPM`` bytes
     (on mid32's 1 MiB it costs BERT and ViT 5-6% for 1.2-7.4% on the CNNs, see docs/compiler.md).
-    conv_transpose: how ConvTranspose is lowered: ``"split"`` (phase splitting), or one of the baselines it is
-    measured against, ``"swell_spm"`` (each window zero-inserted in SPM) and ``"swell_dram"`` (the zero-inserted input
-    written to DRAM, then a convolution): :mod:`compiler.kernels.conv_transpose2d`.
-    msda_tables: where a fused deformable attention (``MSDeformAttn``) keeps its level tables: ``"auto"`` (the one
-    the cost model prices faster), ``"spm"`` (per head, when they fit) or ``"dram"`` (gathered after a coordinate
-    program): :mod:`compiler.kernels.msda`.
+    options, op_options: the op options (:mod:`compiler.ops.options`): an :class:`~compiler.ops.OpOptions`, and/or
+    each by name as a keyword over it, e.g. ``conv_transpose="swell_spm"`` (how ConvTranspose is lowered) or
+    ``msda_tables="dram"`` (where a deformable attention keeps its level tables); the rest at their defaults.
+    :data:`compiler.ops.OPTIONS` (and docs/ops.md) lists them with their values. An unknown name is a TypeError, a
+    value the option does not take a CompileError naming the values it takes.
     """
     if buffers not in (1, 2):
         raise CompileError(f"buffers must be 1 (single) or 2 (double buffering), not {buffers}")
     graph = run_passes(graph, dump_after, skip=() if fuse else FUSION_PASSES)
     host = _host_nodes(graph, arch, fallback)
     plan = SpmPlan.of(arch, prefetch, resident)
-    if conv_transpose not in CONV_TRANSPOSE_MODES:
-        raise CompileError(f"conv_transpose must be one of {', '.join(CONV_TRANSPOSE_MODES)}, not {conv_transpose!r}")
-    if msda_tables not in ("auto", *MSDA_TABLES):
-        raise CompileError(f"msda_tables must be one of auto, {', '.join(MSDA_TABLES)}, not {msda_tables!r}")
-    low = LoweringContext(graph, plan.target, conv_transpose, msda_tables)
+    low = LoweringContext(graph, plan.target, validated_options(options, **op_options))
     inputs = _bind_inputs(low)
     _lower_nodes(low, host, plan.half, fallback)
     return _link_model(low, plan, inputs, buffers)
