@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from compiler.errors import CompileError, TilingError
 from compiler.kernels.common.pipeline import RingPipeline, vector_config
 from compiler.kernels.common.target import Target
-from compiler.kernels.vector import overlap_cap, row_major
+from compiler.kernels.vector.streams import overlap_cap
+from compiler.kernels.vector.strides import row_major
 from isa import Act, BinOp, DmaCopy, DType, Program, Queue, Reduce, Region, Space, VecBinary, VecUnary, View
 from isa.view import MAX_EXTENT
 

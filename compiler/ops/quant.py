@@ -2,8 +2,9 @@
 
 Every one reproduces onnxruntime's CPU arithmetic bit for bit, so int8 models validate exactly:
 
-- QuantizeLinear: ``saturate(round_half_even(x / scale) + zp)`` with an f32 division (:func:`vector.quantize`).
-- DequantizeLinear: ``f32(x - zp) * scale`` (:func:`vector.dequantize`).
+- QuantizeLinear: ``saturate(round_half_even(x / scale) + zp)`` with an f32 division
+  (:func:`compiler.kernels.vector.quantization.quantize`).
+- DequantizeLinear: ``f32(x - zp) * scale`` (:func:`compiler.kernels.vector.quantization.dequantize`).
 - QLinearConv / QLinearMatMul: the i8 x i8 products accumulate in i32 on the matrix unit; then ``acc + bias`` (i32),
   converted to f32, times the f32 scale ``(x_scale * w_scale[c]) / y_scale`` (computed in that order, in f32, like
   onnxruntime's ``ComputeOutputScale``), rounded half to even, plus ``y_zp``, saturated. A nonzero input zero point
@@ -23,9 +24,9 @@ import numpy as np
 from compiler.errors import UnsupportedDTypeError, UnsupportedOpError
 from compiler.frontend.canonical import CanonContext
 from compiler.ir import Node
-from compiler.kernels import vector
 from compiler.kernels.conv2d import Epilogue, conv2d, conv_shape, pack_weights, search_conv_tiling
 from compiler.kernels.gemm import pack_b, search_tiling, tiled_gemm
+from compiler.kernels.vector import quantization
 from compiler.ops.context import LoweringContext
 from compiler.ops.conv import conv_canonical, conv_check, conv_out_shape
 from compiler.ops.spec import OpSpec
@@ -92,7 +93,7 @@ def lower_quantize(low: LoweringContext, n: Node) -> None:
     out = _int_type(low, n, n.outputs[0], "the output")
     scale, zp = _scalar(low, n, 1, "the scale"), _scalar(low, n, 2, "the zero point")
     y = low.alloc(x.shape, x.layout, out)
-    low.emit(n, vector.quantize(x.phys, out, float(np.float32(scale[0])), int(zp[0]), low.target),
+    low.emit(n, quantization.quantize(x.phys, out, float(np.float32(scale[0])), int(zp[0]), low.target),
              {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)})
     low.bind[n.outputs[0]] = y
 
@@ -106,7 +107,7 @@ def lower_dequantize(low: LoweringContext, n: Node) -> None:
     src = _int_type(low, n, n.inputs[0], "the input")
     scale, zp = _scalar(low, n, 1, "the scale"), _scalar(low, n, 2, "the zero point")
     y = low.alloc(x.shape, x.layout, DType.F32)
-    low.emit(n, vector.dequantize(x.phys, src, float(np.float32(scale[0])), int(zp[0]), low.target),
+    low.emit(n, quantization.dequantize(x.phys, src, float(np.float32(scale[0])), int(zp[0]), low.target),
              {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)})
     low.bind[n.outputs[0]] = y
 
@@ -169,7 +170,7 @@ def lower_qlinear_matmul(low: LoweringContext, n: Node) -> None:
                        "C": ("ACT", acc.offset)}, M * N * K)
     y = low.alloc(low.graph.tensor(n.outputs[0]).shape, "rm", yd)
     bias = bias_i32(-a_zp * b.astype(np.int64).sum(0), n)
-    low.emit(n, vector.requantize(M, N, yd, y_zp, low.target),
+    low.emit(n, quantization.requantize(M, N, yd, y_zp, low.target),
              {"C": ("ACT", acc.offset), "Bias": ("W", low.const(bias)),
               "Scale": ("W", low.const(requant_scale(a_scale, b_scale, y_scale, N))), "Y": ("ACT", y.offset)},
              suffix=".requant")

@@ -161,7 +161,7 @@ def test_fused_m2_moves_at_least_the_sampled_tensor_fewer_dram_bytes():
 def test_reduce_rows_steps_stay_within_one_shape_extent():
     """Unfused M2 on dc128 reduces 640,000 rows of 4: more than 65,535 rows per step fit its SPM (IsaError before)."""
     from compiler.kernels.common.target import Target
-    from compiler.kernels.vector import reduce_rows
+    from compiler.kernels.vector.rowwise import reduce_rows
     from isa import DType, Reduce
 
     prog = reduce_rows(Reduce.SUM, 640_000, 4, DType.F32, Target.of(load_arch("dc128")))
