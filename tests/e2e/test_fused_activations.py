@@ -8,12 +8,12 @@ from onnx import helper
 from compiler.kernels.common.target import Target
 from compiler.kernels.vector import streams
 from isa import Act, BinOp, DType, VecBinary, VecUnary
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from npusim.app.driver import run_model
 
 from ..compiler.util import model, vi
 
-PRESETS = ["edge16", "mid32", "dc128"]
+PRESETS = presets_by_size()
 
 
 def _one(op: str, opset: int, shape: list, **attrs):

@@ -9,13 +9,13 @@ import pytest
 from compiler.compile import run_passes
 from compiler.frontend.onnx_import import import_onnx
 from compiler.passes.fuse_msda import fuse_msda
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from npusim.app.driver import ort_session
 from npusim.app.seedbench.msda import CASES, SMALL, run_variant
 from npusim.app.zoo.msda import msda_inputs, msda_mmcv
 from npusim.functional import sampling_reference as sampling
 
-PRESETS = ("edge16", "mid32", "dc128")
+PRESETS = presets_by_size()
 LEVELS = ((6, 5), (3, 3))
 
 
