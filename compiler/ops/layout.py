@@ -20,11 +20,9 @@ import numpy as np
 from compiler.errors import CompileError, UnsupportedOpError
 from compiler.frontend.canonical import CanonContext, axis_attr, const_inputs, norm_axis
 from compiler.ir import Graph, Node
-from compiler.kernels import (
-    transpose,
-    vector,  # host: a module import (host imports lower.context)
-)
+from compiler.kernels import transpose
 from compiler.kernels.staged_copy import Box, Operand, collapse_box, staged_copy
+from compiler.kernels.vector import streams
 from compiler.kernels.vector.strides import row_major
 from compiler.ops import host
 from compiler.ops.context import Binding, LoweringContext
@@ -469,7 +467,7 @@ def lower_where(low: LoweringContext, n: Node) -> None:
         return
     it = DType.I32 if y.dtype.size == 4 else DType.I8
     operands["M"], strides["M"] = constant(np.where(cond, -1, 0), it.storage)
-    prog = vector.select(phys, tuple(strides[r] for r in "XZM"), tuple(operands[r][1] for r in "XZM"), it,
+    prog = streams.select(phys, tuple(strides[r] for r in "XZM"), tuple(operands[r][1] for r in "XZM"), it,
                          low.target)
     low.emit(n, prog, {r: operands[r][0] for r in "XZMY"})
 
