@@ -20,10 +20,12 @@ import sys
 import time
 from pathlib import Path
 
+from isa.arch import presets_by_size
+
 ROOT = Path(__file__).resolve().parent.parent
 GOALS = {("resnet50", "timing-only"): 3.0, ("resnet50", "values"): 10.0, ("resnet18", "timing-only"): 1.0}
-ROWS = [("resnet50", p, "timing-only") for p in ("edge16", "mid32", "dc128")] + \
-       [("resnet50", p, "values") for p in ("edge16", "mid32", "dc128")] + [("resnet18", "mid32", "timing-only")]
+ROWS = [("resnet50", p, "timing-only") for p in presets_by_size()] + \
+       [("resnet50", p, "values") for p in presets_by_size()] + [("resnet18", "mid32", "timing-only")]
 
 # The measurement, run as `python -c CHILD model arch mode` in the checkout measured: it uses only APIs that older
 # checkouts have too (load_model, compile_model, simulate), and never the disk compile cache.

@@ -478,9 +478,16 @@ def _toml_value(v: Any) -> str:
 
 
 def preset_names() -> list[str]:
-    """Names of the bundled presets, sorted."""
+    """Names of the bundled presets, sorted: the one list of them (what ``--arch`` and ``base =`` take)."""
     return sorted(p.name.removesuffix(".toml") for p in resources.files("isa.presets").iterdir()
                   if p.name.endswith(".toml"))
+
+
+def presets_by_size() -> tuple[str, ...]:
+    """:func:`preset_names` ordered as tables and test matrices show them: the smallest matrix array (rows x cols
+    PEs) first, then by name."""
+    arrays = {name: load_arch(name).matrix for name in preset_names()}
+    return tuple(sorted(arrays, key=lambda name: (arrays[name].rows * arrays[name].cols, name)))
 
 
 def _table_beside(data: dict[str, Any], folder: Path) -> dict[str, Any]:

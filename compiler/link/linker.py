@@ -1,6 +1,6 @@
 """Linking: single-op programs (segments) become one program over shared DRAM regions.
 
-Each lowering (``compiler.kernels.gemm``, ``compiler.kernels.conv2d``, ``compiler.kernels.vector``) produces a
+Each lowering (``compiler.kernels.gemm``, ``compiler.kernels.conv2d``, ``compiler.kernels.vector.streams``) produces a
 self-contained program with its own small DRAM regions (X, Wt, Y, ...). :func:`link` concatenates them in order and
 
 - relocates every DRAM view into the global regions (``Segment.bind``: local region -> (global region, byte offset);

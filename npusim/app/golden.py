@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compiler.kernels.conv2d import ConvShape
+from compiler.kernels.conv_transpose2d import ConvTransposeShape
 from isa import DType, NpuSimError
 from isa.arch import Arch, load_arch
 from isa.asm import format_program
 from npusim.app.driver import (
-    ConvShape,
-    ConvTransposeShape,
     run_conv,
     run_conv_transpose,
     run_gemm,
@@ -40,7 +40,8 @@ from npusim.app.driver import (
 from npusim.report.tables import keyed_layers
 from npusim.sim.simulator import SimResult
 
-PRESETS = ("edge16", "mid32")
+GOLDEN_PRESETS = ("edge16", "mid32")
+"""The presets the golden traces are recorded on (every workload on each)."""
 TRACES = Path(__file__).resolve().parents[2] / "traces"
 GZIP_ABOVE = 64 * 1024  # bytes of assembly above which program.s is stored gzipped
 FORMAT = 1  # version of report.json's layout
@@ -92,7 +93,7 @@ WORKLOADS = {w.name: w for w in (
     Workload("bert_layer", "transformer encoder layer from npusim.app.zoo (BERT-base, fp32, seed 0), 1x128x768",
              _zoo("bert_layer")),
 )}
-GOLDENS = tuple(f"{w}-{p}" for w in WORKLOADS for p in PRESETS)
+GOLDENS = tuple(f"{w}-{p}" for w in WORKLOADS for p in GOLDEN_PRESETS)
 
 
 def golden_names(selection: Sequence[str] = ()) -> list[str]:

@@ -5,12 +5,12 @@ import pytest
 from compiler.kernels.common.target import Target
 from compiler.kernels.conv2d import ConvShape, conv2d, search_conv_tiling
 from isa import DmaCopy, DType, Halt, MatMul, Program, ProgramConfig, Queue, Region, SemDecl, SemOp, Space, View
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from isa.cost import instr_cost, program_estimate
 from npusim import simulate
 
 
-@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("preset", presets_by_size())
 @pytest.mark.parametrize("cs", [ConvShape(1, 64, 56, 56, 64, 3, 3, 1, 1), ConvShape(1, 256, 14, 14, 1024, 1, 1),
                                 ConvShape(1, 3, 64, 64, 32, 7, 7, 2, 3), ConvShape(1, 128, 28, 28, 128, 3, 3, 2, 1)])
 def test_estimate_tracks_the_simulation_of_searched_convs(preset, cs):
