@@ -31,7 +31,7 @@ from isa.instructions import (
     VecRequant,
     VecUnary,
 )
-from isa.units import UNIT_OF, Queue, Role
+from isa.units import CTRL_KEY, UNIT_OF, Queue, Role
 from isa.view import View
 
 ALU_BINOPS = frozenset({BinOp.ADD, BinOp.SUB, BinOp.MIN, BinOp.MAX, BinOp.AND, BinOp.OR, BinOp.XOR, BinOp.CMPGT,
@@ -778,11 +778,11 @@ def program_estimate(program, arch: Arch) -> int:
     busy: dict = {}
     bus = 0
     costs, queues = [], [i.queue for i in program.instrs]
-    for q, c in zip(queues, instr_costs(program.instrs, arch)):
+    for i, c in zip(program.instrs, instr_costs(program.instrs, arch)):
         costs.append(c.cycles)
-        busy[q] = busy.get(q, 0) + c.cycles
+        busy[i.unit_key] = busy.get(i.unit_key, 0) + c.cycles   # per unit (queue and ordinal)
         bus += c.dram_window
-    busy.pop(Queue.CTRL, None)
+    busy.pop(CTRL_KEY, None)
     roles = [UNIT_OF[q].role if q is not Queue.CTRL else None for q in queues]
     compute = [k for k, r in enumerate(roles) if r is not None and r.is_compute]
     if not compute:

@@ -8,7 +8,7 @@ n_regions, u16 n_sems, u32 n_instrs. Region (40 B): 32-byte zero-padded name, u8
 bytes  field
 ====== =====================================================================================================
 0      opcode (:class:`Opcode`)
-1      queue (:class:`Queue`)
+1      queue (:class:`Queue`, bits 0-3) and unit (bits 4-7: which of the queue's units runs it)
 2-3    flags: bit 0 ``.z``, bits 1-2 :class:`Reduce`, bit 3 src1 is the immediate, bits 4-7 VecBinary's fused
        ``act`` (:class:`Act` value + 1; 0 = none)
 4      ndim
@@ -234,7 +234,7 @@ def _encode(i: Instr, header: Program) -> bytes:
     shape = getattr(i, "shape", ())
     ops += [bytes(_OPERAND.size)] * (3 - len(ops))
     extents = (list(shape) + [0] * MAX_DIMS)[:MAX_DIMS]
-    return _RECORD.pack(i.opcode, i.queue, flags, len(shape), sub, m, *_sync_slots(i, header), *extents, k, n, *ops,
+    return _RECORD.pack(i.opcode, i.unit_key, flags, len(shape), sub, m, *_sync_slots(i, header), *extents, k, n, *ops,
                         imm, union)
 
 
@@ -253,10 +253,10 @@ def decode_instr(record: bytes, header: Program) -> Instr:
 def _decode(record: bytes, header: Program) -> Instr:
     opc, q, flags, ndim, sub, m, *rest = _RECORD.unpack(record)
     slots, extents, (k, n, o0, o1, o2, imm, union) = rest[:4], rest[4:9], rest[9:]
-    opcode, queue = _enum(Opcode, opc, "opcode"), _enum(Queue, q, "queue")
+    opcode, queue = _enum(Opcode, opc, "opcode"), _enum(Queue, q & 15, "queue")
     if ndim > MAX_DIMS:
         raise EncodingError(f"ndim must be at most {MAX_DIMS}, not {ndim}")
-    sync = _sync_ops(slots, header)
+    sync = _sync_ops(slots, header) | ({"unit": q >> 4} if q >> 4 else {})
     shape = tuple(extents[:ndim])
     if opcode is Opcode.HOST:   # its operand bytes are not views
         rd, wr, ops, fn = _HOST_CALL.unpack(o0 + o1 + o2)

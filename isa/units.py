@@ -8,9 +8,11 @@ abbreviation linked programs use in semaphore names and the hardware part its en
 the cost model, both timing engines, statistics, plots, trace tracks, energy and the linker read this table; none of
 them names a queue number or matches a unit by its name.
 
-A machine's units are :func:`machine_units` of its Arch: each kind of the table once, in table order (the order of
-statistics, report rows and trace tracks). ``Unit.index`` is a unit's position there, the number the timing engines
-keep per instruction.
+A machine's units are :func:`machine_units` of its Arch: each kind of the table as many times as the Arch's ``units``
+section says (``units.matrix = 2``: two matrix units per core), in table order (the order of statistics, report rows
+and trace tracks). ``Unit.index`` is a unit's position there, the number the timing engines keep per instruction. An
+instruction names its unit by its queue and its ``unit`` field (the ordinal among the units of that kind, 0 by
+default); the pair, encoded as one integer, is its :func:`unit_key`.
 
 Adding a unit kind: a :class:`Queue` value, a row of :data:`UNITS`, its instructions' cost in :mod:`isa.cost` and their
 semantics in :mod:`npusim.functional` (docs/isa.md, "Adding a unit").
@@ -19,6 +21,7 @@ semantics in :mod:`npusim.functional` (docs/isa.md, "Adding a unit").
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -104,7 +107,8 @@ class UnitSpec:
     reports; ``role``: what it does; ``pools``: the port pools every one of its instructions holds while it runs (an
     instruction also holds an SPM or ACC port when it touches that memory, whatever its unit); ``short``: its
     abbreviation in the semaphore names the linker makes; ``part``: the hardware part of :mod:`isa.energy` whose area
-    and leakage it is (None: priced per action only).
+    and leakage it is (None: priced per action only); ``per_core``: a core has ``units.<name>`` of them (the Arch's
+    ``units`` section), else the machine has one (the host).
     """
 
     queue: Queue
@@ -113,6 +117,7 @@ class UnitSpec:
     pools: tuple[Pool, ...] = ()
     short: str = ""
     part: str | None = None
+    per_core: bool = True
 
     @property
     def mnemonic(self) -> str:
@@ -124,7 +129,7 @@ UNITS: tuple[UnitSpec, ...] = (
     UnitSpec(Queue.DMA_ST, "dma_store", Role.DMA_STORE, (Pool.DMA_CHANNEL,), "st"),
     UnitSpec(Queue.MXU, "matrix", Role.MATRIX, (), "mxu", "matrix"),
     UnitSpec(Queue.VPU, "vector", Role.VECTOR, (), "vpu", "vector"),
-    UnitSpec(Queue.HOST, "host", Role.HOST, (), "host"),
+    UnitSpec(Queue.HOST, "host", Role.HOST, (), "host", per_core=False),
 )
 """Every unit kind, in the order of statistics, report rows and trace tracks."""
 
@@ -132,26 +137,36 @@ UNIT_OF: Mapping[Queue, UnitSpec] = MappingProxyType({u.queue: u for u in UNITS}
 """The unit kind each queue feeds."""
 UNIT_QUEUES: tuple[Queue, ...] = tuple(u.queue for u in UNITS)
 """The queues that feed units, in table order (every queue but CTRL)."""
-UNIT_INDEX: Mapping[Queue, int] = MappingProxyType({u.queue: k for k, u in enumerate(UNITS)} | {Queue.CTRL: -1})
-"""The position in :data:`UNITS` (and in :func:`machine_units`) of the unit each queue feeds; -1 for CTRL."""
+MAX_PER_KIND = 16
+"""Units of one kind a core may have: an instruction names its unit by a 4-bit ordinal (its ``unit`` field, the high
+half of the encoded queue byte)."""
 _TEXT = {Queue.DMA_LD: "dma.ld", Queue.DMA_ST: "dma.st", Queue.MXU: "mxu", Queue.VPU: "vpu", Queue.HOST: "host",
          Queue.CTRL: "ctrl"}
+CTRL_KEY = int(Queue.CTRL)
+"""The unit key of control instructions (the dispatcher's own; no unit runs them)."""
 
 
-def _unit_of_queue() -> np.ndarray:
-    out = np.full(max(Queue) + 1, -1, np.int64)
-    for q, u in UNIT_INDEX.items():
-        out[q] = u
-    return out
+def unit_key(queue: Queue, ordinal: int = 0) -> int:
+    """The unit of a program that runs ``queue``'s ``ordinal``-th unit as one integer: the encoded queue byte
+    (``queue | ordinal << 4``). Programs, the verifier and the race sanitizer tell units apart by it."""
+    return int(queue) | ordinal << 4
 
 
-_UNIT_OF_QUEUE = _unit_of_queue()
+def key_text(key: int) -> str:
+    """How a unit key reads: its queue's assembly prefix, with the ordinal when it is not 0 (``mxu``, ``mxu[1]``)."""
+    q, ordinal = Queue(key & 15), key >> 4
+    return q.text if not ordinal else f"{q.text}[{ordinal}]"
 
 
-def unit_indices(queues: np.ndarray) -> np.ndarray:
-    """:data:`UNIT_INDEX` of each queue value in ``queues`` (an integer array): per instruction, its unit's index (-1
-    for control)."""
-    return _UNIT_OF_QUEUE[queues]
+def key_queue(key: int) -> Queue:
+    """The queue of a unit key."""
+    return Queue(key & 15)
+
+
+def key_short(key: int) -> str:
+    """A unit key's abbreviation in names the linker makes: its kind's ``short``, with the ordinal when it is not 0."""
+    ordinal = key >> 4
+    return UNIT_OF[Queue(key & 15)].short + (str(ordinal) if ordinal else "")
 
 
 def queues_with(*roles: Role) -> frozenset[Queue]:
@@ -165,12 +180,14 @@ DMA_QUEUES = queues_with(Role.DMA_LOAD, Role.DMA_STORE)
 
 @dataclass(frozen=True)
 class Unit:
-    """One unit of a machine: a kind of the table (``spec``), its ``index`` among the machine's units (the number the
-    timing engines keep per instruction) and its ``name`` in statistics and reports."""
+    """One unit of a machine: a kind of the table (``spec``), its ``ordinal`` among the units of its kind, its
+    ``index`` among the machine's units (the number the timing engines keep per instruction) and its ``name`` in
+    statistics and reports (the kind's name, with the ordinal when it is not 0: ``matrix``, ``matrix1``)."""
 
     spec: UnitSpec
     index: int
     name: str
+    ordinal: int = 0
 
     @property
     def queue(self) -> Queue:
@@ -180,13 +197,61 @@ class Unit:
     def role(self) -> Role:
         return self.spec.role
 
+    @property
+    def key(self) -> int:
+        """Its :func:`unit_key`: what a program's instructions name it by."""
+        return unit_key(self.spec.queue, self.ordinal)
 
-_MACHINE = tuple(Unit(spec, k, spec.name) for k, spec in enumerate(UNITS))
+    @property
+    def label(self) -> str:
+        """Its queue as reports and assembly name it (``mxu``, ``mxu[1]``)."""
+        return key_text(self.key)
 
 
-def machine_units(arch: Arch | None = None) -> tuple[Unit, ...]:
-    """The units of the machine ``arch`` describes, in table order: one of each kind today (the units of any Arch)."""
-    return _MACHINE
+@dataclass(frozen=True, eq=False)
+class Machine:
+    """The units of the machine an Arch describes: each kind of the table (in table order) as many times as the
+    Arch's ``units`` section says (a kind that is not per core once), ordinals ascending. ``index_of_key``: per unit
+    key (0-255), the index of that unit, -1 for control and for a unit the machine does not have."""
+
+    units: tuple[Unit, ...]
+    index_of_key: np.ndarray
+
+    def index(self, key: int) -> int:
+        """The index of the unit with key ``key`` (-1 for control or a unit the machine lacks)."""
+        return int(self.index_of_key[key])
+
+    def indices(self, keys: np.ndarray) -> np.ndarray:
+        """:meth:`index` of every key of an integer array."""
+        return self.index_of_key[keys]
+
+    def count(self, spec: UnitSpec) -> int:
+        """How many units of kind ``spec`` it has."""
+        return sum(u.spec is spec for u in self.units)
+
+
+def units_per_kind(arch: Arch) -> dict[UnitSpec, int]:
+    """How many units of each kind the machine of ``arch`` has (``arch.units``; 1 of a kind that is not per core)."""
+    return {spec: getattr(arch.units, spec.name) if spec.per_core else 1 for spec in UNITS}
+
+
+@functools.lru_cache(maxsize=64)
+def machine(arch: Arch) -> Machine:
+    """The :class:`Machine` of ``arch`` (cached: an Arch is frozen)."""
+    units: list[Unit] = []
+    for spec, count in units_per_kind(arch).items():
+        for ordinal in range(count):
+            units.append(Unit(spec, len(units), spec.name if not ordinal else f"{spec.name}{ordinal}", ordinal))
+    index = np.full(256, -1, np.int64)
+    for u in units:
+        index[u.key] = u.index
+    index.setflags(write=False)
+    return Machine(tuple(units), index)
+
+
+def machine_units(arch: Arch) -> tuple[Unit, ...]:
+    """The units of the machine ``arch`` describes (:func:`machine`), in the order of statistics, reports and traces."""
+    return machine(arch).units
 
 
 def unit_of_name(name: str) -> UnitSpec:

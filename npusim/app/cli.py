@@ -94,15 +94,16 @@ def summary(result, utilization: float | None = None, report: dict | None = None
     utilization to print (a model's or a layer's MACs over the peak) instead of the instructions'; ``report``: the
     run's JSON report if already made (its energy per inference counts the batch)."""
     util = result.matrix_utilization if utilization is None else utilization
+    w = max(8, *(len(u.name) for u in result.units))   # the unit column
     lines = [f"{result.program and len(result.program.instrs)} instructions on {result.arch.name}: "
              f"{result.cycles:,} cycles ({result.microseconds:,.2f} us at {result.arch.clock.ghz:g} GHz), "
              f"matrix utilization {util:.1%}",
-             f"{'unit':8} {'instrs':>7} {'busy':>11} {'stalled':>11} {'idle':>11} {'util':>6}  main stall"]
+             f"{'unit':{w}} {'instrs':>7} {'busy':>11} {'stalled':>11} {'idle':>11} {'util':>6}  main stall"]
     for u in result.units:
         stalled = sum(u.stall.values())
         cause = max(u.stall, key=u.stall.get) if stalled else "-"
         util = u.busy / result.cycles if result.cycles else 0.0
-        lines.append(f"{u.name:8} {u.instructions:>7,} {u.busy:>11,} {stalled:>11,} {u.idle:>11,} {util:>6.1%}  "
+        lines.append(f"{u.name:{w}} {u.instructions:>7,} {u.busy:>11,} {stalled:>11,} {u.idle:>11,} {util:>6.1%}  "
                      f"{cause}")
     lines.append(f"DRAM read {result.dram_bytes_read:,} B, written {result.dram_bytes_written:,} B, row hits "
                  f"{result.dram_row_hits:,} / misses {result.dram_row_misses:,}; wall {result.wall_seconds:.3f} s")

@@ -35,7 +35,7 @@ def _cell(text: str) -> str:
 def instruction_table() -> str:
     rows = ["| mnemonic | class (opcode) | syntax | fields | semantics |", "|---|---|---|---|---|"]
     for cls in INSTRUCTION_CLASSES:
-        names = [f.name for f in dataclasses.fields(cls) if f.name not in ("waits", "signals")]
+        names = [f.name for f in dataclasses.fields(cls) if f.name not in ("waits", "signals", "unit")]
         doc = inspect.getdoc(cls) or ""
         first, _, rest = doc.partition("\n\n")
         syntax, sep, semantics = first.partition("``: ")

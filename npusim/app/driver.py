@@ -301,7 +301,7 @@ def layer_report(result: SimResult, layers) -> list[dict]:
     it (host: it ran on the host CPU; compute: the matrix or vector unit was the busiest; memory: the DMA was), and its
     energy (:func:`isa.energy.layer_energy`: pJ in all and by kind)."""
     out = []
-    r, c = result.arch.matrix.rows, result.arch.matrix.cols
+    peak = result.arch.peak_macs_per_cycle
     units, unit = machine_units(result.arch), result.unit_index.tolist()
     part = [units[u].role.time_part if u >= 0 else "" for u in unit]   # per pc
     for lr in layers:
@@ -316,7 +316,7 @@ def layer_report(result: SimResult, layers) -> list[dict]:
         cycles = end - start
         costs = [result.costs[pc] for pc in pcs if part[pc] == "memory_stall"]
         out.append({"name": lr.name, "op": lr.op, "start": start, "end": end, "cycles": cycles, "macs": lr.macs,
-                    "matrix_utilization": lr.macs / (cycles * r * c) if cycles else 0.0,
+                    "matrix_utilization": lr.macs / (cycles * peak) if cycles else 0.0,
                     "bound": "host" if most["host"] else "compute" if most["compute"] >= most["memory_stall"]
                     else "memory",
                     "pcs": [lr.start, lr.end], "dram_bytes": sum(k.dram_read + k.dram_write for k in costs),

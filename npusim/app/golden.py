@@ -149,7 +149,7 @@ def _report(name: str, result: SimResult, layers: list[dict], text: str) -> dict
         "sram": {"spm_bytes": result.spm_bytes, "acc_bytes": result.acc_bytes},
         "warnings": list(result.warnings),
         # goldens record cycles: the energy section prices a run and times nothing, so it is not part of them
-        "arch": {k: v for k, v in result.arch.to_dict().items() if k != "energy"},
+        "arch": _timing_arch(result.arch.to_dict()),
     }
 
 
@@ -180,10 +180,16 @@ def load(name: str, root: Path = TRACES) -> Golden | None:
 
 
 def _with_new_fields(arch: dict[str, Any]) -> dict[str, Any]:
-    """A recorded Arch (its timing sections) with the fields added since it was recorded at their defaults."""
-    default = Arch().to_dict()
-    return arch | {sec: {k: v for k, v in default[sec].items() if k not in fields} | fields
-                   for sec, fields in arch.items() if isinstance(fields, dict) and sec in default}
+    """A recorded Arch (its timing sections) with the sections and fields added since it was recorded at their
+    defaults."""
+    default = _timing_arch(Arch().to_dict())
+    return arch | {sec: {k: v for k, v in fields.items() if k not in arch.get(sec, {})} | arch.get(sec, {})
+                   for sec, fields in default.items() if isinstance(fields, dict)}
+
+
+def _timing_arch(arch: dict[str, Any]) -> dict[str, Any]:
+    """What a golden records of an Arch: every section but ``energy`` (which changes no cycle)."""
+    return {k: v for k, v in arch.items() if k != "energy"}
 
 
 @dataclass(frozen=True)
@@ -321,7 +327,7 @@ def summary_md(report: dict[str, Any]) -> str:
     """summary.md: totals, per-unit utilization and the layers that take longest, as Markdown tables."""
     cycles, arch = report["cycles"], report["arch"]
     pct = lambda x: f"{x / cycles:.1%}" if cycles else "-"
-    peak = cycles * arch["matrix"]["rows"] * arch["matrix"]["cols"]
+    peak = cycles * arch["matrix"]["rows"] * arch["matrix"]["cols"] * arch.get("units", {}).get("matrix", 1)
     instrs, dram = report["program"]["instructions"], report["dram"]
     lines = [f"# {report['golden']}", "",
              f"{report['what']}, on preset `{report['preset']}` ({arch['description']}); compiled and simulated "

@@ -307,7 +307,8 @@ def plot_roofline(report: dict, ax: Axes) -> Roofline:
     layers = _layers(report, "roofline", "dram_bytes")
     arch = _need(report, "arch", "roofline", "write the report with `npusim run MODEL --json`")
     roof = _memory_roof(report)
-    peak, bandwidth, dma = float(arch["matrix"]["rows"] * arch["matrix"]["cols"]), roof["dram_bandwidth"], roof["dma"]
+    peak = float(arch["matrix"]["rows"] * arch["matrix"]["cols"] * arch.get("units", {}).get("matrix", 1))
+    bandwidth, dma = roof["dram_bandwidth"], roof["dma"]
     on = [lr for lr in layers if lr["macs"] > 0 and lr["dram_bytes"] > 0 and lr["cycles"] > 0]
     skipped = [lr["name"] for lr in layers if lr not in on]
     intensity = np.array([lr["macs"] / lr["dram_bytes"] for lr in on])

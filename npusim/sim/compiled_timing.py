@@ -30,7 +30,7 @@ from isa.arch import Arch
 from isa.columns import Columns, columns
 from isa.cost import Cost
 from isa.program import SEM_MAX
-from isa.units import Pool, machine_units
+from isa.units import Pool, machine, machine_units
 from npusim.sim.stats import STALL_CAUSES, UnitStats
 
 OK, DEADLOCK, CYCLE_CAP, SEM_OVERFLOW, FULL = range(5)
@@ -487,7 +487,7 @@ def run_compiled(program: Program, arch: Arch, costs: list[Cost], max_cycles: in
     as Engine.run's (already checked); ``cols``: the program's :func:`isa.columns.columns` if the caller has them."""
     cols = columns(program) if cols is None else cols
     units = machine_units(arch)
-    qid = cols.unit
+    qid = machine(arch).indices(cols.key)
     col = _cost_table(costs)
     bit = {p: 1 << k for k, p in enumerate(Pool)}
     always = np.array([sum(bit[p] for p in u.spec.pools) for u in units], np.int64)   # per unit

@@ -23,8 +23,9 @@ import simpy
 
 from isa import DeadlockError, Halt, Program, SimulationError
 from isa.arch import Arch
+from isa.columns import unit_keys
 from isa.cost import Cost, instr_costs
-from isa.units import UNIT_INDEX, Pool, machine_units
+from isa.units import Pool, machine, machine_units
 from isa.verify import where
 from npusim.sim.resources import DramBus, PortPool
 from npusim.sim.semaphores import SemaphoreFile
@@ -48,7 +49,7 @@ class Engine:
         n = len(instrs)
         self.costs = costs = costs if costs is not None else instr_costs(instrs, arch)
         self.units = units = machine_units(arch)
-        self.qid = qid = [UNIT_INDEX[i.queue] for i in instrs]   # per pc, its unit's index (CTRL for control)
+        self.qid = qid = machine(arch).indices(unit_keys(instrs)).tolist()   # per pc, its unit's index (-1: control)
         idx = program.sem_index
 
         def sem_ops(ops) -> tuple[tuple[int, int], ...]:

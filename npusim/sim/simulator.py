@@ -21,9 +21,9 @@ from isa import (
     VerifyError,
 )
 from isa.arch import Arch
-from isa.columns import columns
+from isa.columns import columns, unit_keys
 from isa.cost import FREE, instr_costs
-from isa.units import DMA_QUEUES, UNIT_INDEX, machine_units
+from isa.units import CTRL_KEY, DMA_QUEUES, key_text, machine, machine_units
 from isa.verify import verify, where
 from npusim.functional.memory import DeviceMemory
 from npusim.sim.engine import Engine, check_max_cycles
@@ -38,9 +38,18 @@ importing it (about 0.65 CPU s) pays off near 36k instructions (the SimPy Engine
 compiled run 130k)."""
 
 
-def check_fits(program: Program, arch: Arch) -> None:
-    """Raise VerifyError if the program needs more than the Arch has (array, SRAM sizes, dtypes, rows)."""
+def check_fits(program: Program, arch: Arch, keys: np.ndarray | None = None) -> None:
+    """Raise VerifyError if the program needs more than the Arch has (array, SRAM sizes, dtypes, rows, units);
+    ``keys``: its instructions' unit keys (:func:`isa.columns.unit_keys`) if the caller has them."""
     cfg, m = program.config, arch.matrix
+    keys = unit_keys(program.instrs) if keys is None else keys
+    missing = np.flatnonzero((machine(arch).indices(keys) < 0) & (keys != CTRL_KEY))
+    if missing.size:
+        pc = int(missing[0])
+        spec, have = program.instrs[pc].queue.unit, machine(arch).count(program.instrs[pc].queue.unit)
+        raise VerifyError(f"{where(pc, program.instrs[pc])}: it runs on {key_text(int(keys[pc]))}, but arch "
+                          f"{arch.name} has units.{spec.name} = {have}; raise units.{spec.name} (--set "
+                          f"units.{spec.name}={program.instrs[pc].unit + 1})")
     for need, have, what in ((cfg.rows, m.rows, "matrix.rows"), (cfg.cols, m.cols, "matrix.cols"),
                              (cfg.spm, arch.spm.size, "spm.size"), (cfg.acc, arch.acc.size, "acc.size")):
         if need > have:
@@ -52,6 +61,18 @@ def check_fits(program: Program, arch: Arch) -> None:
             if ins.a.dtype.text not in m.dtypes or ins.b.dtype.text not in m.dtypes:
                 raise VerifyError(f"{where(pc, ins)}: arch {arch.name}'s matrix unit takes {', '.join(m.dtypes)}, "
                                   f"not {ins.a.dtype.text}")
+
+
+def idle_units(arch: Arch, keys: np.ndarray) -> list[str]:
+    """A warning naming the extra units of the machine (``units.<kind>`` above 1) that no instruction runs on: the
+    compiler drives the first unit of each kind, so a model's numbers do not change with them."""
+    used = set(np.unique(keys).tolist())
+    idle = [u for u in machine_units(arch) if u.ordinal and u.key not in used]
+    if not idle:
+        return []
+    kinds = sorted({f"units.{u.spec.name} = {machine(arch).count(u.spec)}" for u in idle})
+    return [f"{', '.join(kinds)}, but no instruction runs on {', '.join(f'{u.name} ({u.label})' for u in idle)}: "
+            f"the compiler drives the first unit of each kind; an instruction picks another with unit=N"]
 
 
 def load_inputs(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | None) -> DeviceMemory:
@@ -116,7 +137,7 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
     inputs = for_program(program, inputs)
     cols = columns(program)
     report = verify(program, cols)
-    check_fits(program, arch)
+    check_fits(program, arch, cols.key)
     if limits is not None:
         n = len(program.instrs)
         work = (n, 0, 0) if timing_only else program_work(program, arch)  # timing only checks the count alone
@@ -142,7 +163,7 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
             except SimulationError as e:
                 raise SimulationError(f"{where(pc, ins)}: {e}") from None
 
-    warnings = list(report.warnings)
+    warnings = list(report.warnings) + idle_units(arch, cols.key)
     extra = {}
     run = None
     if not serial and (engine == "compiled" or engine == "auto" and (
@@ -199,6 +220,7 @@ def _run_serial(program: Program, arch: Arch, costs, execute, max_cycles: int | 
     n = len(program.instrs)
     times = tuple(np.full(n, -1, np.int64) for _ in range(4))
     units = [UnitStats(u.name) for u in machine_units(arch)]
+    index = machine(arch).index
     count = {s.name: s.init for s in program.sems}
     t = 0
     for pc, ins in enumerate(program.instrs):
@@ -217,7 +239,7 @@ def _run_serial(program: Program, arch: Arch, costs, execute, max_cycles: int | 
             raise SimulationError(f"the cycle cap of {max_cycles} was reached in the serial run at {where(pc, ins)} "
                                   f"(it ends at cycle {t}); raise max_cycles (--max-cycles) or drop it")
         times[3][pc] = t
-        units[UNIT_INDEX[ins.queue]].add_static(c)
+        units[index(ins.unit_key)].add_static(c)
         if execute is not None:
             execute(pc, ins)
         for op in ins.signals:

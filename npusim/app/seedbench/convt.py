@@ -104,7 +104,7 @@ def conv_transpose_row(case: str, variant: str, preset: str, *, timing_only: boo
     v = report.get("validation", {}).get("y")
     validated = "-" if v is None else "tol" if v["ok"] else f"rel {v['max_rel_error']:.2e}"
     return {"case": case, "variant": variant, "preset": preset, "cycles": result.cycles, "useful_macs": ct.macs,
-            "util": ct.macs / (result.cycles * arch.matrix.rows * arch.matrix.cols), "instr_macs": result.macs,
+            "util": ct.macs / (result.cycles * arch.peak_macs_per_cycle), "instr_macs": result.macs,
             "input_tensor": input_tensor_bytes(ct, variant),
             "input_bytes": input_window_bytes(compiled.program, compiled.layers, arch),
             "dram_rd": result.dram_bytes_read, "dram_wr": result.dram_bytes_written,
