@@ -103,15 +103,16 @@ class Pool(enum.Enum):
 class UnitSpec:
     """One kind of unit.
 
-    ``queue``: the queue that feeds it (its assembly prefix is ``queue.text``); ``name``: its name in statistics and
-    reports; ``role``: what it does; ``pools``: the port pools every one of its instructions holds while it runs (an
-    instruction also holds an SPM or ACC port when it touches that memory, whatever its unit); ``short``: its
-    abbreviation in the semaphore names the linker makes; ``part``: the hardware part of :mod:`isa.energy` whose area
-    and leakage it is (None: priced per action only); ``per_core``: a core has ``units.<name>`` of them (the Arch's
-    ``units`` section), else the machine has one (the host).
+    ``queue``: the queue that feeds it; ``mnemonic``: that queue's assembly prefix (``queue.text``); ``name``: its
+    name in statistics and reports; ``role``: what it does; ``pools``: the port pools every one of its instructions
+    holds while it runs (an instruction also holds an SPM or ACC port when it touches that memory, whatever its unit);
+    ``short``: its abbreviation in the semaphore names the linker makes; ``part``: the hardware part of
+    :mod:`isa.energy` whose area and leakage it is (None: priced per action only); ``per_core``: a core has
+    ``units.<name>`` of them (the Arch's ``units`` section), else the machine has one (the host).
     """
 
     queue: Queue
+    mnemonic: str
     name: str
     role: Role
     pools: tuple[Pool, ...] = ()
@@ -119,17 +120,13 @@ class UnitSpec:
     part: str | None = None
     per_core: bool = True
 
-    @property
-    def mnemonic(self) -> str:
-        return self.queue.text
-
 
 UNITS: tuple[UnitSpec, ...] = (
-    UnitSpec(Queue.DMA_LD, "dma_load", Role.DMA_LOAD, (Pool.DMA_CHANNEL,), "ld"),
-    UnitSpec(Queue.DMA_ST, "dma_store", Role.DMA_STORE, (Pool.DMA_CHANNEL,), "st"),
-    UnitSpec(Queue.MXU, "matrix", Role.MATRIX, (), "mxu", "matrix"),
-    UnitSpec(Queue.VPU, "vector", Role.VECTOR, (), "vpu", "vector"),
-    UnitSpec(Queue.HOST, "host", Role.HOST, (), "host", per_core=False),
+    UnitSpec(Queue.DMA_LD, "dma.ld", "dma_load", Role.DMA_LOAD, (Pool.DMA_CHANNEL,), "ld"),
+    UnitSpec(Queue.DMA_ST, "dma.st", "dma_store", Role.DMA_STORE, (Pool.DMA_CHANNEL,), "st"),
+    UnitSpec(Queue.MXU, "mxu", "matrix", Role.MATRIX, (), "mxu", "matrix"),
+    UnitSpec(Queue.VPU, "vpu", "vector", Role.VECTOR, (), "vpu", "vector"),
+    UnitSpec(Queue.HOST, "host", "host", Role.HOST, (), "host", per_core=False),
 )
 """Every unit kind, in the order of statistics, report rows and trace tracks."""
 
@@ -140,8 +137,7 @@ UNIT_QUEUES: tuple[Queue, ...] = tuple(u.queue for u in UNITS)
 MAX_PER_KIND = 16
 """Units of one kind a core may have: an instruction names its unit by a 4-bit ordinal (its ``unit`` field, the high
 half of the encoded queue byte)."""
-_TEXT = {Queue.DMA_LD: "dma.ld", Queue.DMA_ST: "dma.st", Queue.MXU: "mxu", Queue.VPU: "vpu", Queue.HOST: "host",
-         Queue.CTRL: "ctrl"}
+_TEXT = {u.queue: u.mnemonic for u in UNITS} | {Queue.CTRL: "ctrl"}
 CTRL_KEY = int(Queue.CTRL)
 """The unit key of control instructions (the dispatcher's own; no unit runs them)."""
 
