@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from isa.errors import ArchError
-from isa.files import decode_utf8
 from isa.techtable import load_table, table_names
 from isa.units import MAX_PER_KIND, UNITS, UnitSpec
+from isa.utf8 import decode_utf8
 
 DATAFLOWS = ("ws", "os", "is")
 DRAM_MODELS = ("rowbuffer", "bandwidth")

@@ -17,9 +17,10 @@ from isa.arch import Arch
 from isa.columns import unit_keys
 from isa.cost import Cost, vpu_class
 from isa.instructions import DmaCopy, DmaFill, Gather, MatMul, VecBinary, VecConvert, VecRequant, VecUnary
+from isa.machine import machine, machine_units
 from isa.program import Program
 from isa.techtable import TechTable, load_table
-from isa.units import Role, machine, machine_units
+from isa.units import Role
 
 KINDS = ("mac", "vector", "spm_read", "spm_write", "acc_read", "acc_write", "dram_read", "dram_write", "dma")
 """Dynamic action kinds, in report order; ``leakage`` is the static kind."""
@@ -135,7 +136,7 @@ class RunEnergy:
         return dict(zip(KINDS, self.per_pc[pcs].sum(axis=0).tolist()))
 
     def by_unit(self, unit: int) -> float:
-        """Dynamic pJ of the instructions of the unit with index ``unit`` (:attr:`isa.units.Unit.index`), their
+        """Dynamic pJ of the instructions of the unit with index ``unit`` (:attr:`isa.machine.Unit.index`), their
         memory and DRAM accesses included."""
         return float(self.per_pc[self.unit == unit].sum())
 

@@ -49,7 +49,7 @@ from isa import DType, LimitError, SimulationError
 from isa.arch import Arch
 from isa.dtypes import to_compute
 from isa.energy import layer_energy
-from isa.units import machine_units
+from isa.machine import machine_units
 from npusim.report.intervals import time_split
 from npusim.sim.inputs import for_model
 from npusim.sim.limits import LIMITS, Limits

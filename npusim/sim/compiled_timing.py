@@ -29,8 +29,9 @@ from isa import Program
 from isa.arch import Arch
 from isa.columns import Columns, columns
 from isa.cost import Cost
+from isa.machine import machine, machine_units, pool_ports
 from isa.program import SEM_MAX
-from isa.units import Pool, machine, machine_units
+from isa.units import Pool
 from npusim.sim.stats import STALL_CAUSES, UnitStats
 
 OK, DEADLOCK, CYCLE_CAP, SEM_OVERFLOW, FULL = range(5)
@@ -495,7 +496,7 @@ def run_compiled(program: Program, arch: Arch, costs: list[Cost], max_cycles: in
             | (col[:, _F["acc_bytes"]] > 0) * bit[Pool.ACC_PORT])
     held = np.where(qid < 0, 0, held).astype(np.int64)   # (control never reaches a unit)
     init = np.array([s.init for s in program.sems], np.int64)
-    ports = np.array([p.size(arch) for p in Pool], np.int64)
+    ports = np.array([pool_ports(p, arch) for p in Pool], np.int64)
     pool_cause = np.array([DYNAMIC_CAUSES.index(p.cause) for p in Pool], np.int64)
     w, s = cols.waits, cols.signals
     P = np.stack([qid, cols.halt.astype(np.int64), col[:, _F["cycles"]], col[:, _F["setup"]],

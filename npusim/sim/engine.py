@@ -1,4 +1,4 @@
-"""The discrete-event model: a dispatcher feeding one in-order queue per unit (:func:`isa.units.machine_units`), one
+"""The discrete-event model: a dispatcher feeding one in-order queue per unit (:func:`isa.machine.machine_units`), one
 SimPy process per unit, on SimPy's public API only.
 
 Events happen per instruction, never per cycle: a unit that finds its queue, semaphores and ports ready costs one
@@ -25,7 +25,8 @@ from isa import DeadlockError, Halt, Program, SimulationError
 from isa.arch import Arch
 from isa.columns import unit_keys
 from isa.cost import Cost, instr_costs
-from isa.units import Pool, machine, machine_units
+from isa.machine import machine, machine_units, pool_ports
+from isa.units import Pool
 from isa.verify import where
 from npusim.sim.resources import DramBus, PortPool
 from npusim.sim.semaphores import SemaphoreFile
@@ -58,7 +59,7 @@ class Engine:
             return tuple([(idx[o.name], o.count) for o in ops])
 
         self.sems = SemaphoreFile([s.name for s in program.sems], [s.init for s in program.sems])
-        port = {p: PortPool(p.cause, p.size(arch)) for p in Pool}
+        port = {p: PortPool(p.cause, pool_ports(p, arch)) for p in Pool}
         pools = {(u.index, s, a): tuple(port[p] for p in held_pools(u.spec.pools, s, a))
                  for u in units for s in (False, True) for a in (False, True)}
         pools |= {(CTRL, s, a): () for s in (False, True) for a in (False, True)}   # (control never reaches a unit)

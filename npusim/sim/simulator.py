@@ -23,7 +23,8 @@ from isa import (
 from isa.arch import Arch
 from isa.columns import columns, unit_keys
 from isa.cost import FREE, instr_costs
-from isa.units import CTRL_KEY, DMA_QUEUES, key_text, machine, machine_units
+from isa.machine import machine, machine_units
+from isa.units import CTRL_KEY, DMA_QUEUES, key_text
 from isa.verify import verify, where
 from npusim.functional.memory import DeviceMemory
 from npusim.sim.engine import Engine, check_max_cycles

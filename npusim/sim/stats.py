@@ -17,7 +17,8 @@ from isa.asm import mnemonic
 from isa.columns import unit_keys
 from isa.cost import Cost, dma_stream_bandwidth
 from isa.energy import RunEnergy, area_mm2, run_energy
-from isa.units import Pool, key_text, machine, machine_units
+from isa.machine import machine, machine_units
+from isa.units import Pool, key_text
 
 STALL_CAUSES = ("semaphore", "queue_full", "barrier", *dict.fromkeys(p.cause for p in Pool), "dram_bandwidth",
                 "dram_latency", "bank_conflict")
@@ -110,7 +111,7 @@ class SimResult:
 
     @cached_property
     def unit_index(self) -> np.ndarray:
-        """Per pc: the index of its unit in ``units`` (:attr:`isa.units.Unit.index`; -1 for control)."""
+        """Per pc: the index of its unit in ``units`` (:attr:`isa.machine.Unit.index`; -1 for control)."""
         return machine(self.arch).indices(unit_keys(self.program.instrs))
 
     @cached_property

@@ -12,6 +12,7 @@ from isa.arch import Arch, load_arch
 from isa.asm import format_program, parse_program
 from isa.encoding import decode_program, encode_program
 from isa.instructions import Barrier, Sync
+from isa.machine import machine, machine_units
 from isa.races import find_races, happens_before
 from isa.units import (
     CTRL_KEY,
@@ -22,8 +23,6 @@ from isa.units import (
     Pool,
     Role,
     key_text,
-    machine,
-    machine_units,
     unit_key,
 )
 from isa.verify import verify
