@@ -148,50 +148,14 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
         costs = [FREE if i.queue in DMA_QUEUES else c for i, c in zip(program.instrs, costs)]
     check_cycles(costs)
     mem = None if timing_only else load_inputs(program, arch, inputs)
-    execute = None
-    if mem is not None:
-        mem.bounds_verified = True   # verify(program) and check_fits above: every operand lies inside its memory
-        from npusim.functional.execute import execute as apply
-
-        missing = sorted({i.fn for i in program.instrs if isinstance(i, HostCall)} - set(host))
-        if missing:
-            raise SimulationError(f"the program calls host functions {', '.join(missing)} but no callables were "
-                                  f"supplied for them (host_functions=...); run timing-only to skip values")
-
-        def execute(pc, ins):
-            try:
-                apply(ins, mem, host)
-            except SimulationError as e:
-                raise SimulationError(f"{where(pc, ins)}: {e}") from None
-
-    warnings = list(report.warnings) + idle_units(arch, cols.key)
-    extra = {}
-    run = None
-    if not serial and (engine == "compiled" or engine == "auto" and (
-            execute is not None or "numba" in sys.modules or len(program.instrs) >= AUTO_COMPILED)):
-        from npusim.sim.compiled_timing import OK, run_compiled
-
-        run = run_compiled(program, arch, costs, max_cycles, cols)
-        if run.status != OK:   # the Engine decides (and raises the error the user gets)
-            run = None
-        elif execute is not None:
-            _apply_in_retire_order(program, run, execute, progress)
-        elif progress is not None:
-            total = len(run.retired)
-            progress(total, total, run.cycles)
-    if run is not None:
-        cycles, units, times = run.cycles, run.units, (run.dispatch, run.issue, run.start, run.end)
-        extra = {"resource_stalls": run.resource_stalls, "dispatcher_gaps": run.gaps}
-        totals = run.totals
-    else:
-        if serial:
-            cycles, units, times = _run_serial(program, arch, costs, execute, max_cycles)
-        else:
-            sim = Engine(program, arch, execute, costs, progress)
-            cycles = sim.run(max_cycles)
-            units, times = sim.stats, (sim.dispatch, sim.issue, sim.start, sim.end)
-            extra = {"resource_stalls": sim.resource_stalls, "dispatcher_gaps": sim.gaps}
-        totals = cost_totals(costs)
+    execute = None if mem is None else _executor(program, mem, host)
+    compiled = not serial and (engine == "compiled" or engine == "auto" and (
+        execute is not None or "numba" in sys.modules or len(program.instrs) >= AUTO_COMPILED))
+    timed = _run_compiled(program, arch, costs, cols, max_cycles, execute, progress) if compiled else None
+    if timed is None:
+        timed = _run_serial(program, arch, costs, execute, max_cycles) if serial else \
+            _run_engine(program, arch, costs, execute, max_cycles, progress)
+    cycles, units, times, totals, extra = timed
     outputs = dict(mem.dram) if mem is not None else {}   # the run's own buffers: no second copy of DRAM
     mode = ("serial" if serial else "concurrent") + (", ideal memory" if ideal_memory else "")
     return SimResult(
@@ -199,8 +163,52 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
         dispatch=times[0], issue=times[1], start=times[2], end=times[3],
         dram_bytes_read=totals["dram_read"], dram_bytes_written=totals["dram_write"],
         spm_bytes=totals["spm_bytes"], acc_bytes=totals["acc_bytes"],
-        macs=totals["macs"], warnings=warnings, wall_seconds=time.perf_counter() - t0, outputs=outputs,
-        costs=costs, **extra)
+        macs=totals["macs"], warnings=list(report.warnings) + idle_units(arch, cols.key),
+        wall_seconds=time.perf_counter() - t0, outputs=outputs, costs=costs, **extra)
+
+
+def _executor(program: Program, mem: DeviceMemory, host: Mapping[str, Callable]) -> Callable:
+    """``execute(pc, instr)``: apply an instruction's values to ``mem`` (its errors name the pc); every host function
+    the program calls must be in ``host``."""
+    mem.bounds_verified = True   # verify(program) and check_fits: every operand lies inside its memory
+    from npusim.functional.execute import execute as apply
+
+    missing = sorted({i.fn for i in program.instrs if isinstance(i, HostCall)} - set(host))
+    if missing:
+        raise SimulationError(f"the program calls host functions {', '.join(missing)} but no callables were "
+                              f"supplied for them (host_functions=...); run timing-only to skip values")
+
+    def execute(pc, ins):
+        try:
+            apply(ins, mem, host)
+        except SimulationError as e:
+            raise SimulationError(f"{where(pc, ins)}: {e}") from None
+    return execute
+
+
+def _run_compiled(program, arch, costs, cols, max_cycles, execute, progress):
+    """The compiled timing evaluation's (cycles, units, times, totals, extra), the values applied in its retire
+    order; None when the SimPy Engine must decide (a deadlock, the cycle cap, an overflow: it raises the error)."""
+    from npusim.sim.compiled_timing import OK, run_compiled
+
+    run = run_compiled(program, arch, costs, max_cycles, cols)
+    if run.status != OK:
+        return None
+    if execute is not None:
+        _apply_in_retire_order(program, run, execute, progress)
+    elif progress is not None:
+        total = len(run.retired)
+        progress(total, total, run.cycles)
+    return (run.cycles, run.units, (run.dispatch, run.issue, run.start, run.end), run.totals,
+            {"resource_stalls": run.resource_stalls, "dispatcher_gaps": run.gaps})
+
+
+def _run_engine(program, arch, costs, execute, max_cycles, progress):
+    """The SimPy Engine's (cycles, units, times, totals, extra)."""
+    sim = Engine(program, arch, execute, costs, progress)
+    cycles = sim.run(max_cycles)
+    return (cycles, sim.stats, (sim.dispatch, sim.issue, sim.start, sim.end), cost_totals(costs),
+            {"resource_stalls": sim.resource_stalls, "dispatcher_gaps": sim.gaps})
 
 
 def _apply_in_retire_order(program: Program, run, execute, progress) -> None:
@@ -217,7 +225,8 @@ def _apply_in_retire_order(program: Program, run, execute, progress) -> None:
 
 def _run_serial(program: Program, arch: Arch, costs, execute, max_cycles: int | None = None):
     """One instruction at a time: each starts when the previous retires; semaphores must allow program order.
-    Stops with SimulationError at the first instruction that ends after ``max_cycles``."""
+    Stops with SimulationError at the first instruction that ends after ``max_cycles``. Returns (cycles, units, times,
+    totals, extra) as the concurrent runs do."""
     n = len(program.instrs)
     times = tuple(np.full(n, -1, np.int64) for _ in range(4))
     units = [UnitStats(u.name) for u in machine_units(arch)]
@@ -247,7 +256,7 @@ def _run_serial(program: Program, arch: Arch, costs, execute, max_cycles: int | 
             count[op.name] += op.count
     for st in units:
         st.idle = t - st.busy - sum(st.stall.values())
-    return t, units, times
+    return t, units, times, cost_totals(costs), {}
 
 
 def region_array(result: SimResult, name: str, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:
