@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 
 from isa import DType
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from npusim.app.driver import run_gemm, run_model
 from npusim.app.zoo import MODELS
 
@@ -23,7 +23,7 @@ def bound(macs: int, nbytes: int, arch) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--presets", nargs="+", default=["edge16", "mid32", "dc128"])
+    ap.add_argument("--presets", nargs="+", default=list(presets_by_size()))
     ap.add_argument("--layers", action="store_true", help="print every ResNet-50 layer")
     args = ap.parse_args()
     print(f"{'preset':8} {'workload':24} {'cycles':>13} {'bound':>13} {'ratio':>6}")

@@ -17,9 +17,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from isa.arch import presets_by_size
+
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ("bert_layer", "vit_block", "resnet18", "resnet50", "resnet18_int8")
-PRESETS = ("edge16", "mid32", "dc128")
 
 # run as `python -c CHILD model preset` in the checkout measured; it wraps search_tiling where the lowerings call it
 CHILD = r"""
@@ -75,7 +76,7 @@ def main() -> None:
           f"{'distinct':>8} {'estimate':>12}")
     results = {}
     for model in args.models.split(","):
-        for preset in PRESETS:
+        for preset in presets_by_size():
             for name, tree in trees.items():
                 r = results[f"{model}/{preset}/{name}"] = measure(tree, model, preset)
                 print(f"{model:13} {preset:7} {name:6} {r['compile']:>8.2f} {r['search']:>7.3f} "

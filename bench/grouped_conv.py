@@ -16,7 +16,7 @@ from dataclasses import replace
 from compiler.kernels.common.target import Target
 from compiler.kernels.conv2d import ConvShape, conv2d, search_conv_tiling
 from isa import DType
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from npusim import simulate
 
 SHAPES = {
@@ -37,7 +37,7 @@ def cycles(cs: ConvShape, dtype: DType, arch, group_packing: bool = True) -> tup
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--presets", nargs="+", default=["edge16", "mid32", "dc128"])
+    ap.add_argument("--presets", nargs="+", default=list(presets_by_size()))
     ap.add_argument("--dtype", default="f32")
     args = ap.parse_args()
     dtype = DType.from_text(args.dtype)

@@ -20,21 +20,29 @@ import sys
 import time
 from pathlib import Path
 
+from isa.arch import presets_by_size
+
 ROOT = Path(__file__).resolve().parent.parent
 GOALS = {("resnet50", "timing-only"): 3.0, ("resnet50", "values"): 10.0, ("resnet18", "timing-only"): 1.0}
-ROWS = [("resnet50", p, "timing-only") for p in ("edge16", "mid32", "dc128")] + \
-       [("resnet50", p, "values") for p in ("edge16", "mid32", "dc128")] + [("resnet18", "mid32", "timing-only")]
+ROWS = [("resnet50", p, "timing-only") for p in presets_by_size()] + \
+       [("resnet50", p, "values") for p in presets_by_size()] + [("resnet18", "mid32", "timing-only")]
 
 # The measurement, run as `python -c CHILD model arch mode` in the checkout measured: it uses only APIs that older
-# checkouts have too (load_model, compile_model, simulate), and never the disk compile cache.
+# checkouts have too (load_model, compile_model, simulate; at the module paths before and after the phase folders),
+# and never the disk compile cache.
 CHILD = r"""
 import json, sys, time
 import numpy as np
-from compiler.compile import compile_model
-from npusim.app.zoo import MODELS
+try:
+    from compiler.compile import compile_model
+    from npusim.app.zoo import MODELS
+    from npusim.app.driver import host_functions, load_model
+except ImportError:   # a checkout from before the phase folders
+    from compiler.model import compile_model
+    from compiler.zoo import MODELS
+    from npusim.driver import host_functions, load_model
 from isa.arch import load_arch
 from npusim import simulate
-from npusim.app.driver import host_functions, load_model
 model, arch_name, mode = sys.argv[1:4]
 arch, proto = load_arch(arch_name), MODELS[model]()
 values = mode == "values"

@@ -5,7 +5,8 @@ unfused vs fused (tables in the SPM or from DRAM) per preset, cycles, DRAM bytes
     .venv/bin/python bench/msda.py M2 M1 M3 --sweep  # the headline cases, timing-only, G = 1, 2, 4
 """
 
-from npusim.app.seedbench.msda import CASES, PRESETS, SMALL, msda_rows
+from isa.arch import presets_by_size
+from npusim.app.seedbench.msda import CASES, SMALL, msda_rows
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> None:
     cases = [by_name[c] for c in args.cases] or list(SMALL)
     values = args.values or not args.cases
     g = (1, 2, 4) if args.sweep else (1,)
-    with tqdm(total=len(cases) * len(PRESETS) * len(g) * 3, unit="run") as bar:
+    with tqdm(total=len(cases) * len(presets_by_size()) * len(g) * 3, unit="run") as bar:
         rows = msda_rows(cases, variants=("unfused", "fused-spm", "fused-dram"), values=values, gather_rows=g,
                          progress=lambda r: bar.update())
     print(pd.DataFrame(rows).to_string(index=False))

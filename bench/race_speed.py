@@ -14,7 +14,7 @@ import time
 
 import isa.races
 from compiler.compile import compile_model
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from isa.races import accesses, find_races, happens_before
 from npusim.app.driver import load_model
 from npusim.app.zoo import MODELS
@@ -40,7 +40,7 @@ def _largest_live(program) -> int:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["resnet50"], choices=list(MODELS))
-    ap.add_argument("--presets", nargs="+", default=["edge16", "mid32", "dc128"])
+    ap.add_argument("--presets", nargs="+", default=list(presets_by_size()))
     args = ap.parse_args()
     print(f"{'model':14} {'preset':7} {'instrs':>8} {'accesses':>9} {'live max':>9} {'hb s':>6} {'total s':>8} "
           f"{'cpu s':>6} {'races':>6}")

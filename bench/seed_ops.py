@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pandas as pd  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
+from isa.arch import presets_by_size  # noqa: E402
 from npusim.app import seedbench  # noqa: E402
 
 
@@ -43,7 +44,7 @@ def _gains(df: pd.DataFrame) -> pd.DataFrame:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", choices=("small", "full"), default="full")
-    ap.add_argument("--presets", nargs="+", default=list(seedbench.PRESETS))
+    ap.add_argument("--presets", nargs="+", default=list(presets_by_size()))
     ap.add_argument("--csv", type=Path, help="also write the rows to this CSV file")
     args = ap.parse_args(argv)
     t0, t1 = time.perf_counter(), time.process_time()

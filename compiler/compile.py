@@ -6,7 +6,6 @@ The memory plan (regions ``W`` and ``ACT``, layouts) is :class:`compiler.ops.Low
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -14,23 +13,12 @@ import numpy as np
 from compiler.errors import FALLBACK_HINT, CompileError, TilingError, UnsupportedDTypeError, UnsupportedOpError
 from compiler.ir import Graph, Node
 from compiler.kernels.common.target import Target
-from compiler.kernels.conv_transpose2d import MODES as CONV_TRANSPOSE_MODES
-from compiler.kernels.msda import TABLES as MSDA_TABLES
 from compiler.link.linker import LayerRange, Segment, leading_constants, link
 from compiler.link.residency import place_in_spm
-from compiler.ops import ALIGN, REGISTRY, Binding, LoweringContext, npu_unsupported
+from compiler.ops import ALIGN, REGISTRY, Binding, LoweringContext, OpOptions, unsupported_nodes, validated_options
 from compiler.ops.host import HostOp, HostTensor, host_fn_name, host_ops, host_program, storage_dtype
 from compiler.ops.layout import lower_constant_output
-from compiler.passes.fold_batchnorm import fold_batchnorm
-from compiler.passes.fold_constants import fold_constants
-from compiler.passes.fuse import fuse_activation, fuse_residual
-from compiler.passes.fuse_gelu import fuse_gelu
-from compiler.passes.fuse_layernorm import fuse_layernorm
-from compiler.passes.fuse_matmul import fuse_matmul
-from compiler.passes.fuse_msda import fuse_msda
-from compiler.passes.fuse_silu import fuse_silu
-from compiler.passes.fuse_softmax import fuse_softmax
-from compiler.passes.qdq import fuse_qdq_conv_transpose
+from compiler.passes import FUSION_PASSES, run_passes
 from isa import Program
 from isa.arch import Arch
 from isa.cost import program_estimate
@@ -39,15 +27,6 @@ CONV_OPS = {"Conv", "QLinearConv"}   # re-lowered for half the SPM under prefetc
 RESIDENT_MIN_SPM = 1 << 23           # bytes: activations are kept in SPM by default from this SPM size (dc128)
 ARENA_FRACTION = 3 / 8               # of the SPM, for activations kept on chip (measured: see docs/compiler.md)
 PREFETCH_MIN_SPM = 1 << 20           # bytes: prefetch is on by default from this SPM size (mid32, dc128)
-PASSES: dict[str, Callable[[Graph], Graph]] = {
-    "fold_constants": fold_constants, "fold_batchnorm": fold_batchnorm, "fuse_qdq": fuse_qdq_conv_transpose,
-    "fuse_gelu": fuse_gelu, "fuse_silu": fuse_silu, "fuse_layernorm": fuse_layernorm, "fuse_softmax": fuse_softmax,
-    "fuse_activation": fuse_activation, "fuse_residual": fuse_residual, "fuse_matmul": fuse_matmul,
-    "fuse_msda": fuse_msda}
-"""The graph passes by name, in the order they run (``--dump-after NAME`` prints the graph after one)."""
-FUSION_PASSES = ("fuse_gelu", "fuse_silu", "fuse_layernorm", "fuse_softmax", "fuse_activation", "fuse_residual",
-                 "fuse_matmul", "fuse_msda")
-"""The passes ``compile_model(fuse=False)`` skips (``fuse_qdq`` is how an int8 ConvTranspose is lowered at all)."""
 
 
 @dataclass(frozen=True)
@@ -88,33 +67,10 @@ def _typed(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return x.astype(np.bool_) if dtype == np.bool_ else x
 
 
-def run_passes(graph: Graph, dump_after: str | None = None, dump: Callable[[str], None] = print,
-               skip: tuple[str, ...] = ()) -> Graph:
-    """Apply the graph passes in order, but those named in ``skip``; print the IR after ``dump_after`` (a pass
-    name)."""
-    if dump_after is not None and dump_after not in PASSES:
-        raise CompileError(f"--dump-after must be one of {', '.join(PASSES)}, not {dump_after!r}")
-    unknown = [s for s in skip if s not in PASSES]
-    if unknown:
-        raise CompileError(f"cannot skip unknown pass(es) {', '.join(unknown)}; passes: {', '.join(PASSES)}")
-    for name, fn in PASSES.items():
-        if name in skip:
-            continue
-        graph = fn(graph)
-        if name == dump_after:
-            dump(graph.dump())
-    return graph
-
-
-def unsupported_nodes(graph: Graph) -> list[tuple[Node, str]]:
-    """(node, reason) for every node the NPU cannot run (:func:`compiler.ops.npu_unsupported`)."""
-    return [(n, why) for n in graph.nodes if (why := npu_unsupported(n, graph)) is not None]
-
-
 def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallback: bool = True, *,
                   fuse: bool = True, buffers: int = 2, prefetch: bool | None = None,
-                  resident: bool | None = None, conv_transpose: str = "split",
-                  msda_tables: str = "auto") -> CompiledModel:
+                  resident: bool | None = None, options: OpOptions | None = None,
+                  **op_options: str) -> CompiledModel:
     """Compile ``graph`` for ``arch``.
 
     fallback: nodes the NPU cannot run (unknown ops, unsupported attributes or dtypes) run on the host CPU as
@@ -136,45 +92,78 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
     are compiled for the rest of the SPM. Graph inputs, outputs and what host calls touch stay in DRAM, and tensors
     kept on chip are absent from ``CompiledModel.tensors``. None: on for SPMs of at least ``RESIDENT_MIN_SPM`` bytes
     (on mid32's 1 MiB it costs BERT and ViT 5-6% for 1.2-7.4% on the CNNs, see docs/compiler.md).
-    conv_transpose: how ConvTranspose is lowered: ``"split"`` (phase splitting), or one of the baselines it is
-    measured against, ``"swell_spm"`` (each window zero-inserted in SPM) and ``"swell_dram"`` (the zero-inserted input
-    written to DRAM, then a convolution): :mod:`compiler.kernels.conv_transpose2d`.
-    msda_tables: where a fused deformable attention (``MSDeformAttn``) keeps its level tables: ``"auto"`` (the one
-    the cost model prices faster), ``"spm"`` (per head, when they fit) or ``"dram"`` (gathered after a coordinate
-    program): :mod:`compiler.kernels.msda`.
+    options, op_options: the op options (:mod:`compiler.ops.options`): an :class:`~compiler.ops.OpOptions`, and/or
+    each by name as a keyword over it, e.g. ``conv_transpose="swell_spm"`` (how ConvTranspose is lowered) or
+    ``msda_tables="dram"`` (where a deformable attention keeps its level tables); the rest at their defaults.
+    :data:`compiler.ops.OPTIONS` (and docs/ops.md) lists them with their values. An unknown name is a TypeError, a
+    value the option does not take a CompileError naming the values it takes.
     """
     if buffers not in (1, 2):
         raise CompileError(f"buffers must be 1 (single) or 2 (double buffering), not {buffers}")
     graph = run_passes(graph, dump_after, skip=() if fuse else FUSION_PASSES)
-    bad = dict(unsupported_nodes(graph))
-    if bad and not fallback:
-        (n, why), rest = next(iter(bad.items())), list(bad)[1:]
+    host = _host_nodes(graph, arch, fallback)
+    plan = SpmPlan.of(arch, prefetch, resident)
+    low = LoweringContext(graph, plan.target, validated_options(options, **op_options))
+    inputs = _bind_inputs(low)
+    _lower_nodes(low, host, plan.half, fallback)
+    return _link_model(low, plan, inputs, buffers)
+
+
+def _host_nodes(graph: Graph, arch: Arch, fallback: bool) -> dict[Node, str]:
+    """The nodes of ``graph`` the NPU cannot run, with why (they run on the host); without ``fallback``, refuse the
+    first of them with UnsupportedOpError. Refuses a float model on an Arch whose matrix unit has no f32."""
+    host = dict(unsupported_nodes(graph))
+    if host and not fallback:
+        (n, why), rest = next(iter(host.items())), list(host)[1:]
         more = f" (and {len(rest)} more: {', '.join(sorted({b.op for b in rest}))})" if rest else ""
         raise UnsupportedOpError(n.name, n.op, why + more + FALLBACK_HINT)
     if "f32" not in arch.matrix.dtypes and any(n.op in ("Conv", "Gemm", "MatMul") for n in graph.nodes):
         raise UnsupportedDTypeError(graph.inputs[0], "float32", arch.matrix.dtypes)
-    whole = Target.of(arch)
-    half = None if prefetch is False or (prefetch is None and arch.spm.size < PREFETCH_MIN_SPM) else _half(whole)
-    if prefetch and half is None:
-        raise CompileError(f"prefetch needs an SPM of an even number of bank rows ({arch.spm.banks} banks x "
-                           f"{arch.spm.bank_width} B), not {arch.spm.size} B; compile with prefetch=False")
-    arena = _arena_bytes(whole) if resident or (resident is None and arch.spm.size >= RESIDENT_MIN_SPM) else 0
-    target = whole.with_spm(whole.spm - arena) if arena else whole   # the lowerings get the SPM below the arena
-    half = half and _half(target) if arena else half                 # and prefetch splits that
-    if conv_transpose not in CONV_TRANSPOSE_MODES:
-        raise CompileError(f"conv_transpose must be one of {', '.join(CONV_TRANSPOSE_MODES)}, not {conv_transpose!r}")
-    if msda_tables not in ("auto", *MSDA_TABLES):
-        raise CompileError(f"msda_tables must be one of auto, {', '.join(MSDA_TABLES)}, not {msda_tables!r}")
-    low = LoweringContext(graph, target, conv_transpose, msda_tables)
+    return host
+
+
+@dataclass(frozen=True)
+class SpmPlan:
+    """How one compile divides the SPM: the top ``arena`` bytes of the Arch's (``whole``) hold activations
+    (:mod:`compiler.link.residency`), the lowerings get ``target`` (the rest), and under prefetch a layer may be
+    compiled for ``half`` of that (None: prefetch off)."""
+
+    whole: Target
+    target: Target
+    half: Target | None
+    arena: int
+
+    @classmethod
+    def of(cls, arch: Arch, prefetch: bool | None, resident: bool | None) -> SpmPlan:
+        """The plan for ``arch`` under :func:`compile_model`'s ``prefetch`` and ``resident`` (None: by SPM size)."""
+        whole = Target.of(arch)
+        half = None if prefetch is False or (prefetch is None and arch.spm.size < PREFETCH_MIN_SPM) else _half(whole)
+        if prefetch and half is None:
+            raise CompileError(f"prefetch needs an SPM of an even number of bank rows ({arch.spm.banks} banks x "
+                               f"{arch.spm.bank_width} B), not {arch.spm.size} B; compile with prefetch=False")
+        arena = _arena_bytes(whole) if resident or (resident is None and arch.spm.size >= RESIDENT_MIN_SPM) else 0
+        target = whole.with_spm(whole.spm - arena) if arena else whole   # the lowerings get the SPM below the arena
+        half = half and _half(target) if arena else half                 # and prefetch splits that
+        return cls(whole, target, half, arena)
+
+
+def _bind_inputs(low: LoweringContext) -> dict[str, Binding]:
+    """Place the graph inputs in region ACT (NHWC when a consumer lowers NHWC): where the caller writes them."""
+    graph = low.graph
     for name in graph.inputs:
         t = graph.tensor(name)
         nhwc = t.rank in (3, 4) and any(getattr(REGISTRY.get(u.op), "nhwc", False) and u.inputs[0] == name
                                         for u in graph.consumers(name))
         low.bind[name] = low.alloc(t.shape, "nhwc" if nhwc else "rm", storage_dtype(t))
-    inputs = {n: low.bind[n] for n in graph.inputs}   # where the caller writes them (before any layout change)
-    for node in graph.nodes:
-        if node in bad:
-            _host(low, node, bad[node])
+    return {n: low.bind[n] for n in graph.inputs}   # before any layout change
+
+
+def _lower_nodes(low: LoweringContext, host: dict[Node, str], half: Target | None, fallback: bool) -> None:
+    """Lower every node in graph order: those in ``host`` on the host, the rest on the NPU, or (with ``fallback``)
+    on the host when their lowering refuses them or no tiling fits."""
+    for node in low.graph.nodes:
+        if node in host:
+            _host(low, node, host[node])
             continue
         saved = low.snapshot()
         try:
@@ -185,6 +174,11 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
                 raise UnsupportedOpError(node.name, node.op, why + FALLBACK_HINT) from None
             low.restore(saved)
             _host(low, node, why)
+
+
+def _link_model(low: LoweringContext, plan: SpmPlan, inputs: dict[str, Binding], buffers: int) -> CompiledModel:
+    """Bind the graph outputs, keep what fits of the activations in the SPM arena and link the segments."""
+    graph = low.graph
     for name in graph.outputs:
         if name not in low.bind and graph.is_const(name):   # the model's result folded to a constant
             lower_constant_output(low, name)
@@ -192,12 +186,13 @@ def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallb
     weights = np.concatenate(low.weights) if low.weights else np.zeros(ALIGN, np.uint8)
     segments = low.segments if buffers == 2 else [_ring_depth(s, buffers) for s in low.segments]
     placed = []
-    if arena:
+    if plan.arena:
         pinned = {b.offset for b in (*inputs.values(), *outputs.values())}
         pinned |= {t.offset for h in low.host for t in (*h.inputs, *h.outputs) if t.region == "ACT"}
-        segments, placed = place_in_spm(segments, low.allocs, pinned, target.spm, arena, whole.bank_row)
-    program, layers = link(segments, whole.config, {"W": weights.size, "ACT": max(low.act, ALIGN)},
-                           half.spm if half else 0)
+        segments, placed = place_in_spm(segments, low.allocs, pinned, plan.target.spm, plan.arena,
+                                        plan.whole.bank_row)
+    program, layers = link(segments, plan.whole.config, {"W": weights.size, "ACT": max(low.act, ALIGN)},
+                           plan.half.spm if plan.half else 0)
     on_chip = {p.offset for p in placed}
     return CompiledModel(program, tuple(layers), weights, max(low.act, ALIGN),
                          inputs, outputs, graph, tuple(low.host),

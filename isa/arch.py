@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from isa.errors import ArchError
-from isa.files import decode_utf8
 from isa.techtable import load_table, table_names
+from isa.units import MAX_PER_KIND, UNITS, UnitSpec
+from isa.utf8 import decode_utf8
 
 DATAFLOWS = ("ws", "os", "is")
 DRAM_MODELS = ("rowbuffer", "bandwidth")
@@ -265,16 +266,32 @@ class Energy(_Section):
                             f"not {self.dram!r}")
 
 
-SECTIONS = {"matrix": MatrixUnit, "vector": VectorUnit, "spm": Memory, "acc": Accumulator, "dma": Dma, "dram": Dram,
-            "clock": Clock, "queues": Queues, "host": Host, "energy": Energy}
+def _units_section() -> type:
+    """The ``units`` section: one field per kind of the unit table a core has (:data:`isa.units.UNITS`), each the
+    number of units of that kind (default 1)."""
+    def doc(u: UnitSpec) -> str:
+        return (f"{u.role.value} units per core (queue {u.mnemonic}; an instruction picks one with unit=0..n-1)")
+    fields_ = [(u.name, int, spec(1, _int(hi=MAX_PER_KIND, why="an instruction names its unit in 4 bits"), doc(u),
+                                  "units")) for u in UNITS if u.per_core]
+    namespace = {"_name": "units", "_optional": True, "__module__": __name__,
+                 "__doc__": "How many units of each kind a core has. Optional in an Arch file: one of each by default."}
+    return dataclasses.make_dataclass("Units", fields_, bases=(_Section,), frozen=True, namespace=namespace)
+
+
+Units = _units_section()
+
+
+SECTIONS = {"units": Units, "matrix": MatrixUnit, "vector": VectorUnit, "spm": Memory, "acc": Accumulator, "dma": Dma,
+            "dram": Dram, "clock": Clock, "queues": Queues, "host": Host, "energy": Energy}
 
 
 @dataclass(frozen=True)
 class Arch:
-    """A whole NPU. Sections: matrix, vector, spm, acc, dma, dram, clock, queues, host, energy."""
+    """A whole NPU. Sections: units, matrix, vector, spm, acc, dma, dram, clock, queues, host, energy."""
 
     name: str = "custom"
     description: str = ""
+    units: Units = field(default_factory=Units)
     matrix: MatrixUnit = field(default_factory=MatrixUnit)
     vector: VectorUnit = field(default_factory=VectorUnit)
     spm: Memory = field(default_factory=Memory)
@@ -381,15 +398,15 @@ class Arch:
 
     @property
     def peak_macs_per_cycle(self) -> int:
-        """MACs the matrix unit completes per cycle at full use (rows x cols)."""
-        return self.matrix.rows * self.matrix.cols
+        """MACs the matrix units complete per cycle at full use (rows x cols x ``units.matrix``)."""
+        return self.matrix.rows * self.matrix.cols * self.units.matrix
 
 
 def _require_all(data: dict[str, Any], source: str) -> None:
     """Raise ArchError naming what ``data`` lacks (with no base preset to take it from)."""
     missing = [k for k in ("name", "description") if k not in data]
     missing += [f"{sec}.{f.name}" for sec, klass in SECTIONS.items() for f in fields(klass)
-                if f.name not in data.get(sec, {})]
+                if f.name not in data.get(sec, {}) and not getattr(klass, "_optional", False)]
     if not missing:
         return
     names = preset_names()
@@ -478,9 +495,16 @@ def _toml_value(v: Any) -> str:
 
 
 def preset_names() -> list[str]:
-    """Names of the bundled presets, sorted."""
+    """Names of the bundled presets, sorted: the one list of them (what ``--arch`` and ``base =`` take)."""
     return sorted(p.name.removesuffix(".toml") for p in resources.files("isa.presets").iterdir()
                   if p.name.endswith(".toml"))
+
+
+def presets_by_size() -> tuple[str, ...]:
+    """:func:`preset_names` ordered as tables and test matrices show them: the smallest matrix array (rows x cols
+    PEs) first, then by name."""
+    arrays = {name: load_arch(name).matrix for name in preset_names()}
+    return tuple(sorted(arrays, key=lambda name: (arrays[name].rows * arrays[name].cols, name)))
 
 
 def _table_beside(data: dict[str, Any], folder: Path) -> dict[str, Any]:

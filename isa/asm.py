@@ -100,6 +100,7 @@ def _spec(*items: str) -> tuple[tuple[str, str, str], ...]:
 
 
 _SYNC_FIELDS = (("wait", "waits", "sems"), ("signal", "signals", "sems"))
+_UNIT_FIELD = (("unit", "unit", "int"),)   # which of its queue's units runs it (printed when not 0)
 _FIELDS: Mapping[type, tuple[tuple[str, str, str], ...]] = MappingProxyType({
     DmaCopy: _spec("shape:shape", "dst:view", "src:view", "pad:pad", "fill:num"),
     DmaFill: _spec("shape:shape", "dst:view", "value:num"),
@@ -122,7 +123,7 @@ _SHOWN: Mapping[tuple[type, str], Callable[[Any], bool]] = MappingProxyType({
     (VecBinary, "hi"): lambda i: i.lo != 0 or i.hi != 0,
     (VecUnary, "lo"): lambda i: i.lo != 0 or i.hi != 0,
     (VecUnary, "hi"): lambda i: i.lo != 0 or i.hi != 0,
-})
+} | {(cls, "unit"): (lambda i: i.unit != 0) for cls in _FIELDS})
 """Fields printed only under a condition (besides None views and empty pad/wait/signal lists)."""
 
 # ---- printing -------------------------------------------------------------------------------------------------
@@ -153,10 +154,16 @@ _FORMAT: Mapping[str, Callable[[str, Any], str]] = MappingProxyType({
 })
 
 
+def _all_fields(cls: type) -> tuple[tuple[str, str, str], ...]:
+    """Every field of ``cls`` in canonical order: its own, ``unit`` (not for the dispatcher's barrier and halt), the
+    semaphore operations."""
+    return _FIELDS[cls] + (_UNIT_FIELD if cls not in (Barrier, Halt) else ()) + _SYNC_FIELDS
+
+
 def _print_plan(cls: type) -> tuple[tuple[str, bool, Callable[[Any], bool] | None, Callable[[Any], str]], ...]:
     """Per field of ``cls``: (attribute, hidden when empty, shown-condition or None, formatter of the value)."""
     return tuple((attr, kind in ("pad", "sems"), _SHOWN.get((cls, key)), partial(_FORMAT[kind], key))
-                 for key, attr, kind in _FIELDS[cls] + _SYNC_FIELDS)
+                 for key, attr, kind in _all_fields(cls))
 
 
 _PRINT_PLANS = MappingProxyType({cls: _print_plan(cls) for cls in _FIELDS})
@@ -473,7 +480,7 @@ class _Parser:
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise self.err(mt, f"unknown mnemonic {mt.text!r}{hint}")
         cls, fixed = entry
-        specs = {key: (attr, kind) for key, attr, kind in _FIELDS[cls] + _SYNC_FIELDS}
+        specs = {key: (attr, kind) for key, attr, kind in _all_fields(cls)}
         kwargs, seen = self.fields(specs, mt.text)
         required = _required(cls)
         for key, (attr, _) in specs.items():

@@ -11,9 +11,8 @@ import numpy as np
 
 from isa.instructions import Halt
 from isa.program import Program
-from isa.units import unit_indices
 
-_QUEUE, _NAME, _COUNT = attrgetter("queue"), attrgetter("name"), attrgetter("count")
+_QUEUE, _UNIT, _NAME, _COUNT = attrgetter("queue"), attrgetter("unit"), attrgetter("name"), attrgetter("count")
 
 
 
@@ -34,11 +33,11 @@ class SemOps:
 
 @dataclass(frozen=True)
 class Columns:
-    """Per pc: ``queue`` (the :class:`isa.Queue` value), ``unit`` (the index of its unit in
-    :func:`isa.units.machine_units`, -1 for control), ``halt`` (is a Halt), and the ``waits`` and ``signals``."""
+    """Per pc: ``queue`` (the :class:`isa.Queue` value), ``key`` (its unit's :func:`isa.units.unit_key`: queue and
+    ordinal; :data:`isa.units.CTRL_KEY` for control), ``halt`` (is a Halt), and the ``waits`` and ``signals``."""
 
     queue: np.ndarray
-    unit: np.ndarray
+    key: np.ndarray
     halt: np.ndarray
     waits: SemOps
     signals: SemOps
@@ -54,10 +53,16 @@ def _sem_ops(program: Program, ops: str) -> SemOps:
     return SemOps(ptr, sem, np.fromiter(map(_COUNT, flat), np.int64, len(flat)))
 
 
+def unit_keys(instrs) -> np.ndarray:
+    """Per instruction, its unit's :func:`isa.units.unit_key` (queue and ordinal; ``CTRL_KEY`` for control)."""
+    n = len(instrs)
+    return np.fromiter(map(_QUEUE, instrs), np.int64, n) | np.fromiter(map(_UNIT, instrs), np.int64, n) << 4
+
+
 def columns(program: Program) -> Columns:
     """The columns of ``program``."""
     instrs, n = program.instrs, len(program.instrs)
-    queue = np.fromiter(map(_QUEUE, instrs), np.int64, n)
-    return Columns(queue, unit_indices(queue),
+    key = unit_keys(instrs)
+    return Columns(key & 15, key,
                    np.fromiter(map(Halt.__instancecheck__, instrs), np.bool_, n),
                    _sem_ops(program, "waits"), _sem_ops(program, "signals"))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from operator import add
 from typing import NamedTuple
 
 import numpy as np
@@ -33,7 +32,7 @@ from isa.instructions import (
     VecRequant,
     VecUnary,
 )
-from isa.units import UNIT_INDEX, UNIT_OF, UNIT_QUEUES, UNITS, Queue, Role
+from isa.units import UNIT_OF, UNIT_QUEUES, Queue, Role, key_queue
 from isa.view import View
 
 ALU_BINOPS = frozenset({BinOp.ADD, BinOp.SUB, BinOp.MIN, BinOp.MAX, BinOp.AND, BinOp.OR, BinOp.XOR, BinOp.CMPGT,
@@ -777,7 +776,7 @@ class EstimateParts(NamedTuple):
     again without their instructions (:meth:`ProgramEstimate.add_parts`). Runs combine in program order like the
     instructions they stand for (an associative sum; :data:`NO_PARTS` is its zero).
 
-    ``busy``: the busy cycles of each unit, in :data:`isa.units.UNITS` order (empty: none); ``bus``: its DRAM bus
+    ``busy``: (:func:`isa.units.unit_key`, busy cycles) of each unit it keeps busy; ``bus``: its DRAM bus
     windows; ``compute``, ``matrix``: whether it holds a compute (matrix or vector) or a matrix instruction; ``lead``:
     the load-DMA cycles before its first compute instruction (all of them if it has none); ``after_matrix``: the
     store-DMA and vector cycles after its last matrix instruction (all of them if it has none); ``after_compute``: the
@@ -785,7 +784,7 @@ class EstimateParts(NamedTuple):
     leading instructions that the estimate's ``hidden`` predicate holds for, ``all_hidden`` whether it holds for all
     of them."""
 
-    busy: tuple[int, ...] = ()
+    busy: tuple[tuple[int, int], ...] = ()
     bus: int = 0
     compute: bool = False
     lead: int = 0
@@ -798,13 +797,13 @@ class EstimateParts(NamedTuple):
 
     def busy_of(self, role: Role) -> int:
         """The busy cycles of the units with ``role``."""
-        return sum(cycles for unit, cycles in zip(UNITS, self.busy) if unit.role is role)
+        return sum(cycles for key, cycles in self.busy if key_queue(key).unit.role is role)
 
 
 NO_PARTS = EstimateParts()
 """The parts of no instructions."""
 
-_UNIT_ROLE = {q: (UNIT_INDEX[q], UNIT_OF[q].role) for q in UNIT_QUEUES} | {Queue.CTRL: (-1, None)}
+_ROLE = {q: UNIT_OF[q].role for q in UNIT_QUEUES} | {Queue.CTRL: None}
 
 
 class ProgramEstimate:
@@ -828,7 +827,7 @@ class ProgramEstimate:
     def __init__(self, arch: Arch, memo: dict | None = None, floor: bool = False,
                  hidden: Callable[[Instr], bool] | None = None) -> None:
         self.arch, self.memo, self.floor, self.hide = arch, {} if memo is None else memo, floor, hidden
-        self.busy = [0] * len(UNITS)
+        self.busy: dict[int, int] = {}   # unit key -> busy cycles
         self.bus = self.lead = self.after_matrix = self.after_compute = self.hidden = 0
         self.compute = self.matrix = False
         self.all_hidden = True
@@ -837,7 +836,7 @@ class ProgramEstimate:
     def cycles(self) -> int:
         """Predicted cycles of the instructions added so far: the busiest unit or the DRAM bus, whichever is longer,
         plus the head and the tail (none without a compute instruction)."""
-        top = max(max(self.busy), self.bus)
+        top = max(max(self.busy.values(), default=0), self.bus)
         if not self.compute:
             return top
         return top + self.lead + (self.after_matrix if self.matrix else self.after_compute)
@@ -848,7 +847,7 @@ class ProgramEstimate:
         holds only for load DMAs (so its run is part of the head): the busiest unit or the bus and, once the head
         and the hidden run are complete (a compute instruction and one not hidden were added), the head less the
         hidden run."""
-        top = max(max(self.busy), self.bus)
+        top = max(max(self.busy.values(), default=0), self.bus)
         return top + self.lead - self.hidden if self.compute and not self.all_hidden else top
 
     def add(self, instrs: Sequence[Instr], repeat: int = 1) -> None:
@@ -858,7 +857,7 @@ class ProgramEstimate:
     def price(self, instrs: Sequence[Instr]) -> EstimateParts:
         """The :class:`EstimateParts` of ``instrs`` in program order (priced with this estimate's arch, memo, floor
         and hidden predicate; nothing is added)."""
-        busy = [0] * len(UNITS)
+        busy: dict[int, int] = {}
         bus = lead = after_matrix = after_compute = hidden = 0
         compute = matrix = False
         hide, open_ = self.hide, True
@@ -870,10 +869,11 @@ class ProgramEstimate:
                 else:
                     open_ = False
             bus += c.dram_window
-            unit, role = _UNIT_ROLE[instr.queue]
+            role = _ROLE[instr.queue]
             if role is None:
                 continue
-            busy[unit] += cycles
+            unit = instr.unit_key
+            busy[unit] = busy.get(unit, 0) + cycles
             if role is Role.DMA_LOAD:
                 if not compute:
                     lead += cycles
@@ -887,7 +887,7 @@ class ProgramEstimate:
             elif role is Role.DMA_STORE:
                 after_matrix += cycles
                 after_compute += cycles
-        return EstimateParts(tuple(busy), bus, compute, lead, matrix,
+        return EstimateParts(tuple(busy.items()), bus, compute, lead, matrix,
                              after_matrix, after_compute, hidden, open_)
 
     def add_parts(self, parts: EstimateParts, repeat: int = 1) -> None:
@@ -896,9 +896,9 @@ class ProgramEstimate:
         if repeat < 1:
             return
         units, bus, compute, lead, matrix, after_matrix, after_compute, hidden, all_hidden = parts
-        if units:
-            self.busy = list(map(add, self.busy, units)) if repeat == 1 else \
-                [b + cycles * repeat for b, cycles in zip(self.busy, units)]
+        busy = self.busy
+        for unit, cycles in units:
+            busy[unit] = busy.get(unit, 0) + cycles * repeat
         self.bus += bus * repeat
         if self.all_hidden:   # (a group not wholly hidden ends the hidden run in its first copy)
             self.hidden += hidden * repeat if all_hidden else hidden
@@ -917,7 +917,7 @@ class ProgramEstimate:
 
     def parts(self) -> EstimateParts:
         """What was added so far, as one group."""
-        return EstimateParts(tuple(self.busy), self.bus, self.compute,
+        return EstimateParts(tuple(self.busy.items()), self.bus, self.compute,
                              self.lead, self.matrix, self.after_matrix, self.after_compute, self.hidden,
                              self.all_hidden)
 
@@ -926,7 +926,8 @@ def program_estimate(program, arch: Arch) -> int:
     """Predicted cycles of a software-pipelined program (compilers rank tilings with it): the busiest unit queue or
     the DRAM bus (every DMA's window), whichever is longer, plus what nothing overlaps: the loads before the first
     compute instruction (matrix or vector) and the compute and stores after the last matrix instruction (or, with
-    none, the stores after the last vector instruction). Cycles. (:class:`ProgramEstimate` fed the program.)"""
+    none, the stores after the last vector instruction). Cycles. The busy cycles are counted per unit (queue and
+    ordinal). (:class:`ProgramEstimate` fed the program.)"""
     est = ProgramEstimate(arch)
     est.add(program.instrs)
     return est.cycles

@@ -8,7 +8,7 @@ n_regions, u16 n_sems, u32 n_instrs. Region (40 B): 32-byte zero-padded name, u8
 bytes  field
 ====== =====================================================================================================
 0      opcode (:class:`Opcode`)
-1      queue (:class:`Queue`)
+1      queue (:class:`Queue`, bits 0-3) and unit (bits 4-7: which of the queue's units runs it)
 2-3    flags: bit 0 ``.z``, bits 1-2 :class:`Reduce`, bit 3 src1 is the immediate, bits 4-7 VecBinary's fused
        ``act`` (:class:`Act` value + 1; 0 = none)
 4      ndim
@@ -234,7 +234,7 @@ def _encode(i: Instr, header: Program) -> bytes:
     shape = getattr(i, "shape", ())
     ops += [bytes(_OPERAND.size)] * (3 - len(ops))
     extents = (list(shape) + [0] * MAX_DIMS)[:MAX_DIMS]
-    return _RECORD.pack(i.opcode, i.queue, flags, len(shape), sub, m, *_sync_slots(i, header), *extents, k, n, *ops,
+    return _RECORD.pack(i.opcode, i.unit_key, flags, len(shape), sub, m, *_sync_slots(i, header), *extents, k, n, *ops,
                         imm, union)
 
 
@@ -253,18 +253,10 @@ def decode_instr(record: bytes, header: Program) -> Instr:
 def _decode(record: bytes, header: Program) -> Instr:
     opc, q, flags, ndim, sub, m, *rest = _RECORD.unpack(record)
     slots, extents, (k, n, o0, o1, o2, imm, union) = rest[:4], rest[4:9], rest[9:]
-    opcode, queue = _enum(Opcode, opc, "opcode"), _enum(Queue, q, "queue")
+    opcode, queue = _enum(Opcode, opc, "opcode"), _enum(Queue, q & 15, "queue")
     if ndim > MAX_DIMS:
         raise EncodingError(f"ndim must be at most {MAX_DIMS}, not {ndim}")
-    waits: list[SemOp] = []
-    signals: list[SemOp] = []
-    for s in slots:
-        if s >> 8 & 0x7F:
-            if s & 0xFF >= len(header.sems):
-                raise EncodingError(f"sync slot names semaphore {s & 0xFF}, but the program declares "
-                                    f"{len(header.sems)}")
-            (signals if s >> 15 else waits).append(SemOp(header.sems[s & 0xFF].name, s >> 8 & 0x7F))
-    sync = {"waits": tuple(waits), "signals": tuple(signals)}
+    sync = _sync_ops(slots, header) | ({"unit": q >> 4} if q >> 4 else {})
     shape = tuple(extents[:ndim])
     if opcode is Opcode.HOST:   # its operand bytes are not views
         rd, wr, ops, fn = _HOST_CALL.unpack(o0 + o1 + o2)
@@ -273,55 +265,92 @@ def _decode(record: bytes, header: Program) -> Instr:
     if opcode is Opcode.GATHER:   # dst has a stride per dimension and one for the row, the table one stride
         return _decode_gather(queue, shape, m, [_unview(o, n, regions)[0] for o, n in ((o0, ndim + 1), (o1, 1),
                                                                                        (o2, ndim))], imm, union, sync)
-    (v0, row0), (v1, row1), (v2, _) = (_unview(o, ndim, regions) for o in (o0, o1, o2))
+    views = [_unview(o, ndim, regions) for o in (o0, o1, o2)]
+    return _decode_viewed(_Fields(opcode, queue, flags, sub, m, k, n, shape, imm, union, sync), views)
 
-    def need(v: View | None, role: str) -> View:
-        if v is None:
-            raise EncodingError(f"operand {role} is missing")
-        return v
 
-    zero, reduce = bool(flags & 1), Reduce(flags >> 1 & 3)
-    match opcode:
+def _sync_ops(slots: list[int], header: Program) -> dict[str, tuple[SemOp, ...]]:
+    """The ``waits`` and ``signals`` of a record's four sync slots (a slot with count 0 is empty)."""
+    waits: list[SemOp] = []
+    signals: list[SemOp] = []
+    for s in slots:
+        if s >> 8 & 0x7F:
+            if s & 0xFF >= len(header.sems):
+                raise EncodingError(f"sync slot names semaphore {s & 0xFF}, but the program declares "
+                                    f"{len(header.sems)}")
+            (signals if s >> 15 else waits).append(SemOp(header.sems[s & 0xFF].name, s >> 8 & 0x7F))
+    return {"waits": tuple(waits), "signals": tuple(signals)}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Fields:
+    """The fields of a record every opcode reads the same way (its operands apart)."""
+
+    opcode: Opcode
+    queue: Queue
+    flags: int
+    sub: int
+    m: int
+    k: int
+    n: int
+    shape: tuple[int, ...]
+    imm: bytes
+    union: bytes
+    sync: dict
+
+
+def _need(v: View | None, role: str) -> View:
+    if v is None:
+        raise EncodingError(f"operand {role} is missing")
+    return v
+
+
+def _decode_viewed(f: _Fields, views: list[tuple[View | None, int]]) -> Instr:
+    """The instruction of a record whose three operands are views (``(view, row stride)`` each), or none."""
+    (v0, row0), (v1, row1), (v2, _) = views
+    shape, imm, union, sync = f.shape, f.imm, f.union, f.sync
+    zero, reduce = bool(f.flags & 1), Reduce(f.flags >> 1 & 3)
+    match f.opcode:
         case Opcode.COPY:
-            dst = need(v0, "dst")
+            dst = _need(v0, "dst")
             lohi = _DMA_UNION.unpack(union)
             pad = tuple(Pad(d, lohi[2 * d], lohi[2 * d + 1]) for d in range(MAX_DIMS)
                         if lohi[2 * d:2 * d + 2] != (_NO_PAD, _NO_PAD))
-            return DmaCopy(queue=queue, shape=shape, dst=dst, src=need(v1, "src"), pad=pad,
+            return DmaCopy(queue=f.queue, shape=shape, dst=dst, src=_need(v1, "src"), pad=pad,
                            fill=_unnum(imm, dst.dtype.is_float), **sync)
         case Opcode.FILL:
-            dst = need(v0, "dst")
-            return DmaFill(queue=queue, shape=shape, dst=dst, value=_unnum(imm, dst.dtype.is_float), **sync)
+            dst = _need(v0, "dst")
+            return DmaFill(queue=f.queue, shape=shape, dst=dst, value=_unnum(imm, dst.dtype.is_float), **sync)
         case Opcode.MM:
-            return MatMul(shape=shape, m=m, k=k, n=n, acc=need(v0, "acc"), acc_row=row0, a=need(v1, "a"),
-                          a_row=row1, b=need(v2, "b"), zero=zero, **sync)
+            return MatMul(shape=shape, m=f.m, k=f.k, n=f.n, acc=_need(v0, "acc"), acc_row=row0, a=_need(v1, "a"),
+                          a_row=row1, b=_need(v2, "b"), zero=zero, **sync)
         case Opcode.BIN:
-            src0 = need(v1, "src0")
-            src1 = None if flags & 8 else need(v2, "src1")
-            act = flags >> 4 & 15
+            src0 = _need(v1, "src0")
+            src1 = None if f.flags & 8 else _need(v2, "src1")
+            act = f.flags >> 4 & 15
             _, _, lo, hi = _VPU_UNION.unpack(union)
             flt = src0.dtype.is_float
-            return VecBinary(op=_enum(BinOp, sub, "binary op"), shape=shape, dst=need(v0, "dst"), src0=src0,
+            return VecBinary(op=_enum(BinOp, f.sub, "binary op"), shape=shape, dst=_need(v0, "dst"), src0=src0,
                              src1=src1, imm=_unnum(imm, flt), reduce=reduce, zero=zero,
                              act=_enum(Act, act - 1, "activation") if act else None, lo=_unnum(lo, flt),
                              hi=_unnum(hi, flt), **sync)
         case Opcode.UNARY:
-            src = need(v1, "src")
+            src = _need(v1, "src")
             _, _, lo, hi = _VPU_UNION.unpack(union)
             flt = src.dtype.is_float
-            return VecUnary(fn=_enum(Act, sub, "activation"), shape=shape, dst=need(v0, "dst"), src=src,
+            return VecUnary(fn=_enum(Act, f.sub, "activation"), shape=shape, dst=_need(v0, "dst"), src=src,
                             lo=_unnum(lo, flt), hi=_unnum(hi, flt), reduce=reduce, zero=zero, **sync)
         case Opcode.CVT:
             zp_in, zp_out, _, _ = _VPU_UNION.unpack(union)
-            return VecConvert(shape=shape, dst=need(v0, "dst"), src=need(v1, "src"), scale=_unnum(imm, True),
+            return VecConvert(shape=shape, dst=_need(v0, "dst"), src=_need(v1, "src"), scale=_unnum(imm, True),
                               zp_in=zp_in, zp_out=zp_out, **sync)
         case Opcode.RQ:
             zp_hi, zp_lo, lo, hi = _VPU_UNION.unpack(union)
-            return VecRequant(shape=shape, dst=need(v0, "dst"), src=need(v1, "src"), prm=need(v2, "prm"),
+            return VecRequant(shape=shape, dst=_need(v0, "dst"), src=_need(v1, "src"), prm=_need(v2, "prm"),
                               zp=_i32(zp_hi * 65536 + zp_lo),
                               lo=_unnum(lo, False), hi=_unnum(hi, False), **sync)
         case Opcode.SYNC:
-            return Sync(on=queue, **sync)
+            return Sync(on=f.queue, **sync)
         case Opcode.BARRIER:
             return Barrier(**sync)
         case _:

@@ -14,11 +14,13 @@ from itertools import chain
 import numpy as np
 
 from isa.arch import Arch
+from isa.columns import unit_keys
 from isa.cost import Cost, vpu_class
 from isa.instructions import DmaCopy, DmaFill, Gather, MatMul, VecBinary, VecConvert, VecRequant, VecUnary
+from isa.machine import machine, machine_units
 from isa.program import Program
 from isa.techtable import TechTable, load_table
-from isa.units import UNIT_INDEX, Role, machine_units
+from isa.units import Role
 
 KINDS = ("mac", "vector", "spm_read", "spm_write", "acc_read", "acc_write", "dram_read", "dram_write", "dma")
 """Dynamic action kinds, in report order; ``leakage`` is the static kind."""
@@ -39,7 +41,7 @@ def unit_area_um2(part: str, arch: Arch, table: TechTable) -> float:
     """Area (µm²) of one unit whose :attr:`isa.units.UnitSpec.part` is ``part``: ``matrix``, the array (rows x cols
     MACs, each sized for the widest type in ``matrix.dtypes``); ``vector``, its lanes."""
     if part == "matrix":
-        return arch.peak_macs_per_cycle * table.mac_area_um2(arch.matrix.dtypes)
+        return arch.matrix.rows * arch.matrix.cols * table.mac_area_um2(arch.matrix.dtypes)
     if part == "vector":
         return arch.vector.lanes * table.value("vector_lane", "area_um2")
     raise KeyError(f"no area model of unit part {part!r}")
@@ -134,7 +136,7 @@ class RunEnergy:
         return dict(zip(KINDS, self.per_pc[pcs].sum(axis=0).tolist()))
 
     def by_unit(self, unit: int) -> float:
-        """Dynamic pJ of the instructions of the unit with index ``unit`` (:attr:`isa.units.Unit.index`), their
+        """Dynamic pJ of the instructions of the unit with index ``unit`` (:attr:`isa.machine.Unit.index`), their
         memory and DRAM accesses included."""
         return float(self.per_pc[self.unit == unit].sum())
 
@@ -157,7 +159,7 @@ class RunEnergy:
 
 def run_energy(program: Program, costs: list[Cost], arch: Arch, cycles: int) -> RunEnergy:
     """The :class:`RunEnergy` of a run of ``program`` on ``arch`` that took ``cycles``, from its per-pc costs."""
-    unit = np.fromiter((UNIT_INDEX[i.queue] for i in program.instrs), np.int64, len(program.instrs))
+    unit = machine(arch).indices(unit_keys(program.instrs))
     return RunEnergy(arch, instruction_energy(program, costs, arch), unit, leakage_w(arch), cycles)
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from isa.dtypes import INT_RANGE, DType, Space
 from isa.errors import IsaError
-from isa.units import DMA_QUEUES, UNIT_QUEUES, Queue
+from isa.units import DMA_QUEUES, MAX_PER_KIND, UNIT_QUEUES, Queue
 from isa.view import MAX_DIMS, MAX_EXTENT, NAME_CHARS, View, is_name
 
 MAX_SYNC_SLOTS = 4
@@ -176,6 +176,12 @@ def _copier(cls: type) -> Callable:
     return scope["copy"]
 
 
+def _check_unit(unit: int) -> None:
+    if type(unit) is not int or not 0 <= unit < MAX_PER_KIND:
+        raise IsaError(f"unit (which of its queue's units runs it) must be an integer in [0, {MAX_PER_KIND}), "
+                       f"not {unit!r}")
+
+
 def _check_dma_queue(queue: Queue) -> None:
     if queue not in DMA_QUEUES:
         names = " or ".join(q.text for q in UNIT_QUEUES if q in DMA_QUEUES)
@@ -189,14 +195,23 @@ def reduction_dims(shape: tuple[int, ...], dst: View) -> tuple[int, ...]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Instr:
-    """Common part of every instruction: the semaphore operations."""
+    """Common part of every instruction: the semaphore operations, and which of its queue's units runs it
+    (``unit``: the ordinal among the units of that kind a core has, ``units.<kind>`` of the Arch; 0 by default)."""
 
     waits: tuple[SemOp, ...] = ()
     signals: tuple[SemOp, ...] = ()
+    unit: int = 0
     opcode: ClassVar[Opcode]
 
     def __post_init__(self) -> None:
+        if self.unit:
+            _check_unit(self.unit)
         self._check_sync()
+
+    @property
+    def unit_key(self) -> int:
+        """The unit that runs it, as :func:`isa.units.unit_key` of its queue and ``unit``."""
+        return self.queue | self.unit << 4   # (unit_key, inline: read for every instruction of a run)
 
     def _check_sync(self) -> None:
         waits, signals = self.waits, self.signals
@@ -716,6 +731,8 @@ class _Control(Instr):
     def _check_sync(self) -> None:
         if self.waits or self.signals:
             raise IsaError(f"{self.opcode.name.lower()} takes no semaphore operations")
+        if self.unit:
+            raise IsaError(f"{self.opcode.name.lower()} runs in the dispatcher, on no unit (unit must be 0)")
 
     @property
     def queue(self) -> Queue:

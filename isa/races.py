@@ -46,11 +46,10 @@ from isa.dtypes import Space
 from isa.errors import DeadlockError, VerifyError
 from isa.instructions import DmaCopy, HostCall, Instr
 from isa.program import Program
-from isa.units import UNIT_INDEX, UNITS, Queue
+from isa.units import Queue, key_text, unit_key
 from isa.verify import verify, where
 from isa.view import View
 
-NQ = len(UNITS)   # units a program may use (vector clocks have one entry per unit)
 MAX_RUNS = 1 << 22
 """Candidate runs enumerated at once per footprint when comparing two exactly (bounding memory); beyond it a pair of
 unordered accesses with overlapping spans is reported as a *possible* race."""
@@ -147,11 +146,13 @@ def common_bytes(a: Footprint, b: Footprint) -> tuple[int, int, int | None] | No
 class HappensBefore:
     """The happens-before order of a program (see the module doc) as vector clocks.
 
-    queue[pc]: index of pc's unit (:data:`isa.units.UNIT_INDEX`, -1 for barrier/halt); index[pc]: its position in that
-    queue; clock[pc, q]: instructions of queue q that happen before pc, pc included (for barrier/halt: everything before
-    them); order: the unit instructions in a topological order of hb (program order where hb allows).
+    keys: the unit keys (:func:`isa.units.unit_key`) the program uses, sorted; queue[pc]: the index of pc's unit in
+    keys (-1 for barrier/halt); index[pc]: its position in that unit's queue; clock[pc, q]: instructions of unit q that
+    happen before pc, pc included (for barrier/halt: everything before them); order: the unit instructions in a
+    topological order of hb (program order where hb allows).
     """
 
+    keys: tuple[int, ...]
     queue: np.ndarray
     index: np.ndarray
     clock: np.ndarray
@@ -166,16 +167,17 @@ def _semaphore_edges(program: Program) -> list[list[tuple[int, str]]]:
     """For each pc, the (signal pc, semaphore) pairs its waits need (module doc, rule 2)."""
     init = {s.name: s.init for s in program.sems}
     released: dict[str, tuple[list[int], list[int]]] = {}   # name -> (cumulative signal counts, signal pcs)
-    queues: dict[tuple[str, str], Queue] = {}
+    units: dict[tuple[str, str], int] = {}
     for pc, ins in enumerate(program.instrs):
         for ops, role in ((ins.waits, "waited on"), (ins.signals, "signalled")):
             for op in ops:
                 if op.name not in init:
                     raise VerifyError(f"{where(pc, ins)}: semaphore {op.name!r} is not declared (.sem NAME INIT)")
-                other = queues.setdefault((op.name, role), ins.queue)
-                if other is not ins.queue:
-                    raise VerifyError(f"{where(pc, ins)}: semaphore {op.name} is {role} by {other.text} and by "
-                                      f"{ins.queue.text}; each semaphore has one producer queue and one consumer queue")
+                other = units.setdefault((op.name, role), ins.unit_key)
+                if other != ins.unit_key:
+                    raise VerifyError(f"{where(pc, ins)}: semaphore {op.name} is {role} by {key_text(other)} and by "
+                                      f"{key_text(ins.unit_key)}; each semaphore has one producer queue and one "
+                                      f"consumer queue")
         for op in ins.signals:
             cum, pcs = released.setdefault(op.name, ([], []))
             cum.append((cum[-1] if cum else 0) + op.count)
@@ -202,8 +204,11 @@ def happens_before(program: Program) -> HappensBefore:
     """Vector clocks of ``program``'s happens-before order. Raises DeadlockError if the order has a cycle (then
     every run deadlocks), VerifyError for undeclared semaphores or ones with two producer or consumer queues."""
     instrs, n = program.instrs, len(program.instrs)
-    queue = [UNIT_INDEX[i.queue] for i in instrs]
-    index, pcs_of = [-1] * n, [[] for _ in range(NQ)]
+    keys = tuple(sorted({i.unit_key for i in instrs if i.queue is not Queue.CTRL}))
+    dense = {k: q for q, k in enumerate(keys)}
+    queue = [dense.get(i.unit_key, -1) for i in instrs]
+    nq = len(keys)   # (vector clocks have one entry per unit the program uses)
+    index, pcs_of = [-1] * n, [[] for _ in range(nq)]
     for pc, q in enumerate(queue):
         if q >= 0:
             index[pc] = len(pcs_of[q])
@@ -215,8 +220,8 @@ def happens_before(program: Program) -> HappensBefore:
         for src, _ in d:
             users[src].append(pc)
     clock: list[tuple[int, ...]] = [()] * n
-    head = [0] * NQ                       # next unprocessed position in each queue
-    last = [(0,) * NQ] * NQ               # clock of the last processed instruction of each queue (or the barrier's)
+    head = [0] * nq                       # next unprocessed position in each queue
+    last = [(0,) * nq] * nq               # clock of the last processed instruction of each queue (or the barrier's)
     order: list[int] = []
     heap: list[int] = []
 
@@ -225,7 +230,7 @@ def happens_before(program: Program) -> HappensBefore:
             heapq.heappush(heap, pc)
 
     for end in [pc for pc, q in enumerate(queue) if q < 0] + [n]:
-        for q in range(NQ):
+        for q in range(nq):
             if head[q] < len(pcs_of[q]):
                 ready(pcs_of[q][head[q]], end)
         while heap:
@@ -243,22 +248,22 @@ def happens_before(program: Program) -> HappensBefore:
             for u in users[pc]:
                 pending[u] -= 1
                 ready(u, end)
-        stuck = [pcs_of[q][head[q]] for q in range(NQ) if head[q] < len(pcs_of[q]) and pcs_of[q][head[q]] < end]
+        stuck = [pcs_of[q][head[q]] for q in range(nq) if head[q] < len(pcs_of[q]) and pcs_of[q][head[q]] < end]
         if stuck:
             raise DeadlockError(_deadlock_message(program, stuck, deps, clock))
         if end < n:
             joined = tuple(max(c) for c in zip(*last))
-            last = [joined] * NQ
+            last = [joined] * nq
             clock[end] = joined
-    return HappensBefore(np.array(queue, np.int64), np.array(index, np.int64),
-                         np.array(clock, np.int64).reshape(n, NQ), np.array(order, np.int64))
+    return HappensBefore(keys, np.array(queue, np.int64), np.array(index, np.int64),
+                         np.array(clock, np.int64).reshape(n, nq), np.array(order, np.int64))
 
 
 def _deadlock_message(program: Program, stuck: list[int], deps, clock) -> str:
     parts = []
     for pc in sorted(stuck):
         need = [f"{name} from pc {src}" for src, name in deps[pc] if not clock[src]]
-        parts.append(f"{program.instrs[pc].queue.text} at {where(pc, program.instrs[pc])} waits for "
+        parts.append(f"{key_text(program.instrs[pc].unit_key)} at {where(pc, program.instrs[pc])} waits for "
                      + ", ".join(need))
     return ("every run deadlocks: no order of the queues lets these issue (each waits for a signal that can only "
             "come after it): " + "; ".join(parts))
@@ -275,9 +280,11 @@ class Access:
     role: str
     write: bool
     text: str
+    unit: int = 0   # which of its queue's units (the instruction's ``unit``)
 
     def __str__(self) -> str:
-        return f"{self.queue.text} pc {self.pc} `{self.text}` ({'writes' if self.write else 'reads'} {self.role})"
+        return (f"{key_text(unit_key(self.queue, self.unit))} pc {self.pc} `{self.text}` "
+                f"({'writes' if self.write else 'reads'} {self.role})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,13 +357,13 @@ def find_races(program: Program, limit: int | None = None) -> list[Race]:
         raise VerifyError(f"limit must be None or an integer >= 1, not {limit!r}")
     verify(program)
     hb = happens_before(program)
-    clock, queue, index = hb.clock, hb.queue, hb.index
-    pcs_of = [np.flatnonzero(queue == q) for q in range(NQ)]
-    done = [0] * NQ
+    clock, queue, index, nq = hb.clock, hb.queue, hb.index, len(hb.keys)
+    pcs_of = [np.flatnonzero(queue == q) for q in range(nq)]
+    done = [0] * nq
     live: dict[str, _Live] = {}
     refs: list[tuple[int, str, bool, Footprint]] = []   # (pc, role, writes, footprint) by access id
     races: dict[tuple[int, int], Race] = {}
-    unbounded = np.full(NQ, np.iinfo(np.int64).max)
+    unbounded = np.full(nq, np.iinfo(np.int64).max)
     for pc in hb.order.tolist():
         q, vc = int(queue[pc]), clock[pc]
         for memory, role, write, fp in accesses(program.instrs[pc], program):
@@ -384,4 +391,4 @@ def find_races(program: Program, limit: int | None = None) -> list[Race]:
 
 def _access(program: Program, pc: int, role: str, write: bool) -> Access:
     instr = program.instrs[pc]
-    return Access(pc, instr.queue, role, write, str(instr))
+    return Access(pc, instr.queue, role, write, str(instr), instr.unit)

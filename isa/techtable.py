@@ -19,7 +19,7 @@ from importlib import resources
 from pathlib import Path
 
 from isa.errors import ArchError
-from isa.files import decode_utf8
+from isa.utf8 import decode_utf8
 
 MAC_DTYPES = ("i8", "f16", "bf16", "f32")
 VECTOR_CLASSES = ("alu", "mul", "special")

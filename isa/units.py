@@ -8,12 +8,12 @@ abbreviation linked programs use in semaphore names and the hardware part its en
 the cost model, both timing engines, statistics, plots, trace tracks, energy and the linker read this table; none of
 them names a queue number or matches a unit by its name.
 
-A machine's units are :func:`machine_units` of its Arch: each kind of the table once, in table order (the order of
-statistics, report rows and trace tracks). ``Unit.index`` is a unit's position there, the number the timing engines
-keep per instruction.
+An instruction names its unit by its queue and its ``unit`` field (the ordinal among the units of that kind, 0 by
+default); the pair, encoded as one integer, is its :func:`unit_key`. How many units of each kind a machine has is the
+Arch's ``units`` section, and the machine's units are :mod:`isa.machine`.
 
 Adding a unit kind: a :class:`Queue` value, a row of :data:`UNITS`, its instructions' cost in :mod:`isa.cost` and their
-semantics in :mod:`npusim.functional` (docs/isa.md, "Adding a unit").
+semantics in :mod:`npusim.functional` (docs/isa.md, "Adding a unit kind").
 """
 
 from __future__ import annotations
@@ -22,12 +22,6 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING
-
-import numpy as np
-
-if TYPE_CHECKING:
-    from isa.arch import Arch
 
 
 class Queue(enum.IntEnum):
@@ -79,7 +73,7 @@ class Role(enum.Enum):
 
 class Pool(enum.Enum):
     """A pool of identical ports: an instruction that needs one holds it from its start to its retire, and waits
-    (stall cause :attr:`cause`) while all are held. Sized by the Arch (:meth:`size`)."""
+    (stall cause :attr:`cause`) while all are held. Sized by the Arch (:func:`isa.machine.pool_ports`)."""
 
     DMA_CHANNEL = "dma_channel"
     SPM_PORT = "spm_port"
@@ -90,41 +84,36 @@ class Pool(enum.Enum):
         """The stall cause a wait for this pool counts as."""
         return "dma_channel" if self is Pool.DMA_CHANNEL else "sram_port"
 
-    def size(self, arch: Arch) -> int:
-        """Ports in the pool: ``dma.channels``, ``spm.ports`` or ``acc.ports``."""
-        return {Pool.DMA_CHANNEL: arch.dma.channels, Pool.SPM_PORT: arch.spm.ports,
-                Pool.ACC_PORT: arch.acc.ports}[self]
 
 
 @dataclass(frozen=True)
 class UnitSpec:
     """One kind of unit.
 
-    ``queue``: the queue that feeds it (its assembly prefix is ``queue.text``); ``name``: its name in statistics and
-    reports; ``role``: what it does; ``pools``: the port pools every one of its instructions holds while it runs (an
-    instruction also holds an SPM or ACC port when it touches that memory, whatever its unit); ``short``: its
-    abbreviation in the semaphore names the linker makes; ``part``: the hardware part of :mod:`isa.energy` whose area
-    and leakage it is (None: priced per action only).
+    ``queue``: the queue that feeds it; ``mnemonic``: that queue's assembly prefix (``queue.text``); ``name``: its
+    name in statistics and reports; ``role``: what it does; ``pools``: the port pools every one of its instructions
+    holds while it runs (an instruction also holds an SPM or ACC port when it touches that memory, whatever its unit);
+    ``short``: its abbreviation in the semaphore names the linker makes; ``part``: the hardware part of
+    :mod:`isa.energy` whose area and leakage it is (None: priced per action only); ``per_core``: a core has
+    ``units.<name>`` of them (the Arch's ``units`` section), else the machine has one (the host).
     """
 
     queue: Queue
+    mnemonic: str
     name: str
     role: Role
     pools: tuple[Pool, ...] = ()
     short: str = ""
     part: str | None = None
-
-    @property
-    def mnemonic(self) -> str:
-        return self.queue.text
+    per_core: bool = True
 
 
 UNITS: tuple[UnitSpec, ...] = (
-    UnitSpec(Queue.DMA_LD, "dma_load", Role.DMA_LOAD, (Pool.DMA_CHANNEL,), "ld"),
-    UnitSpec(Queue.DMA_ST, "dma_store", Role.DMA_STORE, (Pool.DMA_CHANNEL,), "st"),
-    UnitSpec(Queue.MXU, "matrix", Role.MATRIX, (), "mxu", "matrix"),
-    UnitSpec(Queue.VPU, "vector", Role.VECTOR, (), "vpu", "vector"),
-    UnitSpec(Queue.HOST, "host", Role.HOST, (), "host"),
+    UnitSpec(Queue.DMA_LD, "dma.ld", "dma_load", Role.DMA_LOAD, (Pool.DMA_CHANNEL,), "ld"),
+    UnitSpec(Queue.DMA_ST, "dma.st", "dma_store", Role.DMA_STORE, (Pool.DMA_CHANNEL,), "st"),
+    UnitSpec(Queue.MXU, "mxu", "matrix", Role.MATRIX, (), "mxu", "matrix"),
+    UnitSpec(Queue.VPU, "vpu", "vector", Role.VECTOR, (), "vpu", "vector"),
+    UnitSpec(Queue.HOST, "host", "host", Role.HOST, (), "host", per_core=False),
 )
 """Every unit kind, in the order of statistics, report rows and trace tracks."""
 
@@ -132,26 +121,35 @@ UNIT_OF: Mapping[Queue, UnitSpec] = MappingProxyType({u.queue: u for u in UNITS}
 """The unit kind each queue feeds."""
 UNIT_QUEUES: tuple[Queue, ...] = tuple(u.queue for u in UNITS)
 """The queues that feed units, in table order (every queue but CTRL)."""
-UNIT_INDEX: Mapping[Queue, int] = MappingProxyType({u.queue: k for k, u in enumerate(UNITS)} | {Queue.CTRL: -1})
-"""The position in :data:`UNITS` (and in :func:`machine_units`) of the unit each queue feeds; -1 for CTRL."""
-_TEXT = {Queue.DMA_LD: "dma.ld", Queue.DMA_ST: "dma.st", Queue.MXU: "mxu", Queue.VPU: "vpu", Queue.HOST: "host",
-         Queue.CTRL: "ctrl"}
+MAX_PER_KIND = 16
+"""Units of one kind a core may have: an instruction names its unit by a 4-bit ordinal (its ``unit`` field, the high
+half of the encoded queue byte)."""
+_TEXT = {u.queue: u.mnemonic for u in UNITS} | {Queue.CTRL: "ctrl"}
+CTRL_KEY = int(Queue.CTRL)
+"""The unit key of control instructions (the dispatcher's own; no unit runs them)."""
 
 
-def _unit_of_queue() -> np.ndarray:
-    out = np.full(max(Queue) + 1, -1, np.int64)
-    for q, u in UNIT_INDEX.items():
-        out[q] = u
-    return out
+def unit_key(queue: Queue, ordinal: int = 0) -> int:
+    """The unit of a program that runs ``queue``'s ``ordinal``-th unit as one integer: the encoded queue byte
+    (``queue | ordinal << 4``). Programs, the verifier and the race sanitizer tell units apart by it."""
+    return int(queue) | ordinal << 4
 
 
-_UNIT_OF_QUEUE = _unit_of_queue()
+def key_text(key: int) -> str:
+    """How a unit key reads: its queue's assembly prefix, with the ordinal when it is not 0 (``mxu``, ``mxu[1]``)."""
+    q, ordinal = Queue(key & 15), key >> 4
+    return q.text if not ordinal else f"{q.text}[{ordinal}]"
 
 
-def unit_indices(queues: np.ndarray) -> np.ndarray:
-    """:data:`UNIT_INDEX` of each queue value in ``queues`` (an integer array): per instruction, its unit's index (-1
-    for control)."""
-    return _UNIT_OF_QUEUE[queues]
+def key_queue(key: int) -> Queue:
+    """The queue of a unit key."""
+    return Queue(key & 15)
+
+
+def key_short(key: int) -> str:
+    """A unit key's abbreviation in names the linker makes: its kind's ``short``, with the ordinal when it is not 0."""
+    ordinal = key >> 4
+    return UNIT_OF[Queue(key & 15)].short + (str(ordinal) if ordinal else "")
 
 
 def queues_with(*roles: Role) -> frozenset[Queue]:
@@ -161,32 +159,6 @@ def queues_with(*roles: Role) -> frozenset[Queue]:
 
 DMA_QUEUES = queues_with(Role.DMA_LOAD, Role.DMA_STORE)
 """Queues of data-moving units (they hold a DMA channel and are free under ideal memory)."""
-
-
-@dataclass(frozen=True)
-class Unit:
-    """One unit of a machine: a kind of the table (``spec``), its ``index`` among the machine's units (the number the
-    timing engines keep per instruction) and its ``name`` in statistics and reports."""
-
-    spec: UnitSpec
-    index: int
-    name: str
-
-    @property
-    def queue(self) -> Queue:
-        return self.spec.queue
-
-    @property
-    def role(self) -> Role:
-        return self.spec.role
-
-
-_MACHINE = tuple(Unit(spec, k, spec.name) for k, spec in enumerate(UNITS))
-
-
-def machine_units(arch: Arch | None = None) -> tuple[Unit, ...]:
-    """The units of the machine ``arch`` describes, in table order: one of each kind today (the units of any Arch)."""
-    return _MACHINE
 
 
 def unit_of_name(name: str) -> UnitSpec:

@@ -18,16 +18,17 @@ from isa.dtypes import Space
 from isa.errors import VerifyError
 from isa.instructions import DmaCopy, Halt, Instr, MatMul
 from isa.program import SEM_MAX, Program
-from isa.units import UNITS, Queue
+from isa.units import key_text
 
 
 @dataclass
 class VerifyReport:
-    """Warnings of a program that passed verification, and which queue produces/consumes each semaphore."""
+    """Warnings of a program that passed verification, and which unit produces/consumes each semaphore (its
+    :func:`isa.units.unit_key`: queue and ordinal)."""
 
     warnings: list[str] = field(default_factory=list)
-    producer: dict[str, Queue] = field(default_factory=dict)
-    consumer: dict[str, Queue] = field(default_factory=dict)
+    producer: dict[str, int] = field(default_factory=dict)
+    consumer: dict[str, int] = field(default_factory=dict)
 
 
 _K, _N = attrgetter("k"), attrgetter("n")
@@ -143,10 +144,9 @@ def _passes(program: Program, cols: Columns) -> VerifyReport | None:
     wpc, spc = w.pc, s.pc
     if (w.sem < 0).any() or (s.sem < 0).any():
         return None
-    units = len(UNITS)
-    for ops, pcs in ((w, wpc), (s, spc)):   # one consumer queue and one producer queue per semaphore
-        pairs = np.unique(ops.sem * units + cols.unit[pcs])
-        if pairs.size != np.unique(pairs // units).size:
+    for ops, pcs in ((w, wpc), (s, spc)):   # one consumer unit and one producer unit per semaphore
+        pairs = np.unique(ops.sem * 256 + cols.key[pcs])   # (a unit key is one byte)
+        if pairs.size != np.unique(pairs // 256).size:
             return None
     # each semaphore's count after each operation, in program order (an instruction's waits before its signals)
     sem = np.concatenate((w.sem, s.sem))
@@ -164,7 +164,7 @@ def _passes(program: Program, cols: Columns) -> VerifyReport | None:
     for ops, pcs, table in ((w, wpc, report.consumer), (s, spc, report.producer)):
         used, at = np.unique(ops.sem, return_index=True)
         for k in np.argsort(at).tolist():
-            table[program.sems[int(used[k])].name] = Queue(int(cols.queue[pcs[at[k]]]))
+            table[program.sems[int(used[k])].name] = int(cols.key[pcs[at[k]]])
     neg = order[(after < 0) & (delta < 0)]   # waits that may find too few: the first in program order warns
     if neg.size:
         j = int(neg.min())
@@ -198,7 +198,7 @@ def _scan(program: Program) -> VerifyReport:
         waits, signals = instr.waits, instr.signals
         if not (waits or signals):
             continue
-        q = instr.queue
+        q = instr.unit_key
         for ops, role, table in ((waits, "waited on", consumer), (signals, "signalled", producer)):
             for op in ops:
                 name = op.name
@@ -206,8 +206,8 @@ def _scan(program: Program) -> VerifyReport:
                     raise VerifyError(f"{where(pc, instr)}: semaphore {name!r} is not declared (.sem NAME INIT)")
                 other = table.setdefault(name, q)
                 if other is not q:
-                    raise VerifyError(f"{where(pc, instr)}: semaphore {name} is {role} by {other.text} and by "
-                                      f"{q.text}; each semaphore has one producer queue and one consumer queue")
+                    raise VerifyError(f"{where(pc, instr)}: semaphore {name} is {role} by {key_text(other)} and by "
+                                      f"{key_text(q)}; each semaphore has one producer queue and one consumer queue")
         for op in waits:
             i, n = sem_index[op.name], op.count
             c = count[i]

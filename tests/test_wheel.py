@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from isa.arch import preset_names
+
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("pyproject.toml", "README.md", "isa", "compiler", "npusim")
 
@@ -43,7 +45,7 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
          tmp / "dist", "./src", cwd=tmp)
     (wheel,) = (tmp / "dist").glob("npusim-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    for preset in ("dc128", "edge16", "mid32"):
+    for preset in preset_names():
         assert f"isa/presets/{preset}.toml" in names
     _run(sys.executable, "-m", "venv", "--without-pip", tmp / "env", cwd=tmp)
     python = tmp / "env" / "bin" / "python"
@@ -69,8 +71,7 @@ def test_wheel_imports_from_its_own_site_packages(installed):
 def test_wheel_cli_lists_presets_and_runs_a_zoo_model_on_mid32(installed):
     bin_, work = installed
     npusim = bin_ / "npusim"
-    assert [line.split("\t")[0] for line in _run(npusim, "presets", cwd=work).splitlines()] == \
-        ["dc128", "edge16", "mid32"]
+    assert [line.split("\t")[0] for line in _run(npusim, "presets", cwd=work).splitlines()] == preset_names()
     _run(npusim, "zoo", "bert_layer", "-o", "bert.onnx", cwd=work)
     out = _run(npusim, "run", "bert.onnx", "--arch", "mid32", "--timing-only", "--quiet", cwd=work)
     assert "instructions on mid32:" in out and "cycles" in out

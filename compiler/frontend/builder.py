@@ -593,96 +593,151 @@ def _onnx_nodes(node: Node, graph: Graph, opset: int, consts: list) -> list:
 
     if _as_imported(node):
         return [node.source]
+    w = _Expansion(node, consts, graph.tensors[node.outputs[0]].dtype if node.outputs[0] in graph.tensors else None)
     attrs = dict(node.attrs)
-    inputs = list(node.inputs)
-
-    def const(suffix: str, value: np.ndarray) -> str:
-        consts.append(Tensor.const(f"{node.name}/{suffix}", value))
-        return f"{node.name}/{suffix}"
-
-    def make(op: str, ins: list, outs: list, suffix: str, **kw):
-        return helper.make_node(op, ins, outs, name=node.name + "/" + suffix, **kw)
-
-    def v(suffix: str) -> str:   # an intermediate tensor of an expansion
-        return f"{node.name}/{suffix}"
-
-    dt = graph.tensors[node.outputs[0]].dtype if node.outputs[0] in graph.tensors else None
     fused = fused_steps(node)
     for k in fused:
         del attrs[k]
-    if fused:   # the op, then its fused steps (divisor, bias, residual, activation) through intermediate tensors
-        out, p = node.outputs[0], node.name + "/"
-        extra = inputs[2:4] + ["", ""]
-        inputs = inputs[:2] if fused.get("bias") else inputs[:3] if fused.get("residual") else inputs
-        while inputs and not inputs[-1]:
-            inputs.pop()
-        core = dataclasses.replace(node, attrs=attrs, inputs=tuple(inputs), outputs=(p + "core",), source=None)
-        nodes = _onnx_nodes(core, graph, opset, consts)
-        steps = [("Div", const("divisor", np.asarray(fused["divisor"], dt)), "div")] if "divisor" in fused else []
-        steps += [("Add", extra[0], "bias")] if fused.get("bias") else []
-        steps += [("Add", extra[1], "residual")] if fused.get("residual") else []
-        last, act = p + "core", fused.get("activation")
-        for i, (op, operand, suffix) in enumerate(steps):
-            y = out if i == len(steps) - 1 and not act else p + ("sum" if suffix == "residual" else suffix)
-            nodes.append(make(op, [last, operand], [y], suffix))
-            last = y
-        if act and act[0] in ("relu", "clamp"):
-            nodes.append(make("Relu", [last], [out], "relu") if act[0] == "relu" else
-                         make("Clip", [last, const("lo", np.asarray(act[1], dt)), const("hi", np.asarray(act[2], dt))],
-                              [out], "clip"))
-        elif act:
-            op, act_attrs = ACTIVATION_OPS[act[0]]
-            nodes += _onnx_nodes(Node(p + act[0], op, (last,), (out,), act_attrs), graph, opset, consts)
-        return nodes
+    if fused:
+        return _fused_nodes(w, graph, opset, attrs, fused)
+    inputs = list(node.inputs)
     if node.domain in ("", "ai.onnx"):
-        x, y = node.inputs[0] if node.inputs else "", node.outputs[0]
-        if node.op.startswith("Reduce") and "axes" in attrs and (node.op == "ReduceSum" or opset >= 18):
-            inputs = inputs[:1] + [const("axes", np.asarray(attrs.pop("axes"), np.int64))]
-        elif node.op == "Split" and "split" in attrs and opset >= 13:   # the sizes became an input at 13
-            inputs = inputs[:1] + [const("split", np.asarray(attrs.pop("split"), np.int64))]
-        elif node.op == "AveragePool" and opset < 19:
-            if any(d != 1 for d in attrs.pop("dilations", ())):
-                raise CompileError(f"node {node.name!r} (AveragePool): dilations need opset 19, not {opset}")
-        elif node.op == "Cast" and isinstance(attrs.get("to"), str):
-            attrs["to"] = helper.np_dtype_to_tensor_dtype(np.dtype(attrs["to"]))
-        elif node.op == "LayerNormalization" and opset < 17:   # as PyTorch exports nn.LayerNorm
-            if attrs.get("stash_type", 1) != 1 or len(node.outputs) > 1:
-                raise CompileError(f"node {node.name!r} (LayerNormalization): needs opset 17, not {opset}")
-            rank = len(graph.tensor(x).shape)
-            mean = dict(axes=list(range(attrs.get("axis", -1) % rank, rank)), keepdims=1)
-            scaled = v("scaled") if len(node.present_inputs) > 2 else y
-            nodes = [make("ReduceMean", [x], [v("mean")], "mean", **mean),
-                     make("Sub", [x, v("mean")], [v("d")], "sub"),
-                     make("Pow", [v("d"), const("two", np.asarray(2, dt))], [v("sq")], "pow"),
-                     make("ReduceMean", [v("sq")], [v("var")], "var", **mean),
-                     make("Add", [v("var"), const("eps", np.asarray(attrs.get("epsilon", 1e-5), dt))], [v("ve")],
-                          "eps"),
-                     make("Sqrt", [v("ve")], [v("std")], "sqrt"), make("Div", [v("d"), v("std")], [v("n")], "div"),
-                     make("Mul", [v("n"), inputs[1]], [scaled], "scale")]
-            return nodes + ([make("Add", [scaled, inputs[2]], [y], "bias")] if scaled != y else [])
-        elif node.op == "Gelu" and opset < 20:
-            if attrs.get("approximate", "none") == "tanh":   # as PyTorch exports gelu(approximate='tanh')
-                return [make("Mul", [x, x], [v("sq")], "sq"), make("Mul", [x, v("sq")], [v("cube")], "cube"),
-                        make("Mul", [v("cube"), const("kappa", np.asarray(0.044715, dt))], [v("kc")], "kappa"),
-                        make("Add", [x, v("kc")], [v("inner")], "inner"),
-                        make("Mul", [v("inner"), const("beta", np.asarray(math.sqrt(2 / math.pi), dt))], [v("u")],
-                             "beta"),
-                        make("Tanh", [v("u")], [v("t")], "tanh"),
-                        make("Add", [v("t"), const("one", np.asarray(1, dt))], [v("t1")], "add"),
-                        make("Mul", [x, v("t1")], [v("xt")], "mul"),
-                        make("Mul", [v("xt"), const("half", np.asarray(0.5, dt))], [y], "half")]
-            return [make("Div", [x, const("sqrt2", np.asarray(math.sqrt(2), dt))], [v("div")], "div"),
-                    make("Erf", [v("div")], [v("erf")], "erf"),
-                    make("Add", [v("erf"), const("one", np.asarray(1, dt))], [v("add")], "add"),
-                    make("Mul", [x, v("add")], [v("mul")], "mul"),
-                    make("Mul", [v("mul"), const("half", np.asarray(0.5, dt))], [y], "half")]
-        elif node.op == "Swish" and opset < 24:   # as PyTorch exports nn.SiLU: x * Sigmoid(x)
-            alpha = float(attrs.get("alpha", 1.0))
-            pre = [make("Mul", [x, const("alpha", np.asarray(alpha, dt))], [v("ax")], "alpha")] if alpha != 1.0 else []
-            return pre + [make("Sigmoid", [v("ax") if pre else x], [v("s")], "sigmoid"),
-                          make("Mul", [x, v("s")], [y], "mul")]
+        expanded = _older_op_nodes(w, graph, opset, attrs)
+        if expanded is not None:
+            return expanded
+        inputs = _inputs_at_opset(w, opset, attrs, inputs)
     return [helper.make_node(node.op, inputs, list(node.outputs), name=node.name, domain=node.domain or None,
                              **_onnx_attrs(attrs))]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Expansion:
+    """Writes the ONNX nodes of one IR ``node``: their names and intermediate tensors are ``<node name>/<suffix>``,
+    the constants they need go to ``consts``; ``dt`` is the node's output type (that of the constants)."""
+
+    node: Node
+    consts: list
+    dt: Any
+
+    def v(self, suffix: str) -> str:
+        """The name of an intermediate tensor (or node, or constant) of the expansion."""
+        return f"{self.node.name}/{suffix}"
+
+    def const(self, suffix: str, value: np.ndarray) -> str:
+        """A constant of the expansion: its name."""
+        self.consts.append(Tensor.const(self.v(suffix), value))
+        return self.v(suffix)
+
+    def scalar(self, suffix: str, value: float) -> str:
+        """A scalar constant of the node's output type :attr:`dt`: its name."""
+        return self.const(suffix, np.asarray(value, self.dt))
+
+    def make(self, op: str, ins: list, outs: list, suffix: str, **kw):
+        from onnx import helper
+
+        return helper.make_node(op, ins, outs, name=self.v(suffix), **kw)
+
+
+def _fused_nodes(w: _Expansion, graph: Graph, opset: int, attrs: dict, fused: dict[str, Any]) -> list:
+    """The op without what the fusion passes put into it, then its fused steps (divisor, bias, residual,
+    activation) as nodes of their own, through intermediate tensors."""
+    node = w.node
+    out, inputs = node.outputs[0], list(node.inputs)
+    extra = inputs[2:4] + ["", ""]
+    inputs = inputs[:2] if fused.get("bias") else inputs[:3] if fused.get("residual") else inputs
+    while inputs and not inputs[-1]:
+        inputs.pop()
+    core = dataclasses.replace(node, attrs=attrs, inputs=tuple(inputs), outputs=(w.v("core"),), source=None)
+    nodes = _onnx_nodes(core, graph, opset, w.consts)
+    steps = [("Div", w.scalar("divisor", fused["divisor"]), "div")] if "divisor" in fused else []
+    steps += [("Add", extra[0], "bias")] if fused.get("bias") else []
+    steps += [("Add", extra[1], "residual")] if fused.get("residual") else []
+    last, act = w.v("core"), fused.get("activation")
+    for i, (op, operand, suffix) in enumerate(steps):
+        y = out if i == len(steps) - 1 and not act else w.v("sum" if suffix == "residual" else suffix)
+        nodes.append(w.make(op, [last, operand], [y], suffix))
+        last = y
+    if act and act[0] in ("relu", "clamp"):
+        nodes.append(w.make("Relu", [last], [out], "relu") if act[0] == "relu" else
+                     w.make("Clip", [last, w.scalar("lo", act[1]), w.scalar("hi", act[2])], [out], "clip"))
+    elif act:
+        op, act_attrs = ACTIVATION_OPS[act[0]]
+        nodes += _onnx_nodes(Node(w.v(act[0]), op, (last,), (out,), act_attrs), graph, opset, w.consts)
+    return nodes
+
+
+def _inputs_at_opset(w: _Expansion, opset: int, attrs: dict, inputs: list) -> list:
+    """The inputs of a default-domain node written as one node at ``opset``, with ``attrs`` changed to match: axes
+    and split sizes that became inputs, AveragePool's dilations (only 1 before 19), Cast's type as its number."""
+    from onnx import helper
+
+    node = w.node
+    if node.op.startswith("Reduce") and "axes" in attrs and (node.op == "ReduceSum" or opset >= 18):
+        return inputs[:1] + [w.const("axes", np.asarray(attrs.pop("axes"), np.int64))]
+    if node.op == "Split" and "split" in attrs and opset >= 13:   # the sizes became an input at 13
+        return inputs[:1] + [w.const("split", np.asarray(attrs.pop("split"), np.int64))]
+    if node.op == "AveragePool" and opset < 19:
+        if any(d != 1 for d in attrs.pop("dilations", ())):
+            raise CompileError(f"node {node.name!r} (AveragePool): dilations need opset 19, not {opset}")
+    elif node.op == "Cast" and isinstance(attrs.get("to"), str):
+        attrs["to"] = helper.np_dtype_to_tensor_dtype(np.dtype(attrs["to"]))
+    return inputs
+
+
+def _older_op_nodes(w: _Expansion, graph: Graph, opset: int, attrs: dict) -> list | None:
+    """The nodes exporters write for an op newer than ``opset`` (LayerNormalization before 17, Gelu before 20, Swish
+    before 24), or None when the node is written as itself."""
+    op = w.node.op
+    if op == "LayerNormalization" and opset < 17:
+        return _layernorm_nodes(w, graph, opset, attrs)
+    if op == "Gelu" and opset < 20:
+        return _gelu_nodes(w, attrs.get("approximate", "none") == "tanh")
+    if op == "Swish" and opset < 24:   # as PyTorch exports nn.SiLU: x * Sigmoid(x)
+        x, y = w.node.inputs[0], w.node.outputs[0]
+        alpha = float(attrs.get("alpha", 1.0))
+        pre = [w.make("Mul", [x, w.scalar("alpha", alpha)], [w.v("ax")], "alpha")] if alpha != 1.0 else []
+        return pre + [w.make("Sigmoid", [w.v("ax") if pre else x], [w.v("s")], "sigmoid"),
+                      w.make("Mul", [x, w.v("s")], [y], "mul")]
+    return None
+
+
+def _layernorm_nodes(w: _Expansion, graph: Graph, opset: int, attrs: dict) -> list:
+    """LayerNormalization as PyTorch exports nn.LayerNorm below opset 17."""
+    node, v = w.node, w.v
+    if attrs.get("stash_type", 1) != 1 or len(node.outputs) > 1:
+        raise CompileError(f"node {node.name!r} (LayerNormalization): needs opset 17, not {opset}")
+    x, y, inputs = node.inputs[0], node.outputs[0], node.inputs
+    rank = len(graph.tensor(x).shape)
+    mean = dict(axes=list(range(attrs.get("axis", -1) % rank, rank)), keepdims=1)
+    scaled = v("scaled") if len(node.present_inputs) > 2 else y
+    nodes = [w.make("ReduceMean", [x], [v("mean")], "mean", **mean),
+             w.make("Sub", [x, v("mean")], [v("d")], "sub"),
+             w.make("Pow", [v("d"), w.scalar("two", 2)], [v("sq")], "pow"),
+             w.make("ReduceMean", [v("sq")], [v("var")], "var", **mean),
+             w.make("Add", [v("var"), w.scalar("eps", attrs.get("epsilon", 1e-5))], [v("ve")], "eps"),
+             w.make("Sqrt", [v("ve")], [v("std")], "sqrt"), w.make("Div", [v("d"), v("std")], [v("n")], "div"),
+             w.make("Mul", [v("n"), inputs[1]], [scaled], "scale")]
+    return nodes + ([w.make("Add", [scaled, inputs[2]], [y], "bias")] if scaled != y else [])
+
+
+def _gelu_nodes(w: _Expansion, tanh: bool) -> list:
+    """Gelu as exporters write it below opset 20: PyTorch's gelu(approximate='tanh') with ``tanh``, else the erf
+    form."""
+    x, y, v = w.node.inputs[0], w.node.outputs[0], w.v
+    if tanh:
+        return [w.make("Mul", [x, x], [v("sq")], "sq"), w.make("Mul", [x, v("sq")], [v("cube")], "cube"),
+                w.make("Mul", [v("cube"), w.scalar("kappa", 0.044715)], [v("kc")], "kappa"),
+                w.make("Add", [x, v("kc")], [v("inner")], "inner"),
+                w.make("Mul", [v("inner"), w.scalar("beta", math.sqrt(2 / math.pi))], [v("u")], "beta"),
+                w.make("Tanh", [v("u")], [v("t")], "tanh"),
+                w.make("Add", [v("t"), w.scalar("one", 1)], [v("t1")], "add"),
+                w.make("Mul", [x, v("t1")], [v("xt")], "mul"),
+                w.make("Mul", [v("xt"), w.scalar("half", 0.5)], [y], "half")]
+    return [w.make("Div", [x, w.scalar("sqrt2", math.sqrt(2))], [v("div")], "div"),
+            w.make("Erf", [v("div")], [v("erf")], "erf"),
+            w.make("Add", [v("erf"), w.scalar("one", 1)], [v("add")], "add"),
+            w.make("Mul", [x, v("add")], [v("mul")], "mul"),
+            w.make("Mul", [v("mul"), w.scalar("half", 0.5)], [y], "half")]
 
 
 def to_onnx(graph: Graph, opset: int | None = None):

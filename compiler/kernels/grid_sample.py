@@ -203,72 +203,89 @@ def grid_constants(spec: GridSpec) -> np.ndarray:
     return np.concatenate([np.array(s, np.float32), ints.view(np.float32)])
 
 
-def _coordinate_ops(spec: GridSpec, pt: int, g: int, k: int, out_i: int, out_w: int, tmp: int) -> list:
-    """The vector instructions computing ``pt`` points' indices (at ``out_i``) and weights (at ``out_w``) from
-    their grid tile at ``g`` (``[pt][x, y]`` f32, overwritten); ``k`` the constants, ``tmp`` 96 B per point."""
-    def v(at: int, strides: tuple[int, ...], dt: DType = F32) -> View:
-        return View(Space.SPM, at, dt, strides)
+def _spm(at: int, strides: tuple[int, ...], dt: DType = F32) -> View:
+    return View(Space.SPM, at, dt, strides)
 
-    def bin_(op, shape, dst, a, b=None, imm=0):
-        return VecBinary(op=op, shape=shape, dst=dst, src0=a, src1=b, imm=imm)
 
+def _bin(op: BinOp, shape: tuple[int, ...], dst: View, a: View, b: View | None = None, imm: float = 0) -> VecBinary:
+    return VecBinary(op=op, shape=shape, dst=dst, src0=a, src1=b, imm=imm)
+
+
+def coordinate_ops(spec: GridSpec, pt: int, g: int, k: int, out_i: int, out_w: int, tmp: int) -> list:
+    """The vector instructions computing ``pt`` points' tap indices (at SPM byte ``out_i``) and bilinear weights (at
+    ``out_w``) from their grid tile at ``g`` (``[pt][x, y]`` f32, overwritten); ``k`` the SPM byte address of
+    :func:`grid_constants`, ``tmp`` a scratch area of 96 bytes per point. Shared with the deformable attention's
+    sampling (:mod:`compiler.kernels.msda`)."""
     s2 = (pt, 2)
-    u = v(g, (8, 4))
-    ops = [bin_(BinOp.ADD, s2, u, u, imm=1.0)]
+    u = _spm(g, (8, 4))
+    ops = [_bin(BinOp.ADD, s2, u, u, imm=1.0)]
     if spec.align_corners:
-        ops += [bin_(BinOp.DIV, s2, u, u, imm=2.0), bin_(BinOp.MUL, s2, u, u, v(k, (0, 4)))]
+        ops += [_bin(BinOp.DIV, s2, u, u, imm=2.0), _bin(BinOp.MUL, s2, u, u, _spm(k, (0, 4)))]
     else:
-        ops += [bin_(BinOp.MUL, s2, u, u, v(k, (0, 4))), bin_(BinOp.SUB, s2, u, u, imm=1.0),
-                bin_(BinOp.DIV, s2, u, u, imm=2.0)]
+        ops += [_bin(BinOp.MUL, s2, u, u, _spm(k, (0, 4))), _bin(BinOp.SUB, s2, u, u, imm=1.0),
+                _bin(BinOp.DIV, s2, u, u, imm=2.0)]
+    ti = _spm(tmp, (8, 4), I32)                                                       # [pt][2] each
+    ops.append(VecUnary(fn=Act.MOV, shape=s2, dst=ti, src=u))                       # t = nearbyint(u)
+    if spec.mode == "nearest":
+        return ops + _nearest_ops(spec, pt, k, out_i, tmp)
+    return ops + _bilinear_ops(spec, pt, u, k, out_i, out_w, tmp)
+
+
+def _nearest_ops(spec: GridSpec, pt: int, k: int, out_i: int, tmp: int) -> list:
+    """Nearest: the index ``y*W + x`` of the rounded coordinates (at ``tmp``), clamped (border) or -1 outside."""
+    s2, w = (pt, 2), spec.w
+    t_at, c_at, m_at = tmp, tmp + 16 * pt, tmp + 48 * pt
+    ti, li, lm1 = _spm(t_at, (8, 4), I32), _spm(k + 8, (0, 4), I32), _spm(k + 16, (0, 4), I32)
+    idx = _spm(out_i, (4,), I32)
+    tx, ty = _spm(t_at, (8,), I32), _spm(t_at + 4, (8,), I32)
+    if spec.padding == "border":
+        return [_bin(BinOp.MAX, s2, ti, ti, imm=0), _bin(BinOp.MIN, s2, ti, ti, lm1),
+                _bin(BinOp.MUL, (pt,), idx, ty, imm=w), _bin(BinOp.ADD, (pt,), idx, idx, tx)]
+    ok, m = _spm(c_at, (8, 4), I32), _spm(m_at, (8, 4), I32)
+    return [_bin(BinOp.CMPGT, s2, ok, ti, imm=-1), _bin(BinOp.CMPGT, s2, m, li, ti),
+            _bin(BinOp.MUL, s2, ok, ok, m),
+            _bin(BinOp.MUL, (pt,), idx, ty, imm=w), _bin(BinOp.ADD, (pt,), idx, idx, tx),
+            _bin(BinOp.ADD, (pt,), idx, idx, imm=1),
+            _bin(BinOp.MUL, (pt,), _spm(m_at, (4,), I32), _spm(c_at, (8,), I32), _spm(c_at + 4, (8,), I32)),
+            _bin(BinOp.MUL, (pt,), idx, idx, _spm(m_at, (4,), I32)),
+            _bin(BinOp.SUB, (pt,), idx, idx, imm=1)]
+
+
+def _bilinear_ops(spec: GridSpec, pt: int, u: View, k: int, out_i: int, out_w: int, tmp: int) -> list:
+    """Bilinear: the four taps' indices (clamped, or -1 outside) and weights (in ``spec.order``) of the coordinates
+    ``u`` rounded at ``tmp``."""
+    s2, s3, w = (pt, 2), (pt, 2, 2), spec.w
     t_at, f_at, c_at = tmp, tmp + 8 * pt, tmp + 16 * pt           # [pt][2] each
     xk_at, m_at, d_at = tmp + 32 * pt, tmp + 48 * pt, tmp + 64 * pt  # [pt][2][2] each
-    ly_at = tmp + 24 * pt
-    ti, li, lm1, k01 = v(t_at, (8, 4), I32), v(k + 8, (0, 4), I32), v(k + 16, (0, 4), I32), k + 24
-    ops.append(VecUnary(fn=Act.MOV, shape=s2, dst=ti, src=u))                       # t = nearbyint(u)
-    w = spec.w
-    if spec.mode == "nearest":
-        idx = v(out_i, (4,), I32)
-        tx, ty = v(t_at, (8,), I32), v(t_at + 4, (8,), I32)
-        if spec.padding == "border":
-            return ops + [bin_(BinOp.MAX, s2, ti, ti, imm=0), bin_(BinOp.MIN, s2, ti, ti, lm1),
-                          bin_(BinOp.MUL, (pt,), idx, ty, imm=w), bin_(BinOp.ADD, (pt,), idx, idx, tx)]
-        ok, m = v(c_at, (8, 4), I32), v(m_at, (8, 4), I32)
-        return ops + [bin_(BinOp.CMPGT, s2, ok, ti, imm=-1), bin_(BinOp.CMPGT, s2, m, li, ti),
-                      bin_(BinOp.MUL, s2, ok, ok, m),
-                      bin_(BinOp.MUL, (pt,), idx, ty, imm=w), bin_(BinOp.ADD, (pt,), idx, idx, tx),
-                      bin_(BinOp.ADD, (pt,), idx, idx, imm=1),
-                      bin_(BinOp.MUL, (pt,), v(m_at, (4,), I32), v(c_at, (8,), I32), v(c_at + 4, (8,), I32)),
-                      bin_(BinOp.MUL, (pt,), idx, idx, v(m_at, (4,), I32)),
-                      bin_(BinOp.SUB, (pt,), idx, idx, imm=1)]
-    tf, gi = v(f_at, (8, 4)), v(c_at, (8, 4), I32)
-    d = v(d_at if spec.order == "product" else out_w, (16, 8, 4))                   # [pt][x|y][dx2|dx1]
-    dd = d.base
-    ops += [VecUnary(fn=Act.MOV, shape=s2, dst=tf, src=ti),                           # f32(t), exact
-            bin_(BinOp.CMPGT, s2, gi, tf, u),                                         # rounded up?
-            bin_(BinOp.SUB, s2, ti, ti, gi),                                          # x1 = floor(u)
-            VecUnary(fn=Act.MOV, shape=s2, dst=tf, src=ti),                           # f32(x1)
-            bin_(BinOp.SUB, s2, v(dd + 4, (16, 8)), u, tf),                           # dx1 = u - x1
-            bin_(BinOp.ADD, s2, tf, tf, imm=1.0),                                     # x2 = x1 + 1
-            bin_(BinOp.SUB, s2, v(dd, (16, 8)), tf, u)]                               # dx2 = x2 - u
+    ly_at, k01 = tmp + 24 * pt, k + 24
+    ti = _spm(t_at, (8, 4), I32)
+    tf, gi = _spm(f_at, (8, 4)), _spm(c_at, (8, 4), I32)
+    dd = d_at if spec.order == "product" else out_w                                  # [pt][x|y][dx2|dx1]
+    ops = [VecUnary(fn=Act.MOV, shape=s2, dst=tf, src=ti),                           # f32(t), exact
+           _bin(BinOp.CMPGT, s2, gi, tf, u),                                         # rounded up?
+           _bin(BinOp.SUB, s2, ti, ti, gi),                                          # x1 = floor(u)
+           VecUnary(fn=Act.MOV, shape=s2, dst=tf, src=ti),                           # f32(x1)
+           _bin(BinOp.SUB, s2, _spm(dd + 4, (16, 8)), u, tf),                        # dx1 = u - x1
+           _bin(BinOp.ADD, s2, tf, tf, imm=1.0),                                     # x2 = x1 + 1
+           _bin(BinOp.SUB, s2, _spm(dd, (16, 8)), tf, u)]                            # dx2 = x2 - u
     if spec.order == "product":   # w[ky][kx] = d[y][ky] * d[x][kx]: (dy2*dx2, dy2*dx1, dy1*dx2, dy1*dx1)
-        ops.append(bin_(BinOp.MUL, (pt, 2, 2), v(out_w, (16, 8, 4)), v(dd + 8, (16, 4, 0)), v(dd, (16, 0, 4))))
-    s3 = (pt, 2, 2)
-    xk = v(xk_at, (16, 8, 4), I32)                                                    # [pt][x|y][k] = x1 + k
-    ops.append(bin_(BinOp.ADD, s3, xk, v(t_at, (8, 4, 0), I32), v(k01, (0, 0, 4), I32)))
-    idx = v(out_i, (16, 8, 4), I32)                                                   # [pt][ky][kx]
-    ly = v(ly_at, (8, 4), I32)
-    lin = [bin_(BinOp.MUL, s2, ly, v(xk_at + 8, (16, 4), I32), imm=w),                # y_k * W
-           bin_(BinOp.ADD, s3, idx, v(ly_at, (8, 4, 0), I32), v(xk_at, (16, 0, 4), I32))]
+        ops.append(_bin(BinOp.MUL, s3, _spm(out_w, (16, 8, 4)), _spm(dd + 8, (16, 4, 0)), _spm(dd, (16, 0, 4))))
+    xk = _spm(xk_at, (16, 8, 4), I32)                                                # [pt][x|y][k] = x1 + k
+    ops.append(_bin(BinOp.ADD, s3, xk, _spm(t_at, (8, 4, 0), I32), _spm(k01, (0, 0, 4), I32)))
+    idx = _spm(out_i, (16, 8, 4), I32)                                               # [pt][ky][kx]
+    ly = _spm(ly_at, (8, 4), I32)
+    lin = [_bin(BinOp.MUL, s2, ly, _spm(xk_at + 8, (16, 4), I32), imm=w),            # y_k * W
+           _bin(BinOp.ADD, s3, idx, _spm(ly_at, (8, 4, 0), I32), _spm(xk_at, (16, 0, 4), I32))]
     if spec.padding == "border":
-        return ops + [bin_(BinOp.MAX, s3, xk, xk, imm=0), bin_(BinOp.MIN, s3, xk, xk, v(k + 16, (0, 4, 0), I32)),
+        return ops + [_bin(BinOp.MAX, s3, xk, xk, imm=0), _bin(BinOp.MIN, s3, xk, xk, _spm(k + 16, (0, 4, 0), I32)),
                       *lin]
-    ok, m = v(m_at, (16, 8, 4), I32), v(c_at, (16, 8, 4), I32)   # m reuses c_at..c_at+16*pt (gi is dead)
-    return ops + [bin_(BinOp.CMPGT, s3, ok, xk, imm=-1), bin_(BinOp.CMPGT, s3, m, v(k + 8, (0, 4, 0), I32), xk),
-                  bin_(BinOp.MUL, s3, ok, ok, m), *lin,
-                  bin_(BinOp.ADD, s3, idx, idx, imm=1),
-                  bin_(BinOp.MUL, s3, m, v(m_at + 8, (16, 4, 0), I32), v(m_at, (16, 0, 4), I32)),
-                  bin_(BinOp.MUL, s3, idx, idx, m),
-                  bin_(BinOp.SUB, s3, idx, idx, imm=1)]
+    ok, m = _spm(m_at, (16, 8, 4), I32), _spm(c_at, (16, 8, 4), I32)   # m reuses c_at..c_at+16*pt (gi is dead)
+    return ops + [_bin(BinOp.CMPGT, s3, ok, xk, imm=-1), _bin(BinOp.CMPGT, s3, m, _spm(k + 8, (0, 4, 0), I32), xk),
+                  _bin(BinOp.MUL, s3, ok, ok, m), *lin,
+                  _bin(BinOp.ADD, s3, idx, idx, imm=1),
+                  _bin(BinOp.MUL, s3, m, _spm(m_at + 8, (16, 4, 0), I32), _spm(m_at, (16, 0, 4), I32)),
+                  _bin(BinOp.MUL, s3, idx, idx, m),
+                  _bin(BinOp.SUB, s3, idx, idx, imm=1)]
 
 
 def grid_coordinates(spec: GridSpec, target: Target, pt: int | None = None) -> Program:
@@ -297,7 +314,7 @@ def grid_coordinates(spec: GridSpec, target: Target, pt: int | None = None) -> P
                                                    src=View(Space.DRAM, 0, F32, (ES,), "K"))]
             loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(np_ * 2,), dst=View(Space.SPM, base + g_at, F32, (ES,)),
                                  src=View(Space.DRAM, (b * spec.points + p0) * 8, F32, (ES,), "G")))
-            compute = _coordinate_ops(spec, np_, base + g_at, k, base + i_at, base + w_at, base + tmp)
+            compute = coordinate_ops(spec, np_, base + g_at, k, base + i_at, base + w_at, base + tmp)
             first = (b * spec.points + p0)
             stores = [DmaCopy(queue=Queue.DMA_ST, shape=(np_ * t,), src=View(Space.SPM, base + i_at, I32, (4,)),
                               dst=View(Space.DRAM, first * t * 4, I32, (4,), "I"))]

@@ -12,7 +12,7 @@ Two placements of the level tables (:data:`TABLES`):
 
 - ``spm``: all levels of one head are loaded into the SPM once per head (two table buffers, alternating by head, so
   the next head's tables load while this head's last tiles compute); the coordinates are computed in the same step
-  on the vector unit (class 3 of seed-ops.md 4.4, :func:`compiler.kernels.grid_sample._coordinate_ops`), the taps read
+  on the vector unit (class 3 of seed-ops.md 4.4, :func:`compiler.kernels.grid_sample.coordinate_ops`), the taps read
   by ``vpu.gather``. Reads each table once per head.
 - ``dram``: the tables stay in DRAM and each tile's taps are ``dma.ld.gather`` rows (4 per sample); the indices and
   bilinear weights come from the class-3 coordinate program of each level (:func:`compiler.kernels.grid_sample
@@ -263,7 +263,7 @@ def msda_coordinates(spec: MsdaSpec, target: Target, pt: int | None = None) -> P
             first = (b * spec.q + q0) * p
             for i in range(nl):
                 oi, ow = base + o + 2 * i * ostep, base + o + (2 * i + 1) * ostep
-                compute += gs._coordinate_ops(spec.level(i), np_ * p, base + g + i * gstep, k + 32 * i, oi, ow,
+                compute += gs.coordinate_ops(spec.level(i), np_ * p, base + g + i * gstep, k + 32 * i, oi, ow,
                                               base + tmp)
                 stores += [DmaCopy(queue=Queue.DMA_ST, shape=(np_ * p * 4,), src=View(Space.SPM, oi, I32, (ES,)),
                                    dst=View(Space.DRAM, first * 16, I32, (ES,), f"I{i}")),
@@ -288,70 +288,95 @@ def msda_program(spec: MsdaSpec, target: Target, tables: str | None = None, pt: 
     if tables not in TABLES:
         raise CompileError(f"tables must be one of {TABLES}, not {tables!r}")
     lay = _tiling(spec, target, tables, pt)
-    nl, p, d, tp, line = len(spec.levels), spec.p, spec.d, lay.tp, target.bank_row
+    line = target.bank_row
+    offs = np.cumsum([0] + [_up(h * w * lay.tp, line) for h, w in spec.levels]).tolist()
     pipe = RingPipeline()
-    offs = np.cumsum([0] + [_up(h * w * tp, line) for h, w in spec.levels]).tolist()
     for b in range(spec.n):
-        tab = 2 * lay.slot + (b % 2) * lay.tables
         for q0 in range(0, spec.q, lay.pt):
-            np_ = min(lay.pt, spec.q - q0)
-            npts, base = np_ * p, pipe.slot * lay.slot
-            loads, compute = [], []
-            if tables == "spm":
-                if b == 0 and q0 == 0:
-                    loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(8 * nl,), dst=View(Space.SPM, lay.k, F32, (ES,)),
-                                         src=View(Space.DRAM, 0, F32, (ES,), "K")))
-                for i, (h, w) in enumerate(spec.levels):
-                    if q0 == 0:   # this head's tables, once
-                        off, rs = spec.at("V", b, 0, i)
-                        loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(h, w, d),
-                                             dst=View(Space.SPM, tab + offs[i], F32, (w * tp, tp, ES)),
-                                             src=View(Space.DRAM, off, F32, (w * rs, rs, ES), _region(spec, "V", i))))
-                gstep = _up(8 * lay.pt * p, line)
-                loads += _grid_loads(spec, b, q0, np_, base + lay.g, gstep)
-            for i, (h, w) in enumerate(spec.levels):
-                if tables == "spm":
-                    idx, wts, taps = base + lay.idx, base + lay.w, base + lay.taps
-                    compute += gs._coordinate_ops(spec.level(i), npts, base + lay.g + i * gstep, lay.k + 32 * i, idx,
-                                                  wts, base + lay.tmp)
-                    compute.append(Gather(queue=Queue.VPU, shape=(npts, 4), row=d, rows=h * w,
-                                          dst=View(Space.SPM, taps, F32, (4 * tp, tp, ES)),
-                                          table=View(Space.SPM, tab + offs[i], F32, (tp,)),
-                                          idx=View(Space.SPM, idx, I32, (16, 4))))
-                else:
-                    per = 2 * _up(16 * lay.pt * p, line)
-                    idx = base + lay.g + i * per
-                    wts = idx + per // 2
-                    taps = base + lay.taps + i * 4 * tp * lay.pt * p
-                    first = (b * spec.q + q0) * p
-                    off, rs = spec.at("V", b, 0, i)
-                    loads += [DmaCopy(queue=Queue.DMA_LD, shape=(npts * 4,), dst=View(Space.SPM, idx, I32, (ES,)),
-                                      src=View(Space.DRAM, first * 16, I32, (ES,), f"I{i}")),
-                              DmaCopy(queue=Queue.DMA_LD, shape=(npts * 4,), dst=View(Space.SPM, wts, F32, (ES,)),
-                                      src=View(Space.DRAM, first * 16, F32, (ES,), f"W{i}")),
-                              Gather(queue=Queue.DMA_LD, shape=(npts, 4), row=d, rows=h * w,
-                                     dst=View(Space.SPM, taps, F32, (4 * tp, tp, ES)),
-                                     table=View(Space.DRAM, off, F32, (rs,), _region(spec, "V", i)),
-                                     idx=View(Space.SPM, idx, I32, (16, 4)))]
-                compute += weighting((np_, p), d, View(Space.SPM, base + lay.s + i * p * tp, F32,
-                                                       (spec.lp * tp, tp, ES)),
-                                     View(Space.SPM, taps, F32, (p * 4 * tp, 4 * tp, tp, ES)),
-                                     View(Space.SPM, wts, F32, (p * 16, 16, ES)))
-            off, stride = spec.at("A", b, q0)
-            loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(np_, spec.lp),
-                                 dst=View(Space.SPM, base + lay.a, F32, (spec.lp * ES, ES)),
-                                 src=View(Space.DRAM, off, F32, (stride, ES), "A")))
-            compute += _attention(spec, np_, base + lay.s, base + lay.a, base + lay.y, tp)
-            off, stride = spec.at("Y", b, q0)
-            store = DmaCopy(queue=Queue.DMA_ST, shape=(np_, d), src=View(Space.SPM, base + lay.y, F32, (d * ES, ES)),
-                            dst=View(Space.DRAM, off, F32, (stride, ES), "Y"))
+            loads, compute, store = _msda_step(spec, lay, tables, offs, line, b, q0, pipe.slot * lay.slot)
             pipe.step(loads, compute, [store])
-    samples = spec.n * spec.q * p
+    samples, nl = spec.n * spec.q * spec.p, len(spec.levels)
     names = _io_regions(spec)
     if tables == "spm":
         names.append(("K", 32 * nl))
     else:
         names = [n for n in names if not n[0].startswith("G")]
         names += [(f"{w}{i}", samples * 16) for i in range(nl) for w in "IW"]
-    names += [("A", spec.n * spec.q * spec.lp * ES), ("Y", spec.n * spec.q * d * ES)]
+    names += [("A", spec.n * spec.q * spec.lp * ES), ("Y", spec.n * spec.q * spec.d * ES)]
     return pipe.program(vector_config(target.spm), _regions(spec, names))
+
+
+def _msda_step(spec: MsdaSpec, lay: _Layout, tables: str, offs: list[int], line: int, b: int, q0: int,
+               base: int) -> tuple[list, list, DmaCopy]:
+    """The loads, compute and store of head ``b``'s queries ``q0..`` (``lay.pt`` at most) in the ring slot at SPM
+    byte ``base``: per level its taps gathered (from the SPM tables or DRAM) and weighted, then the attention."""
+    p, d, tp = spec.p, spec.d, lay.tp
+    np_ = min(lay.pt, spec.q - q0)
+    loads, compute = [], []
+    gstep = _up(8 * lay.pt * p, line)
+    tab = 2 * lay.slot + (b % 2) * lay.tables
+    if tables == "spm":
+        loads += _spm_table_loads(spec, lay, offs, tab, b, q0)
+        loads += _grid_loads(spec, b, q0, np_, base + lay.g, gstep)
+    for i, (h, w) in enumerate(spec.levels):
+        if tables == "spm":
+            idx, wts, taps = base + lay.idx, base + lay.w, base + lay.taps
+            compute += gs.coordinate_ops(spec.level(i), np_ * p, base + lay.g + i * gstep, lay.k + 32 * i, idx,
+                                         wts, base + lay.tmp)
+            compute.append(Gather(queue=Queue.VPU, shape=(np_ * p, 4), row=d, rows=h * w,
+                                  dst=View(Space.SPM, taps, F32, (4 * tp, tp, ES)),
+                                  table=View(Space.SPM, tab + offs[i], F32, (tp,)),
+                                  idx=View(Space.SPM, idx, I32, (16, 4))))
+        else:
+            wts, taps, level_loads = _dram_taps(spec, lay, line, i, b, q0, np_, base)
+            loads += level_loads
+        compute += weighting((np_, p), d, View(Space.SPM, base + lay.s + i * p * tp, F32, (spec.lp * tp, tp, ES)),
+                             View(Space.SPM, taps, F32, (p * 4 * tp, 4 * tp, tp, ES)),
+                             View(Space.SPM, wts, F32, (p * 16, 16, ES)))
+    off, stride = spec.at("A", b, q0)
+    loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(np_, spec.lp),
+                         dst=View(Space.SPM, base + lay.a, F32, (spec.lp * ES, ES)),
+                         src=View(Space.DRAM, off, F32, (stride, ES), "A")))
+    compute += _attention(spec, np_, base + lay.s, base + lay.a, base + lay.y, tp)
+    off, stride = spec.at("Y", b, q0)
+    store = DmaCopy(queue=Queue.DMA_ST, shape=(np_, d), src=View(Space.SPM, base + lay.y, F32, (d * ES, ES)),
+                    dst=View(Space.DRAM, off, F32, (stride, ES), "Y"))
+    return loads, compute, store
+
+
+def _spm_table_loads(spec: MsdaSpec, lay: _Layout, offs: list[int], tab: int, b: int, q0: int) -> list[DmaCopy]:
+    """The constants (the first step only) and, at a head's first queries, its level tables into the SPM buffer at
+    byte ``tab``."""
+    loads = []
+    if b == 0 and q0 == 0:
+        loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(8 * len(spec.levels),), dst=View(Space.SPM, lay.k, F32, (ES,)),
+                             src=View(Space.DRAM, 0, F32, (ES,), "K")))
+    for i, (h, w) in enumerate(spec.levels):
+        if q0 == 0:   # this head's tables, once
+            off, rs = spec.at("V", b, 0, i)
+            loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(h, w, spec.d),
+                                 dst=View(Space.SPM, tab + offs[i], F32, (w * lay.tp, lay.tp, ES)),
+                                 src=View(Space.DRAM, off, F32, (w * rs, rs, ES), _region(spec, "V", i))))
+    return loads
+
+
+def _dram_taps(spec: MsdaSpec, lay: _Layout, line: int, i: int, b: int, q0: int, np_: int,
+               base: int) -> tuple[int, int, list]:
+    """Level ``i`` with ``dram`` tables: its indices and weights loaded, its taps gathered from DRAM by the DMA; (SPM
+    byte of the weights, of the taps, the loads)."""
+    h, w = spec.levels[i]
+    npts, tp = np_ * spec.p, lay.tp
+    per = 2 * _up(16 * lay.pt * spec.p, line)
+    idx = base + lay.g + i * per
+    wts = idx + per // 2
+    taps = base + lay.taps + i * 4 * tp * lay.pt * spec.p
+    first = (b * spec.q + q0) * spec.p
+    off, rs = spec.at("V", b, 0, i)
+    return wts, taps, [DmaCopy(queue=Queue.DMA_LD, shape=(npts * 4,), dst=View(Space.SPM, idx, I32, (ES,)),
+                               src=View(Space.DRAM, first * 16, I32, (ES,), f"I{i}")),
+                       DmaCopy(queue=Queue.DMA_LD, shape=(npts * 4,), dst=View(Space.SPM, wts, F32, (ES,)),
+                               src=View(Space.DRAM, first * 16, F32, (ES,), f"W{i}")),
+                       Gather(queue=Queue.DMA_LD, shape=(npts, 4), row=spec.d, rows=h * w,
+                              dst=View(Space.SPM, taps, F32, (4 * tp, tp, ES)),
+                              table=View(Space.DRAM, off, F32, (rs,), _region(spec, "V", i)),
+                              idx=View(Space.SPM, idx, I32, (16, 4)))]

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from compiler.errors import CompileError, TilingError
 from compiler.kernels.common.pipeline import RingPipeline, vector_config
 from compiler.kernels.common.target import Target
-from compiler.kernels.vector import _overlap_cap, row_major
+from compiler.kernels.vector.streams import overlap_cap
+from compiler.kernels.vector.strides import row_major
 from isa import Act, BinOp, DmaCopy, DType, Program, Queue, Reduce, Region, Space, VecBinary, VecUnary, View
 from isa.view import MAX_EXTENT
 
@@ -166,7 +167,7 @@ def reduce(op: str, sp: Space5, target: Target, dtype: DType = F32) -> Program:
     spm = target.spm
     total = math.prod(sp.shape)
     limit = spm // (2 * es + 3 * 4)                       # two input slots, two output slots, one accumulator
-    limit = min(limit, _overlap_cap(total, max(4096, min(sp.group, limit))))
+    limit = min(limit, overlap_cap(total, max(4096, min(sp.group, limit))))
     t = _tile(sp, limit)
     box = math.prod(_kept(t, sp.reduced))
     lay = _Layout(math.prod(t), box, box, 1, es)
@@ -269,7 +270,7 @@ def normalize(sp: Space5, channels: int, eps: float, target: Target, dtype: DTyp
     limit = (spm - 8 * channels) // (4 * es + 2 * 4)       # two input, two output slots; mean and 1/std per group
     if limit < 1 or channels > MAX_EXTENT:
         raise TilingError(f"{channels} channels of scale and bias do not fit the SPM")
-    limit = min(limit, _overlap_cap(total, max(4096, min(sp.group, limit))))
+    limit = min(limit, overlap_cap(total, max(4096, min(sp.group, limit))))
     t = _tile(sp, limit)
     lay = _Layout(math.prod(t), math.prod(t), math.prod(_kept(t, sp.reduced)), 2, es)
     norm = _Norm(sp, lay, channels, eps, all(c == 0 for c, r in zip(sp.chan, sp.reduced) if r))

@@ -614,53 +614,78 @@ def resize_program(plan: ResizePlan, target: Target, method: str | None = None,
     if 2 * sl.size + _up(consts.nbytes, line) > target.spm:
         raise TilingError(f"Resize tiling {t} needs {2 * sl.size + _up(consts.nbytes, line)} B of SPM for two ring "
                           f"slots and its constants, more than {target.spm} B")
-    res_at = 2 * sl.size
-    res = {}
-    if method == "gather":
-        k = 2 if plan.linear else 1
-        off = res_at
-        for name, count in (("wy", plan.ho * 2 if plan.linear else 0), ("wx", plan.wo * 2 if plan.linear else 0),
-                            ("rows", plan.ho * k), ("cols", plan.wo * k)):
-            res[name], off = off, off + count * 4
-        res["cmax"] = cmax
+    steps = _ResizeSteps(plan, method, t, lay, sl, 2 * sl.size, consts.size, cmax, vy, vx)
     pipe = RingPipeline()
     pipe.instrs += _fills(plan)
-    pix_in, row_in = plan.c * ES, plan.w * plan.c * ES
-    pix_out, row_out = plan.c * ES, plan.wo * plan.c * ES
-    need_consts = method == "gather" or plan.linear
     for n in range(plan.n):
         for c0 in range(0, plan.c, t.cb):
-            cb = min(t.cb, plan.c - c0)
             for oy0 in range(*vy, t.toh):
-                oy = (oy0, min(oy0 + t.toh, vy[1]))
-                ry0, ry1 = plan.ty.box(*oy)
                 for ox0 in range(*vx, t.tow):
-                    ox = (ox0, min(ox0 + t.tow, vx[1]))
-                    rx0, rx1 = plan.tx.box(*ox)
-                    base = pipe.slot * sl.size
-                    loads = [] if pipe.steps or not need_consts else [
-                        DmaCopy(queue=Queue.DMA_LD, shape=(consts.size,), dst=View(Space.SPM, res_at, F32, (ES,)),
-                                src=View(Space.DRAM, 0, F32, (ES,), "Wt"))]
-                    bh, bw = ry1 - ry0, rx1 - rx0
-                    pitch_row = (cmax if method == "gather" else bw) * lay.src
-                    loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(bh, bw, cb),
-                                         dst=View(Space.SPM, base + sl.src, F32, (pitch_row, lay.src, ES)),
-                                         src=View(Space.DRAM, ((n * plan.h + ry0) * plan.w + rx0) * pix_in + c0 * ES,
-                                                  F32, (row_in, pix_in, ES), "X")))
-                    th, tw = oy[1] - oy[0], ox[1] - ox[0]
-                    if method == "affine":
-                        compute = _affine_compute(plan, oy, ox, (ry0, rx0, bw), cb, base + sl.src, base + sl.out,
-                                                  tw, res_at, lay)
-                    else:
-                        compute = _gather_compute(plan, oy, ox, bh, cb, base, sl, lay, res)
-                    store = DmaCopy(queue=Queue.DMA_ST, shape=(th, tw, cb),
-                                    src=View(Space.SPM, base + sl.out, F32, (tw * lay.out, lay.out, ES)),
-                                    dst=View(Space.DRAM, ((n * plan.ho + oy[0]) * plan.wo + ox[0]) * pix_out + c0 * ES,
-                                             F32, (row_out, pix_out, ES), "Y"))
-                    pipe.step(loads, compute, [store])
+                    steps.step(pipe, n, c0, oy0, ox0)
     regions = (Region("X", 0, plan.n * plan.h * plan.w * plan.c * ES),
                Region("Y", 1, plan.n * plan.ho * plan.wo * plan.c * ES), Region("Wt", 2, consts.nbytes))
     return SampleProgram(pipe.program(vector_config(target.spm), regions), consts, method, t)
+
+
+@dataclass(frozen=True)
+class _ResizeSteps:
+    """The pipeline steps of one :func:`resize_program`: its plan, method, tiling, SPM layout and slot; the constants
+    (``consts`` f32 values) at SPM byte ``res_at`` above the two ring slots; ``cmax`` the most input columns a tile
+    reads; ``vy``, ``vx`` the output rows and columns the taps compute (the rest is filled)."""
+
+    plan: ResizePlan
+    method: str
+    t: SampleTiling
+    lay: Layout
+    sl: Slot
+    res_at: int
+    consts: int
+    cmax: int
+    vy: tuple[int, int]
+    vx: tuple[int, int]
+
+    @cached_property
+    def res(self) -> dict[str, int]:
+        """Gather: the SPM byte of each table of :func:`_gather_tables` (``wy``, ``wx``, ``rows``, ``cols``), and
+        ``cmax``."""
+        plan, res, off = self.plan, {}, self.res_at
+        if self.method == "gather":
+            k = 2 if plan.linear else 1
+            for name, count in (("wy", plan.ho * 2 if plan.linear else 0), ("wx", plan.wo * 2 if plan.linear else 0),
+                                ("rows", plan.ho * k), ("cols", plan.wo * k)):
+                res[name], off = off, off + count * 4
+            res["cmax"] = self.cmax
+        return res
+
+    def step(self, pipe: RingPipeline, n: int, c0: int, oy0: int, ox0: int) -> None:
+        """The step of image ``n``, channels ``c0..``, output rows ``oy0..`` and columns ``ox0..``."""
+        plan, t, lay, sl = self.plan, self.t, self.lay, self.sl
+        cb = min(t.cb, plan.c - c0)
+        oy, ox = (oy0, min(oy0 + t.toh, self.vy[1])), (ox0, min(ox0 + t.tow, self.vx[1]))
+        (ry0, ry1), (rx0, rx1) = plan.ty.box(*oy), plan.tx.box(*ox)
+        base = pipe.slot * sl.size
+        need_consts = self.method == "gather" or plan.linear
+        loads = [] if pipe.steps or not need_consts else [
+            DmaCopy(queue=Queue.DMA_LD, shape=(self.consts,), dst=View(Space.SPM, self.res_at, F32, (ES,)),
+                    src=View(Space.DRAM, 0, F32, (ES,), "Wt"))]
+        bh, bw = ry1 - ry0, rx1 - rx0
+        pitch_row = (self.cmax if self.method == "gather" else bw) * lay.src
+        pix, row_in, row_out = plan.c * ES, plan.w * plan.c * ES, plan.wo * plan.c * ES
+        loads.append(DmaCopy(queue=Queue.DMA_LD, shape=(bh, bw, cb),
+                             dst=View(Space.SPM, base + sl.src, F32, (pitch_row, lay.src, ES)),
+                             src=View(Space.DRAM, ((n * plan.h + ry0) * plan.w + rx0) * pix + c0 * ES,
+                                      F32, (row_in, pix, ES), "X")))
+        th, tw = oy[1] - oy[0], ox[1] - ox[0]
+        if self.method == "affine":
+            compute = _affine_compute(plan, oy, ox, (ry0, rx0, bw), cb, base + sl.src, base + sl.out, tw,
+                                      self.res_at, lay)
+        else:
+            compute = _gather_compute(plan, oy, ox, bh, cb, base, sl, lay, self.res)
+        store = DmaCopy(queue=Queue.DMA_ST, shape=(th, tw, cb),
+                        src=View(Space.SPM, base + sl.out, F32, (tw * lay.out, lay.out, ES)),
+                        dst=View(Space.DRAM, ((n * plan.ho + oy[0]) * plan.wo + ox[0]) * pix + c0 * ES,
+                                 F32, (row_out, pix, ES), "Y"))
+        pipe.step(loads, compute, [store])
 
 
 # ------------------------------------------------------------------------------------------------ AffineGrid

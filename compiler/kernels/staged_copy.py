@@ -35,7 +35,7 @@ import numpy as np
 from compiler.errors import CompileError
 from compiler.kernels.common.pipeline import vector_config
 from compiler.kernels.common.target import Target
-from compiler.kernels.vector import row_major
+from compiler.kernels.vector.strides import row_major
 from isa import DmaCopy, DmaFill, DType, Halt, Pad, Program, Queue, Region, SemDecl, SemOp, Space, View
 from isa.instructions import MAX_PAD
 from isa.view import MAX_EXTENT

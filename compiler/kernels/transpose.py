@@ -28,7 +28,7 @@ import numpy as np
 from compiler.errors import CompileError
 from compiler.kernels.common.pipeline import RingPipeline, vector_config
 from compiler.kernels.common.target import Target
-from compiler.kernels.vector import collapse, row_major
+from compiler.kernels.vector.strides import collapse, row_major
 from isa import Act, DmaCopy, DType, Program, Queue, Region, Space, VecUnary, View
 from isa.cost import bank_cycles, instr_cost
 from isa.view import MAX_EXTENT

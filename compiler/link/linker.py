@@ -1,6 +1,6 @@
 """Linking: single-op programs (segments) become one program over shared DRAM regions.
 
-Each lowering (``compiler.kernels.gemm``, ``compiler.kernels.conv2d``, ``compiler.kernels.vector``) produces a
+Each lowering (``compiler.kernels.gemm``, ``compiler.kernels.conv2d``, ``compiler.kernels.vector.streams``) produces a
 self-contained program with its own small DRAM regions (X, Wt, Y, ...). :func:`link` concatenates them in order and
 
 - relocates every DRAM view into the global regions (``Segment.bind``: local region -> (global region, byte offset);
@@ -46,7 +46,7 @@ from isa import (
 )
 from isa.arch import Arch
 from isa.cost import instr_cost
-from isa.units import Role, queues_with
+from isa.units import Role, key_short, queues_with
 from isa.verify import verify
 
 ENTRY, EXIT = queues_with(Role.DMA_LOAD, Role.HOST), queues_with(Role.DMA_STORE, Role.HOST)
@@ -169,7 +169,7 @@ def link(segments: list[Segment], config: ProgramConfig, regions: dict[str, int]
         init = {s.name: s.init for s in seg.program.sems}
         rename = {}
         for name in init:
-            new = f"{name}_{report.producer[name].unit.short}_{report.consumer[name].unit.short}" \
+            new = f"{name}_{key_short(report.producer[name])}_{key_short(report.consumer[name])}" \
                 if name in report.producer and name in report.consumer else name
             rename[name] = new
             if sems.setdefault(new, init[name]) != init[name]:

@@ -28,6 +28,7 @@ from compiler.ops import (
 )
 from compiler.ops import sampling as sample
 from compiler.ops.context import ALIGN, Binding, LoweringContext
+from compiler.ops.options import OpOption, OpOptions
 from compiler.ops.spec import OpSpec
 
 REGISTRY: MappingProxyType[str, OpSpec] = MappingProxyType(
@@ -36,6 +37,18 @@ REGISTRY: MappingProxyType[str, OpSpec] = MappingProxyType(
                    msda)
      for spec in module.OPS})
 """Every default-domain op the compiler takes, by ONNX name."""
+
+OPTIONS: MappingProxyType[str, OpOption] = MappingProxyType({o.name: o for spec in REGISTRY.values()
+                                                             for o in spec.options})
+"""Every op option the registry declares, by name (:attr:`OpSpec.options`; names are unique)."""
+assert len(OPTIONS) == sum(len(s.options) for s in REGISTRY.values()), "two ops declare an option of one name"
+
+
+def validated_options(options: OpOptions | None = None, **values: str) -> OpOptions:
+    """The op options of one compile, validated against the registry: ``options``' values, then ``values`` (option
+    name -> value) over them, every other option at its default. Raises TypeError for a name no op declares and
+    CompileError naming the option and what it takes for a value it does not."""
+    return OpOptions.of(OPTIONS, {**(options.as_dict() if options else {}), **values})
 
 
 def contract_violation(node: Node, graph: Graph) -> str | None:
@@ -60,4 +73,10 @@ def npu_unsupported(node: Node, graph: Graph) -> str | None:
     return spec.unsupported(node, graph)
 
 
-__all__ = ["ALIGN", "REGISTRY", "Binding", "LoweringContext", "OpSpec", "contract_violation", "npu_unsupported"]
+def unsupported_nodes(graph: Graph) -> list[tuple[Node, str]]:
+    """(node, reason) for every node of ``graph`` the NPU cannot run (:func:`npu_unsupported`), in graph order."""
+    return [(n, why) for n in graph.nodes if (why := npu_unsupported(n, graph)) is not None]
+
+
+__all__ = ["ALIGN", "OPTIONS", "REGISTRY", "Binding", "LoweringContext", "OpOption", "OpOptions", "OpSpec",
+           "contract_violation", "npu_unsupported", "unsupported_nodes", "validated_options"]

@@ -19,6 +19,7 @@ from compiler.ir import Graph, Node
 from compiler.kernels import transpose
 from compiler.kernels.common.target import Target
 from compiler.link.linker import Segment
+from compiler.ops.options import OpOptions
 from isa import DType, Program
 
 ALIGN = 64
@@ -74,13 +75,13 @@ class LoweringContext:
 
     ``target``: what the lowering may use of the NPU (the SPM less any activation arena, or half of that under
     prefetch); ``prefetched``: the segment's leading constant loads will overlap the previous layer, so a tiling
-    search may discount them; ``conv_transpose``: how ConvTranspose is lowered (``split``, or the baselines
-    ``swell_spm`` and ``swell_dram``: :data:`compiler.kernels.conv_transpose2d.MODES`); ``msda_tables``: where a fused
-    deformable attention keeps its level tables (``auto`` or :data:`compiler.kernels.msda.TABLES`).
+    search may discount them; ``options``: the compile's op options, each lowering reads its own
+    (``low.options[OPTION]``, :mod:`compiler.ops.options`).
     """
 
-    def __init__(self, graph: Graph, target: Target, conv_transpose: str = "split", msda_tables: str = "auto"):
-        self.graph, self.target, self.conv_transpose, self.msda_tables = graph, target, conv_transpose, msda_tables
+    def __init__(self, graph: Graph, target: Target, options: OpOptions | None = None):
+        self.graph, self.target = graph, target
+        self.options = options if options is not None else OpOptions()
         self.prefetched = False
         self.segments: list[Segment] = []
         self.weights: list[np.ndarray] = []   # constant images and their alignment gaps, in region W order

@@ -19,6 +19,7 @@ from compiler.frontend.canonical import CanonContext
 from compiler.ir import Graph, Node
 from compiler.kernels.conv2d import Epilogue, conv2d, pack_weights, search_conv_tiling
 from compiler.kernels.conv_transpose2d import (
+    MODES,
     ConvTransposeShape,
     conv_transpose2d,
     pack_transposed_weights,
@@ -31,11 +32,17 @@ from compiler.kernels.conv_transpose2d import (
     transpose_pads,
 )
 from compiler.ops.context import LoweringContext
-from compiler.ops.quant import _i32, _matrix_type, _out_scale
+from compiler.ops.options import OpOption
+from compiler.ops.quant import bias_i32, check_matrix_types, requant_scale
 from compiler.ops.spec import OpSpec
 from isa import DType
 
 F32 = DType.F32
+MODE = OpOption("conv_transpose", MODES, "split",
+                "how ConvTranspose is lowered: split (phase splitting), or the baselines it is measured against, "
+                "swell_spm (each window zero-inserted in SPM) and swell_dram (the zero-inserted input written to "
+                "DRAM, then a convolution)")
+"""The ConvTranspose option (``compile_model(conv_transpose=...)``)."""
 
 
 def transpose_shape(n: Node, x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> ConvTransposeShape:
@@ -119,7 +126,7 @@ def lower_conv_transpose(low: LoweringContext, n: Node) -> None:
     quantized form requantizes there too."""
     if "quant" in n.attrs:
         return _lower_quantized(low, n)
-    mode = low.conv_transpose
+    mode = low.options[MODE]
     x = low.want(n.inputs[0], "nhwc")
     w = low.data(n.inputs[1]).astype(np.float32)
     ct = transpose_shape(n, x.shape, w.shape)
@@ -156,7 +163,7 @@ def _lower_quantized(low: LoweringContext, n: Node) -> None:
     phase since each phase sums its own taps), then the QLinearConv requantization (:mod:`compiler.ops.quant`)."""
     q = n.attrs["quant"]
     xd, wd = (DType.from_numpy(low.graph.tensor(t).dtype) for t in n.inputs[:2])
-    _matrix_type(low, n, xd, wd)
+    check_matrix_types(low, n, xd, wd)
     x = low.want(n.inputs[0], "nhwc")
     w = np.asarray(low.data(n.inputs[1]))
     ct = transpose_shape(n, x.shape, w.shape)
@@ -175,14 +182,14 @@ def _lower_quantized(low: LoweringContext, n: Node) -> None:
     low.emit(n, prog, {"X": ("ACT", x.offset),
                        "Wt": ("W", low.const(pack_transposed_weights(w, ct, target.rows, target.cols,
                                                                      gpack=tiling.gpack))),
-                       "Y": ("ACT", y.offset), "Bias": ("W", low.const(_i32(table, n))),
-                       "Scale": ("W", low.const(_out_scale(np.float32([q["x_scale"]]), w_scale,
+                       "Y": ("ACT", y.offset), "Bias": ("W", low.const(bias_i32(table, n))),
+                       "Scale": ("W", low.const(requant_scale(np.float32([q["x_scale"]]), w_scale,
                                                            np.float32([q["y_scale"]]), ct.K)))}, ct.macs)
     low.bind[n.outputs[0]] = y
 
 
 OPS = (
-    OpSpec("ConvTranspose", lower_conv_transpose, _canonical, _check, dtypes=None, nhwc=True,
+    OpSpec("ConvTranspose", lower_conv_transpose, _canonical, _check, dtypes=None, nhwc=True, options=(MODE,),
            npu="1-D and 2-D, any strides, pads, output_padding, output_shape, auto_pad, dilations and groups; matrix "
                "unit by phase splitting (all phases of a tile from one input window, outputs interleaved in the "
                "accumulators; bias and activation fused); int8 through DequantizeLinear -> ConvTranspose -> "

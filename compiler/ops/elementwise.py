@@ -1,7 +1,7 @@
 """Element-wise ops on the vector unit: Add, Sub, Mul, Div with numpy broadcasting (an activation fused by
 :func:`compiler.passes.fuse.fuse_activation` rides in the same pass), the activations (one vector function, or a
-few instructions per tile in one pass: :func:`compiler.kernels.vector.pointwise`), Pow with a constant exponent and the
-variadic Min, Max, Sum, Mean."""
+few instructions per tile in one pass: :func:`compiler.kernels.vector.streams.pointwise`), Pow with a constant
+exponent and the variadic Min, Max, Sum, Mean."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 from compiler.errors import UnsupportedOpError
 from compiler.frontend.canonical import CanonContext, const_inputs
 from compiler.ir import Graph, Node
-from compiler.kernels import vector
+from compiler.kernels.vector import recipes, streams
 from compiler.ops.context import LoweringContext
 from compiler.ops.spec import OpSpec
 from isa import Act, BinOp, DType
@@ -77,7 +77,7 @@ def lower_binary(low: LoweringContext, n: Node) -> None:
     y = low.alloc(out_shape, layout)
     act = n.attrs.get("activation")
     fused = None if act is None else (Act.RELU, 0.0, 0.0) if act[0] == "relu" else (Act.CLAMP, act[1], act[2])
-    prog = vector.binary(BINARY[n.op], shapes[0], shapes[1], F32, low.target, fused)
+    prog = streams.binary(BINARY[n.op], shapes[0], shapes[1], F32, low.target, fused)
     low.emit(n, prog, {"A": locs[0], "B": locs[1], "Y": ("ACT", y.offset)})
     low.bind[n.outputs[0]] = y
 
@@ -92,14 +92,14 @@ def lower_unary(low: LoweringContext, n: Node) -> None:
         hi = low.data(ins[2]).item() if ins[2] else float(n.attrs.get("max", 3.4e38))
         lo = min(lo, hi)   # ONNX: with min > max every output is max
     y = low.alloc(x.shape, x.layout)
-    low.emit(n, vector.unary(UNARY[n.op], x.phys, F32, low.target, lo, hi),
+    low.emit(n, streams.unary(UNARY[n.op], x.phys, F32, low.target, lo, hi),
              {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)})
     low.bind[n.outputs[0]] = y
 
 
 def lower_gelu(low: LoweringContext, n: Node) -> None:
     """Gelu: the erf form in one vpu.act.gelu per tile, the tanh form as one stream of eight instructions per tile
-    (:func:`compiler.kernels.vector.activation`)."""
+    (:func:`compiler.kernels.vector.streams.activation`)."""
     if n.attrs.get("approximate", "none") == "none":
         return lower_unary(low, n)
     lower_activation(low, n, "gelu_tanh")
@@ -115,7 +115,7 @@ def lower_activation(low: LoweringContext, n: Node, act: str, alpha: float = 1.0
     """``act`` (:mod:`compiler.kernels.common.epilogue`'s name) over the tensor in its layout, as one stream."""
     x = low.bind[n.inputs[0]]
     y = low.alloc(x.shape, x.layout)
-    low.emit(n, vector.activation(act, x.phys, F32, low.target, alpha=alpha),
+    low.emit(n, streams.activation(act, x.phys, F32, low.target, alpha=alpha),
              {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)})
     low.bind[n.outputs[0]] = y
 
@@ -163,7 +163,7 @@ def lower_pointwise(low: LoweringContext, n: Node) -> None:
     out_shape = low.graph.tensor(n.outputs[0]).shape
     layout, locs, shapes = operands(low, names, out_shape)
     regions = [f"X{k}" for k in range(len(names))]
-    prog = vector.pointwise(RECIPES[n.op](low, n), list(zip(regions, shapes)), _phys(out_shape, layout), low.target)
+    prog = streams.pointwise(RECIPES[n.op](low, n), list(zip(regions, shapes)), _phys(out_shape, layout), low.target)
     y = low.alloc(out_shape, layout)
     low.emit(n, prog, {**dict(zip(regions, locs)), "Y": ("ACT", y.offset)})
     low.bind[n.outputs[0]] = y
@@ -186,20 +186,20 @@ def _exponent(graph: Graph, n: Node) -> float:
 
 
 RECIPES = {
-    "LeakyRelu": lambda low, n: vector.leaky_relu(n.attrs.get("alpha", 0.01)),
-    "PRelu": lambda low, n: vector.prelu(_slopes(low, n)),
-    "Elu": lambda low, n: vector.elu(n.attrs.get("alpha", 1.0)),
-    "Selu": lambda low, n: vector.elu(n.attrs.get("alpha", SELU[0]), n.attrs.get("gamma", SELU[1])),
-    "HardSigmoid": lambda low, n: vector.hard_sigmoid(n.attrs.get("alpha", 0.2), n.attrs.get("beta", 0.5)),
-    "HardSwish": lambda low, n: vector.hard_sigmoid(1 / 6, 0.5, times_x=True),
-    "Mish": lambda low, n: vector.mish(),
-    "Swish": lambda low, n: vector.swish(n.attrs.get("alpha", 1.0)),
-    "Softplus": lambda low, n: vector.softplus(),
-    "Pow": lambda low, n: vector.power(_exponent(low.graph, n)),
-    "Sum": lambda low, n: vector.variadic(BinOp.ADD, len(n.present_inputs)),
-    "Mean": lambda low, n: vector.variadic(BinOp.ADD, len(n.present_inputs), mean=True),
-    "Max": lambda low, n: vector.variadic(BinOp.MAX, len(n.present_inputs)),
-    "Min": lambda low, n: vector.variadic(BinOp.MIN, len(n.present_inputs)),
+    "LeakyRelu": lambda low, n: recipes.leaky_relu(n.attrs.get("alpha", 0.01)),
+    "PRelu": lambda low, n: recipes.prelu(_slopes(low, n)),
+    "Elu": lambda low, n: recipes.elu(n.attrs.get("alpha", 1.0)),
+    "Selu": lambda low, n: recipes.elu(n.attrs.get("alpha", SELU[0]), n.attrs.get("gamma", SELU[1])),
+    "HardSigmoid": lambda low, n: recipes.hard_sigmoid(n.attrs.get("alpha", 0.2), n.attrs.get("beta", 0.5)),
+    "HardSwish": lambda low, n: recipes.hard_sigmoid(1 / 6, 0.5, times_x=True),
+    "Mish": lambda low, n: recipes.mish(),
+    "Swish": lambda low, n: recipes.swish(n.attrs.get("alpha", 1.0)),
+    "Softplus": lambda low, n: recipes.softplus(),
+    "Pow": lambda low, n: recipes.power(_exponent(low.graph, n)),
+    "Sum": lambda low, n: recipes.variadic(BinOp.ADD, len(n.present_inputs)),
+    "Mean": lambda low, n: recipes.variadic(BinOp.ADD, len(n.present_inputs), mean=True),
+    "Max": lambda low, n: recipes.variadic(BinOp.MAX, len(n.present_inputs)),
+    "Min": lambda low, n: recipes.variadic(BinOp.MIN, len(n.present_inputs)),
 }
 """The vector recipe of each op lowered by :func:`lower_pointwise`."""
 
@@ -213,8 +213,8 @@ def _pow(node: Node, ctx: CanonContext) -> Node:
 
 def _pow_check(node: Node, graph: Graph) -> str | None:
     e = _exponent(graph, node)
-    if not np.isfinite(e) or abs(int(e)) > vector.MAX_POW:
-        return f"exponent {e}: only exponents whose integer part is at most {vector.MAX_POW} in magnitude are lowered"
+    if not np.isfinite(e) or abs(int(e)) > recipes.MAX_POW:
+        return f"exponent {e}: only exponents whose integer part is at most {recipes.MAX_POW} in magnitude are lowered"
     return None
 
 

@@ -20,12 +20,10 @@ import numpy as np
 from compiler.errors import CompileError, UnsupportedOpError
 from compiler.frontend.canonical import CanonContext, axis_attr, const_inputs, norm_axis
 from compiler.ir import Graph, Node
-from compiler.kernels import (
-    transpose,
-    vector,  # host: a module import (host imports lower.context)
-)
+from compiler.kernels import transpose
 from compiler.kernels.staged_copy import Box, Operand, collapse_box, staged_copy
-from compiler.kernels.vector import row_major
+from compiler.kernels.vector import streams
+from compiler.kernels.vector.strides import row_major
 from compiler.ops import host
 from compiler.ops.context import Binding, LoweringContext
 from compiler.ops.spec import F32_INT8, OpSpec
@@ -419,8 +417,8 @@ def lower_where(low: LoweringContext, n: Node) -> None:
     The output is cut into runs where the condition holds one value (along its innermost varying axis); up to
     :data:`WHERE_MAX_COPIES` runs, each is copied by the DMA from X or Y through broadcast views (the other branch is
     never read; a scalar constant branch is a fill), else the vector unit selects bit for bit
-    (:func:`compiler.kernels.vector.select`, the condition as a mask in the weights). Constant branches live in the
-    weights; 4-D channels-last inputs keep that layout."""
+    (:func:`compiler.kernels.vector.streams.select`, the condition as a mask in the weights). Constant branches live in
+    the weights; 4-D channels-last inputs keep that layout."""
     g = low.graph
     shape = g.tensor(n.outputs[0]).shape
     rank = len(shape)
@@ -469,7 +467,7 @@ def lower_where(low: LoweringContext, n: Node) -> None:
         return
     it = DType.I32 if y.dtype.size == 4 else DType.I8
     operands["M"], strides["M"] = constant(np.where(cond, -1, 0), it.storage)
-    prog = vector.select(phys, tuple(strides[r] for r in "XZM"), tuple(operands[r][1] for r in "XZM"), it,
+    prog = streams.select(phys, tuple(strides[r] for r in "XZM"), tuple(operands[r][1] for r in "XZM"), it,
                          low.target)
     low.emit(n, prog, {r: operands[r][0] for r in "XZMY"})
 

@@ -12,9 +12,9 @@ import numpy as np
 from compiler.errors import TilingError
 from compiler.frontend.canonical import CanonContext
 from compiler.ir import Graph, Node
-from compiler.kernels import vector
 from compiler.kernels.common.epilogue import NO_EPILOGUE, Epilogue
 from compiler.kernels.gemm import pack_b, search_tiling, tiled_gemm
+from compiler.kernels.vector import streams
 from compiler.ops.context import Binding, LoweringContext
 from compiler.ops.spec import OpSpec
 from compiler.ops.steps import activation_step, bias_step, fused_epilogue
@@ -146,7 +146,7 @@ def _epilogue_steps(low: LoweringContext, n: Node, y: Binding, ep: Epilogue, bia
 def _binary_step(low: LoweringContext, n: Node, y: Binding, op: BinOp, b: tuple[str, int], b_shape: tuple[int, ...],
                  suffix: str) -> Binding:
     out = low.alloc(y.shape, "rm")
-    low.emit(n, vector.binary(op, y.shape, b_shape, F32, low.target),
+    low.emit(n, streams.binary(op, y.shape, b_shape, F32, low.target),
              {"A": ("ACT", y.offset), "B": b, "Y": ("ACT", out.offset)}, suffix="." + suffix)
     return out
 

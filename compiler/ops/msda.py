@@ -8,8 +8,14 @@ from __future__ import annotations
 from compiler.ir import Graph, Node
 from compiler.kernels import msda
 from compiler.ops.context import LoweringContext
+from compiler.ops.options import OpOption
 from compiler.ops.spec import OpSpec
 from isa import DType
+
+TABLES = OpOption("msda_tables", ("auto", *msda.TABLES), "auto",
+                  "where a fused deformable attention keeps its level tables: auto (the placement the cost model "
+                  "prices faster), spm (per head, when they fit) or dram (gathered after a coordinate program)")
+"""The MSDeformAttn option (``compile_model(msda_tables=...)``)."""
 
 
 def msda_spec(node: Node, graph: Graph) -> msda.MsdaSpec:
@@ -44,7 +50,7 @@ def lower_msda(low: LoweringContext, n: Node) -> None:
     output ``(bs, Q, heads*D)`` row-major."""
     spec = msda_spec(n, low.graph)
     nl = len(spec.levels)
-    tables = msda.choose_tables(spec, low.target) if low.msda_tables == "auto" else low.msda_tables
+    tables = msda.choose_tables(spec, low.target) if low.options[TABLES] == "auto" else low.options[TABLES]
     shape = low.graph.tensor(n.outputs[0]).shape
     if spec.heads:
         values = {"V": ("ACT", low.want(n.inputs[0], "rm").offset)}
@@ -70,7 +76,7 @@ def lower_msda(low: LoweringContext, n: Node) -> None:
 
 
 OPS = (
-    OpSpec("MSDeformAttn", lower_msda, check=_check,
+    OpSpec("MSDeformAttn", lower_msda, check=_check, options=(TABLES,),
            npu="not an ONNX op: made by the fuse_msda pass of mmcv's exported multi-scale deformable attention "
                "(GridSample per level, stack, Mul by the weights, ReduceSum); one pass per (head, query tile), "
                "coordinates on the vector unit, taps gathered from the level tables (held in the SPM per head or "

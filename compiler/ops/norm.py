@@ -13,7 +13,7 @@ from compiler.errors import CompileError, UnsupportedOpError
 from compiler.frontend.canonical import CanonContext
 from compiler.ir import Graph, Node
 from compiler.kernels import reduce as red
-from compiler.kernels import vector
+from compiler.kernels.vector import recipes, streams
 from compiler.ops.context import LoweringContext
 from compiler.ops.spec import OpSpec
 
@@ -55,7 +55,7 @@ def lower_batchnorm(low: LoweringContext, n: Node) -> None:
     channels = x.shape[1]
     shape = (channels,) if x.layout == "nhwc" else (channels,) + (1,) * (len(x.shape) - 2)
     y = low.alloc(x.shape, x.layout)
-    prog = vector.pointwise(vector.affine(), [("X", x.phys), ("S", shape), ("T", shape)], x.phys, low.target)
+    prog = streams.pointwise(recipes.affine(), [("X", x.phys), ("S", shape), ("T", shape)], x.phys, low.target)
     low.emit(n, prog, {"X": ("ACT", x.offset), "S": ("W", low.const(s)), "T": ("W", low.const(t)),
                        "Y": ("ACT", y.offset)})
     low.bind[n.outputs[0]] = y

@@ -1,6 +1,6 @@
 """MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool on the vector unit over channels-last tiles
-(:func:`compiler.kernels.vector.pool2d`): 1-D (NCL, as one row) and 2-D, any window, strides, pads, dilations, ceil_mode
-and count_include_pad."""
+(:func:`compiler.kernels.vector.pooling.pool2d`): 1-D (NCL, as one row) and 2-D, any window, strides, pads,
+dilations, ceil_mode and count_include_pad."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 from compiler.errors import UnsupportedOpError
 from compiler.frontend.canonical import CanonContext, window_attrs, window_out
 from compiler.ir import Graph, Node
-from compiler.kernels import vector
+from compiler.kernels.vector import pooling
 from compiler.ops.context import LoweringContext
 from compiler.ops.spec import F32_INT8, OpSpec
 
@@ -35,12 +35,12 @@ def lower_pool(low: LoweringContext, n: Node) -> None:
     y = low.alloc((N, C, OW) if one_d else (N, C, OH, OW), "nhwc", x.dtype)
     # a pool of dequantized int8 divides by the count as onnxruntime does, so the requantized result is exact
     dq = getattr(low.graph.producer(n.inputs[0]), "op", None) == "DequantizeLinear"
-    prog = vector.pool2d(kind, N, H, W, C, tuple(k), tuple(s), tuple(p), x.dtype, low.target, include, divide=dq,
+    prog = pooling.pool2d(kind, N, H, W, C, tuple(k), tuple(s), tuple(p), x.dtype, low.target, include, divide=dq,
                          dilation=tuple(d), ceil=ceil)
     bind = {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)}
     for r in prog.regions:
         if r.name in ("RC", "CNT"):   # an average whose count varies: its per-position reciprocals, or counts
-            counts = vector.avgpool_counts(H, W, k, s, p, d, (OH, OW), include)
+            counts = pooling.avgpool_counts(H, W, k, s, p, d, (OH, OW), include)
             bind[r.name] = ("W", low.const(counts if r.name == "CNT" else (1.0 / counts).astype(np.float32)))
     low.emit(n, prog, bind)
     low.bind[n.outputs[0]] = y

@@ -2,8 +2,9 @@
 
 Every one reproduces onnxruntime's CPU arithmetic bit for bit, so int8 models validate exactly:
 
-- QuantizeLinear: ``saturate(round_half_even(x / scale) + zp)`` with an f32 division (:func:`vector.quantize`).
-- DequantizeLinear: ``f32(x - zp) * scale`` (:func:`vector.dequantize`).
+- QuantizeLinear: ``saturate(round_half_even(x / scale) + zp)`` with an f32 division
+  (:func:`compiler.kernels.vector.quantization.quantize`).
+- DequantizeLinear: ``f32(x - zp) * scale`` (:func:`compiler.kernels.vector.quantization.dequantize`).
 - QLinearConv / QLinearMatMul: the i8 x i8 products accumulate in i32 on the matrix unit; then ``acc + bias`` (i32),
   converted to f32, times the f32 scale ``(x_scale * w_scale[c]) / y_scale`` (computed in that order, in f32, like
   onnxruntime's ``ComputeOutputScale``), rounded half to even, plus ``y_zp``, saturated. A nonzero input zero point
@@ -23,9 +24,9 @@ import numpy as np
 from compiler.errors import UnsupportedDTypeError, UnsupportedOpError
 from compiler.frontend.canonical import CanonContext
 from compiler.ir import Node
-from compiler.kernels import vector
 from compiler.kernels.conv2d import Epilogue, conv2d, conv_shape, pack_weights, search_conv_tiling
 from compiler.kernels.gemm import pack_b, search_tiling, tiled_gemm
+from compiler.kernels.vector import quantization
 from compiler.ops.context import LoweringContext
 from compiler.ops.conv import conv_canonical, conv_check, conv_out_shape
 from compiler.ops.spec import OpSpec
@@ -68,13 +69,16 @@ def _zero_weights_zp(low, n: Node, index: int) -> None:
         raise UnsupportedOpError(n.name, n.op, "only symmetric weights (weight zero point 0) are supported")
 
 
-def _out_scale(x_scale: np.ndarray, w_scale: np.ndarray, y_scale: np.ndarray, channels: int) -> np.ndarray:
-    """Per-channel f32 ``(x_scale * w_scale) / y_scale``, rounded after each step as onnxruntime computes it."""
+def requant_scale(x_scale: np.ndarray, w_scale: np.ndarray, y_scale: np.ndarray, channels: int) -> np.ndarray:
+    """The requantization scale of a quantized matrix op's output: per-channel f32 ``(x_scale * w_scale) / y_scale``
+    (``channels`` values; a per-tensor ``w_scale`` is broadcast), rounded after each step as onnxruntime computes it."""
     s = (np.float32(x_scale[0]) * w_scale.astype(np.float32).ravel()) / np.float32(y_scale[0])
     return np.ascontiguousarray(np.broadcast_to(s.astype(np.float32), (channels,)))
 
 
-def _i32(values: np.ndarray, n: Node) -> np.ndarray:
+def bias_i32(values: np.ndarray, n: Node) -> np.ndarray:
+    """A quantized op's int32 bias (the input zero point folded in, computed in int64) as int32; refuses node ``n``
+    when a value does not fit int32."""
     lo, hi = np.iinfo(np.int32).min, np.iinfo(np.int32).max
     if values.min(initial=0) < lo or values.max(initial=0) > hi:
         raise UnsupportedOpError(n.name, n.op, "the bias with the input zero point folded in overflows int32")
@@ -89,7 +93,7 @@ def lower_quantize(low: LoweringContext, n: Node) -> None:
     out = _int_type(low, n, n.outputs[0], "the output")
     scale, zp = _scalar(low, n, 1, "the scale"), _scalar(low, n, 2, "the zero point")
     y = low.alloc(x.shape, x.layout, out)
-    low.emit(n, vector.quantize(x.phys, out, float(np.float32(scale[0])), int(zp[0]), low.target),
+    low.emit(n, quantization.quantize(x.phys, out, float(np.float32(scale[0])), int(zp[0]), low.target),
              {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)})
     low.bind[n.outputs[0]] = y
 
@@ -103,12 +107,13 @@ def lower_dequantize(low: LoweringContext, n: Node) -> None:
     src = _int_type(low, n, n.inputs[0], "the input")
     scale, zp = _scalar(low, n, 1, "the scale"), _scalar(low, n, 2, "the zero point")
     y = low.alloc(x.shape, x.layout, DType.F32)
-    low.emit(n, vector.dequantize(x.phys, src, float(np.float32(scale[0])), int(zp[0]), low.target),
+    low.emit(n, quantization.dequantize(x.phys, src, float(np.float32(scale[0])), int(zp[0]), low.target),
              {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)})
     low.bind[n.outputs[0]] = y
 
 
-def _matrix_type(low, n: Node, x: DType, w: DType) -> None:
+def check_matrix_types(low: LoweringContext, n: Node, x: DType, w: DType) -> None:
+    """Refuse node ``n`` unless its input type ``x`` and weight type ``w`` are one type the matrix unit multiplies."""
     if x is not w:
         raise UnsupportedOpError(n.name, n.op, f"input and weights must have the same type, not {x.text} and {w.text}")
     if x.text not in low.target.arch.matrix.dtypes:
@@ -120,7 +125,7 @@ def lower_qlinear_conv(low: LoweringContext, n: Node) -> None:
     xd = _int_type(low, n, n.inputs[0], "the input")
     x = low.want(n.inputs[0], "nhwc")
     w = _const(low, n, 3, "the weight")
-    _matrix_type(low, n, xd, _int_type(low, n, n.inputs[3], "the weight"))
+    check_matrix_types(low, n, xd, _int_type(low, n, n.inputs[3], "the weight"))
     x_scale, x_zp = _scalar(low, n, 1, "the input scale"), int(_scalar(low, n, 2, "the input zero point")[0])
     w_scale = _const(low, n, 4, "the weight scale")
     _zero_weights_zp(low, n, 5)
@@ -130,7 +135,7 @@ def lower_qlinear_conv(low: LoweringContext, n: Node) -> None:
     w = w.reshape(cs.K, cs.Cg, cs.R, cs.S)   # (a 1-D conv's OIL weights as OIHW)
     bias = _const(low, n, 8, "the bias")
     bias = np.zeros(cs.K, np.int64) if bias is None else bias.astype(np.int64)
-    bias = _i32(bias - x_zp * w.reshape(cs.K, -1).astype(np.int64).sum(1), n)
+    bias = bias_i32(bias - x_zp * w.reshape(cs.K, -1).astype(np.int64).sum(1), n)
     target = low.target
     y = low.alloc(conv_out_shape(cs, len(x.shape)), "nhwc", yd)
     ep = Epilogue(bias=True, out=yd, zp=y_zp)
@@ -139,7 +144,7 @@ def lower_qlinear_conv(low: LoweringContext, n: Node) -> None:
     wt = pack_weights(w, cs, target.rows, target.cols, tiling.im2col, tiling.pack, tiling.gpack)
     low.emit(n, prog, {"X": ("ACT", x.offset), "Wt": ("W", low.const(wt)),
                        "Y": ("ACT", y.offset), "Bias": ("W", low.const(bias)),
-                       "Scale": ("W", low.const(_out_scale(x_scale, w_scale, y_scale, cs.K)))}, cs.macs)
+                       "Scale": ("W", low.const(requant_scale(x_scale, w_scale, y_scale, cs.K)))}, cs.macs)
     low.bind[n.outputs[0]] = y
 
 
@@ -149,7 +154,7 @@ def lower_qlinear_matmul(low: LoweringContext, n: Node) -> None:
     b = _const(low, n, 3, "input B")
     if b.ndim != 2:
         raise UnsupportedOpError(n.name, n.op, f"only a 2-D constant B, not shape {b.shape}")
-    _matrix_type(low, n, xd, _int_type(low, n, n.inputs[3], "input B"))
+    check_matrix_types(low, n, xd, _int_type(low, n, n.inputs[3], "input B"))
     x = low.want(n.inputs[0], "rm")
     a_scale, a_zp = _scalar(low, n, 1, "the A scale"), int(_scalar(low, n, 2, "the A zero point")[0])
     b_scale = _const(low, n, 4, "the B scale")
@@ -164,10 +169,10 @@ def lower_qlinear_matmul(low: LoweringContext, n: Node) -> None:
     low.emit(n, prog, {"A": ("ACT", x.offset), "B": ("W", low.const(pack_b(b, K, N, xd, target, tiling))),
                        "C": ("ACT", acc.offset)}, M * N * K)
     y = low.alloc(low.graph.tensor(n.outputs[0]).shape, "rm", yd)
-    bias = _i32(-a_zp * b.astype(np.int64).sum(0), n)
-    low.emit(n, vector.requantize(M, N, yd, y_zp, low.target),
+    bias = bias_i32(-a_zp * b.astype(np.int64).sum(0), n)
+    low.emit(n, quantization.requantize(M, N, yd, y_zp, low.target),
              {"C": ("ACT", acc.offset), "Bias": ("W", low.const(bias)),
-              "Scale": ("W", low.const(_out_scale(a_scale, b_scale, y_scale, N))), "Y": ("ACT", y.offset)},
+              "Scale": ("W", low.const(requant_scale(a_scale, b_scale, y_scale, N))), "Y": ("ACT", y.offset)},
              suffix=".requant")
     low.bind[n.outputs[0]] = y
 

@@ -1,7 +1,7 @@
 """Reductions on the vector unit over any set of axes (:mod:`compiler.kernels.reduce`): ReduceSum, ReduceMean,
 ReduceMax, ReduceMin, ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSum, keepdims 0/1, noop_with_empty_axes. A
 channels-last tensor is reduced in its own order (no transpose); a row-major ReduceSum/ReduceMean over the last axis
-keeps its row-wise program (:func:`compiler.kernels.vector.reduce_rows`)."""
+keeps its row-wise program (:func:`compiler.kernels.vector.rowwise.reduce_rows`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from compiler.errors import CompileError
 from compiler.frontend.canonical import CanonContext, norm_axis
 from compiler.ir import Graph, Node
 from compiler.kernels import reduce as red
-from compiler.kernels.vector import row_major
+from compiler.kernels.vector.strides import row_major
 from compiler.ops.context import LoweringContext
 from compiler.ops.rows import lower_rows
 from compiler.ops.spec import OpSpec

@@ -10,7 +10,7 @@ import numpy as np
 
 from compiler.frontend.canonical import CanonContext, axis_attr, norm_axis
 from compiler.ir import Graph, Node
-from compiler.kernels import vector
+from compiler.kernels.vector import rowwise
 from compiler.ops.context import LoweringContext
 from compiler.ops.spec import OpSpec
 from isa import DType, Reduce
@@ -35,9 +35,9 @@ def lower_rows(low: LoweringContext, n: Node) -> None:
         beta = np.broadcast_to(low.data(n.inputs[2]).astype(np.float32), (length,)) \
             if len(n.present_inputs) > 2 else np.zeros_like(gamma)
         bind["GB"] = ("W", low.const(np.concatenate([gamma.ravel(), beta.ravel()])))
-        prog = vector.layernorm(rows, length, F32, low.target, n.attrs.get("epsilon", 1e-5))
+        prog = rowwise.layernorm(rows, length, F32, low.target, n.attrs.get("epsilon", 1e-5))
     else:
-        prog = vector.reduce_rows(Reduce.SUM, rows, length, F32, low.target, mean=n.op == "ReduceMean")
+        prog = rowwise.reduce_rows(Reduce.SUM, rows, length, F32, low.target, mean=n.op == "ReduceMean")
     low.emit(n, prog, bind)
     low.bind[n.outputs[0]] = y
 
@@ -45,7 +45,7 @@ def lower_rows(low: LoweringContext, n: Node) -> None:
 def lower_softmax(low: LoweringContext, n: Node) -> None:
     """Softmax / LogSoftmax over any axis, in the layout the input is in (a channels-last tensor's channel axis is
     its rows): over the innermost axis in memory as rows, over another one through strided views
-    (:func:`compiler.kernels.vector.softmax_axis`), never a transpose."""
+    (:func:`compiler.kernels.vector.rowwise.softmax_axis`), never a transpose."""
     b = low.bind[n.inputs[0]]
     x = b if b.layout == "nhwc" and len(b.shape) == 4 else low.want(n.inputs[0], "rm")
     axis = n.attrs["axis"]
@@ -53,8 +53,8 @@ def lower_softmax(low: LoweringContext, n: Node) -> None:
     outer, length, inner = math.prod(x.phys[:p]), x.phys[p], math.prod(x.phys[p + 1:])
     y = low.alloc(x.shape, x.layout)
     log = n.op == "LogSoftmax"
-    prog = vector.softmax(outer, length, F32, low.target, log) if inner == 1 else \
-        vector.softmax_axis(outer, length, inner, F32, low.target, log)
+    prog = rowwise.softmax(outer, length, F32, low.target, log) if inner == 1 else \
+        rowwise.softmax_axis(outer, length, inner, F32, low.target, log)
     low.emit(n, prog, {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)})
     low.bind[n.outputs[0]] = y
 

@@ -10,6 +10,7 @@ import numpy as np
 from compiler.frontend.canonical import CanonContext
 from compiler.ir import Graph, Node
 from compiler.ops.context import LoweringContext
+from compiler.ops.options import OpOption
 
 Lower = Callable[[LoweringContext, Node], None]
 """Lowers one node: allocates its outputs, appends its segments, binds its outputs (may raise UnsupportedOpError
@@ -59,6 +60,9 @@ class OpSpec:
     contract: Contract | None = None
     """The operand contract the importer checks before anything reads the operands (a violation is a CompileError:
     the model is invalid, wherever the node would run)."""
+    options: tuple[OpOption, ...] = ()
+    """The choices its lowering offers a compile (``compile_model(NAME=VALUE)``); the lowering reads its value as
+    ``low.options[OPTION]`` (:mod:`compiler.ops.options`)."""
 
     def unsupported(self, node: Node, graph: Graph) -> str | None:
         """Why ``node`` cannot run on the NPU, or None."""

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from compiler.kernels import vector
 from compiler.kernels.common.epilogue import Epilogue
+from compiler.kernels.vector import streams
 from isa import Act, BinOp, DType
 
 
 def bias_step(low, node, y, bias: np.ndarray):
     """``y + bias`` (bias broadcast over the last physical dimension) as segment ``<node>.bias``; the new binding."""
     out = low.alloc(y.shape, y.layout)
-    prog = vector.binary(BinOp.ADD, y.phys, bias.shape, DType.F32, low.target)
+    prog = streams.binary(BinOp.ADD, y.phys, bias.shape, DType.F32, low.target)
     low.emit(node, prog, {"A": ("ACT", y.offset), "B": ("W", low.const(bias.astype(np.float32))),
                           "Y": ("ACT", out.offset)}, suffix=".bias")
     return out
@@ -25,9 +25,9 @@ def activation_step(low, node, y, act: tuple):
     out = low.alloc(y.shape, y.layout)
     lo, hi = (act[1], act[2]) if len(act) > 1 else (0.0, 0.0)
     if act[0] in ("relu", "clamp"):
-        prog = vector.unary(Act.RELU if act[0] == "relu" else Act.CLAMP, y.phys, DType.F32, low.target, lo, hi)
+        prog = streams.unary(Act.RELU if act[0] == "relu" else Act.CLAMP, y.phys, DType.F32, low.target, lo, hi)
     else:
-        prog = vector.activation(act[0], y.phys, DType.F32, low.target)
+        prog = streams.activation(act[0], y.phys, DType.F32, low.target)
     low.emit(node, prog, {"X": ("ACT", y.offset), "Y": ("ACT", out.offset)}, suffix="." + act[0])
     return out
 

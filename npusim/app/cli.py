@@ -94,15 +94,16 @@ def summary(result, utilization: float | None = None, report: dict | None = None
     utilization to print (a model's or a layer's MACs over the peak) instead of the instructions'; ``report``: the
     run's JSON report if already made (its energy per inference counts the batch)."""
     util = result.matrix_utilization if utilization is None else utilization
+    w = max(8, *(len(u.name) for u in result.units))   # the unit column
     lines = [f"{result.program and len(result.program.instrs)} instructions on {result.arch.name}: "
              f"{result.cycles:,} cycles ({result.microseconds:,.2f} us at {result.arch.clock.ghz:g} GHz), "
              f"matrix utilization {util:.1%}",
-             f"{'unit':8} {'instrs':>7} {'busy':>11} {'stalled':>11} {'idle':>11} {'util':>6}  main stall"]
+             f"{'unit':{w}} {'instrs':>7} {'busy':>11} {'stalled':>11} {'idle':>11} {'util':>6}  main stall"]
     for u in result.units:
         stalled = sum(u.stall.values())
         cause = max(u.stall, key=u.stall.get) if stalled else "-"
         util = u.busy / result.cycles if result.cycles else 0.0
-        lines.append(f"{u.name:8} {u.instructions:>7,} {u.busy:>11,} {stalled:>11,} {u.idle:>11,} {util:>6.1%}  "
+        lines.append(f"{u.name:{w}} {u.instructions:>7,} {u.busy:>11,} {stalled:>11,} {u.idle:>11,} {util:>6.1%}  "
                      f"{cause}")
     lines.append(f"DRAM read {result.dram_bytes_read:,} B, written {result.dram_bytes_written:,} B, row hits "
                  f"{result.dram_row_hits:,} / misses {result.dram_row_misses:,}; wall {result.wall_seconds:.3f} s")
@@ -436,7 +437,7 @@ def _plot_fronts(df, metrics: list[str], path: str) -> None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from npusim.report.plots import plot_pareto, plot_pareto_3d
+    from npusim.app.sweep import plot_pareto, plot_pareto_3d
 
     names = list(dict.fromkeys(df["workload"]))
     fig = Figure(figsize=(6 * len(names), 4.5), layout="constrained")
@@ -543,48 +544,81 @@ DTYPES = ["i8", "u8", "f16", "bf16", "f32"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from compiler.compile import PASSES
-
+    """The ``npusim`` argument parser: one subcommand per ``_*_command`` below, each with its ``cmd_*`` function."""
     p = argparse.ArgumentParser(prog="npusim", description="Cycle-accurate NPU simulator with real tensor values.",
                                 epilog="Exit status: 0 ok, 1 bad input (one line on stderr), 2 bad command line, "
                                        "3 values differ from the reference, 70 internal error (a bug: rerun with "
                                        "NPUSIM_DEBUG=1 for the traceback), 141 the output's reader went away.")
     p.add_argument("--version", action="version", version=f"npusim {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in (_simulate_command, _gemm_command, _conv_command, _topo_command, _compile_command, _run_command,
+                    _plot_command, _diff_command, _zoo_command, _warm_command, _sweep_command, _golden_command,
+                    _verify_command, _presets_command, _arch_command):
+        command(sub)
+    return p
 
-    def add(name: str, help: str):
-        return sub.add_parser(name, help=help, description=help, formatter_class=_Help)
 
-    def arch_args(sp):
-        sp.add_argument("--arch", default="edge16", metavar="PRESET|FILE.toml",
-                        help=f"Arch preset ({', '.join(preset_names())}) or TOML file")
-        sp.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE",
-                        help="override one Arch field, e.g. matrix.rows=32 (repeat for more)")
+def _add(sub, name: str, help: str) -> argparse.ArgumentParser:
+    """Subcommand ``name`` of ``sub`` (its description is its help line)."""
+    return sub.add_parser(name, help=help, description=help, formatter_class=_Help)
 
-    def limit_args(sp):
-        sp.add_argument("--no-limits", action="store_true", help="start even when the estimated instructions, "
-                        "element operations or memory exceed the limits (docs: README, Limits)")
 
-    def compile_args(sp):
-        sp.add_argument("--dump-after", metavar="PASS", choices=list(PASSES),
-                        help=f"print the graph IR after this pass: one of {', '.join(PASSES)}")
-        sp.add_argument("--no-fallback", action="store_true", help="fail on ops the NPU cannot run instead of "
-                        "running them on the host CPU")
-        sp.add_argument("--no-prefetch", action="store_true", help="keep every layer in the whole SPM, waiting for "
-                        "the previous one (no cross-layer weight prefetch; see docs/compiler.md)")
-        sp.add_argument("--no-resident", action="store_true", help="keep every activation in DRAM (no SPM arena "
-                        "for activations on large SPMs; see docs/compiler.md)")
-        sp.add_argument("--dim", action="append", metavar="NAME=SIZE", help="fix a symbolic input dimension of the "
-                        "model (repeat for each, e.g. --dim batch=1 --dim seq=128)")
+# -- options several subcommands share ----------------------------------------------------------------------------
 
-    def trace_args(sp, trace=True):
-        if trace:
-            sp.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace (docs/trace.md)")
-        sp.add_argument("--quiet", action="store_true", help="no progress bar (shown only on a terminal)")
+def _arch_args(sp) -> None:
+    sp.add_argument("--arch", default="edge16", metavar="PRESET|FILE.toml",
+                    help=f"Arch preset ({', '.join(preset_names())}) or TOML file")
+    sp.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE",
+                    help="override one Arch field, e.g. matrix.rows=32 (repeat for more)")
 
-    s = add("simulate", "run an assembly (.s) or binary (.npub) program")
+
+def _limit_args(sp) -> None:
+    sp.add_argument("--no-limits", action="store_true", help="start even when the estimated instructions, "
+                    "element operations or memory exceed the limits (docs: README, Limits)")
+
+
+def _compile_args(sp) -> None:
+    from compiler.passes import PASSES
+
+    sp.add_argument("--dump-after", metavar="PASS", choices=list(PASSES),
+                    help=f"print the graph IR after this pass: one of {', '.join(PASSES)}")
+    sp.add_argument("--no-fallback", action="store_true", help="fail on ops the NPU cannot run instead of "
+                    "running them on the host CPU")
+    sp.add_argument("--no-prefetch", action="store_true", help="keep every layer in the whole SPM, waiting for "
+                    "the previous one (no cross-layer weight prefetch; see docs/compiler.md)")
+    sp.add_argument("--no-resident", action="store_true", help="keep every activation in DRAM (no SPM arena "
+                    "for activations on large SPMs; see docs/compiler.md)")
+    sp.add_argument("--dim", action="append", metavar="NAME=SIZE", help="fix a symbolic input dimension of the "
+                    "model (repeat for each, e.g. --dim batch=1 --dim seq=128)")
+
+
+def _trace_args(sp, trace: bool = True) -> None:
+    if trace:
+        sp.add_argument("--trace", metavar="OUT.json", help="write a Chrome/Perfetto trace (docs/trace.md)")
+    sp.add_argument("--quiet", action="store_true", help="no progress bar (shown only on a terminal)")
+
+
+def _layer_args(sp, dims: tuple[tuple[str, str], ...]) -> None:
+    """The dimensions ``(name, help)`` of one layer (gemm, conv) and the options of a one-layer run."""
+    for dim, what in dims:
+        sp.add_argument(dim, type=DIM, help=what)
+    sp.add_argument("--dtype", default="i8", choices=DTYPES, help="operand type")
+    _arch_args(sp)
+    sp.add_argument("--json", metavar="OUT|-", help="write the JSON report (with validation) to a file or stdout")
+    sp.add_argument("--timing-only", action="store_true", help="skip values and validation")
+    sp.add_argument("--seed", type=_count(0, 2**63 - 1, "a seed"), default=0, help="seed of the random inputs")
+    sp.add_argument("--ideal-memory", action="store_true",
+                    help="data movement is free (DMA takes no time); gemm also fits one tile in SRAM")
+    _limit_args(sp)
+    _trace_args(sp, trace=False)
+
+
+# -- the subcommands, in the order `npusim --help` lists them -------------------------------------------------------
+
+def _simulate_command(sub) -> None:
+    s = _add(sub, "simulate", "run an assembly (.s) or binary (.npub) program")
     s.add_argument("program", help="the program: .npub is the binary encoding, anything else UTF-8 assembly")
-    arch_args(s)
+    _arch_args(s)
     s.add_argument("--inputs", metavar="IN.npz|IN.npy", help=".npz whose numeric arrays fill the DRAM regions of "
                    "the same names (bytes no more than the region's); .npy for a program with one region")
     s.add_argument("--json", metavar="OUT|-", help="write the full JSON report to a file or stdout")
@@ -593,29 +627,21 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--serial", action="store_true", help="one instruction at a time in program order")
     s.add_argument("--max-cycles", type=_count(0, what="a cycle count"), metavar="CYCLES",
                    help="stop with an error after this many cycles (a deadlock is reported as one either way)")
-    limit_args(s)
-    trace_args(s)
+    _limit_args(s)
+    _trace_args(s)
     s.set_defaults(func=cmd_simulate)
 
-    def layer_args(sp, dims):
-        for dim, what in dims:
-            sp.add_argument(dim, type=DIM, help=what)
-        sp.add_argument("--dtype", default="i8", choices=DTYPES, help="operand type")
-        arch_args(sp)
-        sp.add_argument("--json", metavar="OUT|-", help="write the JSON report (with validation) to a file or stdout")
-        sp.add_argument("--timing-only", action="store_true", help="skip values and validation")
-        sp.add_argument("--seed", type=_count(0, 2**63 - 1, "a seed"), default=0, help="seed of the random inputs")
-        sp.add_argument("--ideal-memory", action="store_true",
-                        help="data movement is free (DMA takes no time); gemm also fits one tile in SRAM")
-        limit_args(sp)
-        trace_args(sp, trace=False)
 
-    g = add("gemm", "compile and simulate one GEMM C[M,N] = A[M,K] @ B[K,N], checked against numpy")
-    layer_args(g, (("M", "rows of A and C"), ("N", "columns of B and C"), ("K", "columns of A, rows of B")))
+def _gemm_command(sub) -> None:
+    g = _add(sub, "gemm", "compile and simulate one GEMM C[M,N] = A[M,K] @ B[K,N], checked against numpy")
+    _layer_args(g, (("M", "rows of A and C"), ("N", "columns of B and C"), ("K", "columns of A, rows of B")))
     g.set_defaults(func=cmd_gemm)
-    c = add("conv", "compile and simulate one 2-D convolution (NCHW, OIHW), checked against numpy")
-    layer_args(c, (("N", "batch"), ("C", "input channels"), ("H", "input height"), ("W", "input width"),
-                   ("K", "output channels (filters)"), ("R", "filter height"), ("S", "filter width")))
+
+
+def _conv_command(sub) -> None:
+    c = _add(sub, "conv", "compile and simulate one 2-D convolution (NCHW, OIHW), checked against numpy")
+    _layer_args(c, (("N", "batch"), ("C", "input channels"), ("H", "input height"), ("W", "input width"),
+                    ("K", "output channels (filters)"), ("R", "filter height"), ("S", "filter width")))
     for opt, default, lo, what in (("--stride", 1, 1, "stride of the window: 1 value, or 2 (h w)"),
                                    ("--pad", 0, 0, "zero padding: 1 value for every side, or 4 (top left bottom "
                                     "right)"),
@@ -624,27 +650,33 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--groups", type=_count(1), default=1, help="channel groups (C and K must be multiples)")
     c.set_defaults(func=cmd_conv)
 
-    t = add("topo", "simulate every layer of a SCALE-Sim topology file (GEMM view of each layer)")
+
+def _topo_command(sub) -> None:
+    t = _add(sub, "topo", "simulate every layer of a SCALE-Sim topology file (GEMM view of each layer)")
     t.add_argument("topology", help="SCALE-Sim topology CSV (header line, then one layer per line)")
     t.add_argument("--gemm", action="store_true", help="rows are 'name, M, N, K' instead of conv rows")
-    arch_args(t)
+    _arch_args(t)
     t.add_argument("--dtype", default="i8", choices=DTYPES, help="operand type")
     t.add_argument("--ideal-memory", action="store_true",
                    help="operands already on chip (SCALE-Sim's setting): only the matrix unit's time counts")
     t.add_argument("--json", metavar="OUT|-", help="write the JSON report to a file or stdout")
     t.set_defaults(func=cmd_topo)
 
-    co = add("compile", "compile an ONNX model to a program (.s assembly or .npub binary)")
+
+def _compile_command(sub) -> None:
+    co = _add(sub, "compile", "compile an ONNX model to a program (.s assembly or .npub binary)")
     co.add_argument("model", help="ONNX model file")
-    arch_args(co)
+    _arch_args(co)
     co.add_argument("-o", "--output", required=True, metavar="OUT.s|OUT.npub",
                     help="program file to write; .npub writes the binary encoding")
-    compile_args(co)
+    _compile_args(co)
     co.set_defaults(func=cmd_compile)
 
-    ru = add("run", "compile and simulate an ONNX model; per-layer table; --validate vs onnxruntime")
+
+def _run_command(sub) -> None:
+    ru = _add(sub, "run", "compile and simulate an ONNX model; per-layer table; --validate vs onnxruntime")
     ru.add_argument("model", help="ONNX model file (`npusim zoo NAME -o FILE` writes one)")
-    arch_args(ru)
+    _arch_args(ru)
     ru.add_argument("--inputs", metavar="IN.npz|IN.npy", help=".npz keyed by the model's input names, each array of "
                     "exactly the input's shape and dtype; .npy for a one-input model (default: seeded random)")
     ru.add_argument("--save-outputs", metavar="OUT.npz", help="save the outputs keyed by the model's output names")
@@ -655,15 +687,17 @@ def build_parser() -> argparse.ArgumentParser:
                     "Arch and options (and do not store it there)")
     ru.add_argument("--csv", metavar="OUT.csv", help="write the per-layer table (cycles, time split, energy by kind)")
     ru.add_argument("--seed", type=_count(0, 2**63 - 1, "a seed"), default=0, help="seed of the random inputs")
-    compile_args(ru)
+    _compile_args(ru)
     ru.add_argument("--timeline", metavar="OUT.png", help="draw the Gantt timeline of the run (as `npusim plot`)")
-    limit_args(ru)
-    trace_args(ru)
+    _limit_args(ru)
+    _trace_args(ru)
     ru.set_defaults(func=cmd_run)
 
+
+def _plot_command(sub) -> None:
     from npusim.report.plots import KINDS
 
-    pl = add("plot", f"draw a plot of a `run --json` report: {', '.join(KINDS)}")
+    pl = _add(sub, "plot", f"draw a plot of a `run --json` report: {', '.join(KINDS)}")
     pl.add_argument("report", help="JSON report of `npusim run` (timeline and util also take `simulate`'s)")
     pl.add_argument("--kind", required=True, choices=KINDS, help="which plot")
     pl.add_argument("-o", "--output", required=True, metavar="OUT.png|OUT.svg|OUT.pdf",
@@ -675,26 +709,34 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--title", help="title prefix (default: the report's file name)")
     pl.set_defaults(func=cmd_plot)
 
-    di = add("diff", "two JSON reports side by side: totals, per unit (busy, stalls by cause, energy) and per layer "
-             "(cycles, energy)")
+
+def _diff_command(sub) -> None:
+    di = _add(sub, "diff", "two JSON reports side by side: totals, per unit (busy, stalls by cause, energy) and per "
+              "layer (cycles, energy)")
     di.add_argument("a", metavar="A.json", help="the first report (`npusim run --json` or `simulate --json`)")
     di.add_argument("b", metavar="B.json", help="the second report, compared with the first")
     di.add_argument("--all-layers", action="store_true", help="also list the layers whose cycles and energy are equal")
     di.add_argument("--csv", metavar="OUT.csv", help="write every row (section, name, metric, a, b) as CSV")
     di.set_defaults(func=cmd_diff)
 
-    zo = add("zoo", "'zoo list' or 'zoo NAME -o MODEL.onnx': models built in code")
+
+def _zoo_command(sub) -> None:
+    zo = _add(sub, "zoo", "'zoo list' or 'zoo NAME -o MODEL.onnx': models built in code")
     zo.add_argument("name", help="'list', or the model to write (see `npusim zoo list`)")
     zo.add_argument("-o", "--output", metavar="OUT.onnx", help="file to write (default: NAME.onnx)")
     zo.set_defaults(func=cmd_zoo)
 
-    wa = add("warm", "compile the simulator's numba functions into their disk cache once (make does it after "
-             "installing), so the first run does not pay for it")
+
+def _warm_command(sub) -> None:
+    wa = _add(sub, "warm", "compile the simulator's numba functions into their disk cache once (make does it after "
+              "installing), so the first run does not pay for it")
     wa.add_argument("--quiet", action="store_true", help="print only the total")
     wa.set_defaults(func=cmd_warm)
 
-    sw = add("sweep", "run every workload of a sweep spec (TOML) on every Arch point, on a dask cluster; resumable; "
-             "writes CSV and Parquet (docs/sweep.md)")
+
+def _sweep_command(sub) -> None:
+    sw = _add(sub, "sweep", "run every workload of a sweep spec (TOML) on every Arch point, on a dask cluster; "
+              "resumable; writes CSV and Parquet (docs/sweep.md)")
     sw.add_argument("spec", help="the sweep spec, a UTF-8 TOML file")
     sw.add_argument("-o", "--output", metavar="DIR", help="results directory (default: the spec's output, else "
                     "SPEC-sweep); finished points stored there are not computed again")
@@ -710,7 +752,9 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--quiet", action="store_true", help="no progress bar (shown only on a terminal)")
     sw.set_defaults(func=cmd_sweep)
 
-    go = add("golden", "recompile + resimulate the golden traces (traces/) and diff; --update rewrites")
+
+def _golden_command(sub) -> None:
+    go = _add(sub, "golden", "recompile + resimulate the golden traces (traces/) and diff; --update rewrites")
     go.add_argument("names", nargs="*", metavar="NAME", help="golden, workload or preset names (default: all)")
     go.add_argument("--update", action="store_true", help="rewrite the goldens' files and say which changed")
     go.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE",
@@ -718,7 +762,9 @@ def build_parser() -> argparse.ArgumentParser:
     go.add_argument("--dir", help="the traces directory (default: traces/ of the source tree)")
     go.set_defaults(func=cmd_golden)
 
-    v = add("verify", "statically check a program (bounds, alignment, semaphores; --races: data races)")
+
+def _verify_command(sub) -> None:
+    v = _add(sub, "verify", "statically check a program (bounds, alignment, semaphores; --races: data races)")
     v.add_argument("program", help="the program: .npub is the binary encoding, anything else UTF-8 assembly")
     v.add_argument("--races", action="store_true", help="also report every pair of accesses to common bytes (one a "
                    "write) that no semaphore, queue order or barrier orders, one line each; exit 1 if any")
@@ -726,11 +772,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --races: stop after N races (0: report all)")
     v.set_defaults(func=cmd_verify)
 
-    add("presets", "list the bundled Arch presets").set_defaults(func=cmd_presets)
-    a = add("arch", "print an Arch (preset or file, with overrides) as TOML")
-    arch_args(a)
+
+def _presets_command(sub) -> None:
+    _add(sub, "presets", "list the bundled Arch presets").set_defaults(func=cmd_presets)
+
+
+def _arch_command(sub) -> None:
+    a = _add(sub, "arch", "print an Arch (preset or file, with overrides) as TOML")
+    _arch_args(a)
     a.set_defaults(func=cmd_arch)
-    return p
 
 
 def _internal(e: BaseException) -> str:

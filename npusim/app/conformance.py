@@ -225,7 +225,8 @@ def _our_frame(e: BaseException) -> str:
     """``file:line`` of the innermost traceback frame in this project's packages (else the innermost frame)."""
     frames = traceback.extract_tb(e.__traceback__)
     root = Path(__file__).resolve().parents[2]
-    ours = [f for f in frames if Path(f.filename).resolve().is_relative_to(root)] or frames
+    packages = [root / p for p in ("isa", "compiler", "npusim")]   # (not a virtual environment inside the checkout)
+    ours = [f for f in frames if any(Path(f.filename).resolve().is_relative_to(p) for p in packages)] or frames
     return f"{Path(ours[-1].filename).resolve().relative_to(root) if ours is not frames else ours[-1].filename}:" \
            f"{ours[-1].lineno}"
 

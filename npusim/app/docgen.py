@@ -35,7 +35,7 @@ def _cell(text: str) -> str:
 def instruction_table() -> str:
     rows = ["| mnemonic | class (opcode) | syntax | fields | semantics |", "|---|---|---|---|---|"]
     for cls in INSTRUCTION_CLASSES:
-        names = [f.name for f in dataclasses.fields(cls) if f.name not in ("waits", "signals")]
+        names = [f.name for f in dataclasses.fields(cls) if f.name not in ("waits", "signals", "unit")]
         doc = inspect.getdoc(cls) or ""
         first, _, rest = doc.partition("\n\n")
         syntax, sep, semantics = first.partition("``: ")
@@ -145,6 +145,18 @@ def ops_table() -> str:
     return "\n".join(rows)
 
 
+def op_options_table() -> str:
+    """Every op option the registry declares (:data:`compiler.ops.OPTIONS`): its op, values, default and meaning."""
+    from compiler.ops import REGISTRY as OP_REGISTRY
+
+    rows = ["| option | op | values | default | what it chooses |", "|---|---|---|---|---|"]
+    for op in sorted(OP_REGISTRY):
+        for o in OP_REGISTRY[op].options:
+            rows.append(f"| `{o.name}` | `{op}` | {', '.join(f'`{v}`' for v in o.values)} | `{o.default}` | "
+                        f"{_cell(o.doc)} |")
+    return "\n".join(rows)
+
+
 def energy_tables() -> str:
     """Every value of every bundled technology table with its unit, source and derivation, then the sources."""
     from isa.techtable import SCHEMA, load_table, table_names, unit
@@ -199,7 +211,7 @@ def sweep_columns_table() -> str:
 
 TABLES = {"docs/isa.md": {"instructions": instruction_table, "enums": enum_table, "semantics": semantics},
           "docs/arch.md": {"arch-fields": arch_table}, "README.md": {"presets": preset_table},
-          "docs/ops.md": {"ops": ops_table},
+          "docs/ops.md": {"ops": ops_table, "op-options": op_options_table},
           "docs/energy.md": {"energy-tables": energy_tables, "energy-presets": energy_presets_table},
           "docs/validation.md": {"scalesim-gemm": validation_gemm_table, "scalesim-resnet18": validation_resnet_table},
           "docs/sweep.md": {"sweep-columns": sweep_columns_table}}

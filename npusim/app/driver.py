@@ -43,12 +43,13 @@ from compiler.kernels.gemm import (
     tiled_gemm,
 )
 from compiler.link.linker import LayerRange
+from compiler.ops import OpOptions, validated_options
 from compiler.ops.quant import QUANT_OPS
 from isa import DType, LimitError, SimulationError
 from isa.arch import Arch
 from isa.dtypes import to_compute
 from isa.energy import layer_energy
-from isa.units import machine_units
+from isa.machine import machine_units
 from npusim.report.intervals import time_split
 from npusim.sim.inputs import for_model
 from npusim.sim.limits import LIMITS, Limits
@@ -300,7 +301,7 @@ def layer_report(result: SimResult, layers) -> list[dict]:
     it (host: it ran on the host CPU; compute: the matrix or vector unit was the busiest; memory: the DMA was), and its
     energy (:func:`isa.energy.layer_energy`: pJ in all and by kind)."""
     out = []
-    r, c = result.arch.matrix.rows, result.arch.matrix.cols
+    peak = result.arch.peak_macs_per_cycle
     units, unit = machine_units(result.arch), result.unit_index.tolist()
     part = [units[u].role.time_part if u >= 0 else "" for u in unit]   # per pc
     for lr in layers:
@@ -315,7 +316,7 @@ def layer_report(result: SimResult, layers) -> list[dict]:
         cycles = end - start
         costs = [result.costs[pc] for pc in pcs if part[pc] == "memory_stall"]
         out.append({"name": lr.name, "op": lr.op, "start": start, "end": end, "cycles": cycles, "macs": lr.macs,
-                    "matrix_utilization": lr.macs / (cycles * r * c) if cycles else 0.0,
+                    "matrix_utilization": lr.macs / (cycles * peak) if cycles else 0.0,
                     "bound": "host" if most["host"] else "compute" if most["compute"] >= most["memory_stall"]
                     else "memory",
                     "pcs": [lr.start, lr.end], "dram_bytes": sum(k.dram_read + k.dram_write for k in costs),
@@ -361,8 +362,8 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
               validate: bool = False, seed: int = 0, dump_after: str | None = None, fallback: bool = True,
               fuse: bool = True, buffers: int = 2, prefetch: bool | None = None, resident: bool | None = None,
               serial: bool = False, progress=None, limits: Limits | None = LIMITS,
-              dims: dict[str, int] | None = None, conv_transpose: str = "split", msda_tables: str = "auto",
-              cache: bool = True):
+              dims: dict[str, int] | None = None, cache: bool = True, options: OpOptions | None = None,
+              **op_options: str):
     """Compile an ONNX model (path, ModelProto or Graph) for ``arch`` and simulate it.
 
     ``inputs``: input name -> array of exactly the input's shape and dtype (or one array for a one-input model),
@@ -370,8 +371,8 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
     model, result, outputs by ONNX name, report dict with ``layers``, ``host_ops`` and, when ``validate``,
     ``validation`` per output against onnxruntime). fallback: run the nodes the NPU cannot on the host CPU (else
     UnsupportedOpError lists them).
-    fuse, buffers, prefetch, resident, conv_transpose, msda_tables: compiler options
-    (:func:`compiler.compile.compile_model`);
+    fuse, buffers, prefetch, resident, options and the op options by name (``conv_transpose=``, ``msda_tables=``,
+    ...): compiler options (:func:`compiler.compile.compile_model`);
     serial: simulate every instruction after the previous one retired (no overlap between units at all). ``progress``
     and ``limits`` are passed to :func:`npusim.simulate` (``progress(retired, total, cycle)``). ``dims`` fixes the
     model's symbolic input dimensions by name (``{"batch": 1}``). ``cache``: load the compiled model from the disk
@@ -381,26 +382,18 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
     ``compile_seconds`` (import + compile, or the cache load) and ``simulate_seconds`` (wall).
     """
     t0 = time.perf_counter()
-    entry, hit = None, "off"
-    options = dict(fallback=fallback, fuse=fuse, buffers=buffers, prefetch=prefetch, resident=resident,
-                   conv_transpose=conv_transpose, msda_tables=msda_tables)   # compile_model's, one list for both
+    compile_options = dict(fallback=fallback, fuse=fuse, buffers=buffers, prefetch=prefetch, resident=resident,
+                           options=validated_options(options, **op_options))
     cache = cache and dump_after is None and not os.environ.get("NPUSIM_NO_CACHE")
-    data = _model_bytes(model) if cache else None   # (read or serialized once: the key's and the importer's)
-    key = None
-    if data is not None:
-        from npusim.app import compile_cache
-
-        key = compile_cache.cache_key(data, arch, options | {"dims": dims})
-        entry = compile_cache.load(key)
-        hit = "hit" if entry is not None else "miss"
-    if entry is None:
-        entry = load_model(model, fallback, dims, data), None
-    graph, compiled = entry
+    graph, compiled, key = _cached(model, arch, dims, cache, compile_options)
+    hit = "off" if key is None else "miss" if compiled is None else "hit"
     if inputs is not None:
         inputs = for_model(model_inputs(graph), inputs)
     if compiled is None:
-        compiled = compile_model(graph, arch, dump_after=dump_after, **options)
+        compiled = compile_model(graph, arch, dump_after=dump_after, **compile_options)
         if key is not None:
+            from npusim.app import compile_cache
+
             compile_cache.store(key, graph, compiled)
     t1 = time.perf_counter()
     rng = np.random.default_rng(seed)
@@ -413,26 +406,50 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
     report = model_report(result, compiled)
     report.update(compile_seconds=t1 - t0, simulate_seconds=time.perf_counter() - t1, compile_cache=hit)
     if validate and not timing_only:
-        import onnx
-
-        from compiler.frontend.builder import to_onnx
-
-        proto = to_onnx(graph) if isinstance(model, Graph) else model if isinstance(model, onnx.ModelProto) \
-            else onnx.load(model)
-        try:
-            sess = ort_session(proto, _ort_options(graph), what="onnxruntime (the reference for --validate)")
-        except CompileError:   # an old opset onnxruntime no longer implements: the model as converted on import
-            if isinstance(model, Graph):
-                raise
-            sess = ort_session(to_onnx(graph), _ort_options(graph), what="onnxruntime (the reference for --validate)")
-        try:
-            refs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, dict(inputs))))
-        except Exception as e:   # onnxruntime's own error types: the model is one it cannot run
-            raise CompileError(f"onnxruntime (the reference for --validate) cannot run the model: "
-                               f"{_first_line(e)}") from None
-        quantized = any(n.op in QUANT_OPS for n in graph.nodes)
-        report["validation"] = {name: _compare(outputs[name], refs[name], quantized) for name in outputs}
+        report["validation"] = _validation(model, graph, inputs, outputs)
     return compiled, result, outputs, report
+
+
+def _cached(model, arch: Arch, dims: dict[str, int] | None, cache: bool,
+            compile_options: dict) -> tuple[Graph, CompiledModel | None, str | None]:
+    """``model`` imported, and compiled for ``arch`` with ``compile_options`` (:func:`compile_model`'s) when the disk
+    compile cache holds it: (graph, compiled model or None, the cache key or None when ``cache`` is off or the model
+    has no bytes to key)."""
+    key = None
+    data = _model_bytes(model) if cache else None   # (read or serialized once: the key's and the importer's)
+    if data is not None:
+        from npusim.app import compile_cache
+
+        named = {k: v for k, v in compile_options.items() if k != "options"} | compile_options["options"].as_dict()
+        key = compile_cache.cache_key(data, arch, named | {"dims": dims})   # the op options by name, as before
+        entry = compile_cache.load(key)
+        if entry is not None:
+            return *entry, key
+    return load_model(model, compile_options["fallback"], dims, data), None, key
+
+
+def _validation(model, graph: Graph, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> dict:
+    """Each output compared with onnxruntime's on the model as given (or, for an old opset onnxruntime no longer
+    implements, as converted on import): :func:`_compare`'s dict by output name."""
+    import onnx
+
+    from compiler.frontend.builder import to_onnx
+
+    proto = to_onnx(graph) if isinstance(model, Graph) else model if isinstance(model, onnx.ModelProto) \
+        else onnx.load(model)
+    try:
+        sess = ort_session(proto, _ort_options(graph), what="onnxruntime (the reference for --validate)")
+    except CompileError:   # an old opset onnxruntime no longer implements: the model as converted on import
+        if isinstance(model, Graph):
+            raise
+        sess = ort_session(to_onnx(graph), _ort_options(graph), what="onnxruntime (the reference for --validate)")
+    try:
+        refs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, dict(inputs))))
+    except Exception as e:   # onnxruntime's own error types: the model is one it cannot run
+        raise CompileError(f"onnxruntime (the reference for --validate) cannot run the model: "
+                           f"{_first_line(e)}") from None
+    quantized = any(n.op in QUANT_OPS for n in graph.nodes)
+    return {name: _compare(outputs[name], refs[name], quantized) for name in outputs}
 
 
 def _model_bytes(model) -> bytes | None:

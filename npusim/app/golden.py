@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compiler.kernels.conv2d import ConvShape
+from compiler.kernels.conv_transpose2d import ConvTransposeShape
 from isa import DType, NpuSimError
 from isa.arch import Arch, load_arch
 from isa.asm import format_program
 from npusim.app.driver import (
-    ConvShape,
-    ConvTransposeShape,
     run_conv,
     run_conv_transpose,
     run_gemm,
@@ -40,7 +40,8 @@ from npusim.app.driver import (
 from npusim.report.tables import keyed_layers
 from npusim.sim.simulator import SimResult
 
-PRESETS = ("edge16", "mid32")
+GOLDEN_PRESETS = ("edge16", "mid32")
+"""The presets the golden traces are recorded on (every workload on each)."""
 TRACES = Path(__file__).resolve().parents[2] / "traces"
 GZIP_ABOVE = 64 * 1024  # bytes of assembly above which program.s is stored gzipped
 FORMAT = 1  # version of report.json's layout
@@ -92,7 +93,7 @@ WORKLOADS = {w.name: w for w in (
     Workload("bert_layer", "transformer encoder layer from npusim.app.zoo (BERT-base, fp32, seed 0), 1x128x768",
              _zoo("bert_layer")),
 )}
-GOLDENS = tuple(f"{w}-{p}" for w in WORKLOADS for p in PRESETS)
+GOLDENS = tuple(f"{w}-{p}" for w in WORKLOADS for p in GOLDEN_PRESETS)
 
 
 def golden_names(selection: Sequence[str] = ()) -> list[str]:
@@ -148,7 +149,7 @@ def _report(name: str, result: SimResult, layers: list[dict], text: str) -> dict
         "sram": {"spm_bytes": result.spm_bytes, "acc_bytes": result.acc_bytes},
         "warnings": list(result.warnings),
         # goldens record cycles: the energy section prices a run and times nothing, so it is not part of them
-        "arch": {k: v for k, v in result.arch.to_dict().items() if k != "energy"},
+        "arch": _timing_arch(result.arch.to_dict()),
     }
 
 
@@ -179,10 +180,16 @@ def load(name: str, root: Path = TRACES) -> Golden | None:
 
 
 def _with_new_fields(arch: dict[str, Any]) -> dict[str, Any]:
-    """A recorded Arch (its timing sections) with the fields added since it was recorded at their defaults."""
-    default = Arch().to_dict()
-    return arch | {sec: {k: v for k, v in default[sec].items() if k not in fields} | fields
-                   for sec, fields in arch.items() if isinstance(fields, dict) and sec in default}
+    """A recorded Arch (its timing sections) with the sections and fields added since it was recorded at their
+    defaults."""
+    default = _timing_arch(Arch().to_dict())
+    return arch | {sec: {k: v for k, v in fields.items() if k not in arch.get(sec, {})} | arch.get(sec, {})
+                   for sec, fields in default.items() if isinstance(fields, dict)}
+
+
+def _timing_arch(arch: dict[str, Any]) -> dict[str, Any]:
+    """What a golden records of an Arch: every section but ``energy`` (which changes no cycle)."""
+    return {k: v for k, v in arch.items() if k != "energy"}
 
 
 @dataclass(frozen=True)
@@ -320,7 +327,7 @@ def summary_md(report: dict[str, Any]) -> str:
     """summary.md: totals, per-unit utilization and the layers that take longest, as Markdown tables."""
     cycles, arch = report["cycles"], report["arch"]
     pct = lambda x: f"{x / cycles:.1%}" if cycles else "-"
-    peak = cycles * arch["matrix"]["rows"] * arch["matrix"]["cols"]
+    peak = cycles * arch["matrix"]["rows"] * arch["matrix"]["cols"] * arch.get("units", {}).get("matrix", 1)
     instrs, dram = report["program"]["instructions"], report["dram"]
     lines = [f"# {report['golden']}", "",
              f"{report['what']}, on preset `{report['preset']}` ({arch['description']}); compiled and simulated "

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from isa import NpuSimError
-from isa.files import decode_utf8
+from isa.utf8 import decode_utf8
 
 
 class TopologyError(NpuSimError, ValueError):

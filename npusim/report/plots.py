@@ -307,7 +307,8 @@ def plot_roofline(report: dict, ax: Axes) -> Roofline:
     layers = _layers(report, "roofline", "dram_bytes")
     arch = _need(report, "arch", "roofline", "write the report with `npusim run MODEL --json`")
     roof = _memory_roof(report)
-    peak, bandwidth, dma = float(arch["matrix"]["rows"] * arch["matrix"]["cols"]), roof["dram_bandwidth"], roof["dma"]
+    peak = float(arch["matrix"]["rows"] * arch["matrix"]["cols"] * arch.get("units", {}).get("matrix", 1))
+    bandwidth, dma = roof["dram_bandwidth"], roof["dma"]
     on = [lr for lr in layers if lr["macs"] > 0 and lr["dram_bytes"] > 0 and lr["cycles"] > 0]
     skipped = [lr["name"] for lr in layers if lr not in on]
     intensity = np.array([lr["macs"] / lr["dram_bytes"] for lr in on])
@@ -391,76 +392,6 @@ def plot_energy(report: dict, ax: Axes) -> EnergySplit:
     title = f"{e.get('table', '')} {e.get('dram_type', '')}".strip()
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small", frameon=False, title=title or None)
     return EnergySplit(names, np.array([lr.get("energy_pj", 0.0) for lr in layers]), parts, artists)
-
-
-# ------------------------------------------------------------------------------------------------ sweep tables
-@dataclass
-class ParetoPlot:
-    """What :func:`plot_pareto` / :func:`plot_pareto_3d` drew: the front's rows of the sweep table, the metrics."""
-
-    front: Any
-    metrics: list[str]
-    artists: list = field(default_factory=list)
-
-
-def _sweep_rows(df, metrics: list[str], what: str):
-    """``df``'s rows without an error, after checking it is one workload's sweep table with these metrics."""
-    from npusim.app.sweep import pareto
-
-    if "workload" in df.columns and df["workload"].nunique() > 1:
-        raise PlotError(f"the {what} plot draws one workload's points; select one, e.g. df[df.workload == "
-                        f"{df['workload'].iloc[0]!r}]")
-    front = pareto(df, metrics, by=None)
-    ok = df.dropna(subset=metrics)
-    return ok[ok["error"].isna()] if "error" in ok.columns else ok, front
-
-
-def _point_label(row, columns: list[str]) -> str:
-    return " ".join(f"{c.split('.')[-1]}={row[c]:g}" if isinstance(row[c], float) else f"{c.split('.')[-1]}={row[c]}"
-                    for c in columns)
-
-
-def _override_columns(df, metrics: list[str]) -> list[str]:
-    """The override columns that vary in ``df`` (the ones worth naming a point by)."""
-    from npusim.app.sweep import METRICS
-
-    return [c for c in df.columns if c not in ("workload", "error", *METRICS, *metrics) and df[c].nunique() > 1]
-
-
-def plot_pareto(df, ax: Axes, x: str, y: str, annotate: bool = True) -> ParetoPlot:
-    """A sweep table's points, ``y`` against ``x`` (grey), and their Pareto front (both minimised; red line, each
-    front point labelled with its override columns). ``df``: one workload's rows of :func:`npusim.app.sweep.sweep`."""
-    ok, front = _sweep_rows(df, [x, y], "pareto")
-    artists = [ax.scatter(ok[x], ok[y], s=16, color="0.65", label=f"{len(ok)} points"),
-               ax.plot(front[x], front[y], "o-", color="C3", markersize=5, drawstyle="steps-post",
-                       label=f"Pareto front ({len(front)})")[0]]
-    if annotate:
-        cols = _override_columns(df, [x, y])
-        for _, row in front.iterrows():
-            artists.append(ax.annotate(_point_label(row, cols), (row[x], row[y]), fontsize=7, xytext=(4, 4),
-                                       textcoords="offset points"))
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.25)
-    return ParetoPlot(front, [x, y], artists)
-
-
-def plot_pareto_3d(df, ax, x: str, y: str, z: str) -> ParetoPlot:
-    """The 3-D Pareto front of ``x``, ``y``, ``z`` (all minimised) on a 3-D ``ax``
-    (``fig.add_subplot(projection="3d")``): every point grey, the front's points red."""
-    if getattr(ax, "name", "") != "3d":
-        raise PlotError("the 3-D Pareto plot needs a 3-D axes: fig.add_subplot(projection='3d')")
-    ok, front = _sweep_rows(df, [x, y, z], "3-D pareto")
-    rest = ok.drop(index=front.index)
-    artists = [ax.scatter(rest[x], rest[y], rest[z], s=12, color="0.65", label=f"{len(rest)} dominated points"),
-               ax.scatter(front[x], front[y], front[z], s=30, color="C3", edgecolors="k", linewidths=0.4,
-                          label=f"Pareto front ({len(front)})")]
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
-    ax.set_zlabel(z)
-    ax.legend(fontsize="small")
-    return ParetoPlot(front, [x, y, z], artists)
 
 
 # ------------------------------------------------------------------------------------------------ files

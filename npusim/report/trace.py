@@ -28,7 +28,7 @@ import numpy as np
 from isa import DmaCopy, SimulationError, Space
 from isa.asm import format_instr
 from isa.cost import Cost
-from isa.units import UNITS, Pool, Role, queues_with
+from isa.units import UNITS, Pool, Role, key_text, queues_with
 
 CHANNEL_QUEUES = frozenset(u.queue for u in UNITS if Pool.DMA_CHANNEL in u.pools)   # queues whose units hold a channel
 LOAD_QUEUES = queues_with(Role.DMA_LOAD)
@@ -249,7 +249,7 @@ def _channel_spans(t: _Timeline, us: float) -> list[tuple[str, int]]:
     if not pcs.size:
         return []
     spans = _Spans(us)
-    queue = [t.result.program.instrs[pc].queue.text for pc in pcs.tolist()]
+    queue = [key_text(t.result.program.instrs[pc].unit_key) for pc in pcs.tolist()]
     spans.add(CHANNEL, channel_tid(t.result) + t.channel[pcs], t.start[pcs], t.end[pcs] - t.start[pcs], queue,
               pcs.tolist())
     return spans.text()

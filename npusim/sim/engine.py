@@ -1,10 +1,13 @@
-"""The discrete-event model: a dispatcher feeding four in-order unit queues, one SimPy process per unit.
+"""The discrete-event model: a dispatcher feeding one in-order queue per unit (:func:`isa.machine.machine_units`), one
+SimPy process per unit, on SimPy's public API only.
 
-Events happen per instruction, never per cycle: a unit that finds its queue, semaphores and resources ready costs
-at most one timeout event per instruction (none when its retire is the next event due: it moves the clock itself).
-The dispatcher is not a process: the unit that makes room in a full queue resumes it, through an event or directly
-when that event would be the next one due. Static costs come from :mod:`isa.cost`; this module adds what depends on
-other units: semaphore waits, full queues, barriers, DMA channel and SRAM port contention, and the shared DRAM bus.
+Events happen per instruction, never per cycle: a unit that finds its queue, semaphores and ports ready costs one
+timeout event per instruction, from its start to its retire. The dispatcher is not a process: the unit that makes room
+in a full queue resumes it, through an event or directly when that event would be the next one due. What happens first
+within a cycle follows the declared arbitration rule of docs/timing.md (cycle, then start-ups before everything else,
+then scheduling order), which :mod:`npusim.sim.compiled_timing` replays. Static costs come from :mod:`isa.cost`; this
+module adds what depends on other units: semaphore waits, full queues, barriers, port pools (DMA channels, SRAM ports)
+and the shared DRAM bus, whose grant policies live in :mod:`npusim.sim.resources` and :mod:`npusim.sim.semaphores`.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ import simpy
 
 from isa import DeadlockError, Halt, Program, SimulationError
 from isa.arch import Arch
+from isa.columns import unit_keys
 from isa.cost import Cost, instr_costs
-from isa.units import UNIT_INDEX, Pool, machine_units
+from isa.machine import machine, machine_units, pool_ports
+from isa.units import Pool
 from isa.verify import where
 from npusim.sim.resources import DramBus, PortPool
 from npusim.sim.semaphores import SemaphoreFile
@@ -45,7 +50,7 @@ class Engine:
         n = len(instrs)
         self.costs = costs = costs if costs is not None else instr_costs(instrs, arch)
         self.units = units = machine_units(arch)
-        self.qid = qid = [UNIT_INDEX[i.queue] for i in instrs]   # per pc, its unit's index (CTRL for control)
+        self.qid = qid = machine(arch).indices(unit_keys(instrs)).tolist()   # per pc, its unit's index (-1: control)
         idx = program.sem_index
 
         def sem_ops(ops) -> tuple[tuple[int, int], ...]:
@@ -54,7 +59,7 @@ class Engine:
             return tuple([(idx[o.name], o.count) for o in ops])
 
         self.sems = SemaphoreFile([s.name for s in program.sems], [s.init for s in program.sems])
-        port = {p: PortPool(p.cause, p.size(arch)) for p in Pool}
+        port = {p: PortPool(p.cause, pool_ports(p, arch)) for p in Pool}
         pools = {(u.index, s, a): tuple(port[p] for p in held_pools(u.spec.pools, s, a))
                  for u in units for s in (False, True) for a in (False, True)}
         pools |= {(CTRL, s, a): () for s in (False, True) for a in (False, True)}   # (control never reaches a unit)
@@ -89,7 +94,7 @@ class Engine:
         drain, or the program ends. Not a process: whoever makes room (a unit's pop or last retire) resumes it, through
         an event (``_wake``) or, when that event would be the next thing to happen at this cycle, directly."""
         env, depth, instrs, qid, queues, dispatch, work, gaps = self.dispatcher_state
-        now = env._now
+        now = env.now
         pc, n = self.dispatch_pc, len(qid)
         if self.gap_open:  # resumed: close the gap it opened when it blocked
             gaps[-1][1] = now
@@ -153,17 +158,17 @@ class Engine:
         resource_stalls, timeout, popleft = self.resource_stalls, env.timeout, queue.popleft
         take, give_all = sems.try_acquire, sems.signal
         earliest = attrgetter("earliest")
-        heap = env._queue  # SimPy's event heap of (cycle, priority, id, event): is anything else due this cycle?
+        peek = env.peek    # the cycle of the next scheduled event (inf if none): is anything else due this cycle?
         pending = False    # the dispatcher is to run at this unit's next yield
         # (busy, conflict, latency cycles and row outcomes are static: run() adds them up per unit at the end)
         while True:
             if not queue:
                 if self.dispatch_done:
                     return
-                t0 = env._now
+                t0 = env.now
                 self.work[u] = env.event()   # (the dispatcher triggers it and clears the slot)
                 yield self.work[u]
-                self._account_starvation(u, t0, env._now)
+                self._account_starvation(u, t0, env.now)
                 if not queue:
                     return
             pc = popleft()
@@ -172,13 +177,13 @@ class Engine:
                 # the dispatcher may go on: if nothing else is scheduled at this cycle and this unit yields before
                 # it looks at a queue again (cycles > 0), the dispatcher's event would be the next one, so run it
                 # at that yield instead (same order, one event less)
-                if cycles and (not heap or heap[0][0] > env._now):
+                if cycles and peek() > env.now:
                     pending = True
                 else:
                     self.space_queue = -1
                     self._wake_later()
             if need and not take(need):  # not all available: wait for them
-                t1 = env._now
+                t1 = env.now
                 ev = env.event()
                 sems.block(u, need, ev.succeed)
                 self.blocked[u] = pc
@@ -187,8 +192,8 @@ class Engine:
                     self._dispatch()
                 yield ev
                 self.blocked[u] = -1
-                stall["semaphore"] += env._now - t1
-            now = env._now
+                stall["semaphore"] += env.now - t1
+            now = env.now
             issue[pc] = now
             if held:
                 ready = max(map(earliest, held))
@@ -198,9 +203,9 @@ class Engine:
                         pending = False
                         self._dispatch()
                     yield timeout(ready - now)
-                    stall[cause] += env._now - now
-                    resource_stalls.append((pc, now, env._now, cause))
-                    now = env._now
+                    stall[cause] += env.now - now
+                    resource_stalls.append((pc, now, env.now, cause))
+                    now = env.now
                     ready = max(map(earliest, held))
             end = now + cycles
             if window:
@@ -215,10 +220,7 @@ class Engine:
                 pending = False
                 self._dispatch()
             if end > now:
-                if heap and heap[0][0] <= end:
-                    yield timeout(end - now)
-                else:  # nothing else is due before this retire: its timeout would be the next event, so skip it
-                    env._now = end
+                yield timeout(end - now)
             if execute is not None:
                 execute(pc, instrs[pc])
             end_at[pc] = end

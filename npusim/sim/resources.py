@@ -15,6 +15,9 @@ class PortPool:
         """Hold a port until cycle ``end``: the earliest-free one (the caller has seen that one is free now; which
         of several free ports it takes changes nothing later, as all are free from now on)."""
         free = self.free_at
+        if len(free) == 1:
+            free[0] = self.earliest = end
+            return
         free[free.index(self.earliest)] = end
         self.earliest = min(free)
 

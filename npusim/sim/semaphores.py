@@ -37,7 +37,12 @@ class SemaphoreFile:
             if count[i] > SEM_MAX:
                 raise SimulationError(f"semaphore {self.names[i]} reaches {count[i]} > {SEM_MAX}: its producer ran "
                                       f"ahead of its consumer; bound it with an 'empty' semaphore the consumer signals")
-        if self.waiters:   # wake, in the order they blocked, those that can now take all they need
+        if len(self.waiters) == 1:   # (the common case: one blocked unit)
+            unit, (needs, wake) = next(iter(self.waiters.items()))
+            if self.try_acquire(needs):
+                del self.waiters[unit]
+                wake()
+        elif self.waiters:   # wake, in the order they blocked, those that can now take all they need
             woken = [unit for unit, (needs, _) in self.waiters.items() if self.try_acquire(needs)]
             for unit in woken:
                 self.waiters.pop(unit)[1]()

@@ -21,9 +21,10 @@ from isa import (
     VerifyError,
 )
 from isa.arch import Arch
-from isa.columns import columns
+from isa.columns import columns, unit_keys
 from isa.cost import FREE, instr_costs
-from isa.units import DMA_QUEUES, UNIT_INDEX, machine_units
+from isa.machine import machine, machine_units
+from isa.units import CTRL_KEY, DMA_QUEUES, key_text
 from isa.verify import verify, where
 from npusim.functional.memory import DeviceMemory
 from npusim.sim.engine import Engine, check_max_cycles
@@ -38,9 +39,18 @@ importing it (about 0.65 CPU s) pays off near 36k instructions (the SimPy Engine
 compiled run 130k)."""
 
 
-def check_fits(program: Program, arch: Arch) -> None:
-    """Raise VerifyError if the program needs more than the Arch has (array, SRAM sizes, dtypes, rows)."""
+def check_fits(program: Program, arch: Arch, keys: np.ndarray | None = None) -> None:
+    """Raise VerifyError if the program needs more than the Arch has (array, SRAM sizes, dtypes, rows, units);
+    ``keys``: its instructions' unit keys (:func:`isa.columns.unit_keys`) if the caller has them."""
     cfg, m = program.config, arch.matrix
+    keys = unit_keys(program.instrs) if keys is None else keys
+    missing = np.flatnonzero((machine(arch).indices(keys) < 0) & (keys != CTRL_KEY))
+    if missing.size:
+        pc = int(missing[0])
+        spec, have = program.instrs[pc].queue.unit, machine(arch).count(program.instrs[pc].queue.unit)
+        raise VerifyError(f"{where(pc, program.instrs[pc])}: it runs on {key_text(int(keys[pc]))}, but arch "
+                          f"{arch.name} has units.{spec.name} = {have}; raise units.{spec.name} (--set "
+                          f"units.{spec.name}={program.instrs[pc].unit + 1})")
     for need, have, what in ((cfg.rows, m.rows, "matrix.rows"), (cfg.cols, m.cols, "matrix.cols"),
                              (cfg.spm, arch.spm.size, "spm.size"), (cfg.acc, arch.acc.size, "acc.size")):
         if need > have:
@@ -52,6 +62,18 @@ def check_fits(program: Program, arch: Arch) -> None:
             if ins.a.dtype.text not in m.dtypes or ins.b.dtype.text not in m.dtypes:
                 raise VerifyError(f"{where(pc, ins)}: arch {arch.name}'s matrix unit takes {', '.join(m.dtypes)}, "
                                   f"not {ins.a.dtype.text}")
+
+
+def idle_units(arch: Arch, keys: np.ndarray) -> list[str]:
+    """A warning naming the extra units of the machine (``units.<kind>`` above 1) that no instruction runs on: the
+    compiler drives the first unit of each kind, so a model's numbers do not change with them."""
+    used = set(np.unique(keys).tolist())
+    idle = [u for u in machine_units(arch) if u.ordinal and u.key not in used]
+    if not idle:
+        return []
+    kinds = sorted({f"units.{u.spec.name} = {machine(arch).count(u.spec)}" for u in idle})
+    return [f"{', '.join(kinds)}, but no instruction runs on {', '.join(f'{u.name} ({u.label})' for u in idle)}: "
+            f"the compiler drives the first unit of each kind; an instruction picks another with unit=N"]
 
 
 def load_inputs(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | None) -> DeviceMemory:
@@ -116,7 +138,7 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
     inputs = for_program(program, inputs)
     cols = columns(program)
     report = verify(program, cols)
-    check_fits(program, arch)
+    check_fits(program, arch, cols.key)
     if limits is not None:
         n = len(program.instrs)
         work = (n, 0, 0) if timing_only else program_work(program, arch)  # timing only checks the count alone
@@ -126,50 +148,14 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
         costs = [FREE if i.queue in DMA_QUEUES else c for i, c in zip(program.instrs, costs)]
     check_cycles(costs)
     mem = None if timing_only else load_inputs(program, arch, inputs)
-    execute = None
-    if mem is not None:
-        mem.bounds_verified = True   # verify(program) and check_fits above: every operand lies inside its memory
-        from npusim.functional.execute import execute as apply
-
-        missing = sorted({i.fn for i in program.instrs if isinstance(i, HostCall)} - set(host))
-        if missing:
-            raise SimulationError(f"the program calls host functions {', '.join(missing)} but no callables were "
-                                  f"supplied for them (host_functions=...); run timing-only to skip values")
-
-        def execute(pc, ins):
-            try:
-                apply(ins, mem, host)
-            except SimulationError as e:
-                raise SimulationError(f"{where(pc, ins)}: {e}") from None
-
-    warnings = list(report.warnings)
-    extra = {}
-    run = None
-    if not serial and (engine == "compiled" or engine == "auto" and (
-            execute is not None or "numba" in sys.modules or len(program.instrs) >= AUTO_COMPILED)):
-        from npusim.sim.compiled_timing import OK, run_compiled
-
-        run = run_compiled(program, arch, costs, max_cycles, cols)
-        if run.status != OK:   # the Engine decides (and raises the error the user gets)
-            run = None
-        elif execute is not None:
-            _apply_in_retire_order(program, run, execute, progress)
-        elif progress is not None:
-            total = len(run.retired)
-            progress(total, total, run.cycles)
-    if run is not None:
-        cycles, units, times = run.cycles, run.units, (run.dispatch, run.issue, run.start, run.end)
-        extra = {"resource_stalls": run.resource_stalls, "dispatcher_gaps": run.gaps}
-        totals = run.totals
-    else:
-        if serial:
-            cycles, units, times = _run_serial(program, arch, costs, execute, max_cycles)
-        else:
-            sim = Engine(program, arch, execute, costs, progress)
-            cycles = sim.run(max_cycles)
-            units, times = sim.stats, (sim.dispatch, sim.issue, sim.start, sim.end)
-            extra = {"resource_stalls": sim.resource_stalls, "dispatcher_gaps": sim.gaps}
-        totals = cost_totals(costs)
+    execute = None if mem is None else _executor(program, mem, host)
+    compiled = not serial and (engine == "compiled" or engine == "auto" and (
+        execute is not None or "numba" in sys.modules or len(program.instrs) >= AUTO_COMPILED))
+    timed = _run_compiled(program, arch, costs, cols, max_cycles, execute, progress) if compiled else None
+    if timed is None:
+        timed = _run_serial(program, arch, costs, execute, max_cycles) if serial else \
+            _run_engine(program, arch, costs, execute, max_cycles, progress)
+    cycles, units, times, totals, extra = timed
     outputs = dict(mem.dram) if mem is not None else {}   # the run's own buffers: no second copy of DRAM
     mode = ("serial" if serial else "concurrent") + (", ideal memory" if ideal_memory else "")
     return SimResult(
@@ -177,8 +163,52 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
         dispatch=times[0], issue=times[1], start=times[2], end=times[3],
         dram_bytes_read=totals["dram_read"], dram_bytes_written=totals["dram_write"],
         spm_bytes=totals["spm_bytes"], acc_bytes=totals["acc_bytes"],
-        macs=totals["macs"], warnings=warnings, wall_seconds=time.perf_counter() - t0, outputs=outputs,
-        costs=costs, **extra)
+        macs=totals["macs"], warnings=list(report.warnings) + idle_units(arch, cols.key),
+        wall_seconds=time.perf_counter() - t0, outputs=outputs, costs=costs, **extra)
+
+
+def _executor(program: Program, mem: DeviceMemory, host: Mapping[str, Callable]) -> Callable:
+    """``execute(pc, instr)``: apply an instruction's values to ``mem`` (its errors name the pc); every host function
+    the program calls must be in ``host``."""
+    mem.bounds_verified = True   # verify(program) and check_fits: every operand lies inside its memory
+    from npusim.functional.execute import execute as apply
+
+    missing = sorted({i.fn for i in program.instrs if isinstance(i, HostCall)} - set(host))
+    if missing:
+        raise SimulationError(f"the program calls host functions {', '.join(missing)} but no callables were "
+                              f"supplied for them (host_functions=...); run timing-only to skip values")
+
+    def execute(pc, ins):
+        try:
+            apply(ins, mem, host)
+        except SimulationError as e:
+            raise SimulationError(f"{where(pc, ins)}: {e}") from None
+    return execute
+
+
+def _run_compiled(program, arch, costs, cols, max_cycles, execute, progress):
+    """The compiled timing evaluation's (cycles, units, times, totals, extra), the values applied in its retire
+    order; None when the SimPy Engine must decide (a deadlock, the cycle cap, an overflow: it raises the error)."""
+    from npusim.sim.compiled_timing import OK, run_compiled
+
+    run = run_compiled(program, arch, costs, max_cycles, cols)
+    if run.status != OK:
+        return None
+    if execute is not None:
+        _apply_in_retire_order(program, run, execute, progress)
+    elif progress is not None:
+        total = len(run.retired)
+        progress(total, total, run.cycles)
+    return (run.cycles, run.units, (run.dispatch, run.issue, run.start, run.end), run.totals,
+            {"resource_stalls": run.resource_stalls, "dispatcher_gaps": run.gaps})
+
+
+def _run_engine(program, arch, costs, execute, max_cycles, progress):
+    """The SimPy Engine's (cycles, units, times, totals, extra)."""
+    sim = Engine(program, arch, execute, costs, progress)
+    cycles = sim.run(max_cycles)
+    return (cycles, sim.stats, (sim.dispatch, sim.issue, sim.start, sim.end), cost_totals(costs),
+            {"resource_stalls": sim.resource_stalls, "dispatcher_gaps": sim.gaps})
 
 
 def _apply_in_retire_order(program: Program, run, execute, progress) -> None:
@@ -195,10 +225,12 @@ def _apply_in_retire_order(program: Program, run, execute, progress) -> None:
 
 def _run_serial(program: Program, arch: Arch, costs, execute, max_cycles: int | None = None):
     """One instruction at a time: each starts when the previous retires; semaphores must allow program order.
-    Stops with SimulationError at the first instruction that ends after ``max_cycles``."""
+    Stops with SimulationError at the first instruction that ends after ``max_cycles``. Returns (cycles, units, times,
+    totals, extra) as the concurrent runs do."""
     n = len(program.instrs)
     times = tuple(np.full(n, -1, np.int64) for _ in range(4))
     units = [UnitStats(u.name) for u in machine_units(arch)]
+    index = machine(arch).index
     count = {s.name: s.init for s in program.sems}
     t = 0
     for pc, ins in enumerate(program.instrs):
@@ -217,14 +249,14 @@ def _run_serial(program: Program, arch: Arch, costs, execute, max_cycles: int | 
             raise SimulationError(f"the cycle cap of {max_cycles} was reached in the serial run at {where(pc, ins)} "
                                   f"(it ends at cycle {t}); raise max_cycles (--max-cycles) or drop it")
         times[3][pc] = t
-        units[UNIT_INDEX[ins.queue]].add_static(c)
+        units[index(ins.unit_key)].add_static(c)
         if execute is not None:
             execute(pc, ins)
         for op in ins.signals:
             count[op.name] += op.count
     for st in units:
         st.idle = t - st.busy - sum(st.stall.values())
-    return t, units, times
+    return t, units, times, cost_totals(costs), {}
 
 
 def region_array(result: SimResult, name: str, dtype: DType, shape: tuple[int, ...]) -> np.ndarray:

@@ -14,9 +14,11 @@ import numpy as np
 from isa import Program, Queue
 from isa.arch import Arch
 from isa.asm import mnemonic
+from isa.columns import unit_keys
 from isa.cost import Cost, dma_stream_bandwidth
 from isa.energy import RunEnergy, area_mm2, run_energy
-from isa.units import Pool, machine_units, unit_indices
+from isa.machine import machine, machine_units
+from isa.units import Pool, key_text
 
 STALL_CAUSES = ("semaphore", "queue_full", "barrier", *dict.fromkeys(p.cause for p in Pool), "dram_bandwidth",
                 "dram_latency", "bank_conflict")
@@ -109,8 +111,8 @@ class SimResult:
 
     @cached_property
     def unit_index(self) -> np.ndarray:
-        """Per pc: the index of its unit in ``units`` (:attr:`isa.units.Unit.index`; -1 for control)."""
-        return unit_indices(self.queue)
+        """Per pc: the index of its unit in ``units`` (:attr:`isa.machine.Unit.index`; -1 for control)."""
+        return machine(self.arch).indices(unit_keys(self.program.instrs))
 
     @cached_property
     def popped(self) -> np.ndarray:
@@ -164,7 +166,7 @@ class SimResult:
     def utilization(self, macs: int) -> float:
         """``macs`` / (cycles x rows x cols): the array's busy fraction for that much work (e.g. a model's MACs,
         which leave out the zero blocks of pixel-packed convolutions)."""
-        peak = self.cycles * self.arch.matrix.rows * self.arch.matrix.cols
+        peak = self.cycles * self.arch.peak_macs_per_cycle
         return macs / peak if peak else 0.0
 
     @property
@@ -179,7 +181,7 @@ class SimResult:
             "cycles": self.cycles,
             "time_us": self.microseconds,
             "mode": self.mode,
-            "units": {u.name: u.to_dict(self.cycles) | {"queue": unit.queue.text,   # as in instructions[].unit
+            "units": {u.name: u.to_dict(self.cycles) | {"queue": unit.label,   # as in instructions[].unit
                                                         "energy_pj": energy.by_unit(unit.index)}
                       for u, unit in zip(self.units, machine_units(self.arch))},
             "matrix_utilization": self.matrix_utilization,
@@ -196,7 +198,7 @@ class SimResult:
         }
         if instructions:
             out["instructions"] = [
-                {"pc": pc, "unit": ins.queue.text, "text": str(ins), "dispatch": int(self.dispatch[pc]),
+                {"pc": pc, "unit": key_text(ins.unit_key), "text": str(ins), "dispatch": int(self.dispatch[pc]),
                  "issue": int(self.issue[pc]), "start": int(self.start[pc]), "end": int(self.end[pc])}
                 for pc, ins in enumerate(self.program.instrs) if ins.queue is not Queue.CTRL]
         return out

@@ -26,7 +26,7 @@ from compiler.kernels.conv2d import (
     search_conv_tiling,
 )
 from isa import DType
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from tests.compiler.util import linear_fit_tcb
 
 SHAPES = [ConvShape(1, 64, 28, 28, 64, 3, 3, 1, 1),            # ResNet's 3x3 body
@@ -42,7 +42,7 @@ TILINGS = [ConvTiling(4, 8, 1, 1, False, 1), ConvTiling(3, 5, 2, 2, True, 2), Co
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("preset", presets_by_size())
 def test_closed_form_price_equals_the_built_programs(preset):
     # every term of program_estimate (busiest queue, bus, head, tail), the hidden constants and the one-accumulator
     # bound, summed over tile kinds instead of over a built program, on the searched tiling and hand-picked ones
@@ -113,7 +113,7 @@ def test_estimates_of_both_accumulator_depths_may_share_built_steps(preset):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("preset", presets_by_size())
 def test_the_search_picks_the_cheapest_built_program_of_its_candidates(preset):
     # the search prices few candidates (lower bounds first); its winner is still the least (price of the built
     # program, rank) of all of them
@@ -127,7 +127,7 @@ def test_the_search_picks_the_cheapest_built_program_of_its_candidates(preset):
         assert search_conv_tiling.__wrapped__(cs, dtype, target, ep, hidden) == want, (cs, ep, hidden)
 
 
-@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("preset", presets_by_size())
 def test_the_bounds_the_search_goes_by_are_at_most_the_price(preset):
     # plan_floor (closed form) <= conv_estimate(floor=True) <= the price, on every candidate, with and without
     # hidden constants; a bounded floor is exact below its bound

@@ -27,7 +27,7 @@ from compiler.kernels.conv2d import (
     tiling_fits,
 )
 from isa import DType
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from tests.compiler.util import linear_fit_tcb
 
 
@@ -91,7 +91,7 @@ def test_a_huge_layer_is_not_built_once_per_candidate(monkeypatch):
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
-@given(cs=convs(), preset=st.sampled_from(("edge16", "mid32", "dc128")), spm_div=st.sampled_from((1, 8, 64)),
+@given(cs=convs(), preset=st.sampled_from(presets_by_size()), spm_div=st.sampled_from((1, 8, 64)),
        es=st.sampled_from((1, 4)), gpack=st.sampled_from((1, 2, 4)))
 def test_the_ranking_equals_rough_cycles_of_each_tilings_plan(cs, preset, spm_div, es, gpack):
     # rank_tilings' sums written out once per tiling are rough_cycles of the plan with the most blocks that fit

@@ -26,7 +26,7 @@ from compiler.kernels.conv_transpose2d import (
     transpose_pads,
 )
 from isa import DType
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from npusim.app.driver import run_conv_transpose
 
 RNG = np.random.default_rng(3)
@@ -175,7 +175,7 @@ CASES = [ConvTransposeShape(1, 8, 5, 6, 12, 3, 3, 2, 1, output_padding=1),      
          ConvTransposeShape(1, 40, 6, 7, 36, 4, 4, 2, 1)]                                # several channel blocks
 
 
-@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("preset", presets_by_size())
 def test_programs_match_the_reference(preset):
     arch = load_arch(preset)
     for (ct, mode), dtype in zip(itertools.product(CASES, ("split", "swell_spm")), itertools.cycle((DType.F32,

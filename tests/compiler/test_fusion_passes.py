@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from compiler.compile import PASSES, run_passes
 from compiler.frontend.builder import GraphBuilder
+from compiler.passes import PASSES, run_passes
 from compiler.passes.fuse_gelu import fuse_gelu
 from compiler.passes.fuse_layernorm import fuse_layernorm
 from compiler.passes.fuse_matmul import fuse_matmul

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 from compiler.errors import CompileError
 from compiler.frontend.onnx_import import import_onnx
 from isa import NpuSimError
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from npusim.app.driver import run_model
 from tests.compiler.util import model, vi
 
@@ -155,7 +155,7 @@ def test_an_output_that_is_a_constant_is_copied_out():
     assert report["validation"]["y"]["ok"] and report["validation"]["y"]["max_abs_error"] == 0
 
 
-@pytest.mark.parametrize("arch", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("arch", presets_by_size())
 @pytest.mark.parametrize("case", ["layernorm_scale_1", "clip_bounds_1", "softmax_of_constant"])
 def test_forms_the_fuzzer_found_run_and_match_onnxruntime(arch, case):
     """LayerNormalization with a (1,)-shaped scale and bias (was silently wrong: the scale was not broadcast),

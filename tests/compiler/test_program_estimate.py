@@ -5,12 +5,12 @@ import pytest
 from compiler.kernels.common.target import Target
 from compiler.kernels.conv2d import ConvShape, conv2d, search_conv_tiling
 from isa import DmaCopy, DType, Halt, MatMul, Program, ProgramConfig, Queue, Region, SemDecl, SemOp, Space, View
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from isa.cost import instr_cost, instr_costs, program_estimate
 from npusim import simulate
 
 
-@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("preset", presets_by_size())
 @pytest.mark.parametrize("cs", [ConvShape(1, 64, 56, 56, 64, 3, 3, 1, 1), ConvShape(1, 256, 14, 14, 1024, 1, 1),
                                 ConvShape(1, 3, 64, 64, 32, 7, 7, 2, 3), ConvShape(1, 128, 28, 28, 128, 3, 3, 2, 1)])
 def test_estimate_tracks_the_simulation_of_searched_convs(preset, cs):
@@ -91,7 +91,7 @@ def _formula(instrs, arch):
     busy: dict = {}
     for i, c, r in zip(instrs, costs, roles):
         if r is not None:
-            busy[i.queue] = busy.get(i.queue, 0) + c.cycles
+            busy[i.unit_key] = busy.get(i.unit_key, 0) + c.cycles   # (per unit: queue and ordinal)
     top = max(max(busy.values(), default=0), sum(c.dram_window for c in costs))
     compute = [k for k, r in enumerate(roles) if r is not None and r.is_compute]
     if not compute:

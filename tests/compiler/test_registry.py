@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from compiler.compile import compile_model, unsupported_nodes
+from compiler.compile import compile_model
 from compiler.frontend.builder import GraphBuilder
 from compiler.frontend.onnx_import import import_onnx
-from compiler.ops import REGISTRY, npu_unsupported
+from compiler.ops import REGISTRY, npu_unsupported, unsupported_nodes
 from isa.arch import load_arch
 
 

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from npusim.app.driver import run_model
 from tests.compiler.util import model, vi
 
-PRESETS = ("edge16", "mid32", "dc128")
+PRESETS = presets_by_size()
 RNG = np.random.default_rng(13)
 
 

@@ -13,11 +13,11 @@ from onnx import TensorProto, helper, numpy_helper
 from compiler.errors import CompileError
 from compiler.kernels.conv_transpose2d import ConvTransposeShape, conv_transpose_reference
 from compiler.ops.conv_transpose import transpose_shape
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from npusim.app.driver import load_model, run_model
 from tests.compiler.util import model, ort_run, vi
 
-PRESETS = ("edge16", "mid32", "dc128")
+PRESETS = presets_by_size()
 MODES = ("split", "swell_spm", "swell_dram")
 
 

@@ -8,11 +8,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compiler.frontend.onnx_import import import_onnx
 from isa import Queue
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from npusim.app.driver import run_model
 from tests.compiler.util import model, vi
 
-PRESETS = ("edge16", "mid32", "dc128")
+PRESETS = presets_by_size()
 RTOL = 1e-5   # max |err| / max |onnxruntime| per output
 SHAPE = (2, 8, 6, 10)
 RNG = np.random.default_rng(3)

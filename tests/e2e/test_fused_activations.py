@@ -5,15 +5,15 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from compiler.kernels import vector
 from compiler.kernels.common.target import Target
+from compiler.kernels.vector import streams
 from isa import Act, BinOp, DType, VecBinary, VecUnary
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from npusim.app.driver import run_model
 
 from ..compiler.util import model, vi
 
-PRESETS = ["edge16", "mid32", "dc128"]
+PRESETS = presets_by_size()
 
 
 def _one(op: str, opset: int, shape: list, **attrs):
@@ -39,7 +39,7 @@ def test_one_stream_with_eight_and_two_instructions_per_tile():
                                                   BinOp.MUL, BinOp.MUL]),
                              ("silu", 1.0, [Act.SIGMOID, BinOp.MUL]),
                              ("silu", 2.0, [BinOp.MUL, Act.SIGMOID, BinOp.MUL])):
-        prog = vector.activation(act, (64, 1000), DType.F32, target, alpha=alpha)
+        prog = streams.activation(act, (64, 1000), DType.F32, target, alpha=alpha)
         ops = [i.op if isinstance(i, VecBinary) else i.fn for i in prog.instrs if isinstance(i, (VecBinary, VecUnary))]
         tiles = len(ops) // len(want)
         assert tiles >= 8 and ops == want * tiles   # one pass through DRAM, every tile the whole sequence

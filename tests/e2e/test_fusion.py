@@ -10,14 +10,14 @@ from onnx import helper
 
 from compiler.compile import compile_model, run_passes
 from compiler.errors import UnsupportedOpError
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from npusim.app.driver import host_functions, load_model, ort_session, run_model
 from npusim.app.zoo import MODELS
 from npusim.sim.simulator import simulate
 
 from .export_style import encoder_block
 
-PRESETS = ["edge16", "mid32", "dc128"]
+PRESETS = presets_by_size()
 FUSED = {"MatMul": 8, "Reshape": 4, "Transpose": 4, "LayerNormalization": 2, "Softmax": 1}
 
 

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 from compiler.errors import UnsupportedOpError
 from compiler.frontend.builder import GraphBuilder, to_onnx
 from compiler.kernels.conv2d import ConvShape, conv_reference
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from npusim.app.driver import run_model
 
 EDGE = load_arch("edge16")
@@ -185,7 +185,7 @@ def tiny_qlinear_resnet() -> GraphBuilder:
     return b
 
 
-@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("preset", presets_by_size())
 def test_tiny_qlinear_resnet_is_exact(preset):
     _, _, outputs, report = run_model(to_onnx(tiny_qlinear_resnet().build()), load_arch(preset), validate=True)
     (check,) = report["validation"].values()

@@ -15,10 +15,10 @@ from compiler.errors import UnsupportedOpError
 from compiler.frontend.onnx_import import import_onnx
 from compiler.ops import npu_unsupported
 from isa import Queue
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from npusim.app.driver import run_model
 
-PRESETS = ["edge16", "mid32", "dc128"]
+PRESETS = presets_by_size()
 
 
 def _model(nodes, inputs, outputs, consts=None, opset=17, dtype=TensorProto.FLOAT):

@@ -22,7 +22,7 @@ from compiler.kernels.patchify import (
     patch_weights,
 )
 from compiler.kernels.staged_copy import Box, Operand, staged_copy
-from compiler.kernels.vector import row_major
+from compiler.kernels.vector.strides import row_major
 from isa import DmaCopy, DmaFill, DType, Region
 from isa.arch import load_arch
 from npusim import simulate

@@ -9,13 +9,13 @@ import pytest
 from compiler.compile import run_passes
 from compiler.frontend.onnx_import import import_onnx
 from compiler.passes.fuse_msda import fuse_msda
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from npusim.app.driver import ort_session
 from npusim.app.seedbench.msda import CASES, SMALL, run_variant
 from npusim.app.zoo.msda import msda_inputs, msda_mmcv
 from npusim.functional import sampling_reference as sampling
 
-PRESETS = ("edge16", "mid32", "dc128")
+PRESETS = presets_by_size()
 LEVELS = ((6, 5), (3, 3))
 
 
@@ -161,7 +161,7 @@ def test_fused_m2_moves_at_least_the_sampled_tensor_fewer_dram_bytes():
 def test_reduce_rows_steps_stay_within_one_shape_extent():
     """Unfused M2 on dc128 reduces 640,000 rows of 4: more than 65,535 rows per step fit its SPM (IsaError before)."""
     from compiler.kernels.common.target import Target
-    from compiler.kernels.vector import reduce_rows
+    from compiler.kernels.vector.rowwise import reduce_rows
     from isa import DType, Reduce
 
     prog = reduce_rows(Reduce.SUM, 640_000, 4, DType.F32, Target.of(load_arch("dc128")))

@@ -6,7 +6,7 @@ import pytest
 from compiler.compile import compile_model, run_passes
 from compiler.frontend.builder import GraphBuilder
 from isa import DmaCopy, Space
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from npusim.app.driver import run_model
 
 RNG = np.random.default_rng(7)
@@ -28,7 +28,7 @@ def _block(stride_conv: bool = False, share: bool = False, depthwise: bool = Fal
     return b.build()
 
 
-@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("preset", presets_by_size())
 @pytest.mark.parametrize("stride_conv", [False, True])
 def test_fused_block_matches_onnxruntime_and_saves_the_add(preset, stride_conv):
     g = _block(stride_conv)

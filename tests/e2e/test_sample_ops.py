@@ -10,12 +10,12 @@ from onnx import helper, numpy_helper
 
 from compiler.frontend.onnx_import import import_onnx
 from isa import Gather
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from npusim.app.driver import run_model
 from npusim.functional.sampling_reference import affine_grid, grid_sample, resize
 from tests.compiler.util import model, ort_run, vi
 
-PRESETS = ("edge16", "mid32", "dc128")
+PRESETS = presets_by_size()
 RNG = np.random.default_rng(14)
 
 

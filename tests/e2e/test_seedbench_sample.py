@@ -3,7 +3,7 @@ and every NPU variant equals the numpy reference (onnxruntime's order) bit for b
 
 import math
 
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from npusim.app.seedbench.sample import CASES, SMALL, _host_cycles, seed_sample_rows
 
 
@@ -22,7 +22,7 @@ def test_small_cases_are_exact_on_every_variant_and_preset():
             assert r["bank_conflict"] == 0, r
     # class 3 = class 2 + the coordinate program: the same gathers, more cycles and 24 B/point more DRAM traffic
     by = {(r["case"], r["variant"], r["preset"]): r for r in rows}
-    for preset in ("edge16", "mid32", "dc128"):
+    for preset in presets_by_size():
         c2, c3 = by[("g2-small", "class2", preset)], by[("g2-small", "class3", preset)]
         assert c3["gather_busy"] == c2["gather_busy"] and c3["cycles"] > c2["cycles"]
         assert c3["dram_wr"] - c2["dram_wr"] == 16 * 16 * (16 + 16)

@@ -5,12 +5,12 @@ import functools
 
 import pytest
 
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from isa.races import find_races
 from npusim.app.driver import run_model
 from npusim.app.zoo import MODELS
 
-PRESETS = ["edge16", "mid32", "dc128"]
+PRESETS = presets_by_size()
 FLOAT_MODELS = ["resnet18", "resnet50", "mobilenet_v2", "bert_layer", "vit_block", "bev_tiny"]
 INT8_MODELS = ["resnet18_int8"]
 

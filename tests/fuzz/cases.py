@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 
+from isa.arch import presets_by_size
+
 from .fixtures import TINY_INPUTS, gemm_inputs, preset_tomls, seed_binaries, seed_programs, tiny_inputs
 
 SURFACES = ("asm", "binary", "arch", "inputs", "onnx", "cli")
@@ -209,7 +211,7 @@ def arch_cases(draw) -> Case:
     kind = draw(st.sampled_from(("override", "override", "toml", "toml", "dict")))
     table = arch_fields()
     if kind == "override":
-        preset = draw(st.sampled_from(("edge16", "mid32", "dc128")))
+        preset = draw(st.sampled_from(presets_by_size()))
         items, bad = [], {}   # (section, field) -> whether its last override is certainly bad (the last wins)
         for _ in range(draw(st.integers(1, 3))):
             sec, name, typ = draw(st.sampled_from(table))
@@ -235,7 +237,7 @@ def arch_cases(draw) -> Case:
             sec, name, typ = draw(st.sampled_from(table))
             vt, v = _arch_value(draw)
             lit = _toml_literal(v)
-            text = f'base = "{draw(st.sampled_from(("edge16", "mid32", "dc128")))}"\n[{sec}]\n{name} = {lit}\n'
+            text = f'base = "{draw(st.sampled_from(presets_by_size()))}"\n[{sec}]\n{name} = {lit}\n'
             bad = True if _certainly_bad(v, typ) else None
         elif which == "name":
             v = draw(st.sampled_from(("5", "true", "[1]", "{a = 1}", "1.5", '"ok"')))
@@ -268,7 +270,7 @@ def arch_cases(draw) -> Case:
         sec, name, _ = draw(st.sampled_from(table))
         d.setdefault(sec, {})[name] = _arch_value(draw)[1]
     if draw(st.booleans()):
-        d["base"] = draw(st.sampled_from(("edge16", "mid32", "dc128")))
+        d["base"] = draw(st.sampled_from(presets_by_size()))
     types = {(s, n): t for s, n, t in table}
     bad = any(_certainly_bad(v, types[sec, n]) for sec, values in d.items() if isinstance(values, dict)
               for n, v in values.items())
@@ -388,7 +390,7 @@ def _bad_inputs(target: str, inputs: dict[str, Any]) -> bool:
 SMALL = ("1", "3", "8", "16", "17", "32")
 BAD_DIMS = ("0", "-4", "abc", "1e3", "4.5", "")
 HUGE_DIMS = ("1000000", "2147483648")
-ARCHES = ("edge16", "mid32", "dc128", "{good.toml}", "{empty.toml}", "{partial.toml}", "{based.toml}",
+ARCHES = (*presets_by_size(), "{good.toml}", "{empty.toml}", "{partial.toml}", "{based.toml}",
           "{latin1.toml}", "{badname.toml}", "{huge.toml}", "nonesuch", "{missing.toml}")
 BAD_ARCHES = {"{empty.toml}", "{partial.toml}", "{latin1.toml}", "{badname.toml}", "{huge.toml}", "nonesuch",
               "{missing.toml}"}

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from isa import DmaCopy, DmaFill, DType, Queue, Space, View
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from isa.cost import dram_floor, dram_window, instr_cost, instr_costs, instr_floor
 from tests.isa.strategies import runnable_programs
 
-ARCHS = [load_arch(p) for p in ("edge16", "mid32", "dc128")]
+ARCHS = [load_arch(p) for p in presets_by_size()]
 
 
 @settings(max_examples=120, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from tests.sim.test_compiled_timing import same
 
 ZOO = ("resnet18", "resnet50", "mobilenet_v2", "bert_layer", "vit_block", "resnet18_int8", "bev_tiny")
@@ -14,7 +14,7 @@ SLOW = {("resnet18", "edge16"), ("bert_layer", "edge16"), ("resnet50", "edge16")
 
 
 @pytest.mark.parametrize("model,preset", [pytest.param(m, p, marks=pytest.mark.slow if (m, p) in SLOW else ())
-                                          for m in ZOO for p in ("edge16", "mid32", "dc128")])
+                                          for m in ZOO for p in presets_by_size()])
 def test_zoo(model, preset):
     from npusim.app.driver import run_model
     from npusim.app.zoo import MODELS

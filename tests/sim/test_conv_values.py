@@ -9,12 +9,12 @@ from hypothesis import strategies as st
 from compiler.kernels.common.target import Target
 from compiler.kernels.conv2d import ConvShape, ConvTiling, conv2d, conv_inputs, conv_reference, search_conv_tiling
 from isa import DType
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from npusim import simulate
 from npusim.app.driver import run_conv
 
 
-@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("preset", presets_by_size())
 @pytest.mark.parametrize("dtype", [DType.I8, DType.F16])
 def test_resnet_like_conv_on_every_preset(preset, dtype):
     cs = ConvShape(1, 24, 14, 14, 40, 3, 3, stride=1, pad=1)
@@ -94,7 +94,7 @@ def _dram_read(program, region: str, es: int) -> int:
                if getattr(i, "src", None) is not None and i.src.region == region)
 
 
-@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("preset", presets_by_size())
 def test_input_window_and_weights_are_loaded_once(preset):
     # 4 output-channel blocks per tile, several row tiles: the window is read once for all blocks (no halo: 1x1),
     # and the weights, which all fit the SPM, once for the whole convolution
@@ -115,7 +115,7 @@ def test_input_window_and_weights_are_loaded_once(preset):
     assert (y == conv_reference(x, w, cs)).all()
 
 
-@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("preset", presets_by_size())
 @pytest.mark.parametrize("cs,dtype", [(ConvShape(1, 3, 20, 21, 24, 7, 7, 2, 3), DType.F32),
                                       (ConvShape(2, 5, 9, 9, 40, 3, 3, 1, 1), DType.I8)])
 def test_im2col_tiling_matches_numpy(preset, cs, dtype):

@@ -23,7 +23,7 @@ from isa import (
     VerifyError,
     View,
 )
-from isa.arch import Arch, load_arch
+from isa.arch import Arch, load_arch, presets_by_size
 from npusim import simulate
 
 CFG = ProgramConfig(rows=16, cols=16, spm=262144, acc=65536)
@@ -154,7 +154,7 @@ def test_bad_arch_toml(tmp_path):
         load_arch(str(tmp_path / "missing.toml"))
 
 
-@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("preset", presets_by_size())
 def test_presets_round_trip_through_toml(preset):
     arch = load_arch(preset)
     assert Arch.from_toml(arch.to_toml()) == arch

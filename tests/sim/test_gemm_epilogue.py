@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from compiler.errors import CompileError, TilingError
-from compiler.kernels import vector
 from compiler.kernels.common.epilogue import Epilogue
 from compiler.kernels.common.target import Target
 from compiler.kernels.gemm import GemmTiling, search_tiling, slot_bytes, tiled_gemm
+from compiler.kernels.vector import streams
 from isa import BinOp, DmaCopy, DType, Space, VecBinary, VecUnary
 from isa.arch import load_arch
 from isa.races import find_races
@@ -82,7 +82,7 @@ def test_the_epilogue_costs_no_dram_traffic_and_one_vector_pass_per_tile():
     # cheaper than the GEMM alone plus the cheapest of the passes it replaces (one vector add through DRAM)
     target = Target.of(arch)
     plain = simulate(tiled_gemm(M, N, K, DType.F32, target, GemmTiling(32, 16, 48)), arch, timing_only=True)
-    add = simulate(vector.binary(BinOp.ADD, (M, N), (M, N), DType.F32, target), arch, timing_only=True)
+    add = simulate(streams.binary(BinOp.ADD, (M, N), (M, N), DType.F32, target), arch, timing_only=True)
     assert out.cycles < plain.cycles + add.cycles
 
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from compiler.kernels.common.target import Target
 from compiler.kernels.gemm import GemmTiling, gemm_inputs, gemm_reference, gemm_tolerance, tiled_gemm
 from isa import DType
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from isa.dtypes import to_compute
 from npusim import simulate
 from npusim.sim.simulator import region_array
@@ -34,7 +34,7 @@ def check(inputs, got, dtype, K):
         np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("preset", presets_by_size())
 @pytest.mark.parametrize("dtype", [DType.I8, DType.F16])
 def test_gemm_on_every_preset(preset, dtype):
     arch = load_arch(preset)

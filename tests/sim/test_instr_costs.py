@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from isa.cost import _moduli, instr_cost, instr_costs
 from tests.isa.strategies import _small_instr
 
-ARCHS = [load_arch(p) for p in ("edge16", "mid32", "dc128")] + \
+ARCHS = [load_arch(p) for p in presets_by_size()] + \
     [load_arch("edge16").with_overrides(["dram.model=bandwidth"])]
 
 
@@ -29,7 +29,7 @@ def test_memoised_costs_equal_instr_cost(instrs, arch, k):
     assert instr_costs(instrs, arch) == [instr_cost(i, arch) for i in instrs]
 
 
-@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("preset", presets_by_size())
 def test_memoised_costs_of_a_compiled_model(preset):
     from compiler.compile import compile_model
     from npusim.app.driver import load_model

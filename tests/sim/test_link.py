@@ -4,7 +4,7 @@ import numpy as np
 
 from compiler.kernels.common.target import Target
 from compiler.kernels.conv2d import ConvShape, conv2d, conv_reference, pack_weights
-from compiler.kernels.vector import binary, unary
+from compiler.kernels.vector.streams import binary, unary
 from compiler.link.linker import Segment, link
 from isa import Act, BinOp, DType, ProgramConfig
 from isa.arch import load_arch

@@ -10,7 +10,7 @@ from bench.memory_micro import dram_patterns, run, spm_patterns
 from compiler.kernels.common.target import Target
 from compiler.kernels.gemm import tiled_gemm
 from isa import ArchError, DmaCopy, DType, Halt, Program, ProgramConfig, Queue, Region, Space, View
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from isa.cost import dram_window, instr_cost
 from npusim import simulate
 from tests.isa.cost_oracle import _addresses, _runs
@@ -110,7 +110,7 @@ def test_spm_patterns_cycles_by_hand(index, expected):
     assert tuple(instr_cost(p.instr, EDGE)[:2]) == expected
 
 
-@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("preset", presets_by_size())
 @pytest.mark.parametrize("block", [0, 3, 5])
 def test_xor_swizzled_view_reads_the_swizzled_column(preset, block):
     # the strided view reads exactly row j's word (block ^ (j % 2**s)), in row order, for every column i
@@ -228,7 +228,7 @@ def _gemm_conflicts(arch, shape, dtype):
     return {pc: c.conflict for pc, i in enumerate(p.instrs) if (c := instr_cost(i, arch)).conflict}
 
 
-@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("preset", presets_by_size())
 @pytest.mark.parametrize("dataflow", ["preset", "os"])
 def test_tiled_gemm_has_no_bank_conflicts(preset, dataflow):
     arch = load_arch(preset)
@@ -239,7 +239,7 @@ def test_tiled_gemm_has_no_bank_conflicts(preset, dataflow):
             assert _gemm_conflicts(arch, shape, dtype) == {}, (shape, dtype)
 
 
-@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("preset", presets_by_size())
 def test_tiled_gemm_is_dataflow_conflicts_are_negligible(preset):
     # is writes B transposed into SPM; its column pitch is padded to an odd number of bank words (is_pitch), so a
     # beat of consecutive columns spreads over all banks. A beat that wraps from one row of columns to the next

@@ -10,7 +10,7 @@ from compiler.frontend.builder import GraphBuilder
 from compiler.kernels.common.target import Target
 from compiler.kernels.transpose import permute
 from isa import DmaCopy, DType, Space
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from isa.cost import instr_cost
 from npusim import simulate
 from npusim.app.driver import run_model
@@ -51,7 +51,7 @@ COMMON = [((1, 64, 32, 32), (0, 2, 3, 1)),       # NCHW -> NHWC
           ((1, 768, 196), (0, 2, 1))]            # ViT's patch tokens
 
 
-@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("preset", presets_by_size())
 @pytest.mark.parametrize("dtype", [DType.F32, DType.I8])
 def test_common_transposes_have_no_bank_conflicts(preset, dtype):
     # the SPM pitch the vector unit walks across is skewed by whole bank words: no beat waits for a busy bank, by the
@@ -76,7 +76,7 @@ def test_nchw_to_nhwc_costs_what_its_dram_traffic_costs():
     assert windows <= res.cycles < 1.1 * windows
 
 
-@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("preset", presets_by_size())
 def test_transpose_nodes_report_no_bank_conflict_stalls(preset):
     # through the driver: values against onnxruntime, and the report's per-unit stall split
     b = GraphBuilder("t")

@@ -1,4 +1,4 @@
-"""The vector recipes (compiler.kernels.vector.pointwise), reductions over any axes and group normalisation
+"""The vector recipes (compiler.kernels.vector.streams.pointwise), reductions over any axes and group normalisation
 (compiler.kernels.reduce) as programs against numpy: bit-exact where the recipe is onnxruntime's own arithmetic, the
 on-chip accumulation across tiles and the three-pass normalisation under a small SPM, and how many passes each takes."""
 
@@ -7,8 +7,8 @@ import pytest
 
 from compiler.errors import CompileError
 from compiler.kernels import reduce as red
-from compiler.kernels import vector
 from compiler.kernels.common.target import Target
+from compiler.kernels.vector import recipes, streams
 from isa import BinOp, DType, Queue
 from isa.arch import load_arch
 from npusim import simulate
@@ -34,20 +34,20 @@ def count(program, queue):
 @pytest.mark.parametrize("alpha", [0.0, 0.01, 1.0, 2.5, -0.4])
 def test_leaky_relu_is_exact_for_every_slope(alpha):
     x = RNG.standard_normal((37, 129)).astype(F32)
-    got = run(vector.pointwise(vector.leaky_relu(alpha), [("X", x.shape)], x.shape, TARGET), {"X": x}, x.shape)
+    got = run(streams.pointwise(recipes.leaky_relu(alpha), [("X", x.shape)], x.shape, TARGET), {"X": x}, x.shape)
     np.testing.assert_array_equal(got, np.where(x >= 0, x, x * F32(alpha)))
 
 
 def test_hard_swish_batchnorm_and_mean_round_as_onnxruntime():
     x = RNG.standard_normal((3, 40, 50)).astype(F32) * 4
-    got = run(vector.pointwise(vector.hard_sigmoid(1 / 6, 0.5, True), [("X", x.shape)], x.shape, TARGET), {"X": x},
+    got = run(streams.pointwise(recipes.hard_sigmoid(1 / 6, 0.5, True), [("X", x.shape)], x.shape, TARGET), {"X": x},
               x.shape)
     np.testing.assert_array_equal(got, x * np.clip(x * F32(1 / 6) + F32(0.5), 0, 1))
     s, t = RNG.standard_normal((3, 1, 1)).astype(F32), RNG.standard_normal((3, 1, 1)).astype(F32)
-    prog = vector.pointwise(vector.affine(), [("X", x.shape), ("S", s.shape), ("T", t.shape)], x.shape, TARGET)
+    prog = streams.pointwise(recipes.affine(), [("X", x.shape), ("S", s.shape), ("T", t.shape)], x.shape, TARGET)
     np.testing.assert_array_equal(run(prog, {"X": x, "S": s, "T": t}, x.shape), x * s + t)
     b = RNG.standard_normal((50,)).astype(F32)
-    prog = vector.pointwise(vector.variadic(BinOp.ADD, 3, mean=True), [("A", x.shape), ("B", b.shape),
+    prog = streams.pointwise(recipes.variadic(BinOp.ADD, 3, mean=True), [("A", x.shape), ("B", b.shape),
                                                                         ("C", s.shape)], x.shape, TARGET)
     np.testing.assert_array_equal(run(prog, {"A": x, "B": b, "C": s}, x.shape), (x + b + s) * F32(1 / 3))
 
@@ -57,7 +57,7 @@ def test_hard_swish_batchnorm_and_mean_round_as_onnxruntime():
 def test_pow_instructions_per_tile(e, products):
     """x^n by squaring and multiplying (x*x*x for 3, as onnxruntime), the fraction by sqrt, rsqrt or exp(f log x)."""
     x = RNG.uniform(0.1, 1.9, (200, 300)).astype(F32)
-    prog = vector.pointwise(vector.power(e), [("X", x.shape)], x.shape, TARGET)
+    prog = streams.pointwise(recipes.power(e), [("X", x.shape)], x.shape, TARGET)
     assert count(prog, Queue.VPU) == products * count(prog, Queue.DMA_LD)
     got = run(prog, {"X": x}, x.shape)
     if e in (2, 3):
@@ -67,7 +67,7 @@ def test_pow_instructions_per_tile(e, products):
 
 def test_pow_beyond_the_multiplication_limit_is_refused():
     with pytest.raises(CompileError, match="integer part beyond 32"):
-        vector.power(33.5)
+        recipes.power(33.5)
 
 
 def test_space_merges_dimensions_and_refuses_more_than_five_groups():

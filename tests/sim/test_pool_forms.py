@@ -1,7 +1,7 @@
-"""Pooling of any form (compiler.kernels.vector.pool2d) against a numpy reference that counts as onnxruntime does: any
-window, per-axis strides and dilations, four pads (some wider than the DMA's 15), ceil_mode, count_include_pad; max in
-f32 and int8 (exact), average in f32. Also the halo loads (compiler.kernels.common.halo.padded_load) that split wide
-padding."""
+"""Pooling of any form (compiler.kernels.vector.pooling.pool2d) against a numpy reference that counts as onnxruntime
+does: any window, per-axis strides and dilations, four pads (some wider than the DMA's 15), ceil_mode,
+count_include_pad; max in f32 and int8 (exact), average in f32. Also the halo loads
+(compiler.kernels.common.halo.padded_load) that split wide padding."""
 
 import numpy as np
 import pytest
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from compiler.frontend.canonical import window_out
 from compiler.kernels.common.halo import padded_load
 from compiler.kernels.common.target import Target
-from compiler.kernels.vector import avgpool_counts, pool2d
+from compiler.kernels.vector.pooling import avgpool_counts, pool2d
 from isa import DmaCopy, DmaFill, DType, Space, View
 from isa.arch import load_arch
 from isa.instructions import MAX_PAD

@@ -24,7 +24,7 @@ from isa import (
     VecUnary,
     View,
 )
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from isa.cost import instr_cost
 from npusim import simulate
 
@@ -231,7 +231,7 @@ def test_compute_bound_pipeline_hides_loads():
     assert simulate(p, arch, timing_only=True).cycles == la + lb + 6 * m + st
 
 
-@pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
+@pytest.mark.parametrize("preset", presets_by_size())
 def test_unit_cycles_add_up(preset):
     arch = load_arch(preset)
     res = simulate(gemm(arch, 100, 70, 90), arch, timing_only=True)

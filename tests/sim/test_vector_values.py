@@ -1,4 +1,4 @@
-"""Vector-unit lowerings (compiler/kernels/vector.py) against numpy: broadcasting element-wise ops, activations,
+"""Vector-unit lowerings (compiler/kernels/vector/) against numpy: broadcasting element-wise ops, activations,
 softmax, layer norm, reductions and pooling, on f32 (rtol 1e-5) and f16."""
 
 import math
@@ -9,7 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compiler.kernels.common.target import Target
-from compiler.kernels.vector import avgpool_reciprocals, binary, layernorm, pool2d, reduce_rows, softmax, unary
+from compiler.kernels.vector.pooling import avgpool_reciprocals, pool2d
+from compiler.kernels.vector.rowwise import layernorm, reduce_rows, softmax
+from compiler.kernels.vector.streams import binary, unary
 from isa import Act, BinOp, DType, Queue, Reduce, VecBinary
 from isa.arch import load_arch
 from npusim import simulate

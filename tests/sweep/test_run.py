@@ -256,7 +256,8 @@ def test_pareto_per_workload_skips_errors_and_sorts():
 def test_pareto_plots_draw_the_front(tmp_path):
     from matplotlib.figure import Figure
 
-    from npusim.report.plots import PlotError, plot_pareto, plot_pareto_3d
+    from npusim.app.sweep import plot_pareto, plot_pareto_3d
+    from npusim.report.plots import PlotError
 
     df = pd.DataFrame({"workload": ["w"] * 5, "matrix.rows": [8, 16, 32, 8, 16], "cycles": [9, 5, 2, 10, 6],
                        "dram_bytes": [1, 2, 3, 3, 1], "macs": [7] * 5, "error": [None] * 5})

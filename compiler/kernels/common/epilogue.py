@@ -1,7 +1,7 @@
 """Fused epilogues: what the vector unit does to a finished accumulator tile before it is stored, shared by the
 direct convolution (:func:`compiler.kernels.conv2d.conv2d`) and the tiled GEMM
 (:func:`compiler.kernels.gemm.tiled_gemm`); and the per-tile instruction sequences of the activations, shared with the
-stand-alone activation streams (:func:`compiler.kernels.vector.activation`).
+stand-alone activation streams (:func:`compiler.kernels.vector.streams.activation`).
 
 An activation is named by a string: ``relu`` and ``clamp`` (applied by a binary op on the way out of its ALU, its
 ``act=``, when there is one), ``gelu`` (the erf form, one ``vpu.act.gelu``), ``gelu_tanh`` (onnxruntime's arithmetic,

@@ -4,7 +4,7 @@ A ``dma.ld`` inserts at most :data:`~isa.instructions.MAX_PAD` fill elements on 
 whose padding is wider (a convolution or pooling with pads above 15, or a tile deep in the padding) gets a
 ``dma.ld.fill`` for each too-wide strip first, then one copy with the rest of the padding; a window that lies wholly
 in the padding is one fill. Used by :func:`compiler.kernels.conv2d.conv2d`,
-:func:`compiler.kernels.depthwise.depthwise2d` and :func:`compiler.kernels.vector.pool2d`.
+:func:`compiler.kernels.depthwise.depthwise2d` and :func:`compiler.kernels.vector.pooling.pool2d`.
 """
 
 from __future__ import annotations

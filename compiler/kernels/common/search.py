@@ -24,7 +24,7 @@ from compiler.link.linker import is_constant_load, leading_constants
 from isa import Instr, Program
 from isa.arch import Arch
 from isa.cost import ProgramEstimate, instr_cost, program_estimate
-from isa.units import UNITS, Role, queues_with
+from isa.units import Role, key_queue, queues_with
 
 T = TypeVar("T")
 
@@ -202,17 +202,17 @@ def loads_constants(instr: Instr) -> bool:
     return is_constant_load(instr, CONSTANTS)
 
 
+_LOADS = queues_with(Role.DMA_LOAD)
+
+
 def tiling_price(estimate: ProgramEstimate, serial: bool) -> int:
     """A convolution search's price (cycles) of what an estimating sink priced with hidden run
     :func:`loads_constants` (or none): its cycles less the hidden run and, with one accumulator tile (``serial``: the
     matrix work, epilogue and stores take turns on it), at least the busy cycles of every unit but the loads."""
     price = estimate.cycles - estimate.hidden
     if serial:
-        price = max(price, sum(b for u, b in zip(UNITS, estimate.busy) if u.role is not Role.DMA_LOAD))
+        price = max(price, sum(b for unit, b in estimate.busy.items() if key_queue(unit) not in _LOADS))
     return price
-
-
-_LOADS = queues_with(Role.DMA_LOAD)
 
 
 def program_price(program: Program, arch: Arch, serial: bool, hidden_constants: bool = False) -> int:

@@ -8,10 +8,10 @@ the fused multi-scale deformable attention against the unfused graph (:mod:`.msd
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+from isa.arch import presets_by_size
 from npusim.app.seedbench import convt, msda, sample
-from npusim.app.seedbench.presets import PRESETS
 
 COLUMNS = ("case", "op", "variant", "preset", "cycles", "useful_macs", "util", "dram_rd", "dram_wr", "spm_peak",
            "vector_busy", "gather_busy", "bank_conflict", "validated")
@@ -23,10 +23,12 @@ def _convt_row(r: dict) -> dict:
     return {"op": "ConvTranspose", **r}
 
 
-def bench_rows(size: str = "full", presets=PRESETS, progress: Callable[[dict], None] | None = None) -> list[dict]:
-    """Every bench row in :data:`COLUMNS` order. ``size="small"``: the cases small enough to simulate with values
-    and check (the test suite's and the notebook's); ``"full"``: the note's shapes, timing-only where large."""
-    small = size == "small"
+def bench_rows(size: str = "full", presets: Sequence[str] | None = None,
+               progress: Callable[[dict], None] | None = None) -> list[dict]:
+    """Every bench row in :data:`COLUMNS` order, on ``presets`` (default: every preset, the smallest array first).
+    ``size="small"``: the cases small enough to simulate with values and check (the test suite's and the
+    notebook's); ``"full"``: the note's shapes, timing-only where large."""
+    small, presets = size == "small", tuple(presets or presets_by_size())
     out: list[dict] = []
 
     def keep(r: dict) -> None:
@@ -41,4 +43,4 @@ def bench_rows(size: str = "full", presets=PRESETS, progress: Callable[[dict], N
     return out
 
 
-__all__ = ["COLUMNS", "PRESETS", "bench_rows", "convt", "msda", "sample"]
+__all__ = ["COLUMNS", "bench_rows", "convt", "msda", "sample"]

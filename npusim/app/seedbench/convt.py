@@ -21,12 +21,14 @@ counted). Columns (cycles, bytes, MACs):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.kernels.conv_transpose2d import MODES, ConvTransposeShape, swell_shape
 from isa import DmaCopy, DmaFill, Space
-from isa.arch import load_arch
+from isa.arch import load_arch, presets_by_size
 from isa.cost import instr_cost
 from npusim.app.driver import run_model
 
@@ -102,7 +104,7 @@ def conv_transpose_row(case: str, variant: str, preset: str, *, timing_only: boo
     v = report.get("validation", {}).get("y")
     validated = "-" if v is None else "tol" if v["ok"] else f"rel {v['max_rel_error']:.2e}"
     return {"case": case, "variant": variant, "preset": preset, "cycles": result.cycles, "useful_macs": ct.macs,
-            "util": ct.macs / (result.cycles * arch.matrix.rows * arch.matrix.cols), "instr_macs": result.macs,
+            "util": ct.macs / (result.cycles * arch.peak_macs_per_cycle), "instr_macs": result.macs,
             "input_tensor": input_tensor_bytes(ct, variant),
             "input_bytes": input_window_bytes(compiled.program, compiled.layers, arch),
             "dram_rd": result.dram_bytes_read, "dram_wr": result.dram_bytes_written,
@@ -110,12 +112,13 @@ def conv_transpose_row(case: str, variant: str, preset: str, *, timing_only: boo
             "bank_conflict": sum(u.stall["bank_conflict"] for u in result.units), "validated": validated}
 
 
-def conv_transpose_rows(cases=tuple(CASES), presets=("edge16", "mid32", "dc128"), variants=VARIANTS, *,
+def conv_transpose_rows(cases=tuple(CASES), presets: Sequence[str] | None = None, variants=VARIANTS, *,
                         timing_only: bool | None = None, progress=None) -> list[dict]:
-    """Every (case, preset, variant) row, in that order (``progress(row)`` after each)."""
+    """Every (case, preset, variant) row, in that order (``progress(row)`` after each); ``presets`` default: every
+    preset, the smallest array first."""
     rows = []
     for case in cases:
-        for preset in presets:
+        for preset in presets or presets_by_size():
             for variant in variants:
                 rows.append(conv_transpose_row(case, variant, preset, timing_only=timing_only))
                 if progress:

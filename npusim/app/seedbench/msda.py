@@ -11,14 +11,14 @@ the fused form bit for bit (``exact``), the unfused one within seed-ops' bound (
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from isa import NpuSimError
-from isa.arch import Arch, load_arch
+from isa.arch import Arch, load_arch, presets_by_size
 from npusim.app.driver import run_model
-from npusim.app.seedbench.presets import PRESETS
 from npusim.app.zoo.msda import msda_inputs, msda_mmcv
 from npusim.functional import sampling_reference as sampling
 
@@ -108,14 +108,14 @@ def _within_bound(case: MsdaCase, inputs: dict, got: np.ndarray) -> bool:
     return bool(np.all(np.abs(got.astype(np.float64) - ref) <= bound))
 
 
-def msda_rows(cases=CASES, presets=PRESETS, variants=("unfused", "fused"), values: bool = False,
+def msda_rows(cases=CASES, presets: Sequence[str] | None = None, variants=("unfused", "fused"), values: bool = False,
               gather_rows=(1,), progress=None) -> list[dict]:
     """Every (case, variant, preset, G) row of :func:`run_variant` (``G`` = ``vector.gather_rows``, the G sweep); a
     variant that cannot run there (SPM tables that do not fit, an unfused GridSample beyond the ISA's extents) gets
-    ``refused: <reason>`` as ``validated``."""
+    ``refused: <reason>`` as ``validated``. ``presets`` default: every preset, the smallest array first."""
     rows = []
     for case in cases:
-        for preset in presets:
+        for preset in presets or presets_by_size():
             for g in gather_rows:
                 arch = load_arch(preset, [f"vector.gather_rows={g}"] if g != 1 else [])
                 for v in variants:

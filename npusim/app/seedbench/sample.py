@@ -11,6 +11,7 @@ cases; with values, checked bit for bit against :mod:`npusim.functional.sampling
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,9 +20,8 @@ from compiler.kernels import grid_sample as gs
 from compiler.kernels import resample as sample2d
 from compiler.kernels.common.target import Target
 from isa import DType, HostCall
-from isa.arch import Arch, load_arch
+from isa.arch import Arch, load_arch, presets_by_size
 from isa.cost import host_cost
-from npusim.app.seedbench.presets import PRESETS
 from npusim.functional import sampling_reference as sampling
 from npusim.sim.simulator import region_array, simulate
 
@@ -163,13 +163,14 @@ def run_variant(case: Case, variant: str, arch: Arch, values: bool = False, seed
     return {**row, **_measure(res), "validated": validated}
 
 
-def seed_sample_rows(cases=CASES, presets=PRESETS, values: bool = False, progress=None) -> list[dict]:
+def seed_sample_rows(cases=CASES, presets: Sequence[str] | None = None, values: bool = False,
+                     progress=None) -> list[dict]:
     """Every (case, variant, preset) row: case, op, variant, preset, cycles, dram_rd, dram_wr (bytes),
     vector_busy, gather_busy, bank_conflict (cycles), validated. ``values``: simulate with values and check
-    (small cases only)."""
+    (small cases only). ``presets`` default: every preset, the smallest array first."""
     rows = []
     for case in cases:
-        for preset in presets:
+        for preset in presets or presets_by_size():
             arch = load_arch(preset)
             for v in _variants(case):
                 rows.append(run_variant(case, v, arch, values))

@@ -31,7 +31,7 @@ import numpy as np
 
 from isa import NpuSimError
 from isa.arch import Arch, load_arch, parse_override
-from isa.files import decode_utf8
+from isa.utf8 import decode_utf8
 from npusim.app.sweep.workloads import MODEL_OPTIONS, SpecError, Workload, workload_from_dict
 
 TOP_KEYS = ("output", "arch", "grid", "points", "random", "options", "workloads")

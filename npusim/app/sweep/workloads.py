@@ -69,7 +69,7 @@ def _proto(data: bytes):
 def _compiled(model: OnnxModel, arch: Arch):
     """The model compiled for ``arch`` (a :func:`compile_view`), cached per worker process: the points of a sweep
     that compile identically compile once."""
-    from npusim.app.driver import compile_model
+    from compiler.compile import compile_model
 
     return compile_model(_graph(model), arch, **model.options_dict())
 
@@ -301,7 +301,7 @@ def _ints(value: Any, names: tuple[str, ...], where: str, optional: dict[str, in
 
 
 def _conv(value: Any, name: str | None, dtype: str, where: str) -> Conv:
-    from npusim.app.driver import ConvShape
+    from compiler.kernels.conv2d import ConvShape
 
     dims = _ints(value, ("N", "C", "H", "W", "K", "R", "S"), where + ".conv",
                  {"stride": 1, "pad": 0, "dilation": 1, "groups": 1})

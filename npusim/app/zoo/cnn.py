@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.frontend.builder import GraphBuilder, to_onnx
-from npusim.app.zoo._common import ConvBN, Init
+from npusim.app.zoo.blocks import ConvBN, Init
 
 RESNET_LAYERS = {18: ("basic", (2, 2, 2, 2)), 50: ("bottleneck", (3, 4, 6, 3))}
 RESIDUAL_GAMMA = 0.5

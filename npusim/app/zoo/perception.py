@@ -10,7 +10,7 @@ import numpy as np
 
 from compiler.errors import CompileError
 from compiler.frontend.builder import GraphBuilder, to_onnx
-from npusim.app.zoo._common import Init
+from npusim.app.zoo.blocks import Init
 
 
 class _Writer:

@@ -8,7 +8,7 @@ import numpy as np
 
 from compiler.errors import CompileError
 from compiler.frontend.builder import GraphBuilder, to_onnx
-from npusim.app.zoo._common import Init, gelu_erf
+from npusim.app.zoo.blocks import Init, gelu_erf
 
 
 class _Encoder:

@@ -1,4 +1,4 @@
-"""Shared pieces of the zoo: seeded weight initialisers and conv + BatchNormalization parameters."""
+"""Building blocks of the zoo's models: seeded weight initialisers, conv + BatchNormalization parameters, GELU."""
 
 from __future__ import annotations
 
