@@ -71,7 +71,8 @@ def storage(dtype: np.dtype) -> Storage:
     try:
         return NPU_STORAGE[np.dtype(dtype)]
     except (KeyError, TypeError):
-        raise CompileError(f"element type {dtype} has no NPU storage; the compiler takes "
+        name = getattr(dtype, "__name__", None) or str(dtype)
+        raise CompileError(f"element type {name} has no NPU storage; the compiler takes "
                            f"{', '.join(graph_dtype_names())}") from None
 
 

@@ -26,6 +26,7 @@ from onnx.external_data_helper import load_external_data_for_model, uses_externa
 from compiler.errors import (
     FALLBACK_HINT,
     CompileError,
+    ConstantFoldError,
     DynamicShapeError,
     UnsupportedDTypeError,
     UnsupportedOpError,
@@ -87,6 +88,8 @@ def import_onnx(model: onnx.ModelProto | str | Path, allow_unknown: bool = False
             m = _infer(folded)
         graph = fold_constants(_checked_contracts(_raw_graph(m, opset)))
         graph = remove_dead(_canonical(graph))
+    except ConstantFoldError:
+        raise
     except CompileError:
         if unknown and not allow_unknown:  # e.g. a foreign op without shapes: name the op, not the symptom
             _refuse([(name, op, UNKNOWN_OP) for name, op in unknown])

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from compiler.errors import CompileError, GraphError
+from compiler.errors import ConstantFoldError, GraphError
 from compiler.ir import Graph, Node, Tensor
 from compiler.passes.fold_reference import reference_fold
 
@@ -72,7 +72,7 @@ def fold_node(node: Node, tensors: Mapping[str, Tensor], keep: frozenset[str] = 
               opset: int | None = None) -> list | None:
     """The output values of ``node`` if it folds (see :func:`fold_constants`), else None; ``opset``: the graph's
     default-domain opset (for the reference evaluator). A node whose constant inputs its op refuses is a one-line
-    CompileError naming it.
+    ConstantFoldError naming it.
 
     ``tensors`` maps names to tensors; a name missing from it counts as a non-constant of unknown shape.
     """
@@ -102,7 +102,8 @@ def fold_node(node: Node, tensors: Mapping[str, Tensor], keep: frozenset[str] = 
     out = reference_fold(node, values, opset)
     if out is None and failed is not None:
         text = (str(failed).strip().splitlines() or [type(failed).__name__])[0]
-        raise CompileError(f"node {node.name!r} ({node.op}): constant folding fails on its constant inputs: {text}")
+        raise ConstantFoldError(f"node {node.name!r} ({node.op}): constant folding fails on its constant inputs: "
+                                f"{text}")
     return out
 
 

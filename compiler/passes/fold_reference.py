@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from compiler.errors import CompileError
+from compiler.errors import ConstantFoldError
 from compiler.ir import FUSED_ATTRS, Node
 
 NEVER = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Bernoulli",
@@ -29,7 +29,7 @@ DEFAULT_OPSET = 17
 def reference_fold(node: Node, values: list[np.ndarray | None], opset: int | None) -> list[np.ndarray] | None:
     """The outputs of ``node`` evaluated by onnx's reference evaluator on constant input ``values`` (None for an
     absent optional input), at default-domain ``opset``; None when the evaluator has no implementation of the op
-    (the node is then left to run). A failing evaluation is a one-line CompileError naming the node."""
+    (the node is then left to run). A failing evaluation is a one-line ConstantFoldError naming the node."""
     if node.op in NEVER or not node.present_inputs or any(a in node.attrs for a in FUSED_ATTRS):
         return None
     proto = _node_proto(node)
@@ -46,8 +46,8 @@ def reference_fold(node: Node, values: list[np.ndarray | None], opset: int | Non
     except NotImplementedError:   # no implementation of the op (or of this version of it)
         return None
     except Exception as e:   # the evaluator's numpy errors, one type per op
-        raise CompileError(f"node {node.name!r} ({node.op}): constant folding (onnx.reference) fails on its constant "
-                           f"inputs: {_first_line(e)}") from None
+        raise ConstantFoldError(f"node {node.name!r} ({node.op}): constant folding (onnx.reference) fails on its "
+                                f"constant inputs: {_first_line(e)}") from None
     out = iter(got)
     return [np.asarray(next(out)) if o else None for o in node.outputs]
 
