@@ -64,8 +64,20 @@ def import_onnx(model: onnx.ModelProto | str | Path, allow_unknown: bool = False
     has static shapes. Raises :class:`UnsupportedOpsetError`, :class:`DynamicShapeError`,
     :class:`UnsupportedOpError` and :class:`UnsupportedDTypeError`. With ``allow_unknown``, an op the compiler does
     not support (or supports but not with these attributes) is kept with ``Node.unsupported`` set to the reason, for
-    a later pass to send to the host CPU; its output shapes must still be inferable.
+    a later pass to send to the host CPU; its output shapes must still be inferable. A model with a name or string
+    that is not UTF-8 (protobuf decodes them when read) is a CompileError too.
     """
+    try:
+        return _import(model, allow_unknown, dims, serialized)
+    except UnicodeDecodeError as e:   # (a checker message quoting the name, or the name itself, is the text)
+        text = (bytes(e.object).decode("utf-8", "replace").strip().splitlines() or [""])[0][:200]
+        raise CompileError(f"the model is not valid ONNX: a name or string in it is not UTF-8 text: {text!r}") \
+            from None
+
+
+def _import(model: onnx.ModelProto | str | Path, allow_unknown: bool, dims: Mapping[str, int] | None,
+            serialized: bytes | None) -> Graph:
+    """:func:`import_onnx`'s steps."""
     m, external = _load(model)
     data = None if external else serialized   # data: m serialized, while m is unchanged (and holds all its weights)
     opset = model_opset(m)
