@@ -10,6 +10,7 @@ from compiler.frontend.dtypes import (
     GRAPH_DTYPES,
     from_storage,
     is_narrowed,
+    npu_constant,
     npu_dtype,
     npu_view,
     to_storage,
@@ -69,3 +70,9 @@ def test_narrowed_integers_outside_int32_are_refused_naming_the_value(value, dty
                                               rf"\[-2147483648, 2147483647\] that {np.dtype(dtype).name} tensors are "
                                               rf"narrowed to; use values in that range$"):
         to_storage(x, dtype, "input 'input_ids'")
+
+
+def test_int64_constants_for_the_npu_are_range_checked_at_compile_time():
+    assert npu_constant("idx", np.array([3, -1], np.int64)).dtype == np.int32
+    with pytest.raises(ValueRangeError, match=r"^constant 'idx' holds 4294967296, outside the NPU's i32 range"):
+        npu_constant("idx", np.array([3, 2 ** 32], np.int64))

@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 from compiler.errors import CompileError, ValueRangeError
 from compiler.frontend.onnx_import import import_onnx
 from compiler.passes.fold_constants import FOLDERS
+from isa import DType
 from isa.arch import load_arch
 from npusim.app.cli import main
 from npusim.app.driver import random_inputs, run_model
@@ -43,9 +44,10 @@ def _run(m, inputs=None, host=frozenset()):
 
 
 def _embedding_model():
-    """``input_ids`` (int64) -> word embedding Gather + position embedding Gather of ``Range(0, seq)`` built from
-    ``Shape(input_ids)`` (the dynamo form) -> LayerNorm-free sum."""
-    nodes = [helper.make_node("Gather", ["wte", "input_ids"], ["tok"]),
+    """``input_ids`` (int64) -> Reshape (GPT-2's ``view``) -> word embedding Gather + position embedding Gather of
+    ``Range(0, seq)`` built from ``Shape(input_ids)`` (the dynamo form) -> MatMul."""
+    nodes = [helper.make_node("Reshape", ["input_ids", "view"], ["ids"]),
+             helper.make_node("Gather", ["wte", "ids"], ["tok"]),
              helper.make_node("Shape", ["input_ids"], ["shape"]),
              helper.make_node("Gather", ["shape", "one"], ["seq"], axis=0),
              helper.make_node("Range", ["zero", "seq", "one"], ["pos"]),
@@ -56,7 +58,8 @@ def _embedding_model():
     consts = {"wte": rng.standard_normal((VOCAB, HID)).astype(np.float32),
               "wpe": rng.standard_normal((SEQ, HID)).astype(np.float32),
               "w": rng.standard_normal((HID, HID)).astype(np.float32),
-              "zero": np.array(0, np.int64), "one": np.array(1, np.int64), "axes0": np.array([0], np.int64)}
+              "zero": np.array(0, np.int64), "one": np.array(1, np.int64), "axes0": np.array([0], np.int64),
+              "view": np.array([-1, SEQ], np.int64)}
     return _model(nodes, [("input_ids", I64, [1, SEQ])], [("y", F32, None)], consts)
 
 
@@ -65,10 +68,11 @@ def test_int64_input_ids_feed_the_embedding_and_position_ids_fold():
     graph = import_onnx(m, allow_unknown=True)
     assert graph.tensor("input_ids").dtype == np.int64
     # Shape -> Gather -> Range -> Unsqueeze -> Gather(wpe) fold to the position embedding itself
-    assert [n.op for n in graph.nodes] == ["Gather", "Add", "MatMul"] and graph.is_const("posemb")
+    assert [n.op for n in graph.nodes] == ["Reshape", "Gather", "Add", "MatMul"] and graph.is_const("posemb")
     ids = rng.integers(0, VOCAB, (1, SEQ)).astype(np.int64)
-    _, outputs, _ = _run(m, {"input_ids": ids}, host={"Gather"})
+    compiled, outputs, _ = _run(m, {"input_ids": ids}, host={"Gather"})   # the Reshape of the ids: a free alias
     assert outputs["y"].dtype == np.float32
+    assert compiled.inputs["input_ids"].dtype is DType.I32   # held as int32 on the NPU
     # the random inputs are ids within the vocabulary (the Gather's axis), as a tokenizer's are
     drawn = random_inputs(graph, seed=3)["input_ids"]
     assert drawn.dtype == np.int64 and 0 <= drawn.min() and drawn.max() < VOCAB
