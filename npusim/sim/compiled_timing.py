@@ -10,8 +10,12 @@ semaphore comes first; where nothing else is due before a retire it moves its cl
 orders the same way as the Engine's timeout. So dispatch/issue/start/end per pc, the per-unit stall cycles,
 ``resource_stalls`` and the dispatcher gaps come out bit for bit as the Engine's.
 
-The model's state is a tuple of arrays (``m``): scalars ``S``, per-unit state ``U``, per-pc program columns ``P`` and
-times ``T``, the event list, semaphores and port pools; each step of a unit's loop is one small function over it.
+The model's state is one int64 array ``M`` with a named row per field: the scalars, the event list, per-unit state and
+stall cycles, semaphores, per-pc program columns, times and queues, the records and the port pools. Each step of a
+unit's loop is one small function passed ``M`` (and scalars) alone, for speed: numba counts the references to every
+array a function is passed (an atomic add and subtract per array and call) and in branching code prunes little of
+that: steps passed a tuple of twenty arrays spent about nine tenths of the run counting; passed one, they count at
+most once a call.
 
 What it cannot decide alone it reports as a status instead of an answer (a deadlock, the ``max_cycles`` cap, a
 semaphore overflow, more events or port waits than its arrays hold): the caller then runs the SimPy Engine, whose
@@ -38,19 +42,33 @@ OK, DEADLOCK, CYCLE_CAP, SEM_OVERFLOW, FULL = range(5)
 DYNAMIC_CAUSES = tuple(c for c in STALL_CAUSES if c not in ("dram_latency", "bank_conflict"))   # (the static ones)
 _SEM, _QFULL, _BARRIER, _DRAM = map(DYNAMIC_CAUSES.index, ("semaphore", "queue_full", "barrier", "dram_bandwidth"))
 
-# the scalar state S, one int64 array
+# The model M: one int64 array, a row per field; the column is the unit, pc, pool, semaphore, slot or record the row
+# is about. Row _S holds the scalars: the clock, event ids and count, the dispatcher's state, record counts, the status
+# and the run's constants.
 (_NOW, _EID, _HN, _DPC, _DDONE, _OUT, _SPACEQ, _DRAIN, _WAKING, _GAPOPEN, _NGAPS, _NWAIT, _BUS, _FULL, _NRS, _NRET,
- _STATUS) = range(17)
-# per-unit state U[u, ...]: where its process waits, its pc, wait starts, its queue [head, tail) in unit_pcs[off + ...]
-(_U_STATE, _U_PC, _U_T0, _U_T1, _U_WFROM, _U_WCAUSE, _U_END, _U_HEAD, _U_TAIL, _U_WORK, _U_BLOCKED, _U_LAST,
- _U_OFF) = range(13)
-# per-pc columns of the program P[..., pc] and times T[..., pc]
-_C_UNIT, _C_HALT, _C_CYCLES, _C_SETUP, _C_WINDOW, _C_HELD = range(6)
-_T_DISPATCH, _T_ISSUE, _T_START, _T_END = range(4)
-# the model m, one tuple of arrays: what every step reads and writes
-(_M_S, _M_HT, _M_HK, _M_P, _M_U, _M_T, _M_PCS, _M_STALL, _M_GAPS, _M_RS, _M_RETIRED, _M_WAIT, _M_SIG, _M_COUNT,
- _M_WAITERS, _M_WAKE, _M_FREE, _M_EARLIEST, _M_PORTS, _M_CAUSE) = range(20)
-# events: (cycle, priority << 60 | id << 20 | kind << 16 | unit): at most 2**16 units, 2**40 events per run
+ _STATUS, _DEPTH, _SEM_MAX, _NPC, _NUNITS, _NPOOLS, _N_SCALARS) = range(23)
+# the scalars; the event list by slot: cycle and key (priority << 60 | id << 20 | kind << 16 | unit: at most 2**16
+# units, 2**40 events per run)
+_S, _E_TIME, _E_KEY = range(3)
+# per unit: where its process waits, its pc, wait starts, its end, its queue [head, tail) in
+# M[_QUEUES, M[_U_OFF, u] + ...], whether it waits for work, the pc it is blocked on, its last pc, then its stall
+# cycles per DYNAMIC_CAUSES (row _U_STALL + cause)
+(_U_STATE, _U_PC, _U_T0, _U_T1, _U_WFROM, _U_WCAUSE, _U_END, _U_HEAD, _U_TAIL, _U_WORK, _U_BLOCKED, _U_LAST, _U_OFF,
+ _U_STALL) = range(3, 17)
+_NEXT = _U_STALL + len(DYNAMIC_CAUSES)
+# the semaphore waiters in the order they blocked and those a retire wakes (units, by list position); per semaphore
+# its count; per wait/signal operation its semaphore and count
+_WAITERS, _WAKE, _SEM_COUNT, _O_WAIT_SEM, _O_WAIT_N, _O_SIG_SEM, _O_SIG_N = range(_NEXT, _NEXT + 7)
+# per pc: the program's columns (unit index, is halt, cycles, setup, DRAM window, held: bit p set if it holds a port
+# of pool p, isa.units.Pool in declaration order), where its waits and signals start (CSR: pc + 1's is where they
+# end), its times; each unit's pcs in program order (unit u's from M[_U_OFF, u]); the retire order
+(_C_UNIT, _C_HALT, _C_CYCLES, _C_SETUP, _C_WINDOW, _C_HELD, _C_WAITS, _C_SIGNALS, _T_DISPATCH, _T_ISSUE, _T_START,
+ _T_END, _QUEUES, _RETIRED) = range(_NEXT + 7, _NEXT + 21)
+# records: the dispatcher's gaps (from, to, cause, pc) and the resource stalls (pc, from, to, cause)
+_G_FROM, _G_TO, _G_CAUSE, _G_PC, _R_PC, _R_FROM, _R_TO, _R_CAUSE = range(_NEXT + 21, _NEXT + 29)
+# per port pool: its ports, its stall cause, when its next port frees; then row _Q_FREE + j: when its port j frees
+_Q_PORTS, _Q_CAUSE, _Q_EARLIEST, _Q_FREE = range(_NEXT + 29, _NEXT + 33)
+# events
 _URGENT, _NORMAL = 0, 1
 _K_BOOT, _K_UNIT, _K_WAKE, _K_NOOP, _K_STOP = range(5)
 # where a unit process waits (its generator's yield points)
@@ -59,316 +77,320 @@ _S_START, _S_WORK, _S_SEM, _S_RES, _S_RETIRE, _S_DONE = range(6)
 _P_TOP, _P_POP, _P_ISSUE, _P_RES, _P_START, _P_RETIRE, _P_YIELD = range(7)
 
 
-@njit("void(int64[::1], int64[::1], int64[::1], int64, int64, int64, int64)", cache=True)
-def _push(S, ht, hk, t, prio, kind, u):
+@njit("void(int64[:, ::1], int64, int64, int64, int64)", cache=True)
+def _push(M, t, prio, kind, u):
     """Schedule an event at cycle ``t`` (ids in scheduling order: the declared rule's FIFO among equals)."""
-    k = S[_HN]
-    ht[k] = t
-    hk[k] = (prio << 60) | (S[_EID] << 20) | (kind << 16) | u
-    S[_EID] += 1
-    S[_HN] = k + 1
+    k = M[_S, _HN]
+    M[_E_TIME, k] = t
+    M[_E_KEY, k] = (prio << 60) | (M[_S, _EID] << 20) | (kind << 16) | u
+    M[_S, _EID] += 1
+    M[_S, _HN] = k + 1
 
 
 @njit(cache=True)
-def _pop(S, ht, hk):
+def _pop(M):
     """Remove the first event by (cycle, priority, id); set the clock to its cycle; return (kind, unit)."""
     b = 0
-    for k in range(1, S[_HN]):
-        if ht[k] < ht[b] or (ht[k] == ht[b] and hk[k] < hk[b]):
+    for k in range(1, M[_S, _HN]):
+        if M[_E_TIME, k] < M[_E_TIME, b] or (M[_E_TIME, k] == M[_E_TIME, b] and M[_E_KEY, k] < M[_E_KEY, b]):
             b = k
-    now, key = ht[b], hk[b]
-    last = S[_HN] - 1
-    ht[b], hk[b] = ht[last], hk[last]
-    S[_HN] = last
-    S[_NOW] = now
+    now, key = M[_E_TIME, b], M[_E_KEY, b]
+    last = M[_S, _HN] - 1
+    M[_E_TIME, b], M[_E_KEY, b] = M[_E_TIME, last], M[_E_KEY, last]
+    M[_S, _HN] = last
+    M[_S, _NOW] = now
     return (key >> 16) & 15, key & 0xFFFF
 
 
 @njit(cache=True)
-def _min_time(S, ht):
-    best = ht[0]
-    for k in range(1, S[_HN]):
-        if ht[k] < best:
-            best = ht[k]
+def _min_time(M):
+    best = M[_E_TIME, 0]
+    for k in range(1, M[_S, _HN]):
+        if M[_E_TIME, k] < best:
+            best = M[_E_TIME, k]
     return best
 
 
 @njit(cache=True)
-def _take(count, ops, pc):
-    """All-or-nothing acquire of pc's semaphore waits ``ops`` = (ptr, index, count) (SemaphoreFile.try_acquire)."""
-    ptr, idx, cnt = ops
-    for j in range(ptr[pc], ptr[pc + 1]):
-        if count[idx[j]] < cnt[j]:
+def _take(M, pc):
+    """All-or-nothing acquire of pc's semaphore waits (SemaphoreFile.try_acquire)."""
+    for j in range(M[_C_WAITS, pc], M[_C_WAITS, pc + 1]):
+        if M[_SEM_COUNT, M[_O_WAIT_SEM, j]] < M[_O_WAIT_N, j]:
             return False
-    for j in range(ptr[pc], ptr[pc + 1]):
-        count[idx[j]] -= cnt[j]
+    for j in range(M[_C_WAITS, pc], M[_C_WAITS, pc + 1]):
+        M[_SEM_COUNT, M[_O_WAIT_SEM, j]] -= M[_O_WAIT_N, j]
     return True
 
 
 @njit(cache=True)
-def _open_gap(S, gaps, now, cause, pc):
-    g = S[_NGAPS]
-    if g == gaps.shape[0]:   # (cannot happen: a pc opens at most one gap; checked rather than trusted)
-        S[_FULL] = 1
+def _open_gap(M, now, cause, pc):
+    g = M[_S, _NGAPS]
+    if g == M.shape[1]:   # (cannot happen: a pc opens at most one gap; checked rather than trusted)
+        M[_S, _FULL] = 1
         return
-    gaps[g, 0], gaps[g, 1], gaps[g, 2], gaps[g, 3] = now, -1, cause, pc
-    S[_NGAPS] = g + 1
-    S[_GAPOPEN] = 1
+    M[_G_FROM, g], M[_G_TO, g], M[_G_CAUSE, g], M[_G_PC, g] = now, -1, cause, pc
+    M[_S, _NGAPS] = g + 1
+    M[_S, _GAPOPEN] = 1
 
 
 @njit(cache=True)
-def _dispatch(m, depth):
+def _dispatch(M):
     """Engine._dispatch."""
-    S, ht, hk, P, U, T, gaps = m[_M_S], m[_M_HT], m[_M_HK], m[_M_P], m[_M_U], m[_M_T], m[_M_GAPS]
-    now, pc, n = S[_NOW], S[_DPC], P.shape[1]
-    if S[_GAPOPEN]:
-        gaps[S[_NGAPS] - 1, 1] = now
-        S[_GAPOPEN] = 0
-    S[_SPACEQ] = -1
+    now, pc, n = M[_S, _NOW], M[_S, _DPC], M[_S, _NPC]
+    if M[_S, _GAPOPEN]:
+        M[_G_TO, M[_S, _NGAPS] - 1] = now
+        M[_S, _GAPOPEN] = 0
+    M[_S, _SPACEQ] = -1
     while pc < n:
-        q = P[_C_UNIT, pc]
+        q = M[_C_UNIT, pc]
         if q < 0:
-            if S[_OUT]:
-                if not P[_C_HALT, pc]:
-                    _open_gap(S, gaps, now, _BARRIER, pc)
-                S[_DPC] = pc
-                S[_DRAIN] = 1
+            if M[_S, _OUT]:
+                if not M[_C_HALT, pc]:
+                    _open_gap(M, now, _BARRIER, pc)
+                M[_S, _DPC] = pc
+                M[_S, _DRAIN] = 1
                 return
-            if P[_C_HALT, pc]:
+            if M[_C_HALT, pc]:
                 break
             pc += 1
             continue
-        if U[q, _U_TAIL] - U[q, _U_HEAD] >= depth:
-            _open_gap(S, gaps, now, _QFULL, pc)
-            S[_DPC] = pc
-            S[_SPACEQ] = q
+        if M[_U_TAIL, q] - M[_U_HEAD, q] >= M[_S, _DEPTH]:
+            _open_gap(M, now, _QFULL, pc)
+            M[_S, _DPC] = pc
+            M[_S, _SPACEQ] = q
             return
-        U[q, _U_TAIL] += 1
-        T[_T_DISPATCH, pc] = now
-        S[_OUT] += 1
-        if U[q, _U_WORK]:
-            _push(S, ht, hk, now, _NORMAL, _K_UNIT, q)
-            U[q, _U_WORK] = 0
+        M[_U_TAIL, q] += 1
+        M[_T_DISPATCH, pc] = now
+        M[_S, _OUT] += 1
+        if M[_U_WORK, q]:
+            _push(M, now, _NORMAL, _K_UNIT, q)
+            M[_U_WORK, q] = 0
         pc += 1
-    S[_DPC] = n
-    S[_DDONE] = 1
-    for q in range(U.shape[0]):
-        if U[q, _U_WORK]:
-            _push(S, ht, hk, now, _NORMAL, _K_UNIT, q)
-            U[q, _U_WORK] = 0
+    M[_S, _DPC] = n
+    M[_S, _DDONE] = 1
+    for q in range(M[_S, _NUNITS]):
+        if M[_U_WORK, q]:
+            _push(M, now, _NORMAL, _K_UNIT, q)
+            M[_U_WORK, q] = 0
 
 
 @njit(cache=True)
-def _dispatch_pending(m, pending, depth):
+def _dispatch_pending(M, pending):
     """Run the dispatcher if a unit's pop left it pending (the Engine runs it at that unit's next yield)."""
     if pending:
-        _dispatch(m, depth)
+        _dispatch(M)
     return False
 
 
 @njit(cache=True)
-def _resume(m, u, now):
+def _account_starvation(M, u, now):
+    """Engine._account_starvation: unit ``u`` waited for work from M[_U_T0, u] to ``now``; charge it the dispatcher
+    gaps in that window that held back pcs up to its last one."""
+    t0 = M[_U_T0, u]
+    for g in range(M[_S, _NGAPS] - 1, -1, -1):
+        g1 = M[_G_TO, g]
+        if g1 < 0:
+            g1 = now
+        if g1 <= t0:
+            break
+        if M[_G_PC, g] <= M[_U_LAST, u]:
+            M[_U_STALL + M[_G_CAUSE, g], u] += min(g1, now) - max(M[_G_FROM, g], t0)
+
+
+@njit(cache=True)
+def _resume(M, u, now):
     """Unit ``u``'s process resumes at its yield point: account the wait that ends there; the phase it goes on with."""
-    S, U, stall, gaps = m[_M_S], m[_M_U], m[_M_STALL], m[_M_GAPS]
-    st = U[u, _U_STATE]
+    st = M[_U_STATE, u]
     if st == _S_START:
         return _P_TOP
-    if st == _S_WORK:   # Engine._account_starvation
-        for g in range(S[_NGAPS] - 1, -1, -1):
-            g1 = gaps[g, 1]
-            if g1 < 0:
-                g1 = now
-            if g1 <= U[u, _U_T0]:
-                break
-            if gaps[g, 3] <= U[u, _U_LAST]:
-                stall[u, gaps[g, 2]] += min(g1, now) - max(gaps[g, 0], U[u, _U_T0])
-        if U[u, _U_HEAD] == U[u, _U_TAIL]:
-            _push(S, m[_M_HT], m[_M_HK], now, _NORMAL, _K_NOOP, 0)
-            U[u, _U_STATE] = _S_DONE
+    if st == _S_WORK:
+        _account_starvation(M, u, now)
+        if M[_U_HEAD, u] == M[_U_TAIL, u]:
+            _push(M, now, _NORMAL, _K_NOOP, 0)
+            M[_U_STATE, u] = _S_DONE
             return _P_YIELD
         return _P_POP
     if st == _S_SEM:
-        U[u, _U_BLOCKED] = -1
-        stall[u, _SEM] += now - U[u, _U_T1]
+        M[_U_BLOCKED, u] = -1
+        M[_U_STALL + _SEM, u] += now - M[_U_T1, u]
         return _P_ISSUE
     if st == _S_RES:
-        stall[u, U[u, _U_WCAUSE]] += now - U[u, _U_WFROM]
-        rs, k = m[_M_RS], S[_NRS]
-        if k == rs.shape[0]:   # (more port waits than the record holds: the SimPy Engine decides)
-            S[_FULL] = 1
+        M[_U_STALL + M[_U_WCAUSE, u], u] += now - M[_U_WFROM, u]
+        k = M[_S, _NRS]
+        if k == M.shape[1]:   # (more port waits than the record holds: the SimPy Engine decides)
+            M[_S, _FULL] = 1
             return _P_YIELD
-        rs[k, 0], rs[k, 1], rs[k, 2], rs[k, 3] = U[u, _U_PC], U[u, _U_WFROM], now, U[u, _U_WCAUSE]
-        S[_NRS] = k + 1
+        M[_R_PC, k], M[_R_FROM, k], M[_R_TO, k], M[_R_CAUSE, k] = M[_U_PC, u], M[_U_WFROM, u], now, M[_U_WCAUSE, u]
+        M[_S, _NRS] = k + 1
         return _P_RES
     return _P_RETIRE
 
 
 @njit(cache=True)
-def _top(m, u, now):
+def _top(M, u, now):
     """Take the next instruction of the queue, or wait for work (or end, when the dispatcher is done)."""
-    S, U = m[_M_S], m[_M_U]
-    if U[u, _U_HEAD] < U[u, _U_TAIL]:
+    if M[_U_HEAD, u] < M[_U_TAIL, u]:
         return _P_POP
-    if S[_DDONE]:
-        _push(S, m[_M_HT], m[_M_HK], now, _NORMAL, _K_NOOP, 0)
-        U[u, _U_STATE] = _S_DONE
+    if M[_S, _DDONE]:
+        _push(M, now, _NORMAL, _K_NOOP, 0)
+        M[_U_STATE, u] = _S_DONE
     else:
-        U[u, _U_T0] = now
-        U[u, _U_WORK] = 1
-        U[u, _U_STATE] = _S_WORK
+        M[_U_T0, u] = now
+        M[_U_WORK, u] = 1
+        M[_U_STATE, u] = _S_WORK
     return _P_YIELD
 
 
 @njit(cache=True)
-def _pop_instr(m, u, now, depth):
+def _pop_instr(M, u, now):
     """Pop pc from the queue (resuming the dispatcher waiting for room: now, or at this unit's next yield) and
     acquire its semaphores or block on them. Returns (phase, dispatcher pending)."""
-    S, ht, hk, P, U = m[_M_S], m[_M_HT], m[_M_HK], m[_M_P], m[_M_U]
-    pc = m[_M_PCS][U[u, _U_OFF] + U[u, _U_HEAD]]
-    U[u, _U_HEAD] += 1
-    U[u, _U_PC] = pc
+    pc = M[_QUEUES, M[_U_OFF, u] + M[_U_HEAD, u]]
+    M[_U_HEAD, u] += 1
+    M[_U_PC, u] = pc
     pending = False
-    if S[_SPACEQ] == u:
-        if P[_C_CYCLES, pc] and (S[_HN] == 0 or _min_time(S, ht) > now):
+    if M[_S, _SPACEQ] == u:
+        if M[_C_CYCLES, pc] and (M[_S, _HN] == 0 or _min_time(M) > now):
             pending = True
         else:
-            S[_SPACEQ] = -1
-            _push(S, ht, hk, now, _NORMAL, _K_WAKE, 0)
-            S[_WAKING] = 1
-    wait = m[_M_WAIT]
-    if wait[0][pc] < wait[0][pc + 1] and not _take(m[_M_COUNT], wait, pc):
-        U[u, _U_T1] = now
-        m[_M_WAITERS][S[_NWAIT]] = u
-        S[_NWAIT] += 1
-        U[u, _U_BLOCKED] = pc
-        _dispatch_pending(m, pending, depth)
-        U[u, _U_STATE] = _S_SEM
+            M[_S, _SPACEQ] = -1
+            _push(M, now, _NORMAL, _K_WAKE, 0)
+            M[_S, _WAKING] = 1
+    if M[_C_WAITS, pc] < M[_C_WAITS, pc + 1] and not _take(M, pc):
+        M[_U_T1, u] = now
+        M[_WAITERS, M[_S, _NWAIT]] = u
+        M[_S, _NWAIT] += 1
+        M[_U_BLOCKED, u] = pc
+        _dispatch_pending(M, pending)
+        M[_U_STATE, u] = _S_SEM
         return _P_YIELD, False
     return _P_ISSUE, pending
 
 
 @njit(cache=True)
-def _wait_ports(m, u, now, pending, depth):
+def _wait_ports(M, u, now, pending):
     """Wait for every port pool pc holds to have a free port (``max(held, key=next_free)`` names the cause: the
     first pool, in Pool order, that frees last). Returns (phase, dispatcher pending)."""
-    U, held, earliest = m[_M_U], m[_M_P][_C_HELD, m[_M_U][u, _U_PC]], m[_M_EARLIEST]
+    held = M[_C_HELD, M[_U_PC, u]]
     ready, cause_pool = -1, 0
-    for p in range(earliest.shape[0]):
-        if held >> p & 1 and earliest[p] > ready:
-            ready, cause_pool = earliest[p], p
+    for p in range(M[_S, _NPOOLS]):
+        if held >> p & 1 and M[_Q_EARLIEST, p] > ready:
+            ready, cause_pool = M[_Q_EARLIEST, p], p
     if ready <= now:
         return _P_START, pending
-    _dispatch_pending(m, pending, depth)
-    _push(m[_M_S], m[_M_HT], m[_M_HK], ready, _NORMAL, _K_UNIT, u)
-    U[u, _U_WFROM] = now
-    U[u, _U_WCAUSE] = m[_M_CAUSE][cause_pool]
-    U[u, _U_STATE] = _S_RES
+    _dispatch_pending(M, pending)
+    _push(M, ready, _NORMAL, _K_UNIT, u)
+    M[_U_WFROM, u] = now
+    M[_U_WCAUSE, u] = M[_Q_CAUSE, cause_pool]
+    M[_U_STATE, u] = _S_RES
     return _P_YIELD, False
 
 
 @njit(cache=True)
-def _hold_ports(m, held, end):
+def _hold_ports(M, held, end):
     """PortPool.hold of every pool in ``held`` until ``end``: the first port free at the earliest cycle."""
-    free_at, earliest, ports = m[_M_FREE], m[_M_EARLIEST], m[_M_PORTS]
-    for p in range(ports.shape[0]):
+    for p in range(M[_S, _NPOOLS]):
         if held >> p & 1:
-            for j in range(ports[p]):
-                if free_at[p, j] == earliest[p]:
-                    free_at[p, j] = end
+            for j in range(M[_Q_PORTS, p]):
+                if M[_Q_FREE + j, p] == M[_Q_EARLIEST, p]:
+                    M[_Q_FREE + j, p] = end
                     break
-            e = free_at[p, 0]
-            for j in range(1, ports[p]):
-                e = min(e, free_at[p, j])
-            earliest[p] = e
+            e = M[_Q_FREE, p]
+            for j in range(1, M[_Q_PORTS, p]):
+                e = min(e, M[_Q_FREE + j, p])
+            M[_Q_EARLIEST, p] = e
 
 
 @njit(cache=True)
-def _start(m, u, now, pending, depth):
+def _start(M, u, now, pending):
     """Start pc: its DRAM bus window (first come, first served), its ports held until its end; then wait for its
     retire, or go straight on when nothing else is due before it (the declared rule gives the same order)."""
-    S, P, U = m[_M_S], m[_M_P], m[_M_U]
-    pc = U[u, _U_PC]
-    end = now + P[_C_CYCLES, pc]
-    if P[_C_WINDOW, pc]:
-        begin = max(now + P[_C_SETUP, pc], S[_BUS])   # DramBus.reserve
-        S[_BUS] = begin + P[_C_WINDOW, pc]
-        wait = begin - now - P[_C_SETUP, pc]
+    pc = M[_U_PC, u]
+    end = now + M[_C_CYCLES, pc]
+    if M[_C_WINDOW, pc]:
+        begin = max(now + M[_C_SETUP, pc], M[_S, _BUS])   # DramBus.reserve
+        M[_S, _BUS] = begin + M[_C_WINDOW, pc]
+        wait = begin - now - M[_C_SETUP, pc]
         if wait:
-            m[_M_STALL][u, _DRAM] += wait
+            M[_U_STALL + _DRAM, u] += wait
             end += wait
-    _hold_ports(m, P[_C_HELD, pc], end)
-    m[_M_T][_T_START, pc] = now
-    _dispatch_pending(m, pending, depth)
-    U[u, _U_END] = end
+    _hold_ports(M, M[_C_HELD, pc], end)
+    M[_T_START, pc] = now
+    _dispatch_pending(M, pending)
+    M[_U_END, u] = end
     if end > now:
-        if S[_HN] and _min_time(S, m[_M_HT]) <= end:
-            _push(S, m[_M_HT], m[_M_HK], end, _NORMAL, _K_UNIT, u)
-            U[u, _U_STATE] = _S_RETIRE
+        if M[_S, _HN] and _min_time(M) <= end:
+            _push(M, end, _NORMAL, _K_UNIT, u)
+            M[_U_STATE, u] = _S_RETIRE
             return _P_YIELD
-        S[_NOW] = end
+        M[_S, _NOW] = end
     return _P_RETIRE
 
 
 @njit(cache=True)
-def _retire(m, u, now, sem_max):
-    """Retire pc: record it, apply its signals and wake, in the order they blocked, the waiters that can now take
-    all they need; resume a draining dispatcher when nothing is outstanding."""
-    S, U, count = m[_M_S], m[_M_U], m[_M_COUNT]
-    pc = U[u, _U_PC]
-    m[_M_RETIRED][S[_NRET]] = pc
-    S[_NRET] += 1
-    m[_M_T][_T_END, pc] = U[u, _U_END]
-    ptr, idx, cnt = m[_M_SIG]
-    if ptr[pc] < ptr[pc + 1]:
-        for j in range(ptr[pc], ptr[pc + 1]):
-            count[idx[j]] += cnt[j]
-            if count[idx[j]] > sem_max:
-                S[_STATUS] = SEM_OVERFLOW
-        if S[_STATUS] != OK:
+def _wake_waiters(M, now):
+    """Wake, in the order they blocked, the semaphore waiters that can now take all they need."""
+    kept, woken = 0, 0
+    for k in range(M[_S, _NWAIT]):
+        w = M[_WAITERS, k]
+        if _take(M, M[_U_BLOCKED, w]):
+            M[_WAKE, woken] = w
+            woken += 1
+        else:
+            M[_WAITERS, kept] = w
+            kept += 1
+    M[_S, _NWAIT] = kept
+    for k in range(woken):
+        _push(M, now, _NORMAL, _K_UNIT, M[_WAKE, k])
+
+
+@njit(cache=True)
+def _retire(M, u, now):
+    """Retire pc: record it, apply its signals and wake the waiters they let through; resume a draining dispatcher
+    when nothing is outstanding."""
+    pc = M[_U_PC, u]
+    M[_RETIRED, M[_S, _NRET]] = pc
+    M[_S, _NRET] += 1
+    M[_T_END, pc] = M[_U_END, u]
+    if M[_C_SIGNALS, pc] < M[_C_SIGNALS, pc + 1]:
+        for j in range(M[_C_SIGNALS, pc], M[_C_SIGNALS, pc + 1]):
+            s = M[_O_SIG_SEM, j]
+            M[_SEM_COUNT, s] += M[_O_SIG_N, j]
+            if M[_SEM_COUNT, s] > M[_S, _SEM_MAX]:
+                M[_S, _STATUS] = SEM_OVERFLOW
+        if M[_S, _STATUS] != OK:
             return _P_YIELD
-        if S[_NWAIT]:
-            waiters, wake, kept, woken = m[_M_WAITERS], m[_M_WAKE], 0, 0
-            for k in range(S[_NWAIT]):
-                w = waiters[k]
-                if _take(count, m[_M_WAIT], U[w, _U_BLOCKED]):
-                    wake[woken] = w
-                    woken += 1
-                else:
-                    waiters[kept] = w
-                    kept += 1
-            S[_NWAIT] = kept
-            for k in range(woken):
-                _push(S, m[_M_HT], m[_M_HK], now, _NORMAL, _K_UNIT, wake[k])
-    S[_OUT] -= 1
-    if not S[_OUT] and S[_DRAIN]:
-        S[_DRAIN] = 0
-        _push(S, m[_M_HT], m[_M_HK], now, _NORMAL, _K_WAKE, 0)
-        S[_WAKING] = 1
+        if M[_S, _NWAIT]:
+            _wake_waiters(M, now)
+    M[_S, _OUT] -= 1
+    if not M[_S, _OUT] and M[_S, _DRAIN]:
+        M[_S, _DRAIN] = 0
+        _push(M, now, _NORMAL, _K_WAKE, 0)
+        M[_S, _WAKING] = 1
     return _P_TOP
 
 
 @njit(cache=True)
-def _advance(m, u, phase, depth, sem_max):
-    """Run unit ``u``'s loop body from ``phase`` until its process yields (or the run fails: S[_STATUS])."""
-    S, T = m[_M_S], m[_M_T]
+def _advance(M, u, phase):
+    """Run unit ``u``'s loop body from ``phase`` until its process yields (or the run fails: M[_S, _STATUS])."""
     pending = False
     while phase != _P_YIELD:
-        now = S[_NOW]
+        now = M[_S, _NOW]
         if phase == _P_TOP:
-            phase = _top(m, u, now)
+            phase = _top(M, u, now)
         elif phase == _P_POP:
-            phase, pending = _pop_instr(m, u, now, depth)
+            phase, pending = _pop_instr(M, u, now)
         elif phase == _P_ISSUE:
-            pc = m[_M_U][u, _U_PC]
-            T[_T_ISSUE, pc] = now
-            phase = _P_RES if m[_M_P][_C_HELD, pc] else _P_START
+            pc = M[_U_PC, u]
+            M[_T_ISSUE, pc] = now
+            phase = _P_RES if M[_C_HELD, pc] else _P_START
         elif phase == _P_RES:
-            phase, pending = _wait_ports(m, u, now, pending, depth)
+            phase, pending = _wait_ports(M, u, now, pending)
         elif phase == _P_START:
-            phase = _start(m, u, now, pending, depth)
+            phase = _start(M, u, now, pending)
             pending = False
         else:
-            phase = _retire(m, u, now, sem_max)
+            phase = _retire(M, u, now)
 
 
 @njit(cache=True)
@@ -393,21 +415,30 @@ def _unit_queues(unit, n_units):
 
 
 @njit(cache=True)
-def _model(P, wait, sig, sem_init, ports, pool_cause, n_units):
-    """The model's arrays, at cycle 0 (the tuple m)."""
-    n = P.shape[1]
-    S = np.zeros(17, np.int64)
-    S[_SPACEQ] = -1
-    heap = 8 * n_units + 32   # (a few events per unit at most; more is checked: FULL)
-    U = np.zeros((n_units, 13), np.int64)
-    pcs, off, last = _unit_queues(P[_C_UNIT], n_units)
-    U[:, _U_OFF], U[:, _U_LAST], U[:, _U_BLOCKED] = off[:n_units], last, -1
-    free_at = np.zeros((ports.shape[0], max(1, ports.max())), np.int64)
-    return (S, np.zeros(heap, np.int64), np.zeros(heap, np.int64), P, U, np.full((4, n), -1, np.int64), pcs,
-            np.zeros((n_units, len(DYNAMIC_CAUSES)), np.int64), np.empty((n + 1, 4), np.int64),
-            np.empty((2 * n + 64, 4), np.int64), np.empty(n, np.int64), wait, sig, sem_init.copy(),
-            np.empty(n_units, np.int64), np.empty(n_units, np.int64), free_at, np.zeros(ports.shape[0], np.int64),
-            ports, pool_cause)
+def _model(P, wait, sig, sem_init, depth, ports, pool_cause, n_units, sem_max):
+    """The model M at cycle 0 (the arguments as _run's). It has as many columns as its longest row needs: the
+    resource stall records (two per pc and some; more is checked: FULL), the event list, the semaphore operations;
+    a row is written only as far as it is used, so the pages of the rest are never touched."""
+    n, n_pools = P.shape[1], ports.shape[0]
+    width = max(2 * n + 64, 8 * n_units + 32, wait[1].shape[0], sig[1].shape[0], sem_init.shape[0], n_pools,
+                _N_SCALARS)
+    M = np.empty((_Q_FREE + max(1, ports.max()), width), np.int64)
+    M[_S, :] = 0
+    M[_S, _SPACEQ], M[_S, _DEPTH], M[_S, _SEM_MAX] = -1, depth, sem_max
+    M[_S, _NPC], M[_S, _NUNITS], M[_S, _NPOOLS] = n, n_units, n_pools
+    M[_U_STATE:_NEXT, :n_units] = 0
+    pcs, off, last = _unit_queues(P[0], n_units)   # (P's first row: the unit)
+    M[_U_OFF, :n_units], M[_U_LAST, :n_units], M[_U_BLOCKED, :n_units] = off[:n_units], last, -1
+    M[_SEM_COUNT, :sem_init.shape[0]] = sem_init
+    M[_O_WAIT_SEM, :wait[1].shape[0]], M[_O_WAIT_N, :wait[2].shape[0]] = wait[1], wait[2]
+    M[_O_SIG_SEM, :sig[1].shape[0]], M[_O_SIG_N, :sig[2].shape[0]] = sig[1], sig[2]
+    M[_C_UNIT:_C_HELD + 1, :n] = P
+    M[_C_WAITS, :n + 1], M[_C_SIGNALS, :n + 1] = wait[0], sig[0]
+    M[_T_DISPATCH:_T_END + 1, :n] = -1
+    M[_QUEUES, :pcs.shape[0]] = pcs
+    M[_Q_PORTS, :n_pools], M[_Q_CAUSE, :n_pools], M[_Q_EARLIEST, :n_pools] = ports, pool_cause, 0
+    M[_Q_FREE:, :n_pools] = 0
+    return M
 
 
 @njit(cache=True)
@@ -415,38 +446,37 @@ def _run(P, wait, sig, sem_init, depth, ports, pool_cause, max_cycles, n_units, 
     """The Engine's run over arrays. ``P``: per-pc columns (unit index, is halt, cycles, setup, DRAM window, held: bit
     p set if it holds a port of pool p, ``isa.units.Pool`` in declaration order); ``wait``/``sig``: the semaphore
     operations (ptr, index, count) in CSR form; ``ports``: ports per pool; ``pool_cause``: per pool, the index of its
-    stall cause. Returns (status, times (dispatch, issue, start, end), stall per unit and DYNAMIC_CAUSES, resource
-    stalls (pc, from, to, cause), dispatcher gaps (from, to, cause, pc), retire order)."""
-    m = _model(P, wait, sig, sem_init, ports, pool_cause, n_units)
-    S, ht, hk = m[_M_S], m[_M_HT], m[_M_HK]
-    _push(S, ht, hk, 0, _URGENT, _K_BOOT, 0)
+    stall cause. Returns the model M at the end: M[_S, _STATUS], the times (rows _T_DISPATCH.._T_END), the stall per
+    unit (rows _U_STALL + DYNAMIC_CAUSES index), resource stalls (rows _R_PC.._R_CAUSE, M[_S, _NRS] of them),
+    dispatcher gaps (rows _G_FROM.._G_PC, M[_S, _NGAPS]) and the retire order (row _RETIRED, M[_S, _NRET])."""
+    M = _model(P, wait, sig, sem_init, depth, ports, pool_cause, n_units, sem_max)
+    _push(M, 0, _URGENT, _K_BOOT, 0)
     for u in range(n_units):
-        _push(S, ht, hk, 0, _URGENT, _K_UNIT, u)
+        _push(M, 0, _URGENT, _K_UNIT, u)
     if max_cycles >= 0:
-        _push(S, ht, hk, max_cycles + 1, _URGENT, _K_STOP, 0)
+        _push(M, max_cycles + 1, _URGENT, _K_STOP, 0)
     stopped = False
-    while S[_HN]:
-        kind, u = _pop(S, ht, hk)
+    while M[_S, _HN]:
+        kind, u = _pop(M)
         if kind == _K_STOP:
             stopped = True
             break
         if kind == _K_BOOT:
-            _dispatch(m, depth)
-            _push(S, ht, hk, S[_NOW], _NORMAL, _K_NOOP, 0)
+            _dispatch(M)
+            _push(M, M[_S, _NOW], _NORMAL, _K_NOOP, 0)
         elif kind == _K_WAKE:
-            S[_WAKING] = 0
-            _dispatch(m, depth)
+            M[_S, _WAKING] = 0
+            _dispatch(M)
         elif kind == _K_UNIT:   # a unit process resumes where it yielded
-            _advance(m, u, _resume(m, u, S[_NOW]), depth, sem_max)
-        if S[_STATUS] != OK:
+            _advance(M, u, _resume(M, u, M[_S, _NOW]))
+        if M[_S, _STATUS] != OK:
             break
-        if S[_FULL] or S[_HN] > ht.shape[0] - 8:   # (checked rather than trusted)
-            S[_STATUS] = FULL
+        if M[_S, _FULL] or M[_S, _HN] > 8 * n_units + 24:   # (a few events per unit at most; checked, not trusted)
+            M[_S, _STATUS] = FULL
             break
-    if S[_STATUS] == OK and (not S[_DDONE] or S[_OUT]):
-        S[_STATUS] = CYCLE_CAP if stopped else DEADLOCK
-    return (S[_STATUS], m[_M_T], m[_M_STALL], m[_M_RS][:S[_NRS]], m[_M_GAPS][:S[_NGAPS]],
-            m[_M_RETIRED][:S[_NRET]])
+    if M[_S, _STATUS] == OK and (not M[_S, _DDONE] or M[_S, _OUT]):
+        M[_S, _STATUS] = CYCLE_CAP if stopped else DEADLOCK
+    return M
 
 
 @dataclass
@@ -501,12 +531,15 @@ def run_compiled(program: Program, arch: Arch, costs: list[Cost], max_cycles: in
     w, s = cols.waits, cols.signals
     P = np.stack([qid, cols.halt.astype(np.int64), col[:, _F["cycles"]], col[:, _F["setup"]],
                   col[:, _F["dram_window"]], held])
-    status, times, stall, rs, gaps, retired = _run(
-        P, (w.ptr, w.sem, w.count), (s.ptr, s.sem, s.count), init, arch.queues.depth, ports, pool_cause,
-        -1 if max_cycles is None else int(max_cycles), len(units), SEM_MAX)
+    M = _run(P, (w.ptr, w.sem, w.count), (s.ptr, s.sem, s.count), init, arch.queues.depth, ports, pool_cause,
+             -1 if max_cycles is None else int(max_cycles), len(units), SEM_MAX)
+    status, n_rs, n_gaps, n_retired = M[_S, [_STATUS, _NRS, _NGAPS, _NRET]].tolist()
     if status != OK:
         return CompiledRun(status)
-    dispatch, issue, start, end = times
+    dispatch, issue, start, end = M[_T_DISPATCH:_T_END + 1, :len(qid)].copy()   # (not views of all of M)
+    stall = M[_U_STALL:_U_STALL + len(DYNAMIC_CAUSES), :len(units)].T
+    rs, gaps = M[_R_PC:_R_CAUSE + 1, :n_rs].T, M[_G_FROM:_G_PC + 1, :n_gaps].T
+    retired = M[_RETIRED, :n_retired].copy()
     cycles = int(end.max(initial=0))
     stats = []
     for u, unit in enumerate(units):   # Engine.run's statics, summed per unit by column
