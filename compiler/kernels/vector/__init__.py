@@ -7,4 +7,7 @@
 - :mod:`~compiler.kernels.vector.rowwise`: softmax, layer normalisation and last-axis reductions, in whole rows.
 - :mod:`~compiler.kernels.vector.pooling`: max and average pooling on NHWC, and the average's counts.
 - :mod:`~compiler.kernels.vector.quantization`: quantize, dequantize, requantize.
+- :mod:`~compiler.kernels.vector.logic`: comparisons into bools, And/Or/Xor/Not, IsNaN, Where with a run-time
+  condition (bit for bit).
+- :mod:`~compiler.kernels.vector.scan`: cumulative sums (CumSum) in onnxruntime's order.
 """
