@@ -18,6 +18,7 @@ from compiler.ops import (
     elementwise,
     folded,
     layout,
+    logic,
     matmul,
     msda,
     norm,
@@ -25,6 +26,7 @@ from compiler.ops import (
     quant,
     reduce,
     rows,
+    scan,
 )
 from compiler.ops import sampling as sample
 from compiler.ops.context import ALIGN, Binding, LoweringContext
@@ -34,7 +36,7 @@ from compiler.ops.spec import OpSpec
 REGISTRY: MappingProxyType[str, OpSpec] = MappingProxyType(
     {spec.op: replace(spec, contract=CONTRACTS.get(spec.op, spec.contract))
      for module in (conv, conv_transpose, matmul, elementwise, pool, rows, reduce, norm, layout, quant, folded, sample,
-                   msda)
+                   msda, logic, scan)
      for spec in module.OPS})
 """Every default-domain op the compiler takes, by ONNX name."""
 

@@ -6,6 +6,7 @@ exponent and the variadic Min, Max, Sum, Mean."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 
@@ -24,11 +25,13 @@ UNARY = {"Relu": Act.RELU, "Sigmoid": Act.SIGMOID, "Tanh": Act.TANH, "Erf": Act.
 BINARY = {"Add": BinOp.ADD, "Sub": BinOp.SUB, "Mul": BinOp.MUL, "Div": BinOp.DIV}
 
 
-def operands(low: LoweringContext, names: tuple[str, ...], out_shape: tuple[int, ...]):
+def operands(low: LoweringContext, names: tuple[str, ...], out_shape: tuple[int, ...],
+             stored: Callable[[str], np.ndarray] | None = None):
     """How an element-wise op reads ``names`` (activations or constants) to write ``out_shape``: channels-last when
     the output is 4-D and an input is, and every other input reads the same in that order (a constant is transposed
-    offline; a lower-rank activation must keep its bytes, e.g. (C,) or (1, H, W)); else row-major. Returns (layout,
-    [(region, offset)], [shape in that layout]) per input."""
+    offline; a lower-rank activation must keep its bytes, e.g. (C,) or (1, H, W)); else row-major. ``stored``: a
+    constant's value as the NPU holds it, by name (default: float32). Returns (layout, [(region, offset)], [shape in
+    that layout]) per input."""
     g = low.graph
     acts = [t for t in names if not g.is_const(t)]
     layout = "nhwc" if len(out_shape) == 4 and any(low.bind[t].layout == "nhwc" and len(low.bind[t].shape) == 4
@@ -38,7 +41,7 @@ def operands(low: LoweringContext, names: tuple[str, ...], out_shape: tuple[int,
     locs, shapes = [], []
     for t in names:
         if g.is_const(t):
-            data = low.data(t).astype(np.float32)
+            data = low.data(t).astype(np.float32) if stored is None else stored(t)
             if layout == "nhwc":
                 data = _to_nhwc(data)
             locs.append(("W", low.const(np.ascontiguousarray(data))))

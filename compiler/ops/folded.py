@@ -36,7 +36,7 @@ def _dropout(node: Node, ctx: CanonContext) -> Node:
 
 OPS = (
     *(OpSpec(op, None, _fold_only, npu=FOLDED)
-      for op in ("Shape", "Size", "Constant", "ConstantOfShape", "Range", "Equal")),
+      for op in ("Shape", "Size", "Constant", "ConstantOfShape", "Range")),
     OpSpec("Cast", None, _cast, npu="free when it casts to the same type; else " + FOLDED),
     OpSpec("Dropout", None, _dropout, npu="becomes an Identity at inference (when the mask output is unused)"),
 )

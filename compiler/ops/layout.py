@@ -24,7 +24,7 @@ from compiler.kernels import transpose
 from compiler.kernels.staged_copy import Box, Operand, collapse_box, staged_copy
 from compiler.kernels.vector import streams
 from compiler.kernels.vector.strides import row_major
-from compiler.ops import host
+from compiler.ops import host, logic
 from compiler.ops.context import Binding, LoweringContext
 from compiler.ops.spec import F32_INT8, OpSpec
 from isa import DType, Region
@@ -418,8 +418,11 @@ def lower_where(low: LoweringContext, n: Node) -> None:
     :data:`WHERE_MAX_COPIES` runs, each is copied by the DMA from X or Y through broadcast views (the other branch is
     never read; a scalar constant branch is a fill), else the vector unit selects bit for bit
     (:func:`compiler.kernels.vector.streams.select`, the condition as a mask in the weights). Constant branches live in
-    the weights; 4-D channels-last inputs keep that layout."""
+    the weights; 4-D channels-last inputs keep that layout. A condition computed at run time selects on the vector
+    unit (:func:`compiler.ops.logic.lower_where_runtime`)."""
     g = low.graph
+    if not g.is_const(n.inputs[0]):
+        return logic.lower_where_runtime(low, n)
     shape = g.tensor(n.outputs[0]).shape
     rank = len(shape)
     acts = [t for t in n.present_inputs[1:] if not g.is_const(t)]
@@ -465,7 +468,7 @@ def lower_where(low: LoweringContext, n: Node) -> None:
                 boxes.append(Box(box_shape, dst, src))
         _emit_boxes(low, n, boxes, operands, y.dtype)
         return
-    it = DType.I32 if y.dtype.size == 4 else DType.I8
+    it = {1: DType.I8, 2: DType.I16, 4: DType.I32}[y.dtype.size]
     operands["M"], strides["M"] = constant(np.where(cond, -1, 0), it.storage)
     prog = streams.select(phys, tuple(strides[r] for r in "XZM"), tuple(operands[r][1] for r in "XZM"), it,
                          low.target)
@@ -577,9 +580,6 @@ def _gather(node: Node, ctx: CanonContext) -> Node:
                                                                node.op)})
 
 
-def _where(node: Node, ctx: CanonContext) -> Node:
-    ctx.const(node, 0, "condition")
-    return node
 
 
 def _gather_check(node: Node, graph: Graph) -> str | None:
@@ -635,9 +635,10 @@ OPS = (
            npu="DMA only: the input read through stride-0 views; constant repeats"),
     OpSpec("Gather", lower_gather, _gather, _gather_check, dtypes=F32_INT8, const_operands=True,
            npu="DMA only, constant indices, any axis: one strided box per run of indices in arithmetic progression"),
-    OpSpec("Where", lower_where, _where, dtypes=F32_INT8, const_operands=True,
-           npu="constant condition, exact (NaN/inf in the branch not taken cannot leak): up to 16 runs of equal "
-           "condition copied by the DMA from X or Y; more selected bit for bit on the vector unit (xor, and, xor)"),
+    OpSpec("Where", lower_where, check=logic.where_check, dtypes=logic.NUMBERS, const_operands=True,
+           npu="exact (NaN/inf in the branch not taken cannot leak). A constant condition: up to 16 runs of equal "
+           "condition copied by the DMA from X or Y, more selected bit for bit on the vector unit (xor, and, xor); a "
+           "bool computed at run time: the vector unit makes its mask and selects bit for bit, numpy broadcasting"),
     OpSpec("Pad", lower_pad, _pad, _pad_check, const_operands=True,
            npu="DMA only; constant pads and value. Mode constant: the DMA pads on the fly; edge, reflect, wrap: the "
            "borders copied through stride-0 / negative-stride views (reflect pads < the axis, wrap pads <= it)"),
