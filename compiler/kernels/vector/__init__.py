@@ -10,4 +10,5 @@
 - :mod:`~compiler.kernels.vector.logic`: comparisons into bools, And/Or/Xor/Not, IsNaN, Where with a run-time
   condition (bit for bit).
 - :mod:`~compiler.kernels.vector.scan`: cumulative sums (CumSum) in onnxruntime's order.
+- :mod:`~compiler.kernels.vector.ranking`: ArgMax, ArgMin and TopK (indices as i32), NaN as onnxruntime orders it.
 """
