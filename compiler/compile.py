@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from compiler.errors import FALLBACK_HINT, CompileError, TilingError, UnsupportedDTypeError, UnsupportedOpError
+from compiler.frontend.dtypes import from_storage, is_narrowed, to_storage
 from compiler.ir import Graph, Node
 from compiler.kernels.common.target import Target
 from compiler.link.linker import LayerRange, Segment, leading_constants, link
@@ -47,24 +48,31 @@ class CompiledModel:
     (``compile_model(resident=...)``) are absent."""
 
     def dram_inputs(self, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The DRAM regions' initial contents for graph inputs ``values`` (by ONNX input name)."""
+        """The DRAM regions' initial contents for graph inputs ``values`` (by ONNX input name, each in its graph
+        type), each stored as the NPU holds its type (:mod:`compiler.frontend.dtypes`); ValueRangeError naming the
+        input and the value for an int64 the NPU's int32 cannot hold."""
         act = np.zeros(self.act_bytes, np.uint8)
         for name, b in self.inputs.items():
-            data = b.to_memory(np.asarray(values[name], dtype=b.dtype.storage)).view(np.uint8).ravel()
+            value = to_storage(values[name], self.graph.tensor(name).dtype, f"input {name!r}")
+            data = b.to_memory(value).view(np.uint8).ravel()
             act[b.offset: b.offset + data.size] = data
         return {"W": self.weights, "ACT": act}
 
     def read_outputs(self, act: np.ndarray) -> dict[str, np.ndarray]:
-        """The graph outputs from the final ACT region, each in its ONNX type (a bool output is stored as u8)."""
-        return {name: _typed(b.from_memory(act), self.graph.tensor(name).dtype) for name, b in self.outputs.items()}
+        """The graph outputs from the final ACT region, each in its ONNX type (widened from its NPU storage: a bool
+        output is stored as u8, an int64 one as i32)."""
+        return {name: from_storage(b.from_memory(act), self.graph.tensor(name).dtype)
+                for name, b in self.outputs.items()}
+
+    @property
+    def narrowed(self) -> tuple[str, ...]:
+        """The run-time tensors held in a narrower type than the model's (float64 computed in float32, int64 held
+        as int32), in graph order; a run's report names the float ones."""
+        return tuple(n for n, t in self.graph.tensors.items() if not t.is_const and is_narrowed(t.dtype))
 
     def read_tensors(self, act: np.ndarray) -> dict[str, np.ndarray]:
         """Every tensor of :attr:`tensors` from the final ACT region (each has its own offset, none is reused)."""
         return {name: b.from_memory(act) for name, b in self.tensors.items()}
-
-
-def _typed(x: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    return x.astype(np.bool_) if dtype == np.bool_ else x
 
 
 def compile_model(graph: Graph, arch: Arch, dump_after: str | None = None, fallback: bool = True, *,
@@ -259,15 +267,15 @@ def _host(low: LoweringContext, n: Node, reason: str) -> None:
             data = np.asarray(low.data(t))
             ins.append(HostTensor(t, "W", low.const(data), data.shape, data.dtype))
         else:
-            b = low.bind[t]   # read as the graph's type (a bool tensor is stored as bytes)
-            ins.append(HostTensor(t, "ACT", b.offset, b.shape, g.tensor(t).dtype, b.layout))
+            b = low.bind[t]   # read in its NPU storage, given to the host in the graph's type
+            ins.append(HostTensor(t, "ACT", b.offset, b.shape, g.tensor(t).dtype, b.layout, b.dtype.storage))
     nhwc = any(t.layout == "nhwc" and len(t.shape) == 4 for t in ins)
     for t in (o for o in n.outputs if o):
         tensor = g.tensor(t)
         dtype = storage_dtype(tensor, n)
         layout = "nhwc" if nhwc and len(tensor.shape) == 4 else "rm"
         b = low.bind[t] = low.alloc(tensor.shape, layout, dtype)
-        outs.append(HostTensor(t, "ACT", b.offset, b.shape, tensor.dtype, layout))
+        outs.append(HostTensor(t, "ACT", b.offset, b.shape, tensor.dtype, layout, dtype.storage))
     fn = host_fn_name(len(low.host), n)
     prog = host_program(fn, sum(t.nbytes for t in ins), sum(t.nbytes for t in outs), host_ops(n, g),
                         low.target.config)

@@ -73,5 +73,10 @@ class UnsupportedDTypeError(CompileError):
                          f"supported: {', '.join(supported)}")
 
 
+class ValueRangeError(CompileError):
+    """A value the NPU cannot hold in the type it narrows the tensor to (an int64 outside int32), where it enters:
+    a graph input written to DRAM, a constant put in the weights, a host call's result."""
+
+
 class TilingError(CompileError):
     """No tiling of an operator fits the scratchpad and accumulator of the target."""

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+from onnx.external_data_helper import load_external_data_for_model, uses_external_data
 
 from compiler.errors import (
     FALLBACK_HINT,
@@ -31,6 +32,7 @@ from compiler.errors import (
     UnsupportedOpsetError,
 )
 from compiler.frontend.canonical import CanonContext
+from compiler.frontend.dtypes import NPU_STORAGE, graph_dtype_names
 from compiler.ir import Graph, Node, Tensor, node_prefix, short_dtype
 from compiler.ops import REGISTRY, contract_violation
 from compiler.passes.fold_constants import FOLDERS, fold_constants, fold_node, remove_dead
@@ -51,14 +53,6 @@ UNKNOWN_OP = "operator is not supported by the compiler"
 PREFOLD_ROUNDS = 8
 """At most this many rounds of folding constants and inferring shapes again before requiring static shapes."""
 
-TENSOR_DTYPES = tuple(np.dtype(d) for d in ("float32", "float16", "int8", "uint8", "int16", "int32")) + (
-    np.dtype(helper.tensor_dtype_to_np_dtype(onnx.TensorProto.BFLOAT16)),)
-"""Element types of activations (non-constant tensors)."""
-
-CONST_DTYPES = TENSOR_DTYPES + (np.dtype("int64"), np.dtype("bool"))
-"""Element types of constants: activations' plus int64 and bool (shapes, indices, masks)."""
-
-
 def import_onnx(model: onnx.ModelProto | str | Path, allow_unknown: bool = False,
                 dims: Mapping[str, int] | None = None, serialized: bytes | None = None) -> Graph:
     """The IR of an ONNX model (a ``ModelProto`` or a path to a ``.onnx`` file). ``serialized``: the model's bytes,
@@ -70,7 +64,8 @@ def import_onnx(model: onnx.ModelProto | str | Path, allow_unknown: bool = False
     not support (or supports but not with these attributes) is kept with ``Node.unsupported`` set to the reason, for
     a later pass to send to the host CPU; its output shapes must still be inferable.
     """
-    m, data = _load(model), serialized   # data: m serialized, while m is unchanged
+    m, external = _load(model)
+    data = None if external else serialized   # data: m serialized, while m is unchanged (and holds all its weights)
     opset = model_opset(m)
     if not m.graph.output:
         raise CompileError("the model's graph has no outputs: there is nothing to compute (onnxruntime refuses it "
@@ -371,15 +366,26 @@ def _prefold(m: onnx.ModelProto, opset: int) -> onnx.ModelProto | None:
     return folded
 
 
-def _load(model: onnx.ModelProto | str | Path) -> onnx.ModelProto:
+def _load(model: onnx.ModelProto | str | Path) -> tuple[onnx.ModelProto, bool]:
+    """The model, and whether its file keeps weights in external data files (loaded here, from beside it)."""
     if isinstance(model, onnx.ModelProto):
-        return model
+        return model, False
     try:
-        return onnx.load(str(model))
+        m = onnx.load(str(model), load_external_data=False)
+        external = any(uses_external_data(t) for t in external_tensors(m))
+        if external:
+            load_external_data_for_model(m, str(Path(model).parent))
+        return m, external
     except OSError:
         raise
     except Exception as e:
-        raise CompileError(f"cannot read ONNX model {str(model)!r}: {e}") from None
+        raise CompileError(f"cannot read ONNX model {str(model)!r}: {_first_line(e)}") from None
+
+
+def external_tensors(m: onnx.ModelProto) -> list[onnx.TensorProto]:
+    """The main graph's tensors that may live in external data files: initializers and Constant nodes' values."""
+    return [*m.graph.initializer, *(a.t for n in m.graph.node if n.op_type == "Constant" for a in n.attribute
+                                    if a.HasField("t"))]
 
 
 # -- raw import ----------------------------------------------------------------------------------------------------
@@ -426,8 +432,7 @@ def _typed(name: str, tp: onnx.TypeProto | None, producer: Node | None, params: 
     what = "" if producer else "(a graph input) "
     if tp is None or not tp.HasField("tensor_type"):
         if tp is not None and tp.WhichOneof("value"):
-            raise UnsupportedDTypeError(name, tp.WhichOneof("value"), tuple(map(short_dtype, TENSOR_DTYPES)),
-                                        node, op)
+            raise UnsupportedDTypeError(name, tp.WhichOneof("value"), graph_dtype_names(), node, op)
         raise DynamicShapeError(name, f"{what}has no inferred type or shape", node, op)
     tt = tp.tensor_type
     if not tt.HasField("shape"):
@@ -533,13 +538,13 @@ def _canonical(graph: Graph) -> Graph:
 
 
 def _check_dtypes(graph: Graph) -> None:
-    """UnsupportedDTypeError for a tensor a compiler-run node reads or writes in a dtype it cannot take."""
+    """UnsupportedDTypeError for a tensor of an element type the compiler does not take (strings, complex, float8:
+    every tensor, even a host node's, lives in DRAM in its NPU storage, :mod:`compiler.frontend.dtypes`)."""
     for node in graph.nodes:
-        if node.unsupported:
-            continue
         for name in (*node.present_inputs, *(o for o in node.outputs if o)):
             t = graph.tensors[name]
-            allowed = CONST_DTYPES if t.is_const else TENSOR_DTYPES
-            if t.dtype not in allowed:
-                raise UnsupportedDTypeError(name, short_dtype(t.dtype), tuple(map(short_dtype, allowed)),
-                                            node.name, node.op)
+            if t.dtype not in NPU_STORAGE:
+                raise UnsupportedDTypeError(name, short_dtype(t.dtype), graph_dtype_names(), node.name, node.op)
+    for name in (*graph.inputs, *graph.outputs):
+        if graph.tensors[name].dtype not in NPU_STORAGE:
+            raise UnsupportedDTypeError(name, short_dtype(graph.tensors[name].dtype), graph_dtype_names())

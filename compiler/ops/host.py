@@ -16,18 +16,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.errors import UnsupportedDTypeError
+from compiler.frontend.dtypes import NPU_STORAGE, from_storage, graph_dtype_names, npu_dtype, to_storage
 from compiler.ir import Graph, Node, Tensor, short_dtype
 from compiler.ops.context import channels_first, channels_last
-from isa import DType, Halt, HostCall, IsaError, Program, ProgramConfig
-
-STORED = tuple(d for d in DType if d is not DType.BF16)
-"""Types a tensor the host reads or writes may have: those numpy holds natively (bf16 is raw bits on the NPU)."""
+from isa import DType, Halt, HostCall, Program, ProgramConfig
 
 
 @dataclass(frozen=True)
 class HostTensor:
     """A tensor the host reads or writes: DRAM ``region`` (ACT or W), byte ``offset``, logical ``shape`` stored in
-    ``layout`` (``rm`` row-major, or ``nhwc`` channels-last for a 3-D or 4-D ``(N, C, *spatial)`` tensor)."""
+    ``layout`` (``rm`` row-major, or ``nhwc`` channels-last for a 3-D or 4-D ``(N, C, *spatial)`` tensor). ``dtype``
+    is its graph type, what the host computes in; ``stored``: the numpy type it has in DRAM (an activation's NPU
+    storage, :mod:`compiler.frontend.dtypes`; None: ``dtype`` itself, as constants in W are kept)."""
 
     name: str
     region: str
@@ -35,23 +35,32 @@ class HostTensor:
     shape: tuple[int, ...]
     dtype: np.dtype
     layout: str = "rm"
+    stored: np.dtype | None = None
+
+    @property
+    def memory_dtype(self) -> np.dtype:
+        """The numpy type of its bytes in DRAM."""
+        return self.dtype if self.stored is None else self.stored
 
     @property
     def nbytes(self) -> int:
-        return math.prod(self.shape) * self.dtype.itemsize
+        return math.prod(self.shape) * self.memory_dtype.itemsize
 
     def read(self, dram: dict[str, np.ndarray]) -> np.ndarray:
-        """The logical (NCHW / row-major) value."""
-        raw = dram[self.region][self.offset: self.offset + self.nbytes].view(self.dtype)
+        """The logical (NCHW / row-major) value, in the graph type (widened from its storage)."""
+        raw = dram[self.region][self.offset: self.offset + self.nbytes].view(self.memory_dtype)
         if self.layout == "nhwc":
             rank = len(self.shape)
-            return np.ascontiguousarray(raw.reshape([self.shape[i] for i in channels_last(rank)])
-                                        .transpose(channels_first(rank)))
-        return raw.reshape(self.shape).copy()
+            raw = raw.reshape([self.shape[i] for i in channels_last(rank)]).transpose(channels_first(rank))
+        value = raw.reshape(self.shape)
+        return np.array(value if self.stored is None else from_storage(value, self.dtype), order="C")
 
     def write(self, dram: dict[str, np.ndarray], value: np.ndarray) -> None:
-        """Store a logical value in this tensor's layout."""
+        """Store a logical value of the graph type in this tensor's layout and storage (ValueRangeError for an
+        integer its storage cannot hold)."""
         value = np.asarray(value, self.dtype).reshape(self.shape)
+        if self.stored is not None:
+            value = to_storage(value, self.dtype, f"tensor {self.name!r} (a host call's result)")
         if self.layout == "nhwc":
             value = value.transpose(channels_last(value.ndim))
         data = np.ascontiguousarray(value).view(np.uint8).ravel()
@@ -77,18 +86,12 @@ class HostOp:
 
 
 def storage_dtype(tensor: Tensor, node: Node | None = None) -> DType:
-    """The NPU type ``tensor`` is stored as in DRAM, where the host (and the caller's inputs) can read and write it
-    (a bool as a byte, u8); :class:`UnsupportedDTypeError` naming the tensor (and ``node``) for any other type."""
-    if tensor.dtype == np.bool_:
-        return DType.U8
-    try:
-        dtype = DType.from_numpy(tensor.dtype)
-    except IsaError:
-        dtype = None
-    if dtype not in STORED:
-        raise UnsupportedDTypeError(tensor.name, short_dtype(tensor.dtype), tuple(d.text for d in STORED),
+    """The NPU type ``tensor`` is stored as in DRAM (:func:`compiler.frontend.dtypes.npu_dtype`: a bool as u8, an
+    int64 as i32, ...); :class:`UnsupportedDTypeError` naming the tensor (and ``node``) for a type it has none of."""
+    if tensor.dtype not in NPU_STORAGE:
+        raise UnsupportedDTypeError(tensor.name, short_dtype(tensor.dtype), graph_dtype_names(),
                                     node and node.name, node and node.op)
-    return dtype
+    return npu_dtype(tensor.dtype)
 
 
 def host_fn_name(index: int, node: Node) -> str:

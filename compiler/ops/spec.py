@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.frontend.canonical import CanonContext
+from compiler.frontend.dtypes import npu_view
 from compiler.ir import Graph, Node
 from compiler.ops.context import LoweringContext
 from compiler.ops.options import OpOption
@@ -49,8 +50,9 @@ class OpSpec:
     check: Check | None = None
     """Conditions on attributes and shapes for the NPU, checked before lowering."""
     dtypes: frozenset[np.dtype] | None = F32
-    """Element types its activations (non-constant inputs and outputs) may have on the NPU; None: the lowering
-    checks its own."""
+    """Element types its activations (non-constant inputs and outputs) may have on the NPU, as the NPU holds them
+    (:func:`compiler.frontend.dtypes.npu_view`: a float64 tensor is float32 there, an int64 one int32, a bool
+    uint8); None: the lowering checks its own."""
     const_operands: bool = False
     """Constant operands of any type are fine (shapes, starts, pads, indices): only activations are checked."""
     nhwc: bool = False
@@ -70,7 +72,8 @@ class OpSpec:
             return self.npu or "not lowered to the NPU"
         if self.dtypes is not None:
             for t in (*node.present_inputs, *(o for o in node.outputs if o)):
-                if (not graph.is_const(t) or not self.const_operands) and graph.tensor(t).dtype not in self.dtypes:
+                if (not graph.is_const(t) or not self.const_operands) and \
+                        npu_view(graph.tensor(t).dtype) not in self.dtypes:
                     kinds = "float32 tensors" + (" (and int8/uint8)" if self.dtypes == F32_INT8 else "")
                     return f"only {kinds} are lowered, not {graph.tensor(t).dtype} ({t!r}); int8 through the " \
                            f"quantized ops"

@@ -333,6 +333,8 @@ def cmd_run(args) -> int:
         print(summary(result, report["matrix_utilization"], report))
         for h in report["host_ops"]:
             print(f"host CPU ran {h['name']} ({h['op']}): {h['reason']}")
+        for note in report.get("notes", ()):
+            print(f"note: {note}")
         how = {"hit": "loaded from the compile cache", "miss": "compiled, now in the compile cache",
                "off": "compiled"}[report["compile_cache"]]
         print(f"{how} in {report['compile_seconds']:.2f} s, simulated in {report['simulate_seconds']:.2f} s")

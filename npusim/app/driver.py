@@ -12,6 +12,7 @@ import numpy as np
 
 from compiler.compile import CompiledModel, compile_model, run_passes
 from compiler.errors import CompileError
+from compiler.frontend.dtypes import is_narrowed
 from compiler.ir import Graph
 from compiler.kernels.common.target import Target
 from compiler.kernels.conv2d import (
@@ -355,7 +356,44 @@ def model_report(result: SimResult, compiled: CompiledModel, instructions: bool 
     report["matrix_utilization"] = result.utilization(report["macs"])
     report["host_ops"] = [{"name": h.node.name, "op": h.node.op, "fn": h.fn, "reason": h.reason}
                           for h in compiled.host_ops]
+    floats = [n for n in compiled.narrowed if compiled.graph.tensor(n).dtype.kind == "f"]
+    report["notes"] = [narrowed_note(floats)] if floats else []
     return report
+
+
+def narrowed_note(names: list[str]) -> str:
+    """The report's note on float64 run-time tensors (computed in float32 on the NPU), naming the first few."""
+    shown = ", ".join(repr(n) for n in names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    return f"float64 computed in float32 on the NPU (narrowed; outputs widened back to float64): {shown}"
+
+
+INDEX_OPS = {"Gather": 1, "GatherElements": 1, "GatherND": 1}
+"""Ops reading an integer operand as indices into their first input: input position of the indices."""
+
+
+def random_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded inputs for ``graph``, in input order from one generator: standard normal for float and the NPU's own
+    integer types (i8, u8, i16, i32: cast from it, as always), uniform bools, and for the wider integers (int64 ids,
+    positions, masks) integers in [0, n) where n is the size of the axis an index op (Gather) reads them along, else
+    [0, 2) (a mask's or token type's values)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name in graph.inputs:
+        t = graph.tensor(name)
+        if t.dtype == np.bool_:
+            out[name] = rng.random(t.shape) < 0.5
+        elif t.dtype.kind in "iu" and is_narrowed(t.dtype) or t.dtype == np.uint16:
+            out[name] = rng.integers(0, _index_bound(graph, name), t.shape).astype(t.dtype)
+        else:
+            out[name] = rng.standard_normal(t.shape).astype(t.dtype)
+    return out
+
+
+def _index_bound(graph: Graph, name: str) -> int:
+    """The smallest axis size an index op reads input ``name`` along, else 2."""
+    bounds = [graph.tensor(u.inputs[0]).shape[u.attrs.get("axis", 0) if u.op != "GatherND" else 0]
+              for u in graph.consumers(name) if u.op in INDEX_OPS and u.inputs[INDEX_OPS[u.op]] == name]
+    return max(1, min(bounds, default=2))
 
 
 def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *, timing_only: bool = False,
@@ -396,9 +434,8 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
 
             compile_cache.store(key, graph, compiled)
     t1 = time.perf_counter()
-    rng = np.random.default_rng(seed)
     if inputs is None:
-        inputs = {n: rng.standard_normal(graph.tensor(n).shape).astype(graph.tensor(n).dtype) for n in graph.inputs}
+        inputs = random_inputs(graph, seed)
     result = simulate(compiled.program, arch, None if timing_only else compiled.dram_inputs(inputs),
                       timing_only=timing_only, host_functions=None if timing_only else host_functions(compiled),
                       serial=serial, progress=progress, limits=limits)
@@ -421,7 +458,8 @@ def _cached(model, arch: Arch, dims: dict[str, int] | None, cache: bool,
         from npusim.app import compile_cache
 
         named = {k: v for k, v in compile_options.items() if k != "options"} | compile_options["options"].as_dict()
-        key = compile_cache.cache_key(data, arch, named | {"dims": dims})   # the op options by name, as before
+        key = compile_cache.cache_key(data + _external_data(model, data), arch,
+                                      named | {"dims": dims})   # the op options by name, as before
         entry = compile_cache.load(key)
         if entry is not None:
             return *entry, key
@@ -465,6 +503,31 @@ def _model_bytes(model) -> bytes | None:
         except OSError:
             return None
     return None
+
+
+def _external_data(model, data: bytes) -> bytes:
+    """The contents of the external data files an ONNX file's weights live in (a dynamo export's ``.onnx.data``),
+    for the compile cache's key; b"" when it has none (every such tensor names its file under the key
+    ``location``, so a model whose bytes lack that word has none)."""
+    if not isinstance(model, str | os.PathLike) or b"location" not in data:
+        return b""
+    import onnx
+    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
+    from compiler.frontend.onnx_import import external_tensors
+
+    try:
+        m = onnx.load_from_string(data)
+    except Exception:   # (protobuf's DecodeError) the importer says what is wrong with the file
+        return b""
+    files = dict.fromkeys(ExternalDataInfo(t).location for t in external_tensors(m) if uses_external_data(t))
+    out = b""
+    for name in files:
+        try:
+            out += name.encode() + (Path(model).parent / name).read_bytes()
+        except OSError:   # the importer says the file is missing
+            out += name.encode()
+    return out
 
 
 def _ort_options(graph: Graph):
@@ -511,8 +574,7 @@ def check_layers(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None,
     produced = {t: n for n in graph.nodes for t in n.outputs if t}
     names = [t for t in produced if t in compiled.tensors]
     if inputs is None:
-        rng = np.random.default_rng(seed)   # the same draws as run_model's
-        inputs = {n: rng.standard_normal(graph.tensor(n).shape).astype(graph.tensor(n).dtype) for n in graph.inputs}
+        inputs = random_inputs(graph, seed)   # the same draws as run_model's
     proto = to_onnx(replace(graph, outputs=tuple(dict.fromkeys(graph.outputs + tuple(names)))))
     sess = ort_session(proto, what="onnxruntime (the reference)")
     refs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, dict(inputs))))

@@ -98,8 +98,8 @@ def test_host_fallback_keeps_onnxruntime_log_noise_off_the_terminal(tmp_path, ca
 
 
 def test_a_model_onnxruntime_refuses_is_one_line(tmp_path, capsys):
-    # a valid ONNX graph with a node onnxruntime has no kernel for (a float64 Gelu at opset 20)
-    node = helper.make_node("Gelu", ["x"], ["y"])
+    # a valid ONNX graph with a host node onnxruntime has no kernel for (a float64 Hardmax at opset 20)
+    node = helper.make_node("Hardmax", ["x"], ["y"])
     m = _model([node], [_vi("x", [4], TensorProto.DOUBLE)], [_vi("y", [4], TensorProto.DOUBLE)], 20)
     path = tmp_path / "f64.onnx"
     onnx.save(m, path)
