@@ -17,6 +17,7 @@ from compiler.ops import (
     conv_transpose,
     elementwise,
     folded,
+    index,
     layout,
     logic,
     matmul,
@@ -24,6 +25,7 @@ from compiler.ops import (
     norm,
     pool,
     quant,
+    ranking,
     reduce,
     rows,
     scan,
@@ -36,7 +38,7 @@ from compiler.ops.spec import OpSpec
 REGISTRY: MappingProxyType[str, OpSpec] = MappingProxyType(
     {spec.op: replace(spec, contract=CONTRACTS.get(spec.op, spec.contract))
      for module in (conv, conv_transpose, matmul, elementwise, pool, rows, reduce, norm, layout, quant, folded, sample,
-                   msda, logic, scan)
+                   msda, logic, scan, ranking, index)
      for spec in module.OPS})
 """Every default-domain op the compiler takes, by ONNX name."""
 

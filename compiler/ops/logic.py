@@ -10,8 +10,9 @@ import math
 
 import numpy as np
 
-from compiler.errors import CompileError, UnsupportedOpError
+from compiler.errors import UnsupportedOpError
 from compiler.frontend.canonical import CanonContext
+from compiler.frontend.dtypes import to_storage
 from compiler.ir import Graph, Node
 from compiler.kernels.vector import logic, streams
 from compiler.ops.context import LoweringContext
@@ -31,20 +32,9 @@ FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float16)})
 
 
 def stored(low: LoweringContext, name: str) -> np.ndarray:
-    """Constant ``name`` as the NPU holds it: a bool as uint8 0/1, int64 as int32 (CompileError when a value does
-    not fit), float64 as float32, any other type as it is."""
-    data = np.asarray(low.data(name))
-    if data.dtype == np.bool_:
-        return data.astype(np.uint8)
-    if data.dtype == np.float64:
-        return data.astype(np.float32)
-    if data.dtype.kind in "iu" and data.dtype.itemsize > 4 or data.dtype == np.uint32:
-        info = np.iinfo(np.int32)
-        if data.size and (data.min() < info.min or data.max() > info.max):
-            raise CompileError(f"constant {name!r} holds {data.max() if data.max() > info.max else data.min()}, "
-                               f"outside the int32 range the NPU holds {data.dtype} tensors in")
-        return data.astype(np.int32)
-    return data
+    """Constant ``name`` as the NPU holds it (:func:`compiler.frontend.dtypes.to_storage`: a bool as uint8 0/1,
+    int64 as int32, range-checked, float64 as float32)."""
+    return to_storage(low.data(name), low.graph.tensor(name).dtype, f"constant {name!r}")
 
 
 def _npu_type(low: LoweringContext, name: str) -> DType:
