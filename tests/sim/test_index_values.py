@@ -118,3 +118,15 @@ def test_one_tile_of_gather_takes_its_instructions_in_turn():
     res = simulate(prog, ARCH, timing_only=True)
     assert res.cycles == sum(instr_cost(i, ARCH).cycles for i in body)
     assert res.unit["vector"].busy == instr_cost(body[2], ARCH).cycles
+
+
+def test_index_rows_busy_cycles_by_hand():
+    # 10 tuples of 2 components, one tile: 11 instructions over the 20 components (negatives, range check, the
+    # masked sum of products and the penalty sum); shifts and multiplies are the mul class, the rest alu
+    v = ARCH.vector
+
+    def cost(cls: str, n: int) -> int:
+        return getattr(v, f"{cls}_latency") + -(-n // v.lanes) * getattr(v, f"{cls}_interval")
+
+    res = simulate(flat_rows(10, Addressing((3, 4), 12), TARGET), ARCH, timing_only=True)
+    assert res.unit["vector"].busy == 6 * cost("alu", 20) + 5 * cost("mul", 20)

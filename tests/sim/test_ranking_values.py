@@ -104,3 +104,18 @@ def test_vector_busy_cycles_by_hand():
     one_alu, one_mul = v.alu_latency + v.alu_interval, v.mul_latency + v.mul_interval
     res = simulate(prog, ARCH, timing_only=True)
     assert res.unit["vector"].busy == 8 * alu + mul + 2 * one_alu + one_mul
+
+
+def test_topk_busy_cycles_by_hand():
+    # TopK k=1 of one f32 row of 100: keys (x + 0, shr, and, xor), one round (max, cmpeq, the weights' mul, the
+    # index's add-min, cmpeq with the positions, mul by -1, xor, min), the key back to float bits on 1 element
+    # (shr, and, xor); shifts and multiplies are the mul class, the rest alu
+    v = ARCH.vector
+
+    def cost(cls: str, n: int) -> int:
+        return getattr(v, f"{cls}_latency") + -(-n // v.lanes) * getattr(v, f"{cls}_interval")
+
+    prog = topk((1, 100, 1), 1, TARGET)
+    res = simulate(prog, ARCH, timing_only=True)
+    assert res.unit["vector"].busy == 9 * cost("alu", 100) + 3 * cost("mul", 100) + 2 * cost("alu", 1) + \
+        cost("mul", 1)
