@@ -73,6 +73,11 @@ class UnsupportedDTypeError(CompileError):
                          f"supported: {', '.join(supported)}")
 
 
+class ConstantFoldError(CompileError):
+    """A node whose inputs are all constants but whose op refuses them (an index out of range, shapes that do not
+    broadcast): the model computes something invalid at compile time, whatever would run it."""
+
+
 class ValueRangeError(CompileError):
     """A value the NPU cannot hold in the type it narrows the tensor to (an int64 outside int32), where it enters:
     a graph input written to DRAM, a constant put in the weights, a host call's result."""

@@ -71,7 +71,8 @@ def storage(dtype: np.dtype) -> Storage:
     try:
         return NPU_STORAGE[np.dtype(dtype)]
     except (KeyError, TypeError):
-        raise CompileError(f"element type {dtype} has no NPU storage; the compiler takes "
+        name = getattr(dtype, "__name__", None) or str(dtype)
+        raise CompileError(f"element type {name} has no NPU storage; the compiler takes "
                            f"{', '.join(graph_dtype_names())}") from None
 
 
@@ -118,3 +119,10 @@ def from_storage(raw: np.ndarray, dtype: np.dtype) -> np.ndarray:
     if storage(dtype).dtype is DType.BF16:
         return np.asarray(raw).view(dtype)
     return np.asarray(raw).astype(dtype, copy=False)
+
+
+def npu_constant(name: str, data: np.ndarray) -> np.ndarray:
+    """Constant ``name``'s value as a lowering puts it in the weights for the NPU to read: in its storage type, an
+    int64 range-checked (:class:`ValueRangeError` naming the constant and the value)."""
+    data = np.asarray(data)
+    return to_storage(data, data.dtype, f"constant {name!r}")

@@ -26,6 +26,7 @@ from onnx.external_data_helper import load_external_data_for_model, uses_externa
 from compiler.errors import (
     FALLBACK_HINT,
     CompileError,
+    ConstantFoldError,
     DynamicShapeError,
     UnsupportedDTypeError,
     UnsupportedOpError,
@@ -36,6 +37,7 @@ from compiler.frontend.dtypes import NPU_STORAGE, graph_dtype_names
 from compiler.ir import Graph, Node, Tensor, node_prefix, short_dtype
 from compiler.ops import REGISTRY, contract_violation
 from compiler.passes.fold_constants import FOLDERS, fold_constants, fold_node, remove_dead
+from compiler.passes.fold_reference import NEVER
 
 OPSETS = (1, onnx.defs.onnx_opset_version())
 """The default-domain opsets accepted, inclusive: every one the installed onnx defines."""
@@ -62,8 +64,20 @@ def import_onnx(model: onnx.ModelProto | str | Path, allow_unknown: bool = False
     has static shapes. Raises :class:`UnsupportedOpsetError`, :class:`DynamicShapeError`,
     :class:`UnsupportedOpError` and :class:`UnsupportedDTypeError`. With ``allow_unknown``, an op the compiler does
     not support (or supports but not with these attributes) is kept with ``Node.unsupported`` set to the reason, for
-    a later pass to send to the host CPU; its output shapes must still be inferable.
+    a later pass to send to the host CPU; its output shapes must still be inferable. A model with a name or string
+    that is not UTF-8 (protobuf decodes them when read) is a CompileError too.
     """
+    try:
+        return _import(model, allow_unknown, dims, serialized)
+    except UnicodeDecodeError as e:   # (a checker message quoting the name, or the name itself, is the text)
+        text = (bytes(e.object).decode("utf-8", "replace").strip().splitlines() or [""])[0][:200]
+        raise CompileError(f"the model is not valid ONNX: a name or string in it is not UTF-8 text: {text!r}") \
+            from None
+
+
+def _import(model: onnx.ModelProto | str | Path, allow_unknown: bool, dims: Mapping[str, int] | None,
+            serialized: bytes | None) -> Graph:
+    """:func:`import_onnx`'s steps."""
     m, external = _load(model)
     data = None if external else serialized   # data: m serialized, while m is unchanged (and holds all its weights)
     opset = model_opset(m)
@@ -86,6 +100,8 @@ def import_onnx(model: onnx.ModelProto | str | Path, allow_unknown: bool = False
             m = _infer(folded)
         graph = fold_constants(_checked_contracts(_raw_graph(m, opset)))
         graph = remove_dead(_canonical(graph))
+    except ConstantFoldError:
+        raise
     except CompileError:
         if unknown and not allow_unknown:  # e.g. a foreign op without shapes: name the op, not the symptom
             _refuse([(name, op, UNKNOWN_OP) for name, op in unknown])
@@ -267,11 +283,17 @@ WEIGHT_MIN = 64
 def _infer(m: onnx.ModelProto) -> onnx.ModelProto:
     """``m`` with ONNX's strict shape inference applied. The weights go to it as dims and types without their data
     (their values decide no shape): serializing and parsing them took 0.18 of ResNet-50's 0.5 s import, the
-    inference itself 3 ms; they are put back into the result as they were."""
+    inference itself 3 ms; they are put back into the result as they were. The model's value infos that are not
+    static (an exporter's guesses, ``(1, unk__2, 128)``, or those of tensors folded since) are left out: inference
+    would keep their symbolic dims where it can compute the sizes."""
     weights = [t for t in m.graph.initializer if t.data_type in WEIGHT_TYPES and math.prod(t.dims) > WEIGHT_MIN]
+    static = [vi for vi in m.graph.value_info if _static_shape(vi.type) is not None]
     light = m
-    if weights:
+    if weights or len(static) < len(m.graph.value_info):
         light = _copy(m)
+        del light.graph.value_info[:]
+        light.graph.value_info.extend(static)
+    if weights:
         del light.graph.initializer[:]
         heavy = {t.name for t in weights}
         for t in m.graph.initializer:
@@ -321,49 +343,128 @@ def _static_shape(tp: onnx.TypeProto | None) -> tuple[int, ...] | None:
 
 
 def _prefold(m: onnx.ModelProto, opset: int) -> onnx.ModelProto | None:
-    """If some node output has no static shape yet, ``m`` with its foldable nodes turned into initializers (so that
-    shape inference can run again with their values), or None if nothing folds.
+    """If some node output has no static shape yet, ``m`` with its foldable nodes turned into initializers and the
+    static types found on the way recorded as value infos (so that shape inference can run again with them), or None
+    if nothing changed.
 
-    ONNX's data propagation does not reach every shape computation (e.g. a Reshape target built from ``Shape`` in
-    opset 13), so folding first is what makes such tensors static.
+    One pass in graph order: a node whose inputs are all constants (or a ``Shape``/``Size`` of a tensor of static
+    shape) folds; any other node whose outputs have no static type yet gets them from its op's own shape inference
+    (``onnx.shape_inference.infer_node_outputs``) given its inputs' types and constant values, so the next ``Shape``
+    downstream folds in the same pass. ONNX's whole-model data propagation does not reach every shape computation
+    (a Reshape target built from ``Shape`` in opset 13, a window size computed from a padded map), so this is what
+    makes such tensors static.
     """
     g = m.graph
     types = {vi.name: vi.type for vi in (*g.input, *g.value_info, *g.output)}
     if all(_static_shape(types.get(o)) is not None for n in g.node for o in n.output if o):
         return None
-    tensors = {name: Tensor(name, shape, helper.tensor_dtype_to_np_dtype(tp.tensor_type.elem_type))
-               for name, tp in types.items()
-               if (shape := _static_shape(tp)) is not None and tp.tensor_type.elem_type}
-    wanted = {i for n in g.node if n.op_type in FOLDERS for i in n.input}
-    tensors.update({i.name: Tensor.const(i.name, numpy_helper.to_array(i)) for i in g.initializer if i.name in wanted})
-    nodes, inits = [], []
+    tensors = _Constants({name: Tensor(name, shape, helper.tensor_dtype_to_np_dtype(tp.tensor_type.elem_type))
+                          for name, tp in types.items()
+                          if (shape := _static_shape(tp)) is not None and tp.tensor_type.elem_type}, g.initializer)
+    nodes, inits, found = [], [], {}
     for k, on in enumerate(g.node):
         default = on.domain in ("", "ai.onnx")
         if default and on.op_type == "Constant":
             tensors[on.output[0]] = _constant(on, on.name or f"constant_{k}")
-        if not default or on.op_type not in FOLDERS:
-            nodes.append(on)
-            continue
-        name = on.name or f"{node_prefix(on.op_type)}_{k}"
-        values = fold_node(Node(name, on.op_type, tuple(on.input), tuple(on.output), _attrs(on, name, opset)),
-                           tensors)
+        values = _fold_proto(on, k, tensors, opset) if default and on.op_type not in NEVER | {"Constant"} else None
         if values is None:
             nodes.append(on)
+            found.update(_node_types(on, types, tensors, m.opset_import))
             continue
         for out, value in zip(on.output, values):
-            tp = types.get(out)
-            dtype = helper.tensor_dtype_to_np_dtype(tp.tensor_type.elem_type) if tp is not None and \
-                tp.HasField("tensor_type") and tp.tensor_type.elem_type else np.asarray(value).dtype
-            tensors[out] = Tensor.const(out, np.asarray(value).astype(dtype))
-            inits.append(numpy_helper.from_array(np.asarray(tensors[out].data), out))
-    if not inits:
+            if out:
+                tp = types.get(out)
+                dtype = helper.tensor_dtype_to_np_dtype(tp.tensor_type.elem_type) if tp is not None and \
+                    tp.HasField("tensor_type") and tp.tensor_type.elem_type else np.asarray(value).dtype
+                tensors[out] = Tensor.const(out, np.asarray(value).astype(dtype))
+                inits.append(numpy_helper.from_array(np.asarray(tensors[out].data), out))
+    if not inits and not found:
         return None
     folded = onnx.ModelProto()
     folded.CopyFrom(m)
     del folded.graph.node[:]
     folded.graph.node.extend(nodes)
     folded.graph.initializer.extend(inits)
+    kept = [vi for vi in folded.graph.value_info if vi.name not in found]
+    del folded.graph.value_info[:]
+    folded.graph.value_info.extend(kept + [helper.make_value_info(name, tp) for name, tp in found.items()])
     return folded
+
+
+def _fold_proto(on: onnx.NodeProto, k: int, tensors: _Constants, opset: int) -> list | None:
+    """The output values of ONNX node ``on`` (the ``k``-th) if it folds (:func:`fold_node`), else None."""
+    name = on.name or f"{node_prefix(on.op_type)}_{k}"
+    if on.op_type not in ("Shape", "Size") and not all(tensors.is_const(i) for i in on.input if i):
+        return None
+    node = Node(name, on.op_type, tuple(on.input), tuple(on.output), _attrs(on, name, opset), source=on)
+    return fold_node(node, tensors, opset=opset)
+
+
+DATA_MAX = 1 << 16
+"""Constant inputs of at most this many elements go to a node's shape inference with their values (shape, axes and
+index tensors; weights never decide a shape)."""
+
+
+def _node_types(on: onnx.NodeProto, types: dict[str, onnx.TypeProto], tensors: _Constants,
+                opsets) -> dict[str, onnx.TypeProto]:
+    """Static output types of a node that does not fold, from its op's shape inference on its inputs' types (and
+    small constant values); recorded in ``types`` and ``tensors`` (shape only) for the nodes after it. Empty when
+    its outputs are static already, an input's type is unknown, or the op has no inference."""
+    if all(_static_shape(types.get(o)) is not None for o in on.output if o):
+        return {}
+    ins, data = {}, {}
+    for i in (i for i in on.input if i):
+        if tensors.is_const(i):
+            proto = tensors.proto(i)
+            ins[i] = helper.make_tensor_type_proto(proto.data_type, list(proto.dims))
+            if math.prod(proto.dims) <= DATA_MAX:
+                data[i] = proto
+        elif i in types:
+            ins[i] = types[i]
+        else:
+            return {}
+    versions = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in opsets}
+    try:
+        schema = onnx.defs.get_schema(on.op_type, versions.get(on.domain, 1), on.domain)
+        out = onnx.shape_inference.infer_node_outputs(schema, on, ins, data, opset_imports=list(opsets))
+    except Exception:   # no schema or no inference for the op (a function, a foreign domain), or it fails here
+        return {}
+    found = {}
+    for name, tp in out.items():
+        shape = _static_shape(tp)
+        if shape is not None and tp.tensor_type.elem_type:
+            types[name] = found[name] = tp
+            tensors[name] = Tensor(name, shape, helper.tensor_dtype_to_np_dtype(tp.tensor_type.elem_type))
+    return found
+
+
+class _Constants(dict):
+    """Tensors by name for folding before the IR exists: those of static type, constants folded so far, and the
+    model's initializers, each converted to an array only when a node that folds reads it (a weight that feeds a
+    run-time node never is)."""
+
+    def __init__(self, typed: dict[str, Tensor], initializers) -> None:
+        self.protos = {i.name: i for i in initializers}
+        super().__init__({k: t for k, t in typed.items() if k not in self.protos})
+
+    def __missing__(self, name: str) -> Tensor:
+        if name not in self.protos:
+            raise KeyError(name)
+        t = self[name] = Tensor.const(name, numpy_helper.to_array(self.protos.pop(name)))
+        return t
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or name in self.protos
+
+    def is_const(self, name: str) -> bool:
+        """Whether ``name`` is a constant (an initializer, a Constant's or a folded node's value)."""
+        return name in self.protos or dict.__contains__(self, name) and self[name].is_const
+
+    def proto(self, name: str) -> onnx.TensorProto:
+        """Constant ``name`` as a TensorProto (an initializer as it is, without converting it)."""
+        if name in self.protos:
+            return self.protos[name]
+        return numpy_helper.from_array(np.asarray(self[name].data), name)
 
 
 def _load(model: onnx.ModelProto | str | Path) -> tuple[onnx.ModelProto, bool]:

@@ -610,8 +610,9 @@ def _pad_check(node: Node, graph: Graph) -> str | None:
     return None
 
 
-_ALIAS = dict(lower=lower_alias, dtypes=F32_INT8, const_operands=True, npu="free: a new shape over the same bytes "
-              "(a 4-D channels-last input is transposed first unless it is 1x1)")
+_ALIAS = dict(lower=lower_alias, dtypes=F32_INT8 | {np.dtype(np.int32)}, const_operands=True,
+              npu="free: a new shape over the same bytes (a 4-D channels-last input is transposed first unless it is "
+              "1x1); also int32 (and int64 ids, held as int32)")
 OPS = (
     OpSpec("Reshape", canonical=_reshape, **_ALIAS),
     OpSpec("Flatten", canonical=axis_attr(1, inclusive=True), **_ALIAS),

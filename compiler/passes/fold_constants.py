@@ -1,5 +1,6 @@
-"""Constant folding: evaluate with numpy every node whose inputs are all constants (and ``Shape``/``Size`` of any
-tensor, whose shape is static), then drop the nodes and tensors nothing uses any more.
+"""Constant folding: evaluate every node whose inputs are all constants (and ``Shape``/``Size`` of any tensor, whose
+shape is static), then drop the nodes and tensors nothing uses any more. The ops of :data:`FOLDERS` are evaluated
+with numpy here, every other one by onnx's reference evaluator (:mod:`compiler.passes.fold_reference`).
 
 This is what turns the shape arithmetic exporters emit (``Shape -> Gather -> Unsqueeze -> Concat -> Reshape``) into a
 constant ``Reshape`` target. ``DequantizeLinear`` is never folded, so int8 weights stay int8 behind their scales;
@@ -13,8 +14,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from compiler.errors import GraphError
+from compiler.errors import ConstantFoldError, GraphError
 from compiler.ir import Graph, Node, Tensor
+from compiler.passes.fold_reference import reference_fold
 
 KEEP = frozenset({"DequantizeLinear"})
 """Ops never folded even when all their inputs are constant."""
@@ -25,13 +27,15 @@ Folder = Callable[[Node, list], list]
 def fold_constants(graph: Graph, keep: frozenset[str] = KEEP) -> Graph:
     """``graph`` with every foldable node replaced by constant tensors, and dead nodes and tensors removed.
 
-    A node folds when its op is one numpy can evaluate here (:data:`FOLDERS`), it is in the default domain, it is
-    not in ``keep``, and its inputs are all constants (``Shape`` and ``Size`` need only a static input shape).
+    A node folds when it is in the default domain, its op is not in ``keep``, its inputs are all constants
+    (``Shape`` and ``Size`` need only a static input shape), and numpy (:data:`FOLDERS`) or onnx's reference
+    evaluator (at the graph's opset) computes it.
     """
     tensors = dict(graph.tensors)
     nodes: list[Node] = []
+    opset = graph.opsets.get("")
     for node in graph.nodes:
-        values = fold_node(node, tensors, keep)
+        values = fold_node(node, tensors, keep, opset)
         if values is None:
             nodes.append(node)
             continue
@@ -64,12 +68,15 @@ def remove_dead(graph: Graph) -> Graph:
     return replace(graph, nodes=tuple(kept), tensors={k: t for k, t in graph.tensors.items() if k in used})
 
 
-def fold_node(node: Node, tensors: Mapping[str, Tensor], keep: frozenset[str] = KEEP) -> list | None:
-    """The output values of ``node`` if it folds (see :func:`fold_constants`), else None.
+def fold_node(node: Node, tensors: Mapping[str, Tensor], keep: frozenset[str] = KEEP,
+              opset: int | None = None) -> list | None:
+    """The output values of ``node`` if it folds (see :func:`fold_constants`), else None; ``opset``: the graph's
+    default-domain opset (for the reference evaluator). A node whose constant inputs its op refuses is a one-line
+    ConstantFoldError naming it.
 
     ``tensors`` maps names to tensors; a name missing from it counts as a non-constant of unknown shape.
     """
-    if node.domain not in ("", "ai.onnx") or node.op in keep or node.op not in FOLDERS:
+    if node.domain not in ("", "ai.onnx") or node.op in keep:
         return None
     if node.attrs.get("block_size", 0):  # blocked quantization (opset 21)
         return None
@@ -83,7 +90,21 @@ def fold_node(node: Node, tensors: Mapping[str, Tensor], keep: frozenset[str] = 
         return [np.array(shape[start:end], np.int64)]
     if not all(i in tensors and tensors[i].is_const for i in node.present_inputs):
         return None
-    return FOLDERS[node.op](node, [tensors[i].data if i else None for i in node.inputs])
+    values = [tensors[i].data if i else None for i in node.inputs]
+    folder, failed = FOLDERS.get(node.op), None
+    if folder is not None:
+        try:
+            out = folder(node, values)
+        except Exception as e:   # numpy's errors (shapes that do not broadcast, bad indices, ...), one type each
+            out, failed = None, e   # the reference evaluator may know the case (an empty reduction)
+        if out is not None:
+            return out
+    out = reference_fold(node, values, opset)
+    if out is None and failed is not None:
+        text = (str(failed).strip().splitlines() or [type(failed).__name__])[0]
+        raise ConstantFoldError(f"node {node.name!r} ({node.op}): constant folding fails on its constant inputs: "
+                                f"{text}")
+    return out
 
 
 def _raw_axes(node: Node, ins: list) -> list[int] | None:

@@ -7,9 +7,10 @@ backend tests can run on it.
 >>> rep.report["host_ops"], rep.report["cycles"]
 
 Every run compiles the model: the compiler needs static shapes and constant weights, and a node test feeds those as
-graph inputs. Inputs named by ``constant_inputs`` (and every int64/bool input: the NPU keeps no such activations;
-they are shapes, axes, pads or masks) are bound as initializers with the values of that run, as a model exported for
-inference carries them. ``fallback=False`` makes a node the NPU cannot run an error (UnsupportedOpError) instead of
+graph inputs. Inputs named by ``constant_inputs`` (and every int64/bool input: in a node test they are shapes, axes,
+pads, indices or masks, which a model exported for inference carries as constants; a model's run-time int64/bool
+inputs, such as token ids, are taken as inputs by ``npusim run``) are bound as initializers with the values of that
+run. ``fallback=False`` makes a node the NPU cannot run an error (UnsupportedOpError) instead of
 a host call: the conformance suite uses it to prove a node ran on the NPU.
 """
 
@@ -28,7 +29,7 @@ from npusim.app import driver
 
 DEFAULT_ARCH = "mid32"
 HOST_DTYPES = (np.dtype(np.int64), np.dtype(np.bool_))
-"""Input element types bound as constants by default: the NPU holds no activations of these types."""
+"""Input element types a node test binds as constants by default (its shape, index and mask operands)."""
 
 
 def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:

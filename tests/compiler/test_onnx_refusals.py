@@ -99,6 +99,17 @@ def test_a_graph_with_no_outputs_is_refused():
         import_onnx(m)
 
 
+def test_a_name_that_is_not_utf8_is_refused_in_one_line():
+    # protobuf keeps a string field's bytes as they are; the checker's message quoting it (or reading the name)
+    # raised UnicodeDecodeError (found by the fuzzer)
+    data = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [4])], [vi("y", [4])], 17).SerializeToString()
+    m = onnx.ModelProto()
+    m.ParseFromString(data.replace(b"Relu", b"\xff\xfelu", 1))
+    with pytest.raises(CompileError, match=r"^the model is not valid ONNX: a name or string in it is not UTF-8 text: "
+                                           r"'No Op registered for \ufffd\ufffdlu with domain_version of 17'$"):
+        import_onnx(m)
+
+
 def test_missing_external_data_is_refused(tmp_path):
     m = conv()
     onnx.save(m, tmp_path / "m.onnx", save_as_external_data=True, location="m.data", size_threshold=0)

@@ -28,13 +28,9 @@ EXPECTED_FAILURES: dict[str, dict[str, tuple[str, ...]]] = {
             "test_clip_default_int8_inbounds_expanded",
             "test_clip_default_int8_min", "test_clip_default_int8_max", "test_edge_pad", "test_reflect_pad",
             "test_wrap_pad"),
-        "uint16/uint32/uint64 and float64 tensors are refused by the importer (no such ISA dtype)": (
-            *(f"test_{op}_uint{b}" for op in ("add", "sub", "mul", "div", "max", "min") for b in (16, 32, 64)),
-            "test_max_float64", "test_min_float64"),
-        "int64 outputs are refused (no such ISA dtype; the backend binds every int64 input as a constant, so these "
-        "models fold to a constant output)": (
-            "test_max_int64", "test_min_int64", "test_pow_types_int64_float32", "test_pow_types_int64_int64",
-            "test_where_long_example"),
+        "uint16/uint32/uint64 Add/Sub/Mul/Div/Max/Min run on the host: the NPU holds them as int32 "
+        "(compiler/frontend/dtypes.py), and its element-wise ops are lowered for float32": (
+            *(f"test_{op}_uint{b}" for op in ("add", "sub", "mul", "div", "max", "min") for b in (16, 32, 64)),),
         "optional and sequence tensors are not supported": ("test_identity_opt", "test_identity_sequence"),
     },
     "attribute": {
@@ -125,10 +121,7 @@ EXPECTED_FAILURES: dict[str, dict[str, tuple[str, ...]]] = {
             "test_convtranspose_dilations", "test_convtranspose_group_2", "test_convtranspose_group_2_image_3",
             "test_convtranspose_kernel_shape", "test_convtranspose_pad", "test_convtranspose_pads",),
     },
-    "bug": {
-        "constant folding of ReduceMax over an empty bool tensor raises numpy's ValueError": (
-            "test_reduce_max_empty_set_bool",),
-    },
+    "bug": {},
 }
 """Every claimed-op node test expected to fail, by group and reason (onnx's test names, without the ``_cpu`` the
 runner appends). They run as strict xfails that must fail cleanly
