@@ -7,7 +7,8 @@ NPU (DRAM regions, kernels) a tensor is held in the :class:`isa.DType` of :data:
 - int64 (and uint32, uint64) is held as ``i32``, *narrowed*: values outside int32 are refused where they enter (a
   graph input written to DRAM, a constant put in the weights: :class:`compiler.errors.ValueRangeError`), and a graph
   output is widened back to its own type when read, so outputs have the model's dtype;
-- float64 is computed in float32 (narrowed: rounded, never refused; a run's report names such tensors);
+- float64 is computed in float32 (narrowed: rounded; a finite value beyond float32's range is refused where it
+  enters, as it would become an infinity; a run's report names such tensors);
 - uint16 is held as ``i32`` (exactly); every other type as itself.
 
 Everything that places a tensor on the NPU reads this table: :func:`npu_dtype` (the storage type),
@@ -96,21 +97,35 @@ def npu_view(dtype: np.dtype) -> np.dtype:
 
 def to_storage(value: np.ndarray, dtype: np.dtype, what: str) -> np.ndarray:
     """``value`` (of graph type ``dtype``) as the NPU stores it: its storage type's numpy array (bf16 as raw bits).
-    An integer value outside the storage type is a :class:`ValueRangeError` naming ``what`` (e.g. ``"input
-    'input_ids'"``) and the value."""
+    An integer value outside the storage type, or a finite float64 beyond float32's largest, is a
+    :class:`ValueRangeError` naming ``what`` (e.g. ``"input 'input_ids'"``) and the value."""
     dtype = np.dtype(dtype)
     s = storage(dtype).dtype
     value = np.asarray(value, dtype)
     if s is DType.BF16:
         return value.view(np.uint16)
-    if dtype.kind in "iu" and storage(dtype).narrowed and value.size:
-        info = np.iinfo(s.storage)
-        lo, hi = value.min(), value.max()
-        if lo < info.min or hi > info.max:
-            bad = lo if lo < info.min else hi
-            raise ValueRangeError(f"{what} holds {bad}, outside the NPU's {s.text} range [{info.min}, {info.max}] "
-                                  f"that {dtype.name} tensors are narrowed to; use values in that range")
+    if storage(dtype).narrowed and value.size:
+        _check_range(value, dtype, s, what)
     return value.astype(s.storage, copy=False)
+
+
+def _check_range(value: np.ndarray, dtype: np.dtype, s: DType, what: str) -> None:
+    """ValueRangeError when ``value`` holds an integer outside storage ``s``, or a finite float beyond its largest
+    (it would become an infinity: a silent wrong answer)."""
+    if dtype.kind == "f":
+        finite = np.abs(value[np.isfinite(value)])
+        top = float(np.finfo(s.storage).max)
+        if finite.size and finite.max() > top:
+            bad = value.ravel()[np.flatnonzero(np.isfinite(value.ravel()) & (np.abs(value.ravel()) > top))[0]]
+            raise ValueRangeError(f"{what} holds {bad:.6g}, beyond the NPU's {s.text} range (+-{top:.6g}) that "
+                                  f"{dtype.name} tensors are narrowed to; use values in that range")
+        return
+    info = np.iinfo(s.storage)
+    lo, hi = value.min(), value.max()
+    if lo < info.min or hi > info.max:
+        bad = lo if lo < info.min else hi
+        raise ValueRangeError(f"{what} holds {bad}, outside the NPU's {s.text} range [{info.min}, {info.max}] that "
+                              f"{dtype.name} tensors are narrowed to; use values in that range")
 
 
 def from_storage(raw: np.ndarray, dtype: np.dtype) -> np.ndarray:

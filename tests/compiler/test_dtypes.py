@@ -72,6 +72,15 @@ def test_narrowed_integers_outside_int32_are_refused_naming_the_value(value, dty
         to_storage(x, dtype, "input 'input_ids'")
 
 
+def test_float64_beyond_float32_is_refused_not_made_infinite():
+    x = np.array([1.0, -np.inf, np.nan, -9.01766344e223, 1e-310])
+    with pytest.raises(ValueRangeError, match=r"^input 'x' holds -9.01766e\+223, beyond the NPU's f32 range "
+                                              r"\(\+-3.40282e\+38\) that float64 tensors are narrowed to"):
+        to_storage(x, np.float64, "input 'x'")
+    kept = from_storage(to_storage(x[[0, 1, 2, 4]], np.float64, "x"), np.float64)   # infinities, NaN, subnormals
+    assert kept[0] == 1 and kept[1] == -np.inf and np.isnan(kept[2]) and kept[3] == 0
+
+
 def test_int64_constants_for_the_npu_are_range_checked_at_compile_time():
     assert npu_constant("idx", np.array([3, -1], np.int64)).dtype == np.int32
     with pytest.raises(ValueRangeError, match=r"^constant 'idx' holds 4294967296, outside the NPU's i32 range"):
