@@ -15,7 +15,7 @@ from compiler.frontend.canonical import CanonContext, const_inputs
 from compiler.ir import Graph, Node
 from compiler.kernels.vector import recipes, streams
 from compiler.ops.context import LoweringContext
-from compiler.ops.spec import OpSpec
+from compiler.ops.spec import NUMBERS, OpSpec
 from isa import Act, BinOp, DType
 
 F32 = DType.F32
@@ -94,8 +94,8 @@ def lower_unary(low: LoweringContext, n: Node) -> None:
         lo = low.data(ins[1]).item() if ins[1] else float(n.attrs.get("min", -3.4e38))   # (a 1-element bound)
         hi = low.data(ins[2]).item() if ins[2] else float(n.attrs.get("max", 3.4e38))
         lo = min(lo, hi)   # ONNX: with min > max every output is max
-    y = low.alloc(x.shape, x.layout)
-    low.emit(n, streams.unary(UNARY[n.op], x.phys, F32, low.target, lo, hi),
+    y = low.alloc(x.shape, x.layout, x.dtype)
+    low.emit(n, streams.unary(UNARY[n.op], x.phys, x.dtype, low.target, lo, hi),
              {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)})
     low.bind[n.outputs[0]] = y
 
@@ -141,7 +141,8 @@ OPS = (
     *(OpSpec(op, lower_binary, npu="vector unit, numpy broadcasting (one operand may be a constant); a following "
              "Relu/Clip is fused into the same pass") for op in BINARY),
     *(OpSpec(op, lower_unary, npu=f"vector unit ({fn.name.lower()})")
-      for op, fn in UNARY.items() if op not in ("Gelu", "Clip")),
+      for op, fn in UNARY.items() if op not in ("Gelu", "Clip", "Identity")),
+    OpSpec("Identity", lower_unary, dtypes=NUMBERS, npu="vector unit (mov), any type the NPU holds"),
     OpSpec("Gelu", lower_gelu, _gelu, _gelu_check, npu="vector unit: approximate='none' one gelu pass, 'tanh' one "
            "stream of 8 instructions per tile"),
     OpSpec("Swish", lower_swish, _swish, npu="vector unit: one stream of sigmoid and multiply per tile (SiLU; also "

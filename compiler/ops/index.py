@@ -1,6 +1,7 @@
 """GatherND and ScatterND (reduction none) with run-time indices, by the row gather
 (:mod:`compiler.kernels.index`): the index tuples become table rows on the vector unit (constant indices: at compile
-time), then the DMA gathers the rows; ScatterND gathers each output row from its last update or keeps the data's,
+time), then the DMA gathers the rows (Gather with run-time indices too: :func:`lower_gather_runtime`); ScatterND
+gathers each output row from its last update or keeps the data's,
 through the inverse map. int64 indices are int32 on the NPU; one out of range stops the run with an error."""
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ from compiler.kernels.index import (
     scatter_tile,
 )
 from compiler.ops.context import LoweringContext
-from compiler.ops.logic import NUMBERS
-from compiler.ops.spec import OpSpec
+from compiler.ops.spec import NUMBERS, OpSpec
 from isa import DType
 
 
@@ -99,6 +99,21 @@ def lower_gathernd(low: LoweringContext, n: Node) -> None:
     table, dtype = _data(low, n.inputs[0])
     y = low.alloc(g.tensor(n.outputs[0]).shape, "rm", dtype)
     low.emit(n, gather_rows(ix.points, ix.row, ix.addr.rows, dtype, low.target),
+             {"F": rows, "T": table, "Y": ("ACT", y.offset)})
+    low.bind[n.outputs[0]] = y
+
+
+def lower_gather_runtime(low: LoweringContext, n: Node) -> None:
+    """Gather with run-time indices (an embedding lookup, say): the indices are rows of the axis (one component
+    each, :func:`_index_rows`), gathered by the DMA from each block of the leading dimensions in turn."""
+    g = low.graph
+    shape, axis = g.tensor(n.inputs[0]).shape, n.attrs["axis"]
+    points = math.prod(g.tensor(n.inputs[1]).shape)
+    ix = Indexing(points, math.prod(shape[axis + 1:]), Addressing((shape[axis],), shape[axis]))
+    rows = _index_rows(low, n, ix, n.inputs[1])
+    table, dtype = _data(low, n.inputs[0])
+    y = low.alloc(g.tensor(n.outputs[0]).shape, "rm", dtype)
+    low.emit(n, gather_rows(points, ix.row, shape[axis], dtype, low.target, blocks=math.prod(shape[:axis])),
              {"F": rows, "T": table, "Y": ("ACT", y.offset)})
     low.bind[n.outputs[0]] = y
 

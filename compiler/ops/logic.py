@@ -17,7 +17,7 @@ from compiler.ir import Graph, Node
 from compiler.kernels.vector import logic, streams
 from compiler.ops.context import LoweringContext
 from compiler.ops.elementwise import operands
-from compiler.ops.spec import OpSpec
+from compiler.ops.spec import NUMBERS, OpSpec
 from isa import BinOp, DType
 
 COMPARE = {"Equal": "eq", "Greater": "gt", "Less": "lt", "GreaterOrEqual": "ge", "LessOrEqual": "le"}
@@ -25,9 +25,6 @@ LOGIC = {"And": "and", "Or": "or", "Xor": "xor"}
 
 BOOL = frozenset({np.dtype(np.uint8)})
 """A bool as the NPU holds it."""
-NUMBERS = frozenset(np.dtype(d) for d in (np.float32, np.float16, np.int8, np.uint8, np.int16, np.int32))
-"""Element types a comparison, Where or Trilu takes on the NPU (as the NPU holds them: int64 as int32, bool as
-uint8)."""
 FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float16)})
 
 

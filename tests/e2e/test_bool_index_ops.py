@@ -137,3 +137,52 @@ def test_position_ids_from_a_mask():
     m = model(nodes, [vi("mask", [2, 40], I64), vi("b", [3, 6, 6], B)], [vi("pos", None, I64), vi("tri", None, B)], 17,
               [_const("ax", np.int64(1))])
     _check(m, {"mask": RNG.integers(0, 2, (2, 40)), "b": RNG.random((3, 6, 6)) < 0.7}, ops={"CumSum", "Trilu"})
+
+
+def test_gather_with_run_time_indices():
+    # an embedding lookup (constant table, int64 ids), an inner axis of an activation with negative indices, bools
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["emb"]),
+             helper.make_node("Gather", ["x", "j"], ["g"], axis=1),
+             helper.make_node("Gather", ["m", "j"], ["gm"], axis=-1)]
+    m = model(nodes, [vi("ids", [2, 5], I64), vi("x", [3, 7, 4]), vi("j", [2, 2], I64), vi("m", [3, 7], B)],
+              [vi("emb", None), vi("g", None), vi("gm", None, B)], 17,
+              [_const("table", RNG.standard_normal((50, 8)).astype(np.float32))])
+    feeds = {"ids": RNG.integers(0, 50, (2, 5)), "x": RNG.standard_normal((3, 7, 4)).astype(np.float32),
+             "j": np.array([[0, -1], [6, -7]]), "m": RNG.random((3, 7)) < 0.5}
+    _check(m, feeds, ops={"Gather"})
+
+
+CASTS = [(I64, F), (B, F), (F, B), (I64, B), (I64, TensorProto.INT8), (I64, TensorProto.UINT8),
+         (TensorProto.INT32, TensorProto.INT16), (B, I64), (F, TensorProto.FLOAT16), (TensorProto.UINT8, I64),
+         (TensorProto.INT8, TensorProto.UINT8)]
+
+
+@pytest.mark.parametrize("src, dst", CASTS, ids=lambda t: TensorProto.DataType.Name(t))
+def test_cast(src, dst):
+    shape = (3, 70)
+    np_src = helper.tensor_dtype_to_np_dtype(src)
+    if src == F:
+        x = _floats(shape) * 1.7
+    elif src == B:
+        x = RNG.random(shape) < 0.5
+    else:
+        info = np.iinfo(np.int32 if np_src == np.int64 else np_src)
+        x = RNG.integers(info.min, info.max, shape, endpoint=True).astype(np_src)
+        x.reshape(-1)[:4] = [0, 1, -1 if info.min < 0 else 2, min(255, info.max)]
+    m = model([helper.make_node("Cast", ["x"], ["y"], to=dst)], [vi("x", list(shape), src)], [vi("y", None, dst)],
+              17)
+    _check(m, {"x": x}, ops={"Cast"})
+
+
+def test_a_float_to_integer_cast_runs_on_the_host_and_says_why():
+    m = model([helper.make_node("Cast", ["x"], ["y"], to=I64)], [vi("x", [4])], [vi("y", None, I64)], 17)
+    _, _, out, report = run_model(m, load_arch("mid32"), {"x": np.array([1.5, -1.5, 2.7, -0.2], np.float32)})
+    assert [h["reason"] for h in report["host_ops"]] == [
+        "a float to integer cast (truncation toward zero) runs on the host"]
+    assert out["y"].tolist() == [1, -1, 2, 0]
+
+
+def test_identity_of_a_bool():
+    nodes = [helper.make_node("Not", ["c"], ["n"]), helper.make_node("Identity", ["n"], ["y"])]
+    m = model(nodes, [vi("c", [4, 5], B)], [vi("y", None, B)], 17)
+    _check(m, {"c": RNG.random((4, 5)) < 0.5}, ops={"Identity"})

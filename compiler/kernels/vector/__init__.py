@@ -11,4 +11,5 @@
   condition (bit for bit).
 - :mod:`~compiler.kernels.vector.scan`: cumulative sums (CumSum) in onnxruntime's order.
 - :mod:`~compiler.kernels.vector.ranking`: ArgMax, ArgMin and TopK (indices as i32), NaN as onnxruntime orders it.
+- :mod:`~compiler.kernels.vector.cast`: Cast to floats, to bools, and between integers with wrap-around.
 """
