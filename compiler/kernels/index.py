@@ -22,20 +22,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from compiler.errors import CompileError, TilingError
-from compiler.kernels.common.pipeline import RingPipeline, vector_config
+from compiler.kernels.common.pipeline import RingPipeline, sem_op, vector_config
 from compiler.kernels.common.target import Target
 from isa import (
     BinOp,
     DmaCopy,
     DType,
     Gather,
+    Halt,
     Instr,
     Program,
     Queue,
     Reduce,
     Region,
+    SemDecl,
     Space,
-    Sync,
     VecBinary,
     View,
 )
@@ -146,33 +147,42 @@ def _row_tiles(points: int, row: int, es: int, budget: int) -> tuple[int, int]:
     return max(1, min(points, MAX_EXTENT, budget // (row * es), max(64, -(-points // 8)))), row
 
 
+GATHER_SEMS = (SemDecl("g_full", 0), SemDecl("g_empty", 2))
+"""The two-slot ring of :func:`gather_rows`: the load queue's index load and gather fill a slot, the store empties it
+(no unit computes in between)."""
+
+
 def gather_rows(points: int, row: int, rows: int, dtype: DType, target: Target, blocks: int = 1) -> Program:
     """``Y[b, p] = T[b, F[p]]``: each of ``points`` rows of ``row`` elements of ``dtype`` gathered by the DMA from
     table T (``blocks`` tables of ``rows`` rows, one after the other in DRAM: the leading dimensions of a Gather
-    along an inner axis) at the rows F (``(points,)`` i32); regions F, T, Y."""
+    along an inner axis) at the rows F (``(points,)`` i32); regions F, T, Y. Per tile the load queue loads the
+    indices and gathers into a ring slot, the store queue stores it: a two-slot ring between the DMA queues."""
     if rows > MAX_TABLE_ROWS:
         raise CompileError(f"a table of {rows} rows is more than a gather addresses ({MAX_TABLE_ROWS})")
     es = dtype.size
     tn, chunk = _row_tiles(points, row, es, target.spm // 4)
     islot, dslot = _up(tn * 4), _up(tn * chunk * es)
-    pipe = RingPipeline()
+    instrs: list[Instr] = []
+    step = 0
     for b in range(blocks):
         for p0 in range(0, points, tn):
             n = min(tn, points - p0)
             for c0 in range(0, row, chunk):
-                c = min(chunk, row - c0)
-                idx = View(Space.SPM, pipe.slot * islot, I32, (4,))
-                dst = View(Space.SPM, 2 * islot + pipe.slot * dslot, dtype, (c * es, es))
+                c, slot = min(chunk, row - c0), step % 2
+                idx = View(Space.SPM, slot * islot, I32, (4,))
+                dst = View(Space.SPM, 2 * islot + slot * dslot, dtype, (c * es, es))
                 table = View(Space.DRAM, (b * rows * row + c0) * es, dtype, (row * es,), "T")
-                loads = [DmaCopy(queue=Queue.DMA_LD, shape=(n,), dst=idx,
-                                 src=View(Space.DRAM, p0 * 4, I32, (4,), "F")),
-                         Gather(queue=Queue.DMA_LD, shape=(n,), row=c, rows=rows, dst=dst, idx=idx, table=table)]
-                store = DmaCopy(queue=Queue.DMA_ST, shape=(n, c), src=dst,
-                                dst=View(Space.DRAM, ((b * points + p0) * row + c0) * es, dtype, (row * es, es), "Y"))
-                pipe.step(loads, [Sync(on=Queue.VPU)], [store])
-    return pipe.program(vector_config(target.spm), (Region("F", 0, points * 4),
-                                                    Region("T", 1, blocks * rows * row * es),
-                                                    Region("Y", 2, blocks * points * row * es)))
+                instrs += [DmaCopy(queue=Queue.DMA_LD, shape=(n,), dst=idx, waits=(sem_op("g_empty"),),
+                                   src=View(Space.DRAM, p0 * 4, I32, (4,), "F")),
+                           Gather(queue=Queue.DMA_LD, shape=(n,), row=c, rows=rows, dst=dst, idx=idx, table=table,
+                                  signals=(sem_op("g_full"),)),
+                           DmaCopy(queue=Queue.DMA_ST, shape=(n, c), src=dst,
+                                   dst=View(Space.DRAM, ((b * points + p0) * row + c0) * es, dtype, (row * es, es),
+                                            "Y"), waits=(sem_op("g_full"),), signals=(sem_op("g_empty"),))]
+                step += 1
+    regions = (Region("F", 0, points * 4), Region("T", 1, blocks * rows * row * es),
+               Region("Y", 2, blocks * points * row * es))
+    return Program(vector_config(target.spm), regions, GATHER_SEMS, tuple(instrs) + (Halt(),))
 
 
 def scatter_inverse(updates: int, a: Addressing, target: Target) -> Program:

@@ -1,13 +1,14 @@
 """Ops on bools and run-time int64 indices on the NPU against onnxruntime, exactly: comparisons, And/Or/Xor/Not,
 IsNaN and a Where on a computed condition (HF ViT's and swin's masks), ArgMax/ArgMin/TopK with every attribute,
 GatherND with batch_dims and ScatterND with duplicate indices, int64 CumSum (position ids from a mask), bool Trilu.
-Nothing runs on the host; outputs have the model's types (bool, int64)."""
+Nothing runs on the host; outputs have the model's types (bool, int64); the programs are free of data races."""
 
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from isa.arch import load_arch
+from isa.races import find_races
 from npusim.app.driver import run_model
 from tests.compiler.util import model, ort_run, vi
 
@@ -16,8 +17,10 @@ B, F, I64 = TensorProto.BOOL, TensorProto.FLOAT, TensorProto.INT64
 
 
 def _check(m, feeds: dict, preset: str = "mid32", ops: set[str] | None = None) -> None:
+    """Every node on the NPU, the linked program free of data races, every output exactly onnxruntime's."""
     compiled, _, outputs, report = run_model(m, load_arch(preset), feeds)
     assert report["host_ops"] == [], report["host_ops"]
+    assert find_races(compiled.program) == []
     for o, ref in zip(m.graph.output, ort_run(m, feeds)):
         got = outputs[o.name]
         assert got.dtype == ref.dtype and got.shape == ref.shape, o.name

@@ -7,6 +7,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from isa.arch import load_arch
+from isa.races import find_races
 from npusim.app.driver import run_model
 from tests.compiler.util import model, ort_run, vi
 
@@ -16,6 +17,7 @@ RNG = np.random.default_rng(21)
 def _run(m, feeds: dict, preset: str = "mid32") -> dict:
     compiled, _, outputs, report = run_model(m, load_arch(preset), feeds)
     assert report["host_ops"] == [], report["host_ops"]
+    assert find_races(compiled.program) == []
     names = [o.name for o in m.graph.output]
     for name, ref in zip(names, ort_run(m, feeds)):
         assert outputs[name].dtype == ref.dtype, name
