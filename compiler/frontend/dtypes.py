@@ -24,6 +24,7 @@ import numpy as np
 from onnx import helper
 
 from compiler.errors import CompileError, ValueRangeError
+from compiler.ir import short_dtype
 from isa import DType
 
 BFLOAT16 = np.dtype(helper.tensor_dtype_to_np_dtype(16))   # ml_dtypes' bfloat16 (onnx.TensorProto.BFLOAT16)
@@ -62,8 +63,6 @@ GRAPH_DTYPES = tuple(NPU_STORAGE)
 
 def graph_dtype_names() -> tuple[str, ...]:
     """The short names of :data:`GRAPH_DTYPES` (``f32``, ``i64``, ``bool``, ...), for messages."""
-    from compiler.ir import short_dtype
-
     return tuple(short_dtype(d) for d in GRAPH_DTYPES)
 
 

@@ -1,6 +1,6 @@
 """Constant folding of any op the compiler has no numpy folder for: onnx's reference evaluator
 (``onnx.reference.ReferenceEvaluator``) runs the node alone, its constant inputs as initializers of a one-node model
-at the graph's opset.
+at the graph's opset; where it fails, onnxruntime runs that model (the evaluator has bugs of its own).
 
 This is what folds the constant subgraphs exporters leave whatever their ops (a swin's shifted-window mask built by
 ScatterND, Equal and Where on constants; RAFT's Conv and Split of constant coordinate grids; a GreaterOrEqual of two
@@ -38,18 +38,35 @@ def reference_fold(node: Node, values: list[np.ndarray | None], opset: int | Non
     inits = [numpy_helper.from_array(np.asarray(v), name) for name, v in zip(node.inputs, values) if name]
     outs = [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in node.outputs if o]
     graph = helper.make_graph([proto], "fold", [], outs, initializer=list({t.name: t for t in inits}.values()))
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset or DEFAULT_OPSET)])
+    opsets = [helper.make_opsetid("", opset or DEFAULT_OPSET)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets))
     from onnx.reference import ReferenceEvaluator
 
     try:
         got = ReferenceEvaluator(model).run(None, {})
     except NotImplementedError:   # no implementation of the op (or of this version of it)
         return None
-    except Exception as e:   # the evaluator's numpy errors, one type per op
-        raise ConstantFoldError(f"node {node.name!r} ({node.op}): constant folding (onnx.reference) fails on its "
-                                f"constant inputs: {_first_line(e)}") from None
+    except Exception as e:   # the evaluator's numpy errors, one type per op; it has bugs of its own (GatherElements
+        got = _by_onnxruntime(node, model, _first_line(e))   # with a shorter index axis), so onnxruntime decides
     out = iter(got)
     return [np.asarray(next(out)) if o else None for o in node.outputs]
+
+
+def _by_onnxruntime(node: Node, model: onnx.ModelProto, refused: str) -> list:
+    """The outputs of one-node ``model`` by onnxruntime, where the reference evaluator failed with ``refused``; a
+    ConstantFoldError naming the node when onnxruntime fails too (the constants are invalid for the op)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 4
+    try:
+        typed = onnx.shape_inference.infer_shapes(model)
+        return ort.InferenceSession(typed.SerializeToString(), opts, providers=["CPUExecutionProvider"]).run(None, {})
+    except Exception as e:   # onnxruntime's and shape inference's own error types
+        text = _first_line(e)
+        text = text.split(" : ", 3)[-1] if text.startswith("[ONNXRuntimeError]") else text
+        raise ConstantFoldError(f"node {node.name!r} ({node.op}): constant folding fails on its constant inputs: "
+                                f"{refused} (onnx.reference); {text} (onnxruntime)") from None
 
 
 def _node_proto(node: Node) -> onnx.NodeProto | None:

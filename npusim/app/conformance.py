@@ -300,9 +300,10 @@ def _clip(text: str, n: int) -> str:
 
 
 def _reason(error: str) -> str:
-    """An error with its node and tensor names (quoted) and instructions (backquoted) blanked, so equal causes group
-    together."""
-    return re.sub(r"`[^`]*`", "`…`", re.sub(r"'[^']*'", "'…'", re.sub(r"\(and \d+ more[^)]*\)", "", error))).strip()
+    """An error with its node and tensor names (quoted), instructions (backquoted) and the value a range check names
+    blanked, so equal causes group together."""
+    text = re.sub(r"`[^`]*`", "`…`", re.sub(r"'[^']*'", "'…'", re.sub(r"\(and \d+ more[^)]*\)", "", error)))
+    return re.sub(r" holds \S+, (beyond|outside) ", r" holds …, \1 ", text).strip()
 
 
 def summary(outcomes: list[Outcome]) -> str:
