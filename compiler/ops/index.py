@@ -13,7 +13,7 @@ import numpy as np
 
 from compiler.errors import CompileError, UnsupportedOpError
 from compiler.frontend.canonical import CanonContext
-from compiler.frontend.dtypes import to_storage
+from compiler.frontend.dtypes import npu_constant
 from compiler.ir import Graph, Node
 from compiler.kernels.index import (
     Addressing,
@@ -85,7 +85,7 @@ def _index_rows(low: LoweringContext, n: Node, ix: Indexing, name: str) -> tuple
 def _data(low: LoweringContext, name: str) -> tuple[tuple[str, int], DType]:
     """Where tensor ``name`` is, row-major (a constant in the weights, in its NPU storage), and its NPU type."""
     if low.graph.is_const(name):
-        v = to_storage(low.data(name), low.graph.tensor(name).dtype, f"constant {name!r}")
+        v = npu_constant(name, low.data(name))
         return ("W", low.const(v)), DType.from_numpy(v.dtype)
     b = low.want(name, "rm")
     return ("ACT", b.offset), b.dtype

@@ -12,7 +12,7 @@ import numpy as np
 
 from compiler.errors import UnsupportedOpError
 from compiler.frontend.canonical import CanonContext
-from compiler.frontend.dtypes import to_storage
+from compiler.frontend.dtypes import npu_constant
 from compiler.ir import Graph, Node
 from compiler.kernels.vector import logic, streams
 from compiler.ops.context import LoweringContext
@@ -29,9 +29,9 @@ FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float16)})
 
 
 def stored(low: LoweringContext, name: str) -> np.ndarray:
-    """Constant ``name`` as the NPU holds it (:func:`compiler.frontend.dtypes.to_storage`: a bool as uint8 0/1,
+    """Constant ``name`` as the NPU holds it (:func:`compiler.frontend.dtypes.npu_constant`: a bool as uint8 0/1,
     int64 as int32, range-checked, float64 as float32)."""
-    return to_storage(low.data(name), low.graph.tensor(name).dtype, f"constant {name!r}")
+    return npu_constant(name, low.data(name))
 
 
 def _npu_type(low: LoweringContext, name: str) -> DType:
