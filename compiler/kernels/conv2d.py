@@ -388,6 +388,36 @@ def conv_shape(n: Node, x_shape: tuple[int, ...], w_shape: tuple[int, ...]) -> C
                      tuple(a["dilations"]), a["group"])
 
 
+def live_taps(cs: ConvShape) -> tuple[ConvShape, slice, slice]:
+    """``cs`` without the leading and trailing filter taps that read only padding at every output (a dilation
+    wider than the map: DeepLabV3's rate-36 ASPP conv on an 8x8 map keeps its centre tap alone), and the filter rows
+    and columns it keeps (``w[:, :, rows, cols]`` are its weights). The smaller convolution is exact: a dropped tap
+    multiplies only padding (zero, or the zero point it is corrected for), its pads shrink by the dropped taps'
+    span (a tap is dropped only while the pad covers it, so no pad goes below 0) and its outputs are the same; an
+    axis left with one tap has dilation 1. ``cs`` itself when every tap touches data."""
+    r0, r1 = _live_axis(cs.H, cs.R, cs.stride[0], cs.dilation[0], cs.pad[0], cs.pad[2], cs.OH)
+    c0, c1 = _live_axis(cs.W, cs.S, cs.stride[1], cs.dilation[1], cs.pad[1], cs.pad[3], cs.OW)
+    if (r0, r1, c0, c1) == (0, cs.R, 0, cs.S):
+        return cs, slice(0, cs.R), slice(0, cs.S)
+    (dh, dw), (pt, pl, pb, pr) = cs.dilation, cs.pad
+    pad = (pt - r0 * dh, pl - c0 * dw, pb - (cs.R - r1) * dh, pr - (cs.S - c1) * dw)
+    dilation = (dh if r1 - r0 > 1 else 1, dw if c1 - c0 > 1 else 1)
+    return replace(cs, R=r1 - r0, S=c1 - c0, pad=pad, dilation=dilation), slice(r0, r1), slice(c0, c1)
+
+
+def _live_axis(size: int, k: int, s: int, d: int, lo: int, hi: int, out: int) -> tuple[int, int]:
+    """The taps ``[first, end)`` of one axis to keep: tap ``r`` reads ``o*s + r*d - lo`` for outputs ``o < out``; a
+    leading tap that reads only the ``lo`` padding, or a trailing one only the ``hi`` padding, goes while the pad
+    covers it (at least one tap stays)."""
+    first = 0
+    while first < k - 1 and (out - 1) * s + first * d - lo < 0 and (first + 1) * d <= lo:
+        first += 1
+    end = k
+    while end > first + 1 and (end - 1) * d - lo >= size and (k - end + 1) * d <= hi:
+        end -= 1
+    return first, end
+
+
 def _skip(cs: ConvShape) -> tuple[int, int]:
     """Input rows and columns an unpadded axis of one filter tap skips between outputs (its stride, else 1): the
     loads read only the pixels such an axis uses."""

@@ -13,18 +13,23 @@ from types import MappingProxyType
 from compiler.frontend.contracts import CONTRACTS
 from compiler.ir import Graph, Node
 from compiler.ops import (
+    cast,
     conv,
     conv_transpose,
     elementwise,
     folded,
+    index,
     layout,
+    logic,
     matmul,
     msda,
     norm,
     pool,
     quant,
+    ranking,
     reduce,
     rows,
+    scan,
 )
 from compiler.ops import sampling as sample
 from compiler.ops.context import ALIGN, Binding, LoweringContext
@@ -34,7 +39,7 @@ from compiler.ops.spec import OpSpec
 REGISTRY: MappingProxyType[str, OpSpec] = MappingProxyType(
     {spec.op: replace(spec, contract=CONTRACTS.get(spec.op, spec.contract))
      for module in (conv, conv_transpose, matmul, elementwise, pool, rows, reduce, norm, layout, quant, folded, sample,
-                   msda)
+                   msda, logic, scan, ranking, index, cast)
      for spec in module.OPS})
 """Every default-domain op the compiler takes, by ONNX name."""
 

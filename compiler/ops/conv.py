@@ -2,7 +2,9 @@
 (:mod:`compiler.kernels.patchify`), a depthwise conv on the vector unit (:mod:`compiler.kernels.depthwise`), every other
 one on the matrix unit (:func:`compiler.kernels.conv2d.conv2d`) with its bias, activation and residual add fused into
 the accumulator epilogue. Every ONNX form: per-axis strides and dilations, four pads (``auto_pad`` resolved by the
-importer), groups, and 1-D convolutions (NCL, lowered as one row of a 2-D one on a channels-last NLC tensor)."""
+importer), groups, and 1-D convolutions (NCL, lowered as one row of a 2-D one on a channels-last NLC tensor). Filter
+taps that read only padding at every output (a dilation wider than the map) are dropped first
+(:func:`compiler.kernels.conv2d.live_taps`): the smaller convolution is exact."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import numpy as np
 from compiler.errors import CompileError, UnsupportedOpError
 from compiler.frontend.canonical import CanonContext, window_attrs
 from compiler.ir import Graph, Node
-from compiler.kernels.conv2d import ConvShape, conv2d, conv_shape, pack_weights, search_conv_tiling
+from compiler.kernels.conv2d import ConvShape, conv2d, conv_shape, live_taps, pack_weights, search_conv_tiling
 from compiler.kernels.depthwise import depthwise2d, is_depthwise, pack_depthwise
 from compiler.kernels.gemm import tiled_gemm
 from compiler.kernels.patchify import dma_estimate, is_patchify, pack_b_loads, patch_gemm, patch_matrix, patch_weights
@@ -34,6 +36,8 @@ def lower_conv(low: LoweringContext, n: Node) -> None:
     w = np.asarray(low.data(n.inputs[1]), np.float32)   # (read only: packing copies it)
     cs = conv_shape(n, x.shape, w.shape)
     w = w.reshape(cs.K, cs.Cg, cs.R, cs.S)   # (a 1-D conv's OIL weights as OIHW)
+    cs, rows, cols = live_taps(cs)   # (the taps that read only padding at every output dropped: exact)
+    w = w[:, :, rows, cols]
     target = low.target
     y = low.alloc(conv_out_shape(cs, len(x.shape)), "nhwc")
     act = a.get("activation")
@@ -54,7 +58,7 @@ def lower_conv(low: LoweringContext, n: Node) -> None:
         packing = (n.inputs[1], cs, target.rows, target.cols, tiling.im2col, tiling.pack, tiling.gpack)
         wt = low.packed.get(packing)
         if wt is None:
-            wt = low.packed[packing] = pack_weights(w, cs, *packing[2:])
+            wt = low.packed[packing] = pack_weights(np.ascontiguousarray(w), cs, *packing[2:])
         bind = {"X": ("ACT", x.offset), "Wt": ("W", low.const(wt)), "Y": ("ACT", y.offset)}
         if residual:
             bind["R"] = ("ACT", low.want(n.inputs[3], "nhwc").offset)
@@ -147,7 +151,7 @@ def conv_check(w_index: int) -> Check:
 
 OPS = (
     OpSpec("Conv", lower_conv, conv_canonical(1), conv_check(1), nhwc=True,
-           npu="1-D and 2-D, any strides, pads (auto_pad too), dilations and groups; matrix unit (bias, activation "
-               "and residual add fused; groups of few channels packed into one array tile), depthwise on the vector "
-               "unit, stride == kernel as im2col + GEMM"),
+           npu="1-D and 2-D, any strides, pads (auto_pad too), dilations and groups (taps that read only padding "
+               "dropped); matrix unit (bias, activation and residual add fused; groups of few channels packed into one "
+               "array tile), depthwise on the vector unit, stride == kernel as im2col + GEMM"),
 )

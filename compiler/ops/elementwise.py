@@ -6,6 +6,7 @@ exponent and the variadic Min, Max, Sum, Mean."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 
@@ -14,7 +15,7 @@ from compiler.frontend.canonical import CanonContext, const_inputs
 from compiler.ir import Graph, Node
 from compiler.kernels.vector import recipes, streams
 from compiler.ops.context import LoweringContext
-from compiler.ops.spec import OpSpec
+from compiler.ops.spec import NUMBERS, OpSpec
 from isa import Act, BinOp, DType
 
 F32 = DType.F32
@@ -24,11 +25,13 @@ UNARY = {"Relu": Act.RELU, "Sigmoid": Act.SIGMOID, "Tanh": Act.TANH, "Erf": Act.
 BINARY = {"Add": BinOp.ADD, "Sub": BinOp.SUB, "Mul": BinOp.MUL, "Div": BinOp.DIV}
 
 
-def operands(low: LoweringContext, names: tuple[str, ...], out_shape: tuple[int, ...]):
+def operands(low: LoweringContext, names: tuple[str, ...], out_shape: tuple[int, ...],
+             stored: Callable[[str], np.ndarray] | None = None):
     """How an element-wise op reads ``names`` (activations or constants) to write ``out_shape``: channels-last when
     the output is 4-D and an input is, and every other input reads the same in that order (a constant is transposed
-    offline; a lower-rank activation must keep its bytes, e.g. (C,) or (1, H, W)); else row-major. Returns (layout,
-    [(region, offset)], [shape in that layout]) per input."""
+    offline; a lower-rank activation must keep its bytes, e.g. (C,) or (1, H, W)); else row-major. ``stored``: a
+    constant's value as the NPU holds it, by name (default: float32). Returns (layout, [(region, offset)], [shape in
+    that layout]) per input."""
     g = low.graph
     acts = [t for t in names if not g.is_const(t)]
     layout = "nhwc" if len(out_shape) == 4 and any(low.bind[t].layout == "nhwc" and len(low.bind[t].shape) == 4
@@ -38,7 +41,7 @@ def operands(low: LoweringContext, names: tuple[str, ...], out_shape: tuple[int,
     locs, shapes = [], []
     for t in names:
         if g.is_const(t):
-            data = low.data(t).astype(np.float32)
+            data = low.data(t).astype(np.float32) if stored is None else stored(t)
             if layout == "nhwc":
                 data = _to_nhwc(data)
             locs.append(("W", low.const(np.ascontiguousarray(data))))
@@ -91,8 +94,8 @@ def lower_unary(low: LoweringContext, n: Node) -> None:
         lo = low.data(ins[1]).item() if ins[1] else float(n.attrs.get("min", -3.4e38))   # (a 1-element bound)
         hi = low.data(ins[2]).item() if ins[2] else float(n.attrs.get("max", 3.4e38))
         lo = min(lo, hi)   # ONNX: with min > max every output is max
-    y = low.alloc(x.shape, x.layout)
-    low.emit(n, streams.unary(UNARY[n.op], x.phys, F32, low.target, lo, hi),
+    y = low.alloc(x.shape, x.layout, x.dtype)
+    low.emit(n, streams.unary(UNARY[n.op], x.phys, x.dtype, low.target, lo, hi),
              {"X": ("ACT", x.offset), "Y": ("ACT", y.offset)})
     low.bind[n.outputs[0]] = y
 
@@ -138,7 +141,8 @@ OPS = (
     *(OpSpec(op, lower_binary, npu="vector unit, numpy broadcasting (one operand may be a constant); a following "
              "Relu/Clip is fused into the same pass") for op in BINARY),
     *(OpSpec(op, lower_unary, npu=f"vector unit ({fn.name.lower()})")
-      for op, fn in UNARY.items() if op not in ("Gelu", "Clip")),
+      for op, fn in UNARY.items() if op not in ("Gelu", "Clip", "Identity")),
+    OpSpec("Identity", lower_unary, dtypes=NUMBERS, npu="vector unit (mov), any type the NPU holds"),
     OpSpec("Gelu", lower_gelu, _gelu, _gelu_check, npu="vector unit: approximate='none' one gelu pass, 'tanh' one "
            "stream of 8 instructions per tile"),
     OpSpec("Swish", lower_swish, _swish, npu="vector unit: one stream of sigmoid and multiply per tile (SiLU; also "

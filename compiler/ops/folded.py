@@ -19,13 +19,6 @@ def _fold_only(node: Node, ctx: CanonContext) -> Node:
     raise UnsupportedOpError(node.name, node.op, f"supported only when it folds to a constant, and {why}")
 
 
-def _cast(node: Node, ctx: CanonContext) -> Node:
-    """A Cast to the type it already has is an Identity; any other folds or runs on the host."""
-    if ctx.tensors[node.inputs[0]].dtype == ctx.tensors[node.outputs[0]].dtype:
-        return Node(node.name, "Identity", node.inputs[:1], node.outputs)
-    return _fold_only(node, ctx)
-
-
 def _dropout(node: Node, ctx: CanonContext) -> Node:
     """Dropout at inference is its input: an Identity (refused when training_mode may be on or the mask is used)."""
     training = ctx.const(node, 2, "training_mode")
@@ -36,7 +29,6 @@ def _dropout(node: Node, ctx: CanonContext) -> Node:
 
 OPS = (
     *(OpSpec(op, None, _fold_only, npu=FOLDED)
-      for op in ("Shape", "Size", "Constant", "ConstantOfShape", "Range", "Equal")),
-    OpSpec("Cast", None, _cast, npu="free when it casts to the same type; else " + FOLDED),
+      for op in ("Shape", "Size", "Constant", "ConstantOfShape", "Range")),
     OpSpec("Dropout", None, _dropout, npu="becomes an Identity at inference (when the mask output is unused)"),
 )

@@ -24,9 +24,9 @@ from compiler.kernels import transpose
 from compiler.kernels.staged_copy import Box, Operand, collapse_box, staged_copy
 from compiler.kernels.vector import streams
 from compiler.kernels.vector.strides import row_major
-from compiler.ops import host
+from compiler.ops import host, index, logic
 from compiler.ops.context import Binding, LoweringContext
-from compiler.ops.spec import F32_INT8, OpSpec
+from compiler.ops.spec import F32_INT8, NUMBERS, OpSpec
 from isa import DType, Region
 from isa.program import MAX_REGIONS
 
@@ -379,7 +379,10 @@ def _runs(values: np.ndarray) -> list[tuple[int, int, int, int]]:
 def lower_gather(low: LoweringContext, n: Node) -> None:
     """Gather with constant indices along any axis: each run of indices in arithmetic progression (consecutive,
     repeated or reversed ones) is one DMA box, a strided view of the input. A 4-D channels-last input with 1-D
-    indices stays channels-last."""
+    indices stays channels-last. Run-time indices: rows gathered by the DMA
+    (:func:`compiler.ops.index.lower_gather_runtime`)."""
+    if not low.graph.is_const(n.inputs[1]):
+        return index.lower_gather_runtime(low, n)
     axis, idx = n.attrs["axis"], np.asarray(low.data(n.inputs[1])).astype(np.int64)
     layout = _layout(low, n.inputs[0]) if idx.ndim == 1 else "rm"
     x = low.want(n.inputs[0], layout)
@@ -418,8 +421,11 @@ def lower_where(low: LoweringContext, n: Node) -> None:
     :data:`WHERE_MAX_COPIES` runs, each is copied by the DMA from X or Y through broadcast views (the other branch is
     never read; a scalar constant branch is a fill), else the vector unit selects bit for bit
     (:func:`compiler.kernels.vector.streams.select`, the condition as a mask in the weights). Constant branches live in
-    the weights; 4-D channels-last inputs keep that layout."""
+    the weights; 4-D channels-last inputs keep that layout. A condition computed at run time selects on the vector
+    unit (:func:`compiler.ops.logic.lower_where_runtime`)."""
     g = low.graph
+    if not g.is_const(n.inputs[0]):
+        return logic.lower_where_runtime(low, n)
     shape = g.tensor(n.outputs[0]).shape
     rank = len(shape)
     acts = [t for t in n.present_inputs[1:] if not g.is_const(t)]
@@ -465,7 +471,7 @@ def lower_where(low: LoweringContext, n: Node) -> None:
                 boxes.append(Box(box_shape, dst, src))
         _emit_boxes(low, n, boxes, operands, y.dtype)
         return
-    it = DType.I32 if y.dtype.size == 4 else DType.I8
+    it = {1: DType.I8, 2: DType.I16, 4: DType.I32}[y.dtype.size]
     operands["M"], strides["M"] = constant(np.where(cond, -1, 0), it.storage)
     prog = streams.select(phys, tuple(strides[r] for r in "XZM"), tuple(operands[r][1] for r in "XZM"), it,
                          low.target)
@@ -572,17 +578,13 @@ def _depth_space_check(node: Node, graph: Graph) -> str | None:
 
 def _gather(node: Node, ctx: CanonContext) -> Node:
     rank = len(ctx.shape(node.inputs[0]))
-    ctx.const(node, 1, "indices")
     return dataclasses.replace(node, attrs={"axis": norm_axis(int(node.attrs.get("axis", 0)), rank, node.name,
                                                                node.op)})
 
 
-def _where(node: Node, ctx: CanonContext) -> Node:
-    ctx.const(node, 0, "condition")
-    return node
-
-
 def _gather_check(node: Node, graph: Graph) -> str | None:
+    if not graph.is_const(node.inputs[1]):   # run-time indices: checked as the gather reads them
+        return None
     idx, dim = graph.tensor(node.inputs[1]).data, graph.tensor(node.inputs[0]).shape[node.attrs["axis"]]
     if idx.size and not (-dim <= idx.min() and idx.max() < dim):
         return f"indices must lie in [{-dim}, {dim}) for axis {node.attrs['axis']}, not [{idx.min()}, {idx.max()}]"
@@ -634,11 +636,14 @@ OPS = (
            npu="DMA only: the input read through stride-0 views (an Expand to its own shape is free); constant shape"),
     OpSpec("Tile", lower_tile, const_inputs("repeats"), dtypes=F32_INT8, const_operands=True,
            npu="DMA only: the input read through stride-0 views; constant repeats"),
-    OpSpec("Gather", lower_gather, _gather, _gather_check, dtypes=F32_INT8, const_operands=True,
-           npu="DMA only, constant indices, any axis: one strided box per run of indices in arithmetic progression"),
-    OpSpec("Where", lower_where, _where, dtypes=F32_INT8, const_operands=True,
-           npu="constant condition, exact (NaN/inf in the branch not taken cannot leak): up to 16 runs of equal "
-           "condition copied by the DMA from X or Y; more selected bit for bit on the vector unit (xor, and, xor)"),
+    OpSpec("Gather", lower_gather, _gather, _gather_check, dtypes=NUMBERS, const_operands=True,
+           npu="any axis; constant indices: DMA only, one strided box per run of indices in arithmetic progression; "
+               "run-time indices (an embedding): rows gathered by the DMA (dma.ld.gather), an index out of range "
+               "stops the run"),
+    OpSpec("Where", lower_where, check=logic.where_check, dtypes=NUMBERS, const_operands=True,
+           npu="exact (NaN/inf in the branch not taken cannot leak). A constant condition: up to 16 runs of equal "
+           "condition copied by the DMA from X or Y, more selected bit for bit on the vector unit (xor, and, xor); a "
+           "bool computed at run time: the vector unit makes its mask and selects bit for bit, numpy broadcasting"),
     OpSpec("Pad", lower_pad, _pad, _pad_check, const_operands=True,
            npu="DMA only; constant pads and value. Mode constant: the DMA pads on the fly; edge, reflect, wrap: the "
            "borders copied through stride-0 / negative-stride views (reflect pads < the axis, wrap pads <= it)"),

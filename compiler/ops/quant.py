@@ -24,7 +24,7 @@ import numpy as np
 from compiler.errors import UnsupportedDTypeError, UnsupportedOpError
 from compiler.frontend.canonical import CanonContext
 from compiler.ir import Node
-from compiler.kernels.conv2d import Epilogue, conv2d, conv_shape, pack_weights, search_conv_tiling
+from compiler.kernels.conv2d import Epilogue, conv2d, conv_shape, live_taps, pack_weights, search_conv_tiling
 from compiler.kernels.gemm import pack_b, search_tiling, tiled_gemm
 from compiler.kernels.vector import quantization
 from compiler.ops.context import LoweringContext
@@ -133,6 +133,8 @@ def lower_qlinear_conv(low: LoweringContext, n: Node) -> None:
     yd = _int_type(low, n, n.outputs[0], "the output")
     cs = conv_shape(n, x.shape, w.shape)
     w = w.reshape(cs.K, cs.Cg, cs.R, cs.S)   # (a 1-D conv's OIL weights as OIHW)
+    cs, rows, cols = live_taps(cs)   # (taps that read only the zero-point padding dropped: exact)
+    w = np.ascontiguousarray(w[:, :, rows, cols])
     bias = _const(low, n, 8, "the bias")
     bias = np.zeros(cs.K, np.int64) if bias is None else bias.astype(np.int64)
     bias = bias_i32(bias - x_zp * w.reshape(cs.K, -1).astype(np.int64).sum(1), n)

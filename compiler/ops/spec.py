@@ -30,6 +30,9 @@ such a model), or None (:mod:`compiler.frontend.contracts`)."""
 
 F32 = frozenset({np.dtype(np.float32)})
 F32_INT8 = F32 | {np.dtype(np.int8), np.dtype(np.uint8)}
+NUMBERS = frozenset(np.dtype(d) for d in (np.float32, np.float16, np.int8, np.uint8, np.int16, np.int32))
+"""Every element type the NPU holds a tensor in (as it holds them: int64 as int32, bool as uint8; bfloat16 aside),
+for ops that move or select elements whatever they are."""
 
 
 def keep(node: Node, ctx: CanonContext) -> Node:

@@ -59,6 +59,24 @@ def conv2d_forms():
     return model(nodes, [vi("x", [1, 8, 11, 13])], [vi(f"y{i}", None) for i in range(1, 9)], 17, inits)
 
 
+def dilated_beyond_map_forms():
+    """Dilations wider than the map (DeepLabV3's ASPP at a small input): rates 12, 24 and 36 with pads equal to the
+    rate on a 64-channel 8x8 map (the centre tap alone touches data; bias and Relu fused), rate 7 with asymmetric
+    pads (two taps kept per axis), a depthwise rate-5 conv, a 1-D rate-9 conv with stride 2 and a grouped rate-10
+    conv."""
+    nodes = [_conv("xa", f"c{r}", f"w{r}", f"b{r}", dilations=[r, r], pads=[r] * 4) for r in (12, 24, 36)]
+    nodes += [helper.make_node("Relu", [f"c{r}"], [f"y{k}"]) for k, r in enumerate((12, 24, 36), 1)]
+    nodes += [_conv("x", "y4", "w4", dilations=[7, 7], pads=[7, 7, 3, 3]),
+              _conv("x", "y5", "w5", dilations=[5, 5], pads=[5, 5, 5, 5], group=8),
+              _conv("x1", "y6", "w6", "b6", dilations=[9], pads=[9, 9], strides=[2]),
+              _conv("x", "y7", "w7", dilations=[10, 1], pads=[10, 1, 10, 1], group=2)]
+    inits = [t for r in (12, 24, 36) for t in (_w(f"w{r}", (32, 64, 3, 3)), _w(f"b{r}", (32,)))]
+    inits += [_w("w4", (8, 8, 3, 3)), _w("w5", (8, 1, 3, 3)), _w("w6", (6, 4, 3)), _w("b6", (6,)),
+              _w("w7", (6, 4, 3, 3))]
+    return model(nodes, [vi("xa", [1, 64, 8, 8]), vi("x", [1, 8, 8, 8]), vi("x1", [2, 4, 8])],
+                 [vi(f"y{i}", None) for i in range(1, 8)], 17, inits)
+
+
 def conv1d_forms():
     """1-D (N, C, L): a strided, dilated conv with asymmetric pads, bias and Relu; a grouped SAME_UPPER conv with a
     residual Add fused; a depthwise one; max and average pooling with ceil_mode; a global average pool."""
@@ -94,7 +112,8 @@ def pool_forms():
 
 def qlinear_forms():
     """int8 QLinearConv (input zero point 3, so the halo reads 3; per-channel weight scales) with asymmetric pads,
-    strides 2x1 and dilation 1x2; grouped with SAME_LOWER (groups packed into array tiles); 1-D with asymmetric
+    strides 2x1 and dilation 1x2; rate 12 on a 9x10 map (its centre tap alone touches data); grouped with
+    SAME_LOWER (groups packed into array tiles); 1-D with asymmetric
     pads; int8 MaxPool with ceil_mode and dilation."""
     i8 = TensorProto.INT8
     consts = [numpy_helper.from_array(np.float32(0.05), "xs"), numpy_helper.from_array(np.int8(3), "xz"),
@@ -111,12 +130,13 @@ def qlinear_forms():
                                 name=y, **attrs)
 
     nodes = [qconv("x", "y1", "w1", (12, 8, 3, 3), pads=[0, 1, 2, 0], strides=[2, 1], dilations=[1, 2]),
+             qconv("x", "y5", "w5", (8, 8, 3, 3), pads=[12, 12, 12, 12], dilations=[12, 12]),   # (its centre tap)
              qconv("x", "y2", "w2", (16, 2, 3, 3), group=4, auto_pad="SAME_LOWER"),
              qconv("x1", "y3", "w3", (8, 6, 5), pads=[3, 1], strides=[2]),
              helper.make_node("MaxPool", ["x"], ["y4"], kernel_shape=[3, 2], strides=[2, 2], pads=[1, 0, 0, 1],
                               dilations=[1, 2], ceil_mode=1)]
     return model(nodes, [vi("x", [1, 8, 9, 10], i8), vi("x1", [1, 6, 21], i8)],
-                 [vi(f"y{i}", None, i8) for i in range(1, 5)], 19, consts)
+                 [vi(f"y{i}", None, i8) for i in range(1, 6)], 19, consts)
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -127,6 +147,13 @@ def test_conv2d_forms_match_onnxruntime(preset):
 @pytest.mark.parametrize("preset", PRESETS)
 def test_conv1d_forms_match_onnxruntime(preset):
     _check(conv1d_forms(), preset, ops={"Conv", "MaxPool", "AveragePool", "GlobalAveragePool"})
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_dilations_beyond_the_map_match_onnxruntime(preset):
+    # every one of them found "no tiling fits the NPU" or ran its padding through the array before its dead taps
+    # were dropped (compiler.kernels.conv2d.live_taps)
+    _check(dilated_beyond_map_forms(), preset, ops={"Conv"})
 
 
 @pytest.mark.parametrize("preset", PRESETS)

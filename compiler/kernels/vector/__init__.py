@@ -7,4 +7,9 @@
 - :mod:`~compiler.kernels.vector.rowwise`: softmax, layer normalisation and last-axis reductions, in whole rows.
 - :mod:`~compiler.kernels.vector.pooling`: max and average pooling on NHWC, and the average's counts.
 - :mod:`~compiler.kernels.vector.quantization`: quantize, dequantize, requantize.
+- :mod:`~compiler.kernels.vector.logic`: comparisons into bools, And/Or/Xor/Not, IsNaN, Where with a run-time
+  condition (bit for bit).
+- :mod:`~compiler.kernels.vector.scan`: cumulative sums (CumSum) in onnxruntime's order.
+- :mod:`~compiler.kernels.vector.ranking`: ArgMax, ArgMin and TopK (indices as i32), NaN as onnxruntime orders it.
+- :mod:`~compiler.kernels.vector.cast`: Cast to floats, to bools, and between integers with wrap-around.
 """

@@ -68,18 +68,21 @@ class Operand:
 
 
 def stream(pipe: RingPipeline, out_shape: tuple[int, ...], ins: list[Operand], out: Operand, dtypes: list[DType],
-           out_dtype: DType, spm: int, compute: Recipe) -> None:
+           out_dtype: DType, spm: int, compute: Recipe, scratch: tuple[DType, ...] = ()) -> None:
     """Append to ``pipe`` the steps of an element-wise stream over ``out_shape``: tiles of at most half of ``spm``
     bytes (two ring slots of every buffer, and at least MIN_TILES tiles); per tile load every input (``dtypes``) into
     a contiguous SPM slot (a broadcast input once per distinct element), the vector instructions
-    ``compute(dst, srcs, shape)`` gives for the tile's SPM views, and store the output tile (``out_dtype``)."""
+    ``compute(dst, srcs, shape)`` gives for the tile's SPM views, and store the output tile (``out_dtype``).
+    ``scratch``: the types of dense tile-shaped SPM buffers (one each, after the rings: only the vector unit touches
+    them) that ``compute`` finds after the inputs' views in ``srcs``."""
     shape, strides = collapse(out_shape, *(o.strides for o in ins), out.strides)
     if len(shape) > 5:
         raise CompileError(f"shape {out_shape} does not collapse to 5 dimensions")
     sizes = [d.size for d in dtypes] + [out_dtype.size]
-    limit = max(1, (spm // 2) // sum(sizes))   # two ring slots of every buffer
+    extra = sum(d.size for d in scratch)
+    limit = max(1, (spm // 2) // sum(sizes) if not extra else spm // (2 * sum(sizes) + extra))   # two ring slots
     limit = min(limit, overlap_cap(math.prod(shape), 4096))
-    if len(set(sizes)) > 1 and limit >= 4:      # mixed element sizes: keep every slot word-aligned
+    if len(set(sizes + [d.size for d in scratch])) > 1 and limit >= 4:   # mixed sizes: keep every slot word-aligned
         limit -= limit % 4
     slot_bytes = [limit * s for s in sizes]
     for start, tshape in _tiles(shape, limit):
@@ -87,6 +90,10 @@ def stream(pipe: RingPipeline, out_shape: tuple[int, ...], ins: list[Operand], o
         for size in slot_bytes:
             offs.append(base + pipe.slot * size)
             base += 2 * size
+        temps = []
+        for d in scratch:
+            temps.append(View(Space.SPM, base, d, tuple(st * d.size for st in row_major(tshape))))
+            base += limit * d.size
         loads = []
         for k, d in enumerate(dtypes + [out_dtype]):
             # a broadcast input (DRAM stride 0) is loaded once per distinct element and read with stride 0
@@ -100,7 +107,7 @@ def stream(pipe: RingPipeline, out_shape: tuple[int, ...], ins: list[Operand], o
                                      src=_dram_box(start, strides[k], d, ins[k].region)))
         store = DmaCopy(queue=Queue.DMA_ST, shape=tshape, src=views[-1],
                         dst=_dram_box(start, strides[-1], out_dtype, out.region))
-        pipe.step(loads, compute(views[-1], views[:-1], tshape), [store])
+        pipe.step(loads, compute(views[-1], views[:-1] + temps, tshape), [store])
 
 
 def binary(op: BinOp, a_shape: tuple[int, ...], b_shape: tuple[int, ...], dtype: DType, target: Target,
