@@ -416,17 +416,19 @@ def _cached(model, arch: Arch, dims: dict[str, int] | None, cache: bool,
     """``model`` imported, and compiled for ``arch`` with ``compile_options`` (:func:`compile_model`'s) when the disk
     compile cache holds it: (graph, compiled model or None, the cache key or None when ``cache`` is off or the model
     has no bytes to key)."""
-    key = None
+    key, weights = None, b""
     data = _model_bytes(model) if cache else None   # (read or serialized once: the key's and the importer's)
     if data is not None:
         from npusim.app import compile_cache
 
         named = {k: v for k, v in compile_options.items() if k != "options"} | compile_options["options"].as_dict()
-        key = compile_cache.cache_key(data, arch, named | {"dims": dims})   # the op options by name, as before
+        weights = _external_data_digest(Path(model), data) if isinstance(model, str | os.PathLike) else b""
+        key = compile_cache.cache_key(data + weights, arch, named | {"dims": dims})   # the op options by name
         entry = compile_cache.load(key)
         if entry is not None:
             return *entry, key
-    return load_model(model, compile_options["fallback"], dims, data), None, key
+    # bytes that keep weights in a data file are not the whole model (the checker would look for it in the cwd)
+    return load_model(model, compile_options["fallback"], dims, None if weights else data), None, key
 
 
 def _validation(model, graph: Graph, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> dict:
@@ -466,6 +468,40 @@ def _model_bytes(model) -> bytes | None:
         except OSError:
             return None
     return None
+
+
+def _external_data_digest(path: Path, data: bytes) -> bytes:
+    """SHA-256 of each external data file (a ``.onnx.data`` beside it) that the ONNX file at ``path``, of bytes
+    ``data``, keeps its tensors in; b"" when it keeps them all inside. The compile cache's key includes it: a model
+    exported again with other weights has the same ``.onnx`` bytes and another data file."""
+    if b"location" not in data:   # the key of every external data entry: most models end here
+        return b""
+    import hashlib
+
+    import onnx
+    from onnx.external_data_helper import ExternalDataInfo, uses_external_data
+
+    def tensors(graph):
+        yield from graph.initializer
+        for node in graph.node:
+            for a in node.attribute:
+                yield from [a.t] if a.HasField("t") else a.tensors
+                for g in [a.g] if a.HasField("g") else a.graphs:
+                    yield from tensors(g)
+
+    try:
+        proto = onnx.load_model_from_string(data)
+    except Exception:   # protobuf's DecodeError: the importer says what is wrong with the file
+        return b""
+    files = sorted({ExternalDataInfo(t).location for t in tensors(proto.graph) if uses_external_data(t)})
+    h = hashlib.sha256()
+    for name in files:
+        h.update(name.encode())
+        try:
+            h.update(hashlib.sha256((path.parent / name).read_bytes()).digest())
+        except OSError:
+            h.update(b"(missing)")   # the importer says which file is missing
+    return h.digest()
 
 
 def _ort_options(graph: Graph):
