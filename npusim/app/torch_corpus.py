@@ -308,7 +308,7 @@ def summary(outcomes: list[Outcome]) -> str:
         sel = [o for o in outcomes if exp in ("all", o.exporter)]
         count = Counter(o.status for o in sel)
         lines.append(f"| {exp} | {len(sel)} | " + " | ".join(str(count[s]) for s in STATUS) + " |")
-    host = Counter((op, _reason(why)) for o in outcomes for op, why in dict.fromkeys(o.host_ops))
+    host = Counter(key for o in outcomes for key in {(op, _reason(why)) for op, why in o.host_ops})
     failed = Counter((STATUS[o.status], _reason(o.error)) for o in outcomes if o.status not in ("npu", "host"))
     if host:
         lines += ["", "Ops run on the host (runs):", ""]

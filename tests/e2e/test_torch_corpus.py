@@ -31,7 +31,8 @@ def test_a_child_that_dies_is_a_crash_row_with_its_last_line():
 
 def _outcomes() -> list[Outcome]:
     return [Outcome("swin_t", "dynamo", "host", 900, [("ScatterND", "no lowering"), ("ScatterND", "no lowering"),
-                                                     ("Where", "a run-time condition")], cycles=1234567,
+                                                     ("Where", "condition 'a' is not constant"),
+                                                     ("Where", "condition 'b' is not constant")], cycles=1234567,
                     max_rel_err=2e-6, export_seconds=9, seconds=30),
             Outcome("swin_t", "torchscript", "refused", 1100, error="tensor 'x|y' has symbolic dim 1 ('unk__2')",
                     export_seconds=5, seconds=7),
@@ -48,7 +49,7 @@ def test_the_summary_counts_runs_by_exporter_and_outcome_and_groups_the_causes()
     assert dynamo[0] == "2" and dynamo[1 + cols.index("npu")] == "1" and dynamo[1 + cols.index("host")] == "1"
     script = rows["torchscript"].strip("| ").split(" | ")[1:]
     assert script[0] == "3" and script[1 + cols.index("export")] == "2" and script[1 + cols.index("refused")] == "1"
-    assert "- ScatterND: no lowering (1)" in text and "- Where: a run-time condition (1)" in text
+    assert "- ScatterND: no lowering (1)" in text and "- Where: condition '…' is not constant (1)" in text
     assert "- export failed: UnsupportedOperatorError: aten::diff at opset 17 (2)" in text
     assert "- refused: tensor '…' has symbolic dim 1 ('…') (1)" in text
 
@@ -56,6 +57,6 @@ def test_the_summary_counts_runs_by_exporter_and_outcome_and_groups_the_causes()
 def test_the_table_has_a_row_per_run_with_host_ops_cycles_and_the_error():
     lines = table(_outcomes()).splitlines()
     assert len(lines) == 2 + 5
-    assert lines[2] == ("| swin_t | 1x3x64x64 | dynamo | host-assisted | 900 | ScatterND x2, Where x1 | 2.0e-06 | "
+    assert lines[2] == ("| swin_t | 1x3x64x64 | dynamo | host-assisted | 900 | ScatterND x2, Where x2 | 2.0e-06 | "
                         "1,234,567 | 30 (9) |  |")
     assert lines[3].endswith("| refused | 1100 |  |  |  | 7 (5) | tensor 'x\\|y' has symbolic dim 1 ('unk__2') |")
