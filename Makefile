@@ -50,4 +50,5 @@ $(TORCH_VENV)/.installed: pyproject.toml
 	touch $@
 
 torch-corpus: $(TORCH_VENV)/.installed
-	$(TORCH_VENV)/bin/python -m npusim.app.torch_corpus --md docs/torch-corpus.md
+	mkdir -p build
+	$(TORCH_VENV)/bin/python -m npusim.app.torch_corpus --md docs/torch-corpus.md --json build/torch-corpus.json

@@ -3,11 +3,12 @@ of torch's ONNX exporters at small input sizes, run on npusim with values and co
 goes to docs/torch-corpus.md.
 
     python -m npusim.app.torch_corpus [--md docs/torch-corpus.md] [--only REGEX] [--exporters dynamo torchscript]
-                                      [--arch mid32] [--timeout 900] [--json OUT.json]
+                                      [--arch mid32] [--timeout 900] [--json OUT.json] [--from-json RUN.json]
 
 It runs in an environment with torch, torchvision and transformers (the Makefile's .venv-torch). Each model and
 exporter is exported and run in a child process of its own, under a time bound, so that one that fails, hangs or
-runs out of memory does not stop the rest; the parent prints a line per run as it ends.
+runs out of memory does not stop the rest; the parent prints a line per run as it ends. ``--json`` saves the run,
+``--from-json`` writes the report of a saved one again (a before/after pair without running twice).
 """
 
 from __future__ import annotations
@@ -360,18 +361,8 @@ def markdown(outcomes: list[Outcome], arch: str, command: str, seconds: float) -
     ])
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--child"]:
-        return _child(*argv[1:5])
-    p = argparse.ArgumentParser(prog="python -m npusim.app.torch_corpus", description=__doc__.splitlines()[0])
-    p.add_argument("--arch", default="mid32", help="preset name or TOML path (default mid32)")
-    p.add_argument("--only", metavar="REGEX", help="only the models whose name matches")
-    p.add_argument("--exporters", nargs="+", default=[e.name for e in EXPORTERS], choices=[e.name for e in EXPORTERS])
-    p.add_argument("--timeout", type=float, default=900, help="seconds one export and run may take (default 900)")
-    p.add_argument("--md", metavar="OUT.md", help="write the markdown report (docs/torch-corpus.md)")
-    p.add_argument("--json", metavar="OUT.json", help="write every outcome as JSON")
-    args = p.parse_args(argv)
+def run_all(args) -> tuple[list[Outcome], float]:
+    """Every selected model with every selected exporter, a progress line each; (outcomes, seconds)."""
     cases = [c for c in CORPUS if not args.only or re.search(args.only, c.name)]
     runs = [(c, e) for c in cases for e in EXPORTERS if e.name in args.exporters]
     t0, outcomes = time.perf_counter(), []
@@ -382,14 +373,37 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(f"[{k}/{len(runs)}] {case.name} {exporter.name}: {STATUS[o.status]}, {said} "
                          f"({o.seconds:.0f} s)\n")
         sys.stdout.flush()
-    seconds = time.perf_counter() - t0
-    sys.stdout.write("\n" + summary(outcomes) + f"\n\n{len(runs)} runs in {seconds / 60:.1f} min\n")
-    full = not args.only and len(args.exporters) == len(EXPORTERS) and args.arch == "mid32"
-    command = "make torch-corpus" if full else "python -m npusim.app.torch_corpus " + " ".join(argv)
+    return outcomes, time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--child"]:
+        return _child(*argv[1:5])
+    p = argparse.ArgumentParser(prog="python -m npusim.app.torch_corpus", description=__doc__.splitlines()[0])
+    p.add_argument("--arch", default="mid32", help="preset name or TOML path (default mid32)")
+    p.add_argument("--only", metavar="REGEX", help="only the models whose name matches")
+    p.add_argument("--exporters", nargs="+", default=[e.name for e in EXPORTERS], choices=[e.name for e in EXPORTERS])
+    p.add_argument("--timeout", type=float, default=900, help="seconds one export and run may take (default 900)")
+    p.add_argument("--md", metavar="OUT.md", help="write the markdown report (docs/torch-corpus.md)")
+    p.add_argument("--json", metavar="OUT.json", help="write the run (every outcome) as JSON")
+    p.add_argument("--from-json", metavar="RUN.json", help="run nothing: the report of a run saved with --json")
+    args = p.parse_args(argv)
+    if args.from_json:
+        run = json.loads(Path(args.from_json).read_text())
+        outcomes = [Outcome(**o | {"host_ops": [tuple(h) for h in o["host_ops"]]}) for o in run["outcomes"]]
+        arch, command, seconds = run["arch"], run["command"], run["seconds"]
+    else:
+        outcomes, seconds = run_all(args)
+        full = not args.only and len(args.exporters) == len(EXPORTERS) and args.arch == "mid32"
+        arch = args.arch
+        command = "make torch-corpus" if full else "python -m npusim.app.torch_corpus " + " ".join(argv)
+    sys.stdout.write("\n" + summary(outcomes) + f"\n\n{len(outcomes)} runs in {seconds / 60:.1f} min\n")
     if args.md:
-        Path(args.md).write_text(markdown(outcomes, args.arch, command, seconds))
-    if args.json:
-        Path(args.json).write_text(json.dumps([asdict(o) for o in outcomes], indent=1))
+        Path(args.md).write_text(markdown(outcomes, arch, command, seconds))
+    if args.json and not args.from_json:
+        Path(args.json).write_text(json.dumps({"arch": arch, "command": command, "seconds": seconds,
+                                               "outcomes": [asdict(o) for o in outcomes]}, indent=1))
     return 0
 
 

@@ -60,3 +60,19 @@ def test_the_table_has_a_row_per_run_with_host_ops_cycles_and_the_error():
     assert lines[2] == ("| swin_t | 1x3x64x64 | dynamo | host-assisted | 900 | ScatterND x2, Where x2 | 2.0e-06 | "
                         "1,234,567 | 30 (9) |  |")
     assert lines[3].endswith("| refused | 1100 |  |  |  | 7 (5) | tensor 'x\\|y' has symbolic dim 1 ('unk__2') |")
+
+
+def test_a_saved_run_gives_its_report_again(tmp_path, capsys):
+    """--json saves a run; --from-json writes its report without running anything (markdown needs the versions of
+    torch & co., so without torch only the printed summary is checked)."""
+    import json
+    from dataclasses import asdict
+
+    from npusim.app.torch_corpus import main
+
+    saved = tmp_path / "run.json"
+    saved.write_text(json.dumps({"arch": "mid32", "command": "make torch-corpus", "seconds": 1236.0,
+                                 "outcomes": [asdict(o) for o in _outcomes()]}))
+    assert main(["--from-json", str(saved)]) == 0
+    out = capsys.readouterr().out
+    assert out.strip().endswith("5 runs in 20.6 min") and summary(_outcomes()) in out
