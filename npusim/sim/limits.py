@@ -84,8 +84,8 @@ class Limits:
             over.append(("instructions", f"{work.instructions:,} instructions (limit {self.instructions:,})"))
         if not timing_only and self.seconds is not None and work.seconds > self.seconds:
             over.append(("time", f"about {minutes(work.seconds)} of simulation with values (limit "
-                                 f"{minutes(self.seconds)}: {work.elements:,} element operations at this machine's "
-                                 f"measured rates)"))
+                                 f"{minutes(self.seconds)}: {work.elements:,} element operations at the "
+                                 f"value kernels' measured rates)"))
         if not timing_only and self.memory is not None and work.memory > self.memory:
             mine = ": what this machine holds" if self.memory == machine_memory() else ""
             over.append(("memory", f"{work.memory:,} bytes of memory (limit {self.memory:,}{mine})"))

@@ -92,8 +92,8 @@ def test_too_much_work_with_values_but_not_timing_only():
     run, the cost model being periodic."""
     t0 = time.perf_counter()
     with pytest.raises(LimitError, match=r"^simulating 1 instruction would need about 14 s of simulation with values "
-                                         r"\(limit 10 s: 4,294,836,225 element operations at this machine's "
-                                         r"measured rates\); lift the limits with --no-limits \(Python: "
+                                         r"\(limit 10 s: 4,294,836,225 element operations at the value "
+                                         r"kernels' measured rates\); lift the limits with --no-limits \(Python: "
                                          r"limits=None\), or run timing-only$"):
         simulate(BROADCAST, EDGE, limits=Limits(seconds=10))
     result = simulate(BROADCAST, EDGE, timing_only=True)
@@ -138,8 +138,8 @@ def test_layers_are_estimated_before_anything_is_built():
         run_gemm(10**6, 10**6, 10**6, DType.I8, EDGE, limits=Limits(memory=4 << 30))
     assert str(e.value) == (
         "GEMM 1000000x1000000x1000000 would need 122,070,313 instructions (limit 2,000,000); about 83,340 h of "
-        "simulation with values (limit 10 min: 3,000,006,000,000,000,000 element operations at this machine's "
-        "measured rates); 34,000,000,327,680 bytes of memory (limit 4,294,967,296); lift the limits with "
+        "simulation with values (limit 10 min: 3,000,006,000,000,000,000 element operations at the value "
+        "kernels' measured rates); 34,000,000,327,680 bytes of memory (limit 4,294,967,296); lift the limits with "
         "--no-limits (Python: limits=None)")
     from compiler.kernels.conv2d import ConvShape
 
@@ -175,7 +175,7 @@ def test_a_run_just_over_the_time_limit_is_refused_with_its_expected_time_and_ju
         simulate(GEMM, EDGE, limits=Limits(seconds=work.seconds * 0.999))
     assert str(e.value).startswith(f"simulating 109 instructions would need about {minutes(work.seconds)} of "
                                    f"simulation with values (limit {minutes(work.seconds * 0.999)}: "
-                                   f"{work.elements:,} element operations at this machine's measured rates); ")
+                                   f"{work.elements:,} element operations at the value kernels' measured rates); ")
     assert simulate(GEMM, EDGE, limits=Limits(seconds=work.seconds * 1.001)).cycles > 0
 
 
