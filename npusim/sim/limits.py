@@ -26,15 +26,15 @@ CYCLE_MAX = 1 << 62
 
 RATES: dict[str, float] = {"dma": 3e8, "matmul": 1e10, "vector": 1e8, "gather": 8e7}
 """Element operations per CPU second of each kind of value kernel (:func:`rate_kind`), as ``bench/value_speed.py``
-measured them (2026-11-28, this project's 2-core machine, numba warm): DMA 0.9-1.4e9 for contiguous copies, 2e8
-strided, 0.9-1.3e8 padded or filled; matmul 1.2e10 for 256-row tiles (MACs plus accumulator updates), 5e9 for a
-GEMV; vector 0.7-1.3e8 (exp to add), 5.8e8 a cvt; gather 7.7e7. The rates are set where whole models land: the
-estimate is 1.2-1.5x the measured simulation of VGG-19, ResNet-18/50, MobileNetV2, FCN-ResNet50, a BERT layer, a ViT
-block, int8 ResNet-18 and the BEV model (the bench's second table), so it errs on the slow side; a program of only
-the slowest shapes (GEMVs, padded copies) can take up to 3x the estimate."""
+measured them (2026-11-28, this project's 2-core machine, numba warm; bench/results/value_speed.txt): DMA 1.1-1.9e9
+for contiguous copies, 1.7e8 strided, 0.9-1.5e8 padded or filled; matmul 1.1-1.3e10 for 256-row tiles (MACs plus
+accumulator updates), 8e9 for a GEMV; vector 1.0-1.5e8 (exp to add), 5.7e8 a cvt; gather 1.3e8. The rates are set
+where whole models land: the estimate is 1.0-1.5x the measured simulation of VGG-19, ResNet-18/50, MobileNetV2,
+FCN-ResNet50, a BERT layer, a ViT block, int8 ResNet-18 and the BEV model (the bench's second table), so it errs on
+the slow side; a program of only the slowest shapes (padded copies, fills) can take up to 3x the estimate."""
 INSTRUCTION_SECONDS = 2.5e-5
 """CPU seconds of one instruction with values besides its kernel's elements (the timing model's evaluation and the
-kernel's call; bench/value_speed.py: 2.4e-5 for a one-element vpu.add)."""
+kernel's call; bench/value_speed.py: 1.5-2.4e-5 for a one-element vpu.add)."""
 
 
 def machine_memory() -> int:
