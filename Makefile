@@ -10,7 +10,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/npusim warm --quiet   # numba's compiles, once (about a minute), not in the first runs
 	touch $@
 
-.PHONY: demo test lint bench docs conformance fuzz
+.PHONY: demo test lint bench docs conformance fuzz torch-corpus
 demo: $(VENV)/.installed
 	mkdir -p build
 	$(BIN)/npusim zoo resnet18 -o build/resnet18.onnx
@@ -34,3 +34,22 @@ docs: $(VENV)/.installed
 # onnx's model corpus (model-zoo classics, PyTorch exports) and node tests on mid32 -> docs/conformance.md (83 s, measured 2026-11-25 after the compile-speed work; 266-273 s before)
 conformance: $(VENV)/.installed
 	$(PY) -m npusim.app.conformance --md docs/conformance.md
+
+# torchvision and transformers models with random weights, exported by both of torch's ONNX exporters and run on mid32
+# with values -> docs/torch-corpus.md (42 runs in 21 min on 2 shared cores, measured 2026-11-28; building .venv-torch
+# once: 4.3 min). torch lives in its own environment: the core and its tests never need it.
+# torch and torchvision as pip installs them from the package registry (the CUDA builds, ~6 GB: the registry's
+# torchvision does not load with a CPU-only torch wheel); TORCHVISION must pair with TORCH.
+TORCH_VENV ?= .venv-torch
+TORCH ?= torch==2.14.1
+TORCHVISION ?= torchvision==0.29.1
+$(TORCH_VENV)/.installed: pyproject.toml
+	python3 -m venv $(TORCH_VENV)
+	$(TORCH_VENV)/bin/python -m pip install -q --upgrade pip
+	$(TORCH_VENV)/bin/python -m pip install -q -e '.[torch]' $(TORCH) $(TORCHVISION) 'transformers>=4.45'
+	$(TORCH_VENV)/bin/npusim warm --quiet
+	touch $@
+
+torch-corpus: $(TORCH_VENV)/.installed
+	mkdir -p build
+	$(TORCH_VENV)/bin/python -m npusim.app.torch_corpus --md docs/torch-corpus.md --json build/torch-corpus.json

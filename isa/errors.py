@@ -45,8 +45,8 @@ class InputError(SimulationError, ValueError):
 
 
 class LimitError(SimulationError):
-    """A run that would need more instructions, element operations, memory or cycles than the limits allow; the
-    message gives the estimate, the limit and how to lift it."""
+    """A run that would need more instructions, time (its expected run time with values), memory or cycles than the
+    limits allow; the message gives the estimate, the limit and how to lift it."""
 
 
 class DeadlockError(SimulationError):

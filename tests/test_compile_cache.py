@@ -53,6 +53,21 @@ def test_arch_options_and_model_bytes_each_separate_entries(cache):
     assert len(list(cache.glob("*.pkl"))) == 4
 
 
+def test_weights_in_an_external_data_file_are_part_of_the_key(cache, tmp_path):
+    """The dynamo exporter writes weights to model.onnx.data: exported again with other weights, model.onnx has the
+    same bytes, and the cached program (weights and all) gave the old weights' outputs."""
+    path, arch, x = tmp_path / "m.onnx", load_arch("edge16"), np.ones((1, 8, 6, 6), np.float32)
+    onnx.save(_model(), str(path), save_as_external_data=True, location="m.onnx.data", size_threshold=0)
+    first, data = path.read_bytes(), tmp_path / "m.onnx.data"
+    _, _, out1, rep1 = run_model(str(path), arch, {"x": x})
+    (np.fromfile(data, np.float32) * 2).tofile(data)   # the weights doubled, model.onnx as it was
+    assert path.read_bytes() == first
+    _, _, out2, rep2 = run_model(str(path), arch, {"x": x}, validate=True)
+    assert (rep1["compile_cache"], rep2["compile_cache"]) == ("miss", "miss")
+    assert rep2["validation"]["y"]["ok"] and np.allclose(out2["y"], 2 * out1["y"], rtol=1e-5) and out1["y"].max() > 0
+    assert run_model(str(path), arch, {"x": x})[3]["compile_cache"] == "hit"
+
+
 def test_opting_out_and_graphs_never_touch_the_cache(cache, monkeypatch):
     model, arch = _model(), load_arch("edge16")
     assert run_model(model, arch, timing_only=True, cache=False)[3]["compile_cache"] == "off"

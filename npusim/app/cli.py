@@ -576,7 +576,7 @@ def _arch_args(sp) -> None:
 
 def _limit_args(sp) -> None:
     sp.add_argument("--no-limits", action="store_true", help="start even when the estimated instructions, "
-                    "element operations or memory exceed the limits (docs: README, Limits)")
+                    "run time with values or memory exceed the limits (docs: README, Limits)")
 
 
 def _compile_args(sp) -> None:

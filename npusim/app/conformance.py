@@ -232,16 +232,15 @@ def _our_frame(e: BaseException) -> str:
 
 
 def run_one(cm: CorpusModel, arch: Arch) -> Outcome:
-    """Run one corpus model on npusim (compile with host fallback, simulate with values, without the interactive
-    limits: the corpus is a batch check and light/vgg19 needs 4e10 element operations) and compare it with the
-    reference outputs and with onnxruntime."""
+    """Run one corpus model on npusim (compile with host fallback, simulate with values under the default limits, as a
+    user's `npusim run` would) and compare it with the reference outputs and with onnxruntime."""
     t0 = time.perf_counter()
     model = cm.load()
     out = Outcome(cm, model_opset(model), len(model.graph.node))
     feeds, refs = cm.data(model)
     ort_out = _ort(model, feeds)
     try:
-        compiled, result, outputs, report = driver.run_model(model, arch, dict(feeds), limits=None)
+        compiled, result, outputs, report = driver.run_model(model, arch, dict(feeds))
     except NpuSimError as e:
         out.error = one_line(e)
     except Exception as e:   # a bug: anything else is not a clean refusal

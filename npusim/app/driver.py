@@ -53,7 +53,7 @@ from isa.energy import layer_energy
 from isa.machine import machine_units
 from npusim.report.intervals import time_split
 from npusim.sim.inputs import for_model
-from npusim.sim.limits import LIMITS, Limits
+from npusim.sim.limits import ACC_UPDATE, LIMITS, Limits, Work, work_of
 from npusim.sim.simulator import SimResult, region_array, simulate
 
 
@@ -100,12 +100,14 @@ def _regions_fit(what: str, **sizes: int) -> None:
             raise LimitError(f"{what}: region {name} would be {size:,} bytes; a DRAM region holds less than 4 GiB")
 
 
-def layer_work(outputs: int, macs: int, dram: int, arch: Arch) -> tuple[int, int, int]:
-    """(instructions at least, element operations, bytes of memory) of one layer with ``outputs`` accumulator
-    elements, ``macs`` and ``dram`` bytes of inputs and outputs: a step's output tile must fit half the accumulator
-    (two tiles overlap), and each step is at least one instruction; the host keeps the inputs and the reference."""
-    steps = -(-outputs * 4 * 2 // arch.acc.size)
-    return steps, macs + dram, arch.spm.size + arch.acc.size + 3 * dram + 16 * outputs
+def layer_work(outputs: int, macs: int, dram: int, arch: Arch, instructions: int | None = None) -> Work:
+    """What one layer with ``outputs`` accumulator elements, ``macs`` and ``dram`` bytes of inputs and outputs needs
+    (at least): a step's output tile must fit half the accumulator (two tiles overlap), and each step is at least one
+    instruction (``instructions``, if the caller knows better); the matrix unit updates each output once per
+    ``arch.matrix.rows`` MACs of it, the DMA moves every byte once; the host keeps the inputs and the reference."""
+    steps = -(-outputs * 4 * 2 // arch.acc.size) if instructions is None else instructions
+    matmul = macs + ACC_UPDATE * -(-macs // arch.matrix.rows)
+    return work_of(steps, {"matmul": matmul, "dma": dram}, arch.spm.size + arch.acc.size + 3 * dram + 16 * outputs)
 
 
 def run_gemm(M: int, N: int, K: int, dtype: DType, arch: Arch, *, timing_only: bool = False,
@@ -115,12 +117,12 @@ def run_gemm(M: int, N: int, K: int, dtype: DType, arch: Arch, *, timing_only: b
 
     ideal_memory: the whole GEMM is one tile in SRAMs sized to hold it, and data movement is free (see
     :func:`ideal_memory_arch`); the matrix unit's busy cycles then follow SCALE-Sim's accounting. limits: the layer's
-    instructions, element operations and memory are estimated before anything is built (LimitError above them).
+    instructions, time with values and memory are estimated before anything is built (LimitError above them).
     """
     _positive(M=M, N=N, K=K)
     if limits is not None:
-        limits.check(f"GEMM {M}x{N}x{K}", *layer_work(M * N, M * N * K, (M * K + K * N) * dtype.size + M * N * 4,
-                                                      arch), timing_only)
+        limits.check(f"GEMM {M}x{N}x{K}", layer_work(M * N, M * N * K, (M * K + K * N) * dtype.size + M * N * 4,
+                                                     arch), timing_only)
     _regions_fit(f"GEMM {M}x{N}x{K}", A=M * K * dtype.size, B=K * N * dtype.size, C=M * N * 4)
     packed = not ideal_memory   # B pre-blocked offline, as weights are (ideal memory keeps SCALE-Sim's setting)
     if ideal_memory:
@@ -161,10 +163,9 @@ def run_conv(cs: ConvShape, dtype: DType, arch: Arch, *, timing_only: bool = Fal
     outputs, target = cs.N * cs.K * cs.OH * cs.OW, Target.of(arch)
     if limits is not None:
         dram = (cs.N * cs.C * cs.H * cs.W + cs.K * cs.Cg * cs.R * cs.S) * dtype.size + outputs * 4
-        _, elements, memory = layer_work(outputs, cs.macs, dram, arch)
         tallest = choose_conv_tiling(cs, dtype, target)
-        limits.check(what, conv_instructions(cs, tallest, dtype.size, target.rows, target.cols, target.spm),
-                     elements, memory, timing_only)
+        steps = conv_instructions(cs, tallest, dtype.size, target.rows, target.cols, target.spm)
+        limits.check(what, layer_work(outputs, cs.macs, dram, arch, steps), timing_only)
     _regions_fit(what, X=cs.N * cs.C * cs.H * cs.W * dtype.size, Wt=cs.K * cs.Cg * cs.R * cs.S * dtype.size,
                  Y=outputs * 4)
     tiling = search_conv_tiling(cs, dtype, target)
@@ -452,7 +453,7 @@ def _cached(model, arch: Arch, dims: dict[str, int] | None, cache: bool,
     """``model`` imported, and compiled for ``arch`` with ``compile_options`` (:func:`compile_model`'s) when the disk
     compile cache holds it: (graph, compiled model or None, the cache key or None when ``cache`` is off or the model
     has no bytes to key)."""
-    key = None
+    key, weights = None, b""
     data = _model_bytes(model) if cache else None   # (read or serialized once: the key's and the importer's)
     if data is not None:
         from npusim.app import compile_cache
@@ -463,7 +464,8 @@ def _cached(model, arch: Arch, dims: dict[str, int] | None, cache: bool,
         entry = compile_cache.load(key)
         if entry is not None:
             return *entry, key
-    return load_model(model, compile_options["fallback"], dims, data), None, key
+    # bytes that keep weights in a data file are not the whole model (the checker would look for it in the cwd)
+    return load_model(model, compile_options["fallback"], dims, None if weights else data), None, key
 
 
 def _validation(model, graph: Graph, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> dict:
@@ -506,11 +508,14 @@ def _model_bytes(model) -> bytes | None:
 
 
 def _external_data(model, data: bytes) -> bytes:
-    """The contents of the external data files an ONNX file's weights live in (a dynamo export's ``.onnx.data``),
-    for the compile cache's key; b"" when it has none (every such tensor names its file under the key
-    ``location``, so a model whose bytes lack that word has none)."""
+    """SHA-256 of each external data file (a dynamo export's ``.onnx.data`` beside it) that the ONNX file ``model``,
+    of bytes ``data``, keeps its tensors in, for the compile cache's key (a model exported again with other weights
+    has the same ``.onnx`` bytes and another data file); b"" when it has none (every such tensor names its file under
+    the key ``location``, so a model whose bytes lack that word has none)."""
     if not isinstance(model, str | os.PathLike) or b"location" not in data:
         return b""
+    import hashlib
+
     import onnx
     from onnx.external_data_helper import ExternalDataInfo, uses_external_data
 
@@ -520,14 +525,15 @@ def _external_data(model, data: bytes) -> bytes:
         m = onnx.load_from_string(data)
     except Exception:   # (protobuf's DecodeError) the importer says what is wrong with the file
         return b""
-    files = dict.fromkeys(ExternalDataInfo(t).location for t in external_tensors(m) if uses_external_data(t))
-    out = b""
+    files = sorted({ExternalDataInfo(t).location for t in external_tensors(m) if uses_external_data(t)})
+    h = hashlib.sha256()
     for name in files:
+        h.update(name.encode())
         try:
-            out += name.encode() + (Path(model).parent / name).read_bytes()
+            h.update(hashlib.sha256((Path(model).parent / name).read_bytes()).digest())
         except OSError:   # the importer says the file is missing
-            out += name.encode()
-    return out
+            h.update(b"(missing)")
+    return h.digest()
 
 
 def _ort_options(graph: Graph):

@@ -29,7 +29,7 @@ from isa.verify import verify, where
 from npusim.functional.memory import DeviceMemory
 from npusim.sim.engine import Engine, check_max_cycles
 from npusim.sim.inputs import for_program
-from npusim.sim.limits import LIMITS, Limits, check_cycles, program_work
+from npusim.sim.limits import LIMITS, Limits, Work, check_cycles, program_work
 from npusim.sim.stats import SimResult, UnitStats, cost_totals
 
 ENGINES = ("auto", "simpy", "compiled")
@@ -106,7 +106,7 @@ def simulate(program: Program, arch: Arch, inputs: Mapping[str, np.ndarray] | np
     callable over the DRAM regions); needed for values, not for timing. max_cycles: a SimulationError if the
     run needs more cycles (exactly max_cycles is fine); a deadlock is a DeadlockError with or without it.
     progress: ``progress(retired, total, cycle)`` is called about every total / 200 retired instructions and at
-    the end (concurrent runs only). limits: the instructions, element operations and memory the run may need
+    the end (concurrent runs only). limits: the instructions, time with values and memory the run may need
     (:class:`npusim.sim.limits.Limits`, estimated before it starts; None: no limits).
     engine: which evaluation of the concurrent timing model runs: "simpy" the SimPy Engine (npusim/sim/engine.py, the
     reference), "compiled" its numba evaluation (npusim/sim/compiled_timing.py, tested equal to it), which then applies
@@ -141,8 +141,8 @@ def _simulate(program, arch, inputs, timing_only, serial, ideal_memory, max_cycl
     check_fits(program, arch, cols.key)
     if limits is not None:
         n = len(program.instrs)
-        work = (n, 0, 0) if timing_only else program_work(program, arch)  # timing only checks the count alone
-        limits.check(f"simulating {n:,} instruction{'s' * (n != 1)}", *work, timing_only)
+        work = Work(n, 0, 0.0, 0) if timing_only else program_work(program, arch)  # timing only: the count alone
+        limits.check(f"simulating {n:,} instruction{'s' * (n != 1)}", work, timing_only)
     costs = instr_costs(program.instrs, arch)
     if ideal_memory:
         costs = [FREE if i.queue in DMA_QUEUES else c for i, c in zip(program.instrs, costs)]

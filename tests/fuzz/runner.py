@@ -52,9 +52,12 @@ class Result:
     detail: str = ""
 
 
+FUZZ_SECONDS = 1.0
+"""The estimated seconds of value kernels a fuzz case may simulate: well inside the time bound (the estimate errs on
+the slow side; the default limits allow 10 minutes; a case above this one is refused, as the default would refuse a
+larger one)."""
 FUZZ_ELEMENTS = 2 * 10**8
-"""The element operations a fuzz case may simulate with values: a few seconds, well inside the time bound (the
-default limits allow about a minute; a case above this one is refused, as the default would refuse a larger one)."""
+"""The same for a checkout whose limits count element operations (before the time estimate)."""
 
 
 def _limited(**kw):
@@ -66,7 +69,8 @@ def _limited(**kw):
     if "limits" in inspect.signature(simulate).parameters:
         from npusim.sim.limits import Limits
 
-        kw["limits"] = Limits(elements=FUZZ_ELEMENTS)
+        timed = "seconds" in Limits.__dataclass_fields__
+        kw["limits"] = Limits(seconds=FUZZ_SECONDS) if timed else Limits(elements=FUZZ_ELEMENTS)
     return kw
 
 

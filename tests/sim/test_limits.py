@@ -2,6 +2,8 @@
 limits with the numbers; limits=None lifts them. Timing-only runs are limited by instructions and cycles only."""
 
 import time
+from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +14,17 @@ from isa.arch import load_arch
 from isa.asm import parse_program
 from npusim import simulate
 from npusim.app.driver import run_conv, run_gemm
-from npusim.sim.limits import Limits
+from npusim.sim.limits import (
+    INSTRUCTION_SECONDS,
+    RATES,
+    Limits,
+    Work,
+    instr_elements,
+    machine_memory,
+    minutes,
+    program_work,
+    rate_kind,
+)
 from tests.fuzz.fixtures import EXAMPLES
 
 EDGE = load_arch("edge16")
@@ -79,10 +91,11 @@ def test_too_much_work_with_values_but_not_timing_only():
     """The fuzzer's hangs on zero-stride DMAs of 65535**2 elements: refused at once with values; timing only they
     run, the cost model being periodic."""
     t0 = time.perf_counter()
-    with pytest.raises(LimitError, match=r"^simulating 1 instruction would need 4,294,836,225 element operations "
-                                         r"\(limit 1,000,000,000\); lift the limits with --no-limits \(Python: "
+    with pytest.raises(LimitError, match=r"^simulating 1 instruction would need about 14 s of simulation with values "
+                                         r"\(limit 10 s: 4,294,836,225 element operations at the value "
+                                         r"kernels' measured rates\); lift the limits with --no-limits \(Python: "
                                          r"limits=None\), or run timing-only$"):
-        simulate(BROADCAST, EDGE, limits=Limits(elements=10**9))
+        simulate(BROADCAST, EDGE, limits=Limits(seconds=10))
     result = simulate(BROADCAST, EDGE, timing_only=True)
     assert result.cycles > 65535**2 // EDGE.spm.bank_width // EDGE.spm.banks
     assert time.perf_counter() - t0 < 5
@@ -90,11 +103,24 @@ def test_too_much_work_with_values_but_not_timing_only():
 
 def test_too_much_memory_with_values():
     with pytest.raises(LimitError) as e:
-        simulate(HUGE_REGIONS, EDGE)
+        simulate(HUGE_REGIONS, EDGE, limits=Limits(memory=4 << 30))
     assert str(e.value) == ("simulating 1 instruction would need 12,885,229,565 bytes of memory (limit "
                             "4,294,967,296); lift the limits with --no-limits (Python: limits=None), or run "
                             "timing-only")
-    assert simulate(HUGE_REGIONS, EDGE, timing_only=True).cycles == 0
+    assert simulate(HUGE_REGIONS, EDGE, timing_only=True, limits=Limits(memory=4 << 30)).cycles == 0
+
+
+def test_the_default_memory_limit_is_what_the_machine_holds():
+    """Refused only what this machine (or the process's address-space limit) cannot hold: a byte more than it."""
+    limits = Limits()
+    assert limits.memory == machine_memory() > 0
+    held = Work(1, 0, 0.0, machine_memory())
+    limits.check("a run", held, timing_only=False)
+    with pytest.raises(LimitError) as e:
+        limits.check("a run", replace(held, memory=held.memory + 1), timing_only=False)
+    assert str(e.value) == (f"a run would need {held.memory + 1:,} bytes of memory (limit {held.memory:,}: what this "
+                            f"machine holds); lift the limits with --no-limits (Python: limits=None), or run "
+                            f"timing-only")
 
 
 def test_cycles_that_would_overflow_are_refused_whatever_the_limits():
@@ -109,11 +135,12 @@ def test_layers_are_estimated_before_anything_is_built():
     """npusim gemm 1000000 1000000 1000000 took 7.7 s to die of MemoryError; now refused in milliseconds."""
     t0 = time.perf_counter()
     with pytest.raises(LimitError) as e:
-        run_gemm(10**6, 10**6, 10**6, DType.I8, EDGE)
+        run_gemm(10**6, 10**6, 10**6, DType.I8, EDGE, limits=Limits(memory=4 << 30))
     assert str(e.value) == (
-        "GEMM 1000000x1000000x1000000 would need 122,070,313 instructions (limit 2,000,000); "
-        "1,000,006,000,000,000,000 element operations (limit 17,179,869,184); 34,000,000,327,680 bytes of memory "
-        "(limit 4,294,967,296); lift the limits with --no-limits (Python: limits=None)")
+        "GEMM 1000000x1000000x1000000 would need 122,070,313 instructions (limit 2,000,000); about 83,340 h of "
+        "simulation with values (limit 10 min: 3,000,006,000,000,000,000 element operations at the value "
+        "kernels' measured rates); 34,000,000,327,680 bytes of memory (limit 4,294,967,296); lift the limits with "
+        "--no-limits (Python: limits=None)")
     from compiler.kernels.conv2d import ConvShape
 
     with pytest.raises(LimitError, match=r"^conv 1x64x4096x4096 \* 64x64x3x3 would need 262,016 instructions \("):
@@ -129,7 +156,30 @@ def test_a_matmul_of_tiny_tiles_counts_its_accumulator_updates():
         "mxu.mm.z shape[3,3,65535] m=6 k=8 n=16 acc=acc:0x0<i32>{0,0,0} acc.row=64 a=spm:0x0<i8>{64,8,0} a.row=8 "
         "b=spm:0x200<i8>{768,256,0}\n")
     macs, updates = 3 * 3 * 65535 * 6 * 8 * 16, 3 * 3 * 65535 * 6 * 16
-    with pytest.raises(LimitError, match=rf"would need {macs + 32 * updates:,} element operations \(limit "
-                                         r"200,000,000\)"):
-        simulate(program, EDGE, limits=Limits(elements=2 * 10**8))
-    assert simulate(program, EDGE, timing_only=True, limits=Limits(elements=2 * 10**8)).cycles > 0
+    with pytest.raises(LimitError, match=rf"would need about 0.2 s of simulation with values \(limit 0.1 s: "
+                                         rf"{macs + 32 * updates:,} element operations"):
+        simulate(program, EDGE, limits=Limits(seconds=0.1))
+    assert simulate(program, EDGE, timing_only=True, limits=Limits(seconds=0.1)).cycles > 0
+
+
+def test_a_run_just_over_the_time_limit_is_refused_with_its_expected_time_and_just_under_runs():
+    """The time limit compares the estimate (element operations of each kernel kind at its measured rate, plus a
+    per-instruction cost) with the limit: a hair above is refused naming the expected time, a hair below runs."""
+    work = program_work(GEMM, EDGE)
+    kinds = Counter(rate_kind(i) for i in GEMM.instrs)
+    assert work.elements == sum(instr_elements(i) for i in GEMM.instrs) > 0 and kinds["matmul"] and kinds["dma"]
+    per_kind = {k: sum(instr_elements(i) for i in GEMM.instrs if rate_kind(i) == k) for k in RATES}
+    assert work.seconds == pytest.approx(len(GEMM.instrs) * INSTRUCTION_SECONDS +
+                                         sum(n / RATES[k] for k, n in per_kind.items()))
+    with pytest.raises(LimitError) as e:
+        simulate(GEMM, EDGE, limits=Limits(seconds=work.seconds * 0.999))
+    assert str(e.value).startswith(f"simulating 109 instructions would need about {minutes(work.seconds)} of "
+                                   f"simulation with values (limit {minutes(work.seconds * 0.999)}: "
+                                   f"{work.elements:,} element operations at the value kernels' measured rates); ")
+    assert simulate(GEMM, EDGE, limits=Limits(seconds=work.seconds * 1.001)).cycles > 0
+
+
+@pytest.mark.parametrize("seconds,text", [(0.25, "0.2 s"), (45, "45 s"), (89.4, "89 s"), (600, "10 min"),
+                                          (190, "3.2 min"), (9000, "2.5 h"), (3600 * 1234, "1,234 h")])
+def test_durations_read_as_a_person_says_them(seconds, text):
+    assert minutes(seconds) == text
