@@ -42,6 +42,7 @@ def test_a_run_with_values_holds_its_regions_once():
     import tracemalloc
 
     program = parse_program(".config rows=16 cols=16 spm=262144 acc=65536\n.region X r0 67108864\nhalt\n")
+    simulate(GEMM, EDGE, {})   # the simulator's modules and kernels loaded first: only the run's own memory is traced
     tracemalloc.start()
     try:
         result = simulate(program, EDGE, {"X": np.arange(16, dtype=np.uint8)})
