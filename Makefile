@@ -36,8 +36,9 @@ conformance: $(VENV)/.installed
 	$(PY) -m npusim.app.conformance --md docs/conformance.md
 
 # torchvision and transformers models with random weights, exported by both of torch's ONNX exporters and run on mid32
-# with values -> docs/torch-corpus.md (42 runs in 10 min on a quiet 2-core machine, 19-21 min with other work on it, measured 2026-11-28; building .venv-torch
-# once: 4.3 min). torch lives in its own environment: the core and its tests never need it.
+# with values -> docs/torch-corpus.md (42 runs in 10 min on a quiet 2-core machine, 19-21 min with other work on it,
+# measured 2026-11-28; building .venv-torch once: 4.3 min). torch lives in its own environment: the core and its
+# tests never need it.
 # torch and torchvision as pip installs them from the package registry (the CUDA builds, ~6 GB: the registry's
 # torchvision does not load with a CPU-only torch wheel); TORCHVISION must pair with TORCH.
 TORCH_VENV ?= .venv-torch
