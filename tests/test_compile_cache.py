@@ -129,3 +129,53 @@ def test_a_model_with_external_data_runs_cached_and_its_data_is_in_the_key(cache
     _, _, out2, rep2 = run_model(str(path), arch, validate=True)
     assert rep2["compile_cache"] == "miss" and all(v["ok"] for v in rep2["validation"].values())
     assert not np.array_equal(out1["y"], out2["y"])
+
+
+def _entry_sizes(cache):
+    return {p.stem: p.stat().st_size for p in cache.glob("*.pkl")}
+
+
+def test_the_cache_keeps_under_its_cap_evicting_the_least_recently_used(cache, monkeypatch):
+    """An hour of sweeping filled 3.6 GB: each store now evicts least recently used entries until the cap holds, and a
+    hit counts as a use."""
+    import os
+
+    arch = load_arch("edge16")
+    keys = []
+    for preset in ("edge16", "mid32", "dc128"):
+        run_model(_model(), load_arch(preset))
+        keys.append(max(cache.glob("*.pkl"), key=lambda p: p.stat().st_mtime_ns).stem)
+    sizes = _entry_sizes(cache)
+    assert len(sizes) == 3
+    for age, key in enumerate(keys):   # distinct ages, oldest first (a file system's clock may be coarse)
+        os.utime(cache / f"{key}.pkl", (1_000_000 + age, 1_000_000 + age))
+    assert run_model(_model(), arch)[3]["compile_cache"] == "hit"   # edge16's entry is now the most recent
+    cap = sizes[keys[0]] + sizes[keys[2]]
+    monkeypatch.setenv("NPUSIM_CACHE_MAX_BYTES", str(cap))
+    assert compile_cache.evict(cache, compile_cache.max_bytes()) == 1
+    assert set(_entry_sizes(cache)) == {keys[0], keys[2]}   # mid32's, the least recently used, went
+    assert compile_cache.info(cache).bytes <= cap
+
+
+def test_an_entry_larger_than_the_cap_is_not_kept(cache, monkeypatch):
+    monkeypatch.setenv("NPUSIM_CACHE_MAX_BYTES", "100")
+    _, _, _, report = run_model(_model(), load_arch("edge16"))
+    assert report["compile_cache"] == "miss" and not list(cache.glob("*.pkl"))
+
+
+def test_cache_info_and_clear_from_the_command_line(cache, capsys):
+    run_model(_model(), load_arch("edge16"))
+    size = sum(_entry_sizes(cache).values())
+    assert main(["cache", "info"]) == 0
+    out = capsys.readouterr().out
+    assert f"{cache}: 1 entries, {size / 2**20:,.1f} MiB of 2,048.0 MiB" in out
+    assert main(["cache", "clear"]) == 0
+    assert f"removed 1 entries ({size / 2**20:,.1f} MiB) from {cache}" in capsys.readouterr().out
+    assert not list(cache.glob("*.pkl")) and compile_cache.info(cache).entries == 0
+
+
+def test_a_bad_cache_cap_is_a_one_line_error(cache, monkeypatch, capsys):
+    monkeypatch.setenv("NPUSIM_CACHE_MAX_BYTES", "2G")
+    assert main(["cache", "info"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == "npusim: error: NPUSIM_CACHE_MAX_BYTES must be a whole number of bytes (e.g. 2147483648), not '2G'"

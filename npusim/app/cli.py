@@ -387,6 +387,20 @@ def cmd_zoo(args) -> int:
     return 0
 
 
+def cmd_cache(args) -> int:
+    from npusim.app import compile_cache
+
+    mib = lambda n: f"{n / 2**20:,.1f} MiB"
+    if args.action == "clear":
+        gone = compile_cache.clear()
+        print(f"removed {gone.entries} entries ({mib(gone.bytes)}) from {gone.directory}")
+        return 0
+    now = compile_cache.info()
+    print(f"{now.directory}: {now.entries} entries, {mib(now.bytes)} of {mib(now.max_bytes)} "
+          f"(NPUSIM_CACHE_MAX_BYTES; least recently used entries go first)")
+    return 0
+
+
 def cmd_warm(args) -> int:
     from npusim.app.warm import warm
 
@@ -554,8 +568,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"npusim {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in (_simulate_command, _gemm_command, _conv_command, _topo_command, _compile_command, _run_command,
-                    _plot_command, _diff_command, _zoo_command, _warm_command, _sweep_command, _golden_command,
-                    _verify_command, _presets_command, _arch_command):
+                    _plot_command, _diff_command, _zoo_command, _cache_command, _warm_command, _sweep_command,
+                    _golden_command, _verify_command, _presets_command, _arch_command):
         command(sub)
     return p
 
@@ -727,6 +741,13 @@ def _zoo_command(sub) -> None:
     zo.add_argument("name", help="'list', or the model to write (see `npusim zoo list`)")
     zo.add_argument("-o", "--output", metavar="OUT.onnx", help="file to write (default: NAME.onnx)")
     zo.set_defaults(func=cmd_zoo)
+
+
+def _cache_command(sub) -> None:
+    ca = _add(sub, "cache", "'cache info' shows the disk compile cache (where, entries, size, cap); 'cache clear' "
+              "empties it")
+    ca.add_argument("action", choices=("info", "clear"), help="what to do")
+    ca.set_defaults(func=cmd_cache)
 
 
 def _warm_command(sub) -> None:

@@ -8,6 +8,10 @@ the old one), and the onnx and numpy versions (the importer converts opsets with
 ``$NPUSIM_CACHE_DIR``, else ``$XDG_CACHE_HOME/npusim/compile``, else ``~/.cache/npusim/compile``. Entries are
 written atomically, so concurrent processes never read half an entry; an unreadable entry is a miss (compiled again
 and rewritten).
+
+The directory is capped (``$NPUSIM_CACHE_MAX_BYTES``, default :data:`DEFAULT_MAX_BYTES`, 2 GiB): each store evicts
+the least recently used entries (a hit counts as a use) until the entries fit, and an entry larger than the whole cap
+is not kept. ``npusim cache info`` and ``npusim cache clear`` show and empty it (:func:`info`, :func:`clear`).
 """
 
 from __future__ import annotations
@@ -16,13 +20,35 @@ import hashlib
 import os
 import pickle
 import tempfile
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from compiler.compile import CompiledModel
 from compiler.ir import Graph
+from isa.errors import NpuSimError
 
 _SOURCES = ("compiler", "isa")   # packages whose code decides a compiled program
+
+
+class CacheSettingError(NpuSimError, ValueError):
+    """An environment setting of the compile cache that is not what it must be."""
+
+
+DEFAULT_MAX_BYTES = 2 * 1024**3
+"""The cache's default size cap, bytes (2 GiB): an hour of sweeping filled 3.6 GB before there was one."""
+
+
+def max_bytes() -> int:
+    """The size cap, bytes: ``$NPUSIM_CACHE_MAX_BYTES`` (a non-negative integer; 0 keeps nothing), else
+    :data:`DEFAULT_MAX_BYTES`; CacheSettingError naming the variable for anything else."""
+    text = os.environ.get("NPUSIM_CACHE_MAX_BYTES", "").strip()
+    if not text:
+        return DEFAULT_MAX_BYTES
+    if not text.isdigit():
+        raise CacheSettingError(f"NPUSIM_CACHE_MAX_BYTES must be a whole number of bytes (e.g. 2147483648), "
+                                f"not {text!r}")
+    return int(text)
 
 
 def cache_dir() -> Path:
@@ -71,6 +97,11 @@ def load(key: str, directory: Path | None = None) -> tuple[Graph, CompiledModel]
         return None
     ok = isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], Graph) and \
         isinstance(entry[1], CompiledModel)
+    if ok:
+        try:
+            os.utime(path)   # a use: eviction takes the least recently used first
+        except OSError:
+            pass
     return entry if ok else None
 
 
@@ -85,4 +116,65 @@ def store(key: str, graph: Graph, compiled: CompiledModel, directory: Path | Non
         os.replace(tmp, directory / f"{key}.pkl")
     except OSError:
         return False
-    return True
+    evict(directory, max_bytes())
+    return (directory / f"{key}.pkl").exists()
+
+
+def _entries(directory: Path) -> list[tuple[float, int, Path]]:
+    """(last use, bytes, path) of every entry, least recently used first; entries that vanish meanwhile are left
+    out (another process evicted them)."""
+    found = []
+    for path in directory.glob("*.pkl"):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        found.append((st.st_mtime, st.st_size, path))
+    return sorted(found)
+
+
+def evict(directory: Path, limit: int) -> int:
+    """Remove the least recently used entries of ``directory`` until the rest hold at most ``limit`` bytes; the
+    number removed."""
+    entries = _entries(directory)
+    total, removed = sum(size for _, size, _ in entries), 0
+    for _, size, path in entries:
+        if total <= limit:
+            break
+        try:
+            path.unlink()
+            removed += 1
+        except OSError:
+            pass
+        total -= size
+    return removed
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """What the cache holds: its ``directory``, ``entries`` and their ``bytes``, and its cap ``max_bytes``."""
+
+    directory: Path
+    entries: int
+    bytes: int
+    max_bytes: int
+
+
+def info(directory: Path | None = None) -> CacheInfo:
+    """The cache's directory, entry count, size and cap."""
+    directory = directory or cache_dir()
+    entries = _entries(directory) if directory.is_dir() else []
+    return CacheInfo(directory, len(entries), sum(size for _, size, _ in entries), max_bytes())
+
+
+def clear(directory: Path | None = None) -> CacheInfo:
+    """Remove every entry (and leftover partial writes); what was removed, as a CacheInfo."""
+    directory = directory or cache_dir()
+    before = info(directory)
+    if directory.is_dir():
+        for path in (*directory.glob("*.pkl"), *directory.glob("*.tmp")):
+            try:
+                path.unlink()
+            except OSError:
+                pass
+    return before
