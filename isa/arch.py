@@ -394,12 +394,51 @@ class Arch:
         for item in overrides:
             sec, name, value = parse_override(item, check=False)
             sections[sec] = dataclasses.replace(sections.get(sec, getattr(self, sec)), **{name: value})
-        return dataclasses.replace(self, **sections) if sections else self
+        if not sections:
+            return self
+        arch = dataclasses.replace(self, **sections)
+        changed = self.changes_to(arch)
+        if not changed:
+            return arch
+        return dataclasses.replace(arch, name=f"{self.name}+{','.join(changed)}",
+                                   description=f"{arch.summary()} ({self.name} with {', '.join(changed)})")
+
+    def changes_to(self, other: Arch) -> list[str]:
+        """``section.field=value`` of every field whose value differs in ``other``, in declaration order."""
+        out = []
+        for sec in SECTIONS:
+            mine, theirs = getattr(self, sec), getattr(other, sec)
+            out += [f"{sec}.{f.name}={_override_text(getattr(theirs, f.name))}" for f in fields(mine)
+                    if getattr(mine, f.name) != getattr(theirs, f.name)]
+        return out
+
+    def summary(self) -> str:
+        """A description made from the fields: array, SPM, DRAM bandwidth and clock."""
+        units = f"{self.units.matrix} x " if self.units.matrix > 1 else ""
+        return (f"{units}{self.matrix.rows}x{self.matrix.cols} NPU: {_bytes_text(self.spm.size)} SPM, "
+                f"{self.dram.bandwidth:g} B/cycle DRAM, {self.clock.ghz:g} GHz")
 
     @property
     def peak_macs_per_cycle(self) -> int:
         """MACs the matrix units complete per cycle at full use (rows x cols x ``units.matrix``)."""
         return self.matrix.rows * self.matrix.cols * self.units.matrix
+
+
+def _override_text(value: Any) -> str:
+    """A field's value as ``--set`` spells it."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple | list):
+        return ",".join(map(str, value))
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _bytes_text(n: int) -> str:
+    """``256 KiB``, ``1 MiB``, ``1000 B``: the largest binary unit that divides ``n``."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} B"
 
 
 def _require_all(data: dict[str, Any], source: str) -> None:
