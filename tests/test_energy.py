@@ -291,6 +291,12 @@ def test_diff_puts_two_runs_side_by_side(model_file, tmp_path, capsys):
     assert f"{rb['cycles'] / ra['cycles']:.3f}x" in text and "stall_dram_bandwidth" in text
     assert len(list(csv.DictReader(rows_csv.open()))) == len(rows)
     assert all(r["a"] == r["b"] for r in diff_rows(ra, ra))
+    # the Arch differences come first (issue 24: diff showed none although the runs ran different machines)
+    arch = [(r["name"], r["metric"], r["a"], r["b"]) for r in rows if r["section"] == "arch"]
+    assert arch == [("arch", "name", "edge16", "edge16+dma.outstanding=4,energy.table=45nm"),
+                    ("dma", "outstanding", ra["arch"]["dma"]["outstanding"], 4),
+                    ("energy", "table", ra["arch"]["energy"]["table"], "45nm")]
+    assert rows[:3] == [r for r in rows if r["section"] == "arch"] and text.splitlines()[1].startswith("arch")
 
 
 def test_diff_and_plot_refuse_what_is_not_a_report(tmp_path, capsys):

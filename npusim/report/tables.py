@@ -111,8 +111,9 @@ def diff_rows(a: dict, b: dict) -> list[dict[str, Any]]:
     """Two reports side by side, one row per (section, name, metric) with values ``a`` and ``b`` (None where a report
     lacks it): the run's totals; per unit its busy and idle cycles, each stall cause and its energy; per layer (matched
     by name, the order of ``a``, then layers only in ``b``) its cycles, energy and bound."""
-    rows = [{"section": "total", "name": "run", "metric": metric, "a": _get(a, path), "b": _get(b, path)}
-            for path, metric in TOTALS if _get(a, path) is not None or _get(b, path) is not None]
+    rows = arch_rows(a.get("arch") or {}, b.get("arch") or {})
+    rows += [{"section": "total", "name": "run", "metric": metric, "a": _get(a, path), "b": _get(b, path)}
+             for path, metric in TOTALS if _get(a, path) is not None or _get(b, path) is not None]
     for kind in dict.fromkeys([*(_get(a, "energy.by_kind_pj") or {}), *(_get(b, "energy.by_kind_pj") or {})]):
         rows.append({"section": "total", "name": "run", "metric": f"energy_{kind}_pj",
                      "a": _get(a, f"energy.by_kind_pj.{kind}"), "b": _get(b, f"energy.by_kind_pj.{kind}")})
@@ -149,6 +150,27 @@ def _change(a: Any, b: Any) -> tuple[str, str]:
     if not numbers:
         return ("" if a == b else "changed"), ""
     return f"{b - a:+,.4g}" if isinstance(b - a, float) else f"{b - a:+,}", f"{b / a:.3f}x" if a else ""
+
+
+def arch_rows(a: dict, b: dict) -> list[dict[str, Any]]:
+    """One row per Arch field whose value differs between two reports' ``arch`` (section ``arch``, name the Arch
+    section, metric the field), the name first: what made the runs differ comes before what differs."""
+    rows = []
+    if a.get("name") != b.get("name"):
+        rows.append({"section": "arch", "name": "arch", "metric": "name", "a": a.get("name"), "b": b.get("name")})
+    for sec in dict.fromkeys([*a, *b]):
+        x, y = a.get(sec), b.get(sec)
+        if not isinstance(x, dict) and not isinstance(y, dict):
+            continue
+        x, y = x or {}, y or {}
+        rows += [{"section": "arch", "name": sec, "metric": f, "a": _plain(x.get(f)), "b": _plain(y.get(f))}
+                 for f in dict.fromkeys([*x, *y]) if x.get(f) != y.get(f)]
+    return rows
+
+
+def _plain(v: Any) -> Any:
+    """A field's value as one table cell (a list joined with commas)."""
+    return ",".join(map(str, v)) if isinstance(v, list | tuple) else v
 
 
 def format_diff(rows: list[dict[str, Any]], a_name: str, b_name: str, all_layers: bool = False) -> str:
