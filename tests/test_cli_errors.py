@@ -235,3 +235,20 @@ def test_topology_that_is_not_utf8(capsys, tmp_path):
     code, _, err = run(capsys, "topo", path, "--gemm")
     assert code == 1 and one_line(err) == (f"npusim: error: {path}:2:2: not UTF-8 text: byte 0xe9 (invalid "
                                            f"continuation byte); save {path} as UTF-8")
+
+
+@pytest.mark.parametrize("value,message", [
+    ("{tmp}/missing/report.json", "--json {tmp}/missing/report.json: directory {tmp}/missing does not exist; "
+                                  "create it first"),
+    ("{tmp}", "--json {tmp}: is a directory; give a file name"),
+])
+def test_an_unwritable_output_is_refused_before_the_run(tmp_path, capsys, monkeypatch, value, message):
+    """Issue 24: an unwritable --json path was found only after the whole run, losing its results."""
+    from npusim.app import cli
+
+    ran = []
+    monkeypatch.setattr(cli, "cmd_gemm", lambda args: ran.append(args) or 0)
+    value, message = value.format(tmp=tmp_path), message.format(tmp=tmp_path)
+    assert cli.main(["gemm", "16", "16", "16", "--json", value]) == 1
+    assert not ran and capsys.readouterr().err.strip() == f"npusim: error: {message}"
+    assert cli.main(["gemm", "16", "16", "16", "--json", str(tmp_path / "ok.json")]) == 0 and len(ran) == 1

@@ -819,12 +819,37 @@ def _internal(e: BaseException) -> str:
     return f"internal error: {type(e).__name__}{at}; rerun with NPUSIM_DEBUG=1 for the traceback"
 
 
+OUTPUT_FILES = ("json", "csv", "trace", "timeline", "output")
+"""The options that name a file a command writes (``-`` is stdout); checked before the command runs."""
+
+
+def check_outputs(args) -> None:
+    """NpuSimError naming the first output path of ``args`` that cannot be written (its directory is missing or not
+    writable, or it is a directory), before any work: a long run must not end by losing its results. The sweep's
+    ``--output`` is a results directory: it may exist or be created."""
+    for option in OUTPUT_FILES:
+        value = getattr(args, option, None)
+        if not value or value == "-":
+            continue
+        path, is_dir = Path(value), args.command == "sweep" and option == "output"
+        if path.exists() and path.is_dir() != is_dir:
+            want = "a directory" if is_dir else "a file name"
+            raise NpuSimError(f"--{option} {value}: {'not a directory' if is_dir else 'is a directory'}; give {want}")
+        parent = path.parent if str(path.parent) else Path(".")
+        target = path if path.exists() else parent
+        if not parent.is_dir():
+            raise NpuSimError(f"--{option} {value}: directory {parent} does not exist; create it first")
+        if not os.access(target, os.W_OK):
+            raise NpuSimError(f"--{option} {value}: {target} is not writable")
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line; returns the exit status (0 ok, 1 bad input, 2 bad command line, 3 values differ from the
     reference, 70 internal error, 130 interrupted, 141 the reader of stdout went away, as after ``| head``, said
     nowhere). ``NPUSIM_DEBUG=1`` lets internal errors raise."""
     args = build_parser().parse_args(argv)
     try:
+        check_outputs(args)
         status = args.func(args)
         sys.stdout.flush()   # here, so a closed pipe is seen now and not as a warning at exit
         return status

@@ -2,7 +2,7 @@
 overrides) and the workloads, read from TOML (``npusim sweep SPEC.toml``) or from the same structure as a dict
 (``npusim.app.sweep.sweep({...})``). Every key and value is checked before anything runs (docs/sweep.md)::
 
-    output = "r18-sweep"                       # results directory (relative to this file); -o overrides
+    output = "r18-sweep"                       # results directory (relative to where you run it); -o overrides
     arch = { base = "edge16", set = ["dram.latency=120"] }   # preset or TOML file, fixed overrides
 
     [grid]                                     # or [[points]] tables, or [random]
@@ -109,7 +109,7 @@ def _from_dict(data: dict, root: Path, where: str) -> SweepSpec:
     output = data.get("output")
     if output is not None and not isinstance(output, str):
         raise SpecError(f"{where}: output must be a directory path, not {output!r}")
-    return SweepSpec(base, tuple(points), workloads, columns, root / output if output else None)
+    return SweepSpec(base, tuple(points), workloads, columns, Path(output) if output else None)
 
 
 def _base_arch(value: Any, root: Path, where: str) -> Arch:
