@@ -174,8 +174,13 @@ def test_cache_info_and_clear_from_the_command_line(cache, capsys):
     assert not list(cache.glob("*.pkl")) and compile_cache.info(cache).entries == 0
 
 
-def test_a_bad_cache_cap_is_a_one_line_error(cache, monkeypatch, capsys):
+def test_a_bad_cache_cap_is_a_one_line_error_before_any_compile(cache, monkeypatch, capsys):
+    run_model(_model(), load_arch("mid32"))   # an entry for clear to remove
     monkeypatch.setenv("NPUSIM_CACHE_MAX_BYTES", "2G")
     assert main(["cache", "info"]) == 1
     err = capsys.readouterr().err.strip()
     assert err == "npusim: error: NPUSIM_CACHE_MAX_BYTES must be a whole number of bytes (e.g. 2147483648), not '2G'"
+    with pytest.raises(compile_cache.CacheSettingError, match="NPUSIM_CACHE_MAX_BYTES"):
+        run_model(_model(), load_arch("edge16"))
+    assert len(list(cache.glob("*.pkl"))) == 1   # nothing compiled and stored before the error
+    assert main(["cache", "clear"]) == 0 and not list(cache.glob("*.pkl"))   # clearing needs no cap

@@ -392,8 +392,8 @@ def cmd_cache(args) -> int:
 
     mib = lambda n: f"{n / 2**20:,.1f} MiB"
     if args.action == "clear":
-        gone = compile_cache.clear()
-        print(f"removed {gone.entries} entries ({mib(gone.bytes)}) from {gone.directory}")
+        entries, size = compile_cache.clear()
+        print(f"removed {entries} entries ({mib(size)}) from {compile_cache.cache_dir()}")
         return 0
     now = compile_cache.info()
     print(f"{now.directory}: {now.entries} entries, {mib(now.bytes)} of {mib(now.max_bytes)} "

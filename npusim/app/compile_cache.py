@@ -107,7 +107,7 @@ def load(key: str, directory: Path | None = None) -> tuple[Graph, CompiledModel]
 
 def store(key: str, graph: Graph, compiled: CompiledModel, directory: Path | None = None) -> bool:
     """Write entry ``key`` (atomically); False when the directory cannot be written (the run goes on uncached)."""
-    directory = directory or cache_dir()
+    directory, limit = directory or cache_dir(), max_bytes()
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, suffix=".tmp")
@@ -116,7 +116,7 @@ def store(key: str, graph: Graph, compiled: CompiledModel, directory: Path | Non
         os.replace(tmp, directory / f"{key}.pkl")
     except OSError:
         return False
-    evict(directory, max_bytes())
+    evict(directory, limit)
     return (directory / f"{key}.pkl").exists()
 
 
@@ -167,14 +167,14 @@ def info(directory: Path | None = None) -> CacheInfo:
     return CacheInfo(directory, len(entries), sum(size for _, size, _ in entries), max_bytes())
 
 
-def clear(directory: Path | None = None) -> CacheInfo:
-    """Remove every entry (and leftover partial writes); what was removed, as a CacheInfo."""
+def clear(directory: Path | None = None) -> tuple[int, int]:
+    """Remove every entry (and leftover partial writes); (entries, bytes) removed."""
     directory = directory or cache_dir()
-    before = info(directory)
+    entries = _entries(directory) if directory.is_dir() else []
     if directory.is_dir():
         for path in (*directory.glob("*.pkl"), *directory.glob("*.tmp")):
             try:
                 path.unlink()
             except OSError:
                 pass
-    return before
+    return len(entries), sum(size for _, size, _ in entries)

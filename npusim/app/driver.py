@@ -453,19 +453,19 @@ def _cached(model, arch: Arch, dims: dict[str, int] | None, cache: bool,
     """``model`` imported, and compiled for ``arch`` with ``compile_options`` (:func:`compile_model`'s) when the disk
     compile cache holds it: (graph, compiled model or None, the cache key or None when ``cache`` is off or the model
     has no bytes to key)."""
-    key, weights = None, b""
+    key = None
     data = _model_bytes(model) if cache else None   # (read or serialized once: the key's and the importer's)
     if data is not None:
         from npusim.app import compile_cache
 
+        compile_cache.max_bytes()   # a bad NPUSIM_CACHE_MAX_BYTES is an error before the compile, not after it
         named = {k: v for k, v in compile_options.items() if k != "options"} | compile_options["options"].as_dict()
         key = compile_cache.cache_key(data + _external_data(model, data), arch,
                                       named | {"dims": dims})   # the op options by name, as before
         entry = compile_cache.load(key)
         if entry is not None:
             return *entry, key
-    # bytes that keep weights in a data file are not the whole model (the checker would look for it in the cwd)
-    return load_model(model, compile_options["fallback"], dims, None if weights else data), None, key
+    return load_model(model, compile_options["fallback"], dims, data), None, key
 
 
 def _validation(model, graph: Graph, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> dict:
