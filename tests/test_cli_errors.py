@@ -252,3 +252,18 @@ def test_an_unwritable_output_is_refused_before_the_run(tmp_path, capsys, monkey
     assert cli.main(["gemm", "16", "16", "16", "--json", value]) == 1
     assert not ran and capsys.readouterr().err.strip() == f"npusim: error: {message}"
     assert cli.main(["gemm", "16", "16", "16", "--json", str(tmp_path / "ok.json")]) == 0 and len(ran) == 1
+
+
+def test_a_sweep_may_name_a_results_directory_it_will_create(tmp_path):
+    """check_outputs lets the sweep's -o name missing directories (the sweep makes them); a file is refused."""
+    from argparse import Namespace
+
+    from isa import NpuSimError
+    from npusim.app.cli import check_outputs
+
+    check_outputs(Namespace(command="sweep", output=str(tmp_path / "res" / "a" / "b")))
+    (tmp_path / "f").write_text("")
+    with pytest.raises(NpuSimError, match="not a directory; give a directory"):
+        check_outputs(Namespace(command="sweep", output=str(tmp_path / "f")))
+    with pytest.raises(NpuSimError, match="does not exist; create it first"):
+        check_outputs(Namespace(command="run", json=str(tmp_path / "res" / "r.json")))

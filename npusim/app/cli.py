@@ -835,7 +835,9 @@ def check_outputs(args) -> None:
         if path.exists() and path.is_dir() != is_dir:
             want = "a directory" if is_dir else "a file name"
             raise NpuSimError(f"--{option} {value}: {'not a directory' if is_dir else 'is a directory'}; give {want}")
-        parent = path.parent if str(path.parent) else Path(".")
+        parent = path.parent
+        if is_dir:   # the sweep makes its results directory and the missing ones above it
+            parent = next(p for p in path.parents if p.exists())
         target = path if path.exists() else parent
         if not parent.is_dir():
             raise NpuSimError(f"--{option} {value}: directory {parent} does not exist; create it first")
