@@ -9,7 +9,7 @@ import numpy as np
 
 from compiler.frontend.canonical import CanonContext
 from compiler.frontend.dtypes import npu_view
-from compiler.ir import Graph, Node
+from compiler.ir import Graph, Node, short_dtype
 from compiler.ops.context import LoweringContext
 from compiler.ops.options import OpOption
 
@@ -77,7 +77,13 @@ class OpSpec:
             for t in (*node.present_inputs, *(o for o in node.outputs if o)):
                 if (not graph.is_const(t) or not self.const_operands) and \
                         npu_view(graph.tensor(t).dtype) not in self.dtypes:
-                    kinds = "float32 tensors" + (" (and int8/uint8)" if self.dtypes == F32_INT8 else "")
-                    return f"only {kinds} are lowered, not {graph.tensor(t).dtype} ({t!r}); int8 through the " \
-                           f"quantized ops"
+                    return self._dtype_refusal(t, graph.tensor(t).dtype)
         return self.check(node, graph) if self.check else None
+
+    def _dtype_refusal(self, tensor: str, dtype: np.dtype) -> str:
+        """Why tensor ``tensor`` of ``dtype`` keeps the node off the NPU: the types it takes, as the NPU holds them."""
+        if self.dtypes in (F32, F32_INT8):
+            kinds = "float32 tensors" + (" (and int8/uint8)" if self.dtypes == F32_INT8 else "")
+            return f"only {kinds} are lowered, not {dtype} ({tensor!r}); int8 through the quantized ops"
+        kinds = ", ".join(sorted(short_dtype(d) for d in self.dtypes))
+        return f"only {kinds} tensors are lowered, not {dtype} ({tensor!r})"

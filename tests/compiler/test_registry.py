@@ -69,3 +69,19 @@ def test_the_importer_canonicalises_through_the_registry():
                                             [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 4])]),
                           opset_imports=[helper.make_opsetid("", 17)])
     assert import_onnx(m).nodes[0].attrs == {"axis": 2}
+
+
+def test_a_dtype_refusal_names_the_types_the_op_takes():
+    """An op whose dtype set is not float32 (ArgMax ranks f32 and i32) says so, not 'only float32 tensors'."""
+    from onnx import TensorProto, helper
+
+    from compiler.frontend.onnx_import import import_onnx
+    from compiler.ops import REGISTRY
+
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("ArgMax", ["x"], ["y"], axis=1)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [2, 1])]), opset_imports=[helper.make_opsetid("", 17)])
+    graph = import_onnx(m)
+    reason = REGISTRY["ArgMax"].unsupported(graph.nodes[0], graph)
+    assert reason == "only f32, i32 tensors are lowered, not float16 ('x')"
