@@ -774,7 +774,7 @@ def instr_costs(instrs, arch: Arch, memo: dict | None = None, floor: bool = Fals
 class EstimateParts(NamedTuple):
     """What :func:`program_estimate` reads of a run of instructions (cycles), so that runs priced once can be added
     again without their instructions (:meth:`ProgramEstimate.add_parts`). Runs combine in program order like the
-    instructions they stand for (an associative sum; :data:`NO_PARTS` is its zero).
+    instructions they stand for (an associative sum; ``EstimateParts()`` is its zero).
 
     ``busy``: (:func:`isa.units.unit_key`, busy cycles) of each unit it keeps busy; ``bus``: its DRAM bus
     windows; ``compute``, ``matrix``: whether it holds a compute (matrix or vector) or a matrix instruction; ``lead``:
@@ -799,9 +799,6 @@ class EstimateParts(NamedTuple):
         """The busy cycles of the units with ``role``."""
         return sum(cycles for key, cycles in self.busy if key_queue(key).unit.role is role)
 
-
-NO_PARTS = EstimateParts()
-"""The parts of no instructions."""
 
 _ROLE = {q: UNIT_OF[q].role for q in UNIT_QUEUES} | {Queue.CTRL: None}
 

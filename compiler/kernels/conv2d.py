@@ -760,7 +760,7 @@ def rough_cycles(cs: ConvShape, t: ConvTiling, p: ConvPlan, arch: Arch) -> float
     """A quick lower-bound-like estimate (cycles) that ranks tilings before the exact pricing: the busiest of the
     matrix unit (folds of ``toh * tow / pack`` streamed rows), the load and store queues (bytes over the bandwidth plus
     each DMA's setup, latency and first row activation) and the DRAM bus. ``cs``: the grouped shape
-    (:func:`grouped` by ``t.gpack``), ``p`` the tiling's plan. The search ranks by :func:`_rank`, the same sums
+    (:func:`grouped` by ``t.gpack``), ``p`` the tiling's plan. The search ranks by :func:`rank_tilings`, the same sums
     written out for many tilings at once (tested equal)."""
     r, c = arch.matrix.rows, arch.matrix.cols
     tiles = cs.N * -(-cs.OH // t.toh) * -(-cs.OW // t.tow) * cs.groups

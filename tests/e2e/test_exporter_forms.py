@@ -7,6 +7,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 from compiler.errors import CompileError, ValueRangeError
 from compiler.frontend.onnx_import import import_onnx
@@ -198,7 +199,7 @@ def test_a_constant_subgraph_of_any_op_folds(op):
     nodes = [helper.make_node(op, names, ["v"], **attrs),
              helper.make_node("Cast", ["v"], ["vf"], to=F32),
              helper.make_node("Add", ["x", "vf"], ["y"])]
-    shape = list(onnx.reference.ReferenceEvaluator(_model(nodes[:2], [], [("vf", F32, None)],
+    shape = list(ReferenceEvaluator(_model(nodes[:2], [], [("vf", F32, None)],
                                                           dict(zip(names, values)))).run(None, {})[0].shape)
     m = _model(nodes, [("x", F32, shape)], [("y", F32, None)], dict(zip(names, values)))
     graph = import_onnx(m)
@@ -226,6 +227,11 @@ def test_where_the_reference_evaluator_fails_onnxruntime_folds():
     m = _model(nodes, [("x", F32, [1, SEQ, HID])], [("y", F32, None)],
                {"buffer": np.arange(64, dtype=np.int64)[None] % 2, "positions": np.arange(SEQ, dtype=np.int64)[None],
                 "emb": rng.standard_normal((2, HID)).astype(np.float32)}, opset=20)
+    one_node = _model(nodes[:1], [], [("types", I64, None)], {"buffer": np.arange(64, dtype=np.int64)[None] % 2,
+                                                              "positions": np.arange(SEQ, dtype=np.int64)[None]},
+                      opset=20)
+    with pytest.raises(ValueError):   # the premise: onnx.reference alone cannot fold it
+        ReferenceEvaluator(one_node).run(None, {})
     graph = import_onnx(m)
     assert [n.op for n in graph.nodes] == ["Add"]
     _run(m)
