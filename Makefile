@@ -31,7 +31,8 @@ bench: $(VENV)/.installed
 docs: $(VENV)/.installed
 	$(PY) -m npusim.app.docgen
 
-# onnx's model corpus (model-zoo classics, PyTorch exports) and node tests on mid32 -> docs/conformance.md (83 s, measured 2026-11-25 after the compile-speed work; 266-273 s before)
+# onnx's model corpus (model-zoo classics, PyTorch exports) and node tests on mid32 -> docs/conformance.md
+# (48 s, measured 2026-11-28; 266-273 s before the compile-speed work)
 conformance: $(VENV)/.installed
 	$(PY) -m npusim.app.conformance --md docs/conformance.md
 

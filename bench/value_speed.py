@@ -12,7 +12,7 @@ errs on the slow side. Run ``npusim warm`` first: numba's compiles are not the k
 
 A second table puts the estimate beside whole models on mid32 with values (default: onnx's light VGG-19 and
 ResNet-50, which ship with the onnx wheel; ``--models`` names others, ``--models`` alone skips them): the estimated
-seconds against the CPU seconds of the simulation (the second of two runs, numba's first calls excluded).
+seconds against the CPU seconds of the simulation (the faster of two runs, numba's first calls excluded).
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import argparse
 import time
 from pathlib import Path
 
-import numpy as np
 import onnx
 
 from isa.arch import load_arch
@@ -92,15 +91,13 @@ def measure(line: str, arch, seconds: float, repeats: int) -> tuple[int, int, fl
 def model_rows(paths: list[str]) -> None:
     """Print estimate against measurement for each model (compiled once, simulated twice with values)."""
     from compiler.compile import compile_model
-    from npusim.app.driver import host_functions, load_model
+    from npusim.app.driver import host_functions, load_model, random_inputs
 
     arch = load_arch("mid32")
     print(f"\n{'model':28} {'instrs':>7} {'element ops':>16} {'estimate s':>10} {'measured s':>10}  estimate/measured")
     for path in paths:
         compiled = compile_model(load_model(path), arch)
-        rng = np.random.default_rng(0)
-        graph = compiled.graph
-        inputs = {n: rng.standard_normal(graph.tensor(n).shape).astype(graph.tensor(n).dtype) for n in graph.inputs}
+        inputs = random_inputs(compiled.graph)   # (token ids drawn within their vocabulary)
         dram = compiled.dram_inputs(inputs)
         work = program_work(compiled.program, arch)
         best = float("inf")

@@ -4,7 +4,8 @@ the numbers.
 
 The time is estimated from the element operations of each kind of value kernel (elements moved or computed; for the
 matrix unit its MACs plus :data:`ACC_UPDATE` per accumulator element it updates) at the rates ``bench/value_speed.py``
-measures (:data:`RATES`, the slowest shapes the compiler emits, so the estimate errs on the slow side), plus
+measures (:data:`RATES`, set so that whole models' estimates land at 1.0-1.5x their measured time; a program of only the
+slowest shapes, padded copies and fills, can take up to 3x its estimate), plus
 :data:`INSTRUCTION_SECONDS` per instruction. Memory is what the run allocates (SPM, ACC and every DRAM region), and the
 limit is what this machine can hold."""
 
@@ -34,7 +35,7 @@ FCN-ResNet50, a BERT layer, a ViT block, int8 ResNet-18 and the BEV model (the b
 the slow side; a program of only the slowest shapes (padded copies, fills) can take up to 3x the estimate."""
 INSTRUCTION_SECONDS = 2.5e-5
 """CPU seconds of one instruction with values besides its kernel's elements (the timing model's evaluation and the
-kernel's call; bench/value_speed.py: 1.5-2.4e-5 for a one-element vpu.add)."""
+kernel's call; bench/value_speed.py: 1.52e-5 for a one-element vpu.add)."""
 
 
 def machine_memory() -> int:
@@ -71,7 +72,7 @@ class Limits:
     region; by default what this machine can hold, :func:`machine_memory` when the Limits are made), the last two
     only when values are computed.
     ``None`` for a field lifts it. The defaults refuse a run expected to take more than 10 minutes (VGG-19 with values
-    on mid32: an estimated 5.4 s, 3.6 s measured) or that this machine could not hold."""
+    on mid32: an estimated 5.4 s, 4.2 s measured: bench/results/value_speed.txt) or that this machine could not hold."""
 
     instructions: int | None = 2_000_000
     seconds: float | None = 600.0
