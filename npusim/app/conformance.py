@@ -288,17 +288,18 @@ def table(outcomes: list[Outcome]) -> str:
     for o in outcomes:
         split = f"{o.npu_nodes} / {len(o.host_ops)}" if o.npu_nodes is not None else ""
         cycles = f"{o.cycles:,}" if o.cycles is not None else ""
-        error = _clip(o.error, 240).replace("|", "\\|")
+        error = clip(o.error, 240).replace("|", "\\|")
         lines.append(f"| {o.model.kind}/{o.model.name} | {o.opset} | {o.nodes} | {split} | {STATUS[o.status]} | "
-                     f"{_clip(o.reference, 100)} | {_clip(o.ort, 100).replace('|', '/')} | {cycles} | {error} |")
+                     f"{clip(o.reference, 100)} | {clip(o.ort, 100).replace('|', '/')} | {cycles} | {error} |")
     return "\n".join(lines)
 
 
-def _clip(text: str, n: int) -> str:
+def clip(text: str, n: int) -> str:
+    """``text`` cut to ``n`` characters, an ellipsis marking the cut."""
     return text if len(text) <= n else text[:n - 1] + "…"
 
 
-def _reason(error: str) -> str:
+def error_cause(error: str) -> str:
     """An error with its node and tensor names (quoted), instructions (backquoted) and the value a range check names
     blanked, so equal causes group together."""
     text = re.sub(r"`[^`]*`", "`…`", re.sub(r"'[^']*'", "'…'", re.sub(r"\(and \d+ more[^)]*\)", "", error)))
@@ -316,15 +317,15 @@ def summary(outcomes: list[Outcome]) -> str:
         sel = [o for o in outcomes if kind in ("all", o.model.kind)]
         count = Counter(o.status for o in sel)
         lines.append(f"| {kind} | {len(sel)} | " + " | ".join(str(count[s]) for s in STATUS) + " |")
-    host = Counter((op, _reason(why)) for o in outcomes for op, why in dict.fromkeys(o.host_ops))
-    nodes = Counter((op, _reason(why)) for o in outcomes for op, why in o.host_ops)
-    refused = Counter(_reason(o.error) for o in outcomes if o.status in ("refused", "crash"))
+    host = Counter((op, error_cause(why)) for o in outcomes for op, why in dict.fromkeys(o.host_ops))
+    nodes = Counter((op, error_cause(why)) for o in outcomes for op, why in o.host_ops)
+    refused = Counter(error_cause(o.error) for o in outcomes if o.status in ("refused", "crash"))
     if host:
         lines += ["", "Ops run on the host (models / nodes):", ""]
         lines += [f"- {op}: {why} ({n} / {nodes[op, why]})" for (op, why), n in host.most_common()]
     if refused:
         lines += ["", "Refusals and crashes by cause (models):", ""]
-        lines += [f"- {_clip(why, 300)} ({n})" for why, n in refused.most_common()]
+        lines += [f"- {clip(why, 300)} ({n})" for why, n in refused.most_common()]
     return "\n".join(lines)
 
 
@@ -345,7 +346,7 @@ _DTYPE_REASONS = ((re.compile(r"tensor '…' has dtype (\S+), which is not suppo
 
 def _why(error: str) -> tuple[str, str | None]:
     """A node test's failure in a few words, and the dtype it names (grouped in :func:`node_table`)."""
-    text = _reason(error.split(FALLBACK_CUT)[0].split("; supported:")[0].split("; int8 through")[0])
+    text = error_cause(error.split(FALLBACK_CUT)[0].split("; supported:")[0].split("; int8 through")[0])
     text = re.sub(r"^\w+Error: (node '…' \([\w:.]+\): )?", "", text)
     for pattern, key in _DTYPE_REASONS:
         if m := pattern.search(text):

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from npusim.app.conformance import clip, error_cause
 from npusim.app.torch_entry import EXPORTERS, Exporter, ExportError, first_line
 
 
@@ -271,10 +272,6 @@ STATUS = {"npu": "NPU", "host": "host-assisted", "export": "export failed", "ref
           "mismatch": "MISMATCH", "crash": "CRASH", "timeout": "timeout"}
 
 
-def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else text[:n - 1] + "…"
-
-
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -291,14 +288,14 @@ def table(outcomes: list[Outcome]) -> str:
         lines.append(f"| {o.model} | {inputs.get(o.model, '')} | {o.exporter} | {STATUS[o.status]} | "
                      f"{o.nodes if o.nodes is not None else ''} | {_cell(host)} | {err} | "
                      f"{f'{o.cycles:,}' if o.cycles is not None else ''} | {o.seconds:.0f} ({o.export_seconds:.0f}) | "
-                     f"{_cell(_clip(o.error, 300))} |")
+                     f"{_cell(clip(o.error, 300))} |")
     return "\n".join(lines)
 
 
 def _reason(error: str) -> str:
-    """An error with names (quoted), instructions (backquoted) and numbers blanked, so equal causes group."""
-    text = re.sub(r"'[^']*'", "'…'", re.sub(r"`[^`]*`", "`…`", error))
-    return _clip(re.sub(r"\(and \d+ more[^)]*\)", "", text).strip(), 260)
+    """An error with its names, instructions and range-checked values blanked (conformance's :func:`error_cause`),
+    so equal causes group."""
+    return clip(error_cause(error), 260)
 
 
 def summary(outcomes: list[Outcome]) -> str:
@@ -369,7 +366,7 @@ def run_all(args) -> tuple[list[Outcome], float]:
     for k, (case, exporter) in enumerate(runs, 1):
         o = run_in_child(case, exporter, args.arch, args.timeout)
         outcomes.append(o)
-        said = f"{o.cycles:,} cycles" if o.cycles is not None else _clip(o.error, 160)
+        said = f"{o.cycles:,} cycles" if o.cycles is not None else clip(o.error, 160)
         sys.stdout.write(f"[{k}/{len(runs)}] {case.name} {exporter.name}: {STATUS[o.status]}, {said} "
                          f"({o.seconds:.0f} s)\n")
         sys.stdout.flush()
