@@ -215,3 +215,23 @@ def test_all_kinds_render_for_zoo_models(name, arch, tmp_path):
         out = tmp_path / f"{kind}.png"
         render(report, kind, out, title=name)
         assert out.stat().st_size > 10_000 and out.read_bytes().startswith(PNG)
+
+
+def test_stacked_timeline_and_utilization_label_time_once_each(report):
+    """With a shared x, the cycles label goes under the lowest panel only and the microseconds axis over the highest
+    only: a label between the two panels would sit over the lower one's microseconds axis (notebook 01)."""
+    import matplotlib.pyplot as plt
+
+    fig, (top, bottom) = plt.subplots(2, 1, sharex=True)
+    plot_timeline(report, top)
+    plot_utilization(report, bottom)
+    assert (top.get_xlabel(), bottom.get_xlabel()) == ("", "time (cycles)")
+
+    def us_axes(ax):
+        return [c for c in ax.child_axes if c.get_xlabel().startswith("time (µs")]
+    assert (len(us_axes(top)), len(us_axes(bottom))) == (1, 0)
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    plot_utilization(report, ax)
+    assert ax.get_xlabel() == "time (cycles)" and len(us_axes(ax)) == 1
+    plt.close(fig)

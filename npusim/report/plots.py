@@ -124,11 +124,16 @@ def _layer_of(report: dict, pc: np.ndarray) -> np.ndarray:
 
 
 def _cycle_axis(ax: Axes, report: dict) -> None:
-    """x in cycles (engineering notation) below, microseconds at the report's clock above."""
+    """x in cycles (engineering notation) below, microseconds at the report's clock above. Of axes stacked with a
+    shared x (``plt.subplots(2, 1, sharex=True)``), only the lowest gets the cycles label and only the highest the
+    microseconds axis, so that no label sits between two panels over the next one's."""
     ax.xaxis.set_major_formatter(ticker.EngFormatter(sep=""))
-    ax.set_xlabel("time (cycles)")
+    y0 = ax.get_position().y0
+    stacked = [a.get_position().y0 for a in ax.get_shared_x_axes().get_siblings(ax) if a is not ax]
+    if not any(y < y0 for y in stacked):
+        ax.set_xlabel("time (cycles)")
     ghz = report.get("arch", {}).get("clock", {}).get("ghz")
-    if ghz:
+    if ghz and not any(y > y0 for y in stacked):
         top = ax.secondary_xaxis("top", functions=(lambda c: c / (ghz * 1e3), lambda us: us * ghz * 1e3))
         top.set_xlabel(f"time (µs at {ghz:g} GHz)")
 
