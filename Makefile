@@ -10,7 +10,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/npusim warm --quiet   # numba's compiles, once (about a minute), not in the first runs
 	touch $@
 
-.PHONY: demo test lint bench docs conformance fuzz torch-corpus
+.PHONY: demo test lint bench docs conformance fuzz torch-corpus notebooks
 demo: $(VENV)/.installed
 	mkdir -p build
 	$(BIN)/npusim zoo resnet18 -o build/resnet18.onnx
@@ -30,6 +30,10 @@ bench: $(VENV)/.installed
 
 docs: $(VENV)/.installed
 	$(PY) -m npusim.app.docgen
+
+# run every notebook at SIZE = "full" and store its outputs in the file (the suite checks that they match the code)
+notebooks: $(VENV)/.installed
+	$(PY) notebooks/execute.py
 
 # onnx's model corpus (model-zoo classics, PyTorch exports) and node tests on mid32 -> docs/conformance.md
 # (48 s, measured 2026-11-28; 266-273 s before the compile-speed work)
