@@ -1,4 +1,5 @@
-"""The multi-scale deformable attention rows of the seed-ops bench (:mod:`npusim.app.seedbench.msda`; seed-ops.md 5):
+"""The multi-scale deformable attention rows of the perception bench (:mod:`npusim.app.seedbench.msda`;
+docs/perception.md#deformable-attention-cases):
 unfused vs fused (tables in the SPM or from DRAM) per preset, cycles, DRAM bytes, busy, SPM peak.
 
     .venv/bin/python bench/msda.py                 # the small cases with values

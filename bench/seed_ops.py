@@ -1,9 +1,9 @@
-"""The perception-operator bench (seed-ops.md 8): every case, variant and preset with cycles, useful MACs,
-utilization, DRAM read and write, SPM peak, vector and gather busy, bank-conflict stalls and how it was validated;
-then the gains the issue asks for (ConvTranspose: split against swelling; Sample2D: against the host fallback; the
-fused deformable attention against the unfused graph).
+"""The perception-operator bench (docs/perception.md#benchmark): every case, variant and preset with cycles, useful
+MACs, utilization, DRAM read and write, SPM peak, vector and gather busy, bank-conflict stalls and how it was validated;
+then the gains the issue asks for (ConvTranspose: split against swelling; Sample2D: against the host fallback; the fused
+deformable attention against the unfused graph).
 
-    python bench/seed_ops.py                 # the note's shapes, timing-only where large (about 10 min)
+    python bench/seed_ops.py                 # the full shapes, timing-only where large (about 10 min)
     python bench/seed_ops.py --size small    # the small cases, simulated with values and checked
     python bench/seed_ops.py --csv rows.csv  # the rows as CSV too
 """
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--csv", type=Path, help="also write the rows to this CSV file")
     args = ap.parse_args(argv)
     t0, t1 = time.perf_counter(), time.process_time()
-    with tqdm(desc="seed-ops bench", unit="row", file=sys.stderr) as bar:
+    with tqdm(desc="perception bench", unit="row", file=sys.stderr) as bar:
         rows = seedbench.bench_rows(args.size, tuple(args.presets), progress=lambda r: bar.update())
     df = pd.DataFrame(rows, columns=seedbench.COLUMNS)
     if args.csv:

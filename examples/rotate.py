@@ -1,5 +1,5 @@
 """Rotate an NCHW feature map on the NPU: AffineGrid (opset 20) + GridSample, as torchvision's tensor rotate and
-BEVFormer's ``rotate_prev_bev`` export (seed-ops.md 4.3).
+BEVFormer's ``rotate_prev_bev`` export (docs/perception.md#rotation).
 
 Two forms of the same graph:
 

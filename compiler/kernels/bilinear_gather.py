@@ -1,4 +1,5 @@
-"""Bilinear sampling by row gathers: the intended use of ``vpu.gather`` / ``dma.ld.gather`` (seed-ops.md 4.4-4.5).
+"""Bilinear sampling by row gathers: the intended use of ``vpu.gather`` / ``dma.ld.gather``
+(docs/perception.md#row-gather).
 
 Not a lowering (Resize and GridSample lower onto the same pattern, in their own module): one small program that
 samples ``P`` points of an NHWC image ``X (H, W, C)`` f32 the way onnxruntime's GridSample does on its fast path
@@ -14,8 +15,8 @@ samples ``P`` points of an NHWC image ``X (H, W, C)`` f32 the way onnxruntime's 
    w22*p22``: ``vpu.mul`` writes ``w11*p11``, then ``vpu.mul.sum`` *without* ``.z`` adds the other three products in
    row-major order.
 
-The indices and weights are the compile-time tables of a constant grid (class 2 of the note), computed by
-:func:`bilinear_taps` in float32 in onnxruntime's order.
+The indices and weights are the compile-time tables of a constant grid (class 2 of docs/perception.md#sample2d-classes),
+computed by :func:`bilinear_taps` in float32 in onnxruntime's order.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Transposed 2-D convolution (ONNX ConvTranspose) by weight-pattern (phase) splitting, and the two input-swelling
-baselines it is measured against (seed-ops.md section 3).
+baselines it is measured against (docs/perception.md#convtranspose).
 
 Per spatial axis (input I, kernel k, stride s, dilation d, pads p_b/p_e, output_padding op) an output ``o`` lies in
 the *uncropped* output at ``u = o + p_b``; its **phase** is ``phi = u mod s`` and its coarse position ``q = u // s``.
@@ -116,7 +116,7 @@ class ConvTransposeShape:
     @property
     def macs(self) -> int:
         """Useful multiply-accumulates: every tap of every phase for every output of that phase (the split's count;
-        border taps reading the zero halo included, as seed-ops.md 3.2 counts them)."""
+        border taps reading the zero halo included; docs/perception.md#phase-splitting)."""
         h, w = (sum(p.count * len(p.taps) for p in phases) for phases in (self.phases_h, self.phases_w))
         return self.N * self.K * self.Cg * h * w
 
@@ -198,8 +198,8 @@ def axis_phases(size: int, k: int, s: int, d: int, pb: int, out: int) -> tuple[A
 
 
 def conv_transpose_reference(x: np.ndarray, w: np.ndarray, ct: ConvTransposeShape) -> np.ndarray:
-    """The definition (seed-ops.md 3.1) as a scatter: every input pixel times every tap added at
-    ``o = i*s + k*d - p_b``; NCHW in and out, ONNX's ``(C, K/g, R, S)`` weights; exact int64 for integers, float64
+    """The definition (docs/perception.md#convtranspose-semantics) as a scatter: every input pixel times every tap added
+    at ``o = i*s + k*d - p_b``; NCHW in and out, ONNX's ``(C, K/g, R, S)`` weights; exact int64 for integers, float64
     for floats."""
     wide = np.int64 if np.issubdtype(x.dtype, np.integer) else np.float64
     (sh, sw), (dh, dw), (pt, pl, _, _) = ct.stride, ct.dilation, ct.pad

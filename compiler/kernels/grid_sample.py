@@ -1,4 +1,5 @@
-"""GridSample on the NPU: Sample2D by row gathers from DRAM, then one depthwise weighting pass (seed-ops.md 4.4).
+"""GridSample on the NPU: Sample2D by row gathers from DRAM, then one depthwise weighting pass
+(docs/perception.md#gridsample).
 
 The image ``X (N, H, W, C)`` stays channels-last in DRAM, so a source pixel is one row of C channels and a sample's
 taps are ``dma.ld.gather`` rows (``rows = H*W``, row stride ``C*4``): no bounding box, so any grid (rotations, flows,
@@ -7,7 +8,7 @@ p21, p22``) are read by index, ``-1`` for a tap onnxruntime reads as 0 (``paddin
 ``fill = 0``); border and reflection padding give every tap an index inside the image.
 
 - **Class 2** (constant grid): :func:`grid_taps` computes the indices and weights at compile time in numpy float32
-  in onnxruntime's order (``grid_sample.cc``, seed-ops.md 4.1).
+  in onnxruntime's order (``grid_sample.cc``; docs/perception.md#gridsample-numerics).
 - **Class 3** (run-time grid): :func:`grid_coordinates` computes the same indices and weights on the vector unit,
   bit for bit: the unnormalisation in onnxruntime's order, ``floor`` as ``t = cvt(u)`` (half to even), ``x1 = t -
   (f32(t) > u)``, ``nearbyint`` as the cvt itself, masks from ``cmpgt``, ``idx = (lin + 1) * inside - 1``. It stores

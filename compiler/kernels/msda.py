@@ -1,5 +1,5 @@
-"""Multi-scale deformable attention in one pass per (head, query tile) (seed-ops.md 5): the ``MSDeformAttn`` node
-of :mod:`compiler.passes.fuse_msda`.
+"""Multi-scale deformable attention in one pass per (head, query tile) (docs/perception.md#deformable-attention): the
+``MSDeformAttn`` node of :mod:`compiler.passes.fuse_msda`.
 
 Per head ``b`` (of ``n = batch*heads``) and tile of ``pt`` queries, every level's ``P`` samples per query are
 gathered from that level's channels-last table ``X_l (n, H_l, W_l, D)``, weighted bilinearly in onnxruntime's
@@ -12,8 +12,8 @@ Two placements of the level tables (:data:`TABLES`):
 
 - ``spm``: all levels of one head are loaded into the SPM once per head (two table buffers, alternating by head, so
   the next head's tables load while this head's last tiles compute); the coordinates are computed in the same step
-  on the vector unit (class 3 of seed-ops.md 4.4, :func:`compiler.kernels.grid_sample.coordinate_ops`), the taps read
-  by ``vpu.gather``. Reads each table once per head.
+  on the vector unit (class 3, docs/perception.md#sample2d-classes;
+  :func:`compiler.kernels.grid_sample.coordinate_ops`), the taps read by ``vpu.gather``. Reads each table once per head.
 - ``dram``: the tables stay in DRAM and each tile's taps are ``dma.ld.gather`` rows (4 per sample); the indices and
   bilinear weights come from the class-3 coordinate program of each level (:func:`compiler.kernels.grid_sample
   .grid_coordinates`), 32 bytes per sample written and read back (the sampled tensor is ``4*D`` bytes per sample).

@@ -1,4 +1,4 @@
-"""Sample2D + depthwise weighting: Resize (nearest, linear) on the NPU (seed-ops.md section 4.4).
+"""Sample2D + depthwise weighting: Resize (nearest, linear) on the NPU (docs/perception.md#sample2d).
 
 Every output pixel of a 2-D resample reads at most four source pixels ``(y1|y2, x1|x2)`` of an NHWC image and
 weights them; with C innermost a "pixel" is a row of C channels, so both stages run on whole channel rows:
@@ -105,7 +105,7 @@ class AxisTaps:
 
 def source_coordinate(mode: str, out: int, length: int, scale: float, roi: tuple[float, float]) -> np.ndarray:
     """The float32 source coordinate of output indices ``0..out-1`` (onnxruntime's
-    ``GetOriginalCoordinateFromResizedCoordinate``; seed-ops.md 4.2)."""
+    ``GetOriginalCoordinateFromResizedCoordinate``; docs/perception.md#resize-numerics)."""
     xr = np.arange(out, dtype=np.float32)
     s, lo, lr = np.float32(scale), np.float32(length), np.float32(out)
     if mode in ("half_pixel", "pytorch_half_pixel"):
@@ -303,9 +303,9 @@ METHODS = ("affine", "gather")
 
 def pixel_pitch(cb: int, steps: tuple[int, ...], target: Target, count: int = 64) -> int:
     """Bytes per pixel of an SPM tile of ``cb``-channel f32 pixels that vector views walk ``steps`` pixels at a time
-    (a phase of an up-sampled output, every other source pixel): ``cb*4`` padded by whole banks (seed-ops.md 6) to
-    the first pitch whose views stream ``count`` pixels with no bank conflict (the fewest conflict cycles if none
-    is free)."""
+    (a phase of an up-sampled output, every other source pixel): ``cb*4`` padded by whole banks
+    (docs/perception.md#layouts-and-halos) to the first pitch whose views stream ``count`` pixels with no bank conflict
+    (the fewest conflict cycles if none is free)."""
     from isa.cost import bank_cycles
 
     best = None
@@ -326,7 +326,8 @@ def pixel_pitch(cb: int, steps: tuple[int, ...], target: Target, count: int = 64
 def gather_pitch(cb: int, target: Target) -> int:
     """Bytes per pixel of a gather table: ``cb*4`` rounded up to whole SRAM lines, or to the power of two that
     divides a line when a pixel is shorter, so no table row straddles a line (the gather's row-stride rule,
-    seed-ops.md 4.6): the table reads then cost ``ceil(cb*4 / line)`` cycles per row, whatever the indices."""
+    docs/perception.md#row-gather): the table reads then cost ``ceil(cb*4 / line)`` cycles per row, whatever the
+    indices."""
     line, b = target.bank_row, cb * ES
     return -(-b // line) * line if b >= line else 1 << (b - 1).bit_length()
 
@@ -511,9 +512,9 @@ def _affine_compute(plan: ResizePlan, oy: tuple[int, int], ox: tuple[int, int], 
 
 def weighting(pts: tuple[int, ...], cb: int, out: View, taps: View, wts: View, order: str = "product"
               ) -> list[VecBinary]:
-    """The depthwise weighting of seed-ops.md 4.4 over points of shape ``pts``: ``taps`` holds 4 rows of ``cb``
-    values per point (``p11, p12, p21, p22``; its strides: the points', then the tap stride), ``wts`` 4 f32 per
-    point (its strides: the points', then 4 bytes apart), ``out`` the result rows (the points' strides).
+    """The depthwise weighting (docs/perception.md#depthwise-weighting) over points of shape ``pts``: ``taps`` holds 4
+    rows of ``cb`` values per point (``p11, p12, p21, p22``; its strides: the points', then the tap stride), ``wts`` 4
+    f32 per point (its strides: the points', then 4 bytes apart), ``out`` the result rows (the points' strides).
 
     ``product``: ``wts = (w11, w12, w21, w22)``, ``vpu.mul`` of tap 0 then ``vpu.mul.sum`` (no ``.z``) over taps 1-3
     in order: ``((w11*p11 + w12*p12) + w21*p21) + w22*p22``. ``separable``: ``wts = (dx2, dx1, dy2, dy1)``; ``taps``

@@ -1,6 +1,6 @@
-"""Fuse multi-scale deformable attention (seed-ops.md 5) as mmcv's ``multi_scale_deformable_attn_pytorch`` exports
-it into one ``MSDeformAttn`` node, lowered as one pass per (head, query tile) whose sampled tensor never leaves the
-SPM (:mod:`compiler.kernels.msda`).
+"""Fuse multi-scale deformable attention (docs/perception.md#deformable-attention) as mmcv's
+``multi_scale_deformable_attn_pytorch`` exports it into one ``MSDeformAttn`` node, lowered as one pass per (head, query
+tile) whose sampled tensor never leaves the SPM (:mod:`compiler.kernels.msda`).
 
 The pattern, from the ReduceSum back: ``ReduceSum(axes=[3]) <- Mul(s, a) <- [Reshape] <- Concat(axis=3) <-
 [Reshape (Unsqueeze)] <- GridSample`` per level (``torch.stack(dim=-2).flatten(-2)``, or a Concat of the 4-D

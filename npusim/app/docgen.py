@@ -209,9 +209,61 @@ def sweep_columns_table() -> str:
         f"{free}."
 
 
+def perception_convtranspose_table() -> str:
+    """The ConvTranspose cases of the perception bench (:data:`npusim.app.seedbench.convt.CASES`): shape, MACs of
+    the split and of the swelled convolution, input bytes of each (f32), where the shape comes from."""
+    from npusim.app.seedbench.convt import CASES, SMALL_CASES, SOURCES, input_tensor_bytes
+
+    rows = ["| case | input N x C x H x W | out channels | kernel, attributes | output | useful MACs (split) | "
+            "swelled MACs | input bytes split / swelled | runs | source |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, ct in CASES.items():
+        rows.append(f"| {name} | {ct.N} x {ct.C} x {ct.H} x {ct.W} | {ct.K} | {ct.R}x{ct.S}, {ct.text} | "
+                    f"{ct.OH} x {ct.OW} | {ct.macs:,} | {ct.swelled_macs:,} | {input_tensor_bytes(ct, 'split'):,} / "
+                    f"{input_tensor_bytes(ct, 'swell_dram'):,} | "
+                    f"{'with values' if name in SMALL_CASES else 'timing only'} | {_cell(SOURCES[name])} |")
+    return "\n".join(rows)
+
+
+def perception_sample2d_table() -> str:
+    """The Resize/GridSample cases of the perception bench (:mod:`npusim.app.seedbench.sample`): shape, what is
+    sampled, the variants that apply, where the shape comes from; the small cases (run with values) after."""
+    from npusim.app.seedbench.sample import CASES, SMALL, variants
+
+    rows = ["| case | op | input N x C x H x W | mode | sampling | output | variants | runs | source |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for case in CASES + SMALL:
+        if case.op == "Resize":
+            how, out = f"x{case.scale}, {case.ctm}", f"{case.h * case.scale} x {case.w * case.scale}"
+        else:
+            grid = "BEV re-gridding" if case.grid == "slice" else f"rotation by {case.angle:g} degrees"
+            how, out = f"{grid}, align_corners={case.align_corners}", f"{case.h} x {case.w}"
+        rows.append(f"| {case.name} | {case.op} | {case.n} x {case.c} x {case.h} x {case.w} | {case.mode} | {how} | "
+                    f"{out} | {', '.join(variants(case))} | {'with values' if case in SMALL else 'timing only'} | "
+                    f"{_cell(case.source)} |")
+    return "\n".join(rows)
+
+
+def perception_msda_table() -> str:
+    """The deformable attention cases of the perception bench (:mod:`npusim.app.seedbench.msda`): value maps,
+    queries, samples and the unfused graph's sampled tensor; the small cases (run with values) after."""
+    from npusim.app.seedbench.msda import CASES, SMALL
+
+    rows = ["| case | bs | levels (H x W) | queries | points per level | heads x D | bilinear samples | sampled tensor "
+            "(f32 bytes) | runs | source |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in CASES + SMALL:
+        samples = c.bs * c.heads * c.queries * len(c.levels) * c.points
+        rows.append(f"| {c.name} | {c.bs} | {', '.join(f'{h} x {w}' for h, w in c.levels)} | {c.queries:,} | "
+                    f"{c.points} | {c.heads} x {c.dims} | {samples:,} | {c.sampled_bytes:,} | "
+                    f"{'with values' if c in SMALL else 'timing only'} | {_cell(c.source)} |")
+    return "\n".join(rows)
+
+
 TABLES = {"docs/isa.md": {"instructions": instruction_table, "enums": enum_table, "semantics": semantics},
           "docs/arch.md": {"arch-fields": arch_table}, "README.md": {"presets": preset_table},
           "docs/ops.md": {"ops": ops_table, "op-options": op_options_table},
+          "docs/perception.md": {"perception-convtranspose-cases": perception_convtranspose_table,
+                                 "perception-sample2d-cases": perception_sample2d_table,
+                                 "perception-msda-cases": perception_msda_table},
           "docs/energy.md": {"energy-tables": energy_tables, "energy-presets": energy_presets_table},
           "docs/validation.md": {"scalesim-gemm": validation_gemm_table, "scalesim-resnet18": validation_resnet_table},
           "docs/sweep.md": {"sweep-columns": sweep_columns_table}}

@@ -86,8 +86,9 @@ WORKLOADS = {w.name: w for w in (
              _gemm(512, 512, 512, DType.I8)),
     Workload("conv3x3", "ResNet-like convolution 1x64x56x56 -> 64 channels, 3x3, stride 1, pad 1, int8",
              _conv((1, 64, 56, 56, 64, 3, 3, 1, 1), DType.I8)),
-    Workload("conv_transpose", "2x upsampling ConvTranspose by phase splitting, seed-ops case C: 1x128x25x25 -> 128 "
-             "channels, 3x3, stride 2, pad 1, output_padding 1, fp32", _conv_transpose(
+    Workload("conv_transpose", "2x upsampling ConvTranspose by phase splitting, perception case C "
+             "(docs/perception.md): 1x128x25x25 -> 128 channels, 3x3, stride 2, pad 1, output_padding 1, fp32",
+             _conv_transpose(
                  ConvTransposeShape(1, 128, 25, 25, 128, 3, 3, 2, 1, output_padding=1), DType.F32)),
     Workload("resnet18", "ResNet-18 from npusim.app.zoo (fp32, seed 0), 1x3x224x224 -> 1x1000", _zoo("resnet18")),
     Workload("bert_layer", "transformer encoder layer from npusim.app.zoo (BERT-base, fp32, seed 0), 1x128x768",

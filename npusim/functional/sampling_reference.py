@@ -1,8 +1,9 @@
 """Numpy references of the ONNX sampling ops: Resize, GridSample, AffineGrid (float32, NCHW).
 
 What the simulator's Resize/GridSample lowerings are checked against: onnxruntime's CPU kernels written out in numpy
-float32, operation for operation, so that the result equals onnxruntime's bit for bit (``tests/test_sampling.py``
-sweeps every mode against onnxruntime 1.32; seed-ops.md sections 2, 4.1-4.3 derive the orders):
+float32, operation for operation, so that the result equals onnxruntime's bit for bit
+(``tests/functional/test_sampling_reference.py`` sweeps every mode against onnxruntime 1.32;
+docs/perception.md#numerics states the orders):
 
 - coordinates: each axis maps an output index to a source coordinate in float32 by the op's formula
   (:func:`source_coordinate` for Resize, :func:`grid_coordinate` for GridSample);
@@ -15,8 +16,7 @@ sweeps every mode against onnxruntime 1.32; seed-ops.md sections 2, 4.1-4.3 deri
 
 Resize's nearest modes decide ties with a tolerance (:data:`TIE`), as onnxruntime 1.32 does. AffineGrid follows
 onnxruntime's Eigen code: base coordinates from ``LinSpaced`` scaled by ``(n-1)/n``, then ``(t0*x + t1*y) + t2``
-(bit-exact in the tests, though seed-ops.md left that order unpinned). Cubic modes, antialias and exclude_outside are
-not modelled (they run on the host).
+(bit-exact in the tests). Cubic modes, antialias and exclude_outside are not modelled (they run on the host).
 """
 
 from __future__ import annotations
@@ -291,12 +291,12 @@ def affine_grid(theta: np.ndarray, size, align_corners: int = 0) -> np.ndarray:
 # --------------------------------------------------------------------------- multi-scale deformable attention
 
 def ms_deform_attn(values, grids, attention: np.ndarray) -> np.ndarray:
-    """Multi-scale deformable attention (seed-ops.md 5) in the order of the fused lowering and of the CUDA kernel
-    (Deformable-DETR / mmcv ``ms_deformable_im2col``): ``values[l] (N, D, H_l, W_l)``, ``grids[l] (N, Q, P, 2)``
-    (the graph's ``2*loc - 1``), ``attention (N, Q, L*P)`` (level-major); each sample is GridSample's (linear, zeros,
-    align_corners=0: onnxruntime's product order, :func:`grid_sample`), times its attention weight, summed
-    sequentially over levels then points starting from the first product (``acc = s_0*a_0; acc = acc + s_k*a_k``),
-    every operation rounded to float32. Returns ``(N, D, Q)``."""
+    """Multi-scale deformable attention (docs/perception.md#deformable-attention) in the order of the fused lowering
+    and of the CUDA kernel (Deformable-DETR / mmcv ``ms_deformable_im2col``): ``values[l] (N, D, H_l, W_l)``,
+    ``grids[l] (N, Q, P, 2)`` (the graph's ``2*loc - 1``), ``attention (N, Q, L*P)`` (level-major); each sample is
+    GridSample's (linear, zeros, align_corners=0: onnxruntime's product order, :func:`grid_sample`), times its
+    attention weight, summed sequentially over levels then points starting from the first product (``acc =
+    s_0*a_0; acc = acc + s_k*a_k``), every operation rounded to float32. Returns ``(N, D, Q)``."""
     values, grids, attention = list(values), list(grids), np.asarray(attention, F32)
     if len(values) != len(grids) or not values:
         raise SimulationError(f"one grid per level: {len(values)} values and {len(grids)} grids")
@@ -330,8 +330,8 @@ def ms_deform_attn_mmcv(value: np.ndarray, levels, sampling_locations: np.ndarra
 
 
 def ms_deform_attn_bound(values, grids, attention: np.ndarray) -> np.ndarray:
-    """seed-ops.md 5's bound on ``|onnxruntime - reference|`` per output ``(N, D, Q)``: ``2*(L*P) * 2^-24 *
-    sum_k |s_k * a_k|`` (two summation orders, each within ``(n-1)*u*sum|t|`` of the exact sum)."""
+    """The bound on ``|onnxruntime - reference|`` (docs/perception.md#msda-error-bound) per output ``(N, D, Q)``:
+    ``2*(L*P) * 2^-24 * sum_k |s_k * a_k|`` (two summation orders, each within ``(n-1)*u*sum|t|`` of the exact sum)."""
     s = np.concatenate([grid_sample(v, g) for v, g in zip(values, grids)], axis=-1)
     terms = np.abs(s.astype(np.float64) * np.asarray(attention, np.float64)[:, None])
     return 2 * s.shape[-1] * 2.0 ** -24 * terms.sum(-1)

@@ -33,8 +33,8 @@ RNG = np.random.default_rng(3)
 
 
 def _definition(x: np.ndarray, w: np.ndarray, ct: ConvTransposeShape) -> np.ndarray:
-    """seed-ops.md 3.1 term by term: Y[n, g*Kg + m, oh, ow] += X[n, c, i, j] * W[c, m, kh, kw] whenever
-    ``i*s + k*d - p_b`` lands inside the output."""
+    """ONNX's definition term by term (docs/perception.md#convtranspose-semantics):
+    Y[n, g*Kg + m, oh, ow] += X[n, c, i, j] * W[c, m, kh, kw] whenever ``i*s + k*d - p_b`` lands inside the output."""
     y = np.zeros((ct.N, ct.K, ct.OH, ct.OW))
     (sh, sw), (dh, dw), (pt, pl, _, _) = ct.stride, ct.dilation, ct.pad
     for n, c, i, j, m, kh, kw in itertools.product(range(ct.N), range(ct.C), range(ct.H), range(ct.W), range(ct.Kg),
@@ -46,8 +46,9 @@ def _definition(x: np.ndarray, w: np.ndarray, ct: ConvTransposeShape) -> np.ndar
 
 
 def _by_phases(x: np.ndarray, w: np.ndarray, ct: ConvTransposeShape) -> np.ndarray:
-    """Y gathered phase by phase from :func:`axis_phases` (seed-ops.md 3.2): output ``o = first + s*j`` of a phase
-    sums ``X[(o + p_b - phase)/s + a_k] * W[k]`` over the phase's taps, X zero outside the input."""
+    """Y gathered phase by phase from :func:`axis_phases` (docs/perception.md#phase-splitting): output
+    ``o = first + s*j`` of a phase sums ``X[(o + p_b - phase)/s + a_k] * W[k]`` over the phase's taps, X zero outside
+    the input."""
     y = np.zeros((ct.N, ct.K, ct.OH, ct.OW))
     xp = np.zeros((ct.N, ct.C, ct.H + 2 * (ct.R * ct.dilation[0] + 2), ct.W + 2 * (ct.S * ct.dilation[1] + 2)))
     oh0, ow0 = ct.R * ct.dilation[0] + 2, ct.S * ct.dilation[1] + 2
@@ -110,7 +111,7 @@ def test_axis_phases_by_hand(size, k, s, d, pb, out, taps, offsets, first):
 def test_tapless_phases_and_mac_ratio():
     assert tapless(ConvTransposeShape(1, 4, 4, 4, 4, 3, 3, 2, dilation=2))
     assert not tapless(ConvTransposeShape(1, 4, 4, 4, 4, 3, 3, 2, dilation=(1, 3)))
-    # seed-ops.md 3.5: the swelled convolution does s_h * s_w times the split's MACs on the bench shapes
+    # the swelled convolution does s_h * s_w times the split's MACs on the bench shapes (docs/perception.md)
     for ct, macs in ((ConvTransposeShape(1, 256, 90, 90, 256, 2, 2, 2), 2_123_366_400),
                      (ConvTransposeShape(1, 128, 100, 100, 128, 4, 4, 2, 1), 2_621_440_000),
                      (ConvTransposeShape(1, 128, 25, 25, 128, 3, 3, 2, 1, output_padding=1), 92_160_000)):

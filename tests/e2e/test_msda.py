@@ -1,6 +1,7 @@
-"""Multi-scale deformable attention (seed-ops.md 5): mmcv's exported graph, the fuse_msda pass, the unfused path
-against onnxruntime within seed-ops' bound, and the fused lowering bit for bit against the numpy reference in the CUDA
-kernel's order, with the level tables in the SPM and gathered from DRAM, on every preset."""
+"""Multi-scale deformable attention (docs/perception.md): mmcv's exported graph, the fuse_msda pass, the unfused path
+against onnxruntime within the bound of docs/perception.md#msda-error-bound, and the fused lowering bit for bit against
+the numpy reference in the CUDA kernel's order, with the level tables in the SPM and gathered from DRAM, on every
+preset."""
 
 import numpy as np
 import onnx
@@ -36,7 +37,7 @@ def test_the_exported_graph_is_mmcvs_and_the_reference_matches_onnxruntime_withi
     got = ort_session(m).run(None, inp)[0]
     want = sampling.ms_deform_attn_mmcv(inp["value"], LEVELS, inp["sampling_locations"], inp["attention_weights"])
     assert got.shape == want.shape == (1, 7, 16)
-    # the bound of seed-ops 5, per output, from the same samples
+    # the bound (docs/perception.md#msda-error-bound), per output, from the same samples
     bs, heads, d, q = 1, 2, 8, 7
     value, loc, aw = inp["value"], inp["sampling_locations"], inp["attention_weights"]
     grid = loc * np.float32(2) - np.float32(1)

@@ -21,8 +21,9 @@ def test_case_c_rows_and_gains_on_mid32():
         assert g["util"] >= 0.5 and g["speedup"] > 1, g
 
 
-def test_input_tensor_bytes_follow_the_note():
-    # seed-ops.md 3.5: swelled / split input bytes of A, B, C
+def test_input_tensor_bytes_of_cases_a_b_c():
+    # split / swelled input bytes of A, B, C (docs/perception.md#convtranspose-cases), by hand: C*H*W*4 and
+    # C*(s*(H-1) + 1 + (k-1-p_b) + (k-1-p_e+op))^2*4
     for case, (split, swelled) in {"A": (8_294_400, 33_547_264), "B": (5_120_000, 21_099_008),
                                    "C": (320_000, 1_384_448)}.items():
         assert input_tensor_bytes(CASES[case], "split") == split

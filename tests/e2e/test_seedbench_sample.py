@@ -1,5 +1,5 @@
-"""npusim.app.seedbench.sample: the Sample2D rows of the seed-ops bench. The small cases run with values on every preset
-and every NPU variant equals the numpy reference (onnxruntime's order) bit for bit; the counters add up."""
+"""npusim.app.seedbench.sample: the Sample2D rows of the perception bench. The small cases run with values on every
+preset and every NPU variant equals the numpy reference (onnxruntime's order) bit for bit; the counters add up."""
 
 import math
 
@@ -29,7 +29,7 @@ def test_small_cases_are_exact_on_every_variant_and_preset():
 
 
 def test_host_baseline_is_the_host_cost_formula():
-    """R1b's 100->200 step: 51.2 MB read, 204.8 MB written, 256 M element ops (seed-ops.md 4.8's bytes)."""
+    """R1b's 100->200 step: 51.2 MB read, 204.8 MB written, 256 M element ops (docs/perception.md#sample2d-cases)."""
     r1b = next(c for c in CASES if c.name == "R1b")
     arch = load_arch("mid32")
     cycles, rd, wr = _host_cycles(r1b, arch)

@@ -1,7 +1,7 @@
 """The numpy references of Resize, GridSample and AffineGrid (npusim.functional.sampling_reference) against onnxruntime,
-bit for bit on float32 (seed-ops.md 4.7): every coordinate mode, nearest mode, padding mode, align_corners, scales and
-sizes, at the opsets that define them, on random values, exact half-pixel ties, integer coordinates and grids over
-[-1.3, 1.3]."""
+bit for bit on float32 (docs/perception.md#numerics): every coordinate mode, nearest mode, padding mode, align_corners,
+scales and sizes, at the opsets that define them, on random values, exact half-pixel ties, integer coordinates and grids
+over [-1.3, 1.3]."""
 
 import itertools
 

@@ -1,4 +1,4 @@
-"""The row gather in the simulator: cycles against the hand-derived formulas of docs/timing.md (seed-ops 4.6), the
+"""The row gather in the simulator: cycles against the hand-derived formulas of docs/timing.md (row gather), the
 same cycles whatever the index values and with or without values, and what it writes (fill, bounds, aliasing,
 dtypes)."""
 

@@ -32,8 +32,9 @@ def grid_points(rng, n: int) -> np.ndarray:
 
 
 def reference(x: np.ndarray, grid: np.ndarray) -> np.ndarray:
-    """GridSample bilinear, zeros, align_corners=0 in float32, onnxruntime's order (seed-ops.md section 2):
-    ``((w11*p11 + w12*p12) + w21*p21) + w22*p22``, a neighbour outside the image reading 0."""
+    """GridSample bilinear, zeros, align_corners=0 in float32, onnxruntime's order
+    (docs/perception.md#gridsample-numerics): ``((w11*p11 + w12*p12) + w21*p21) + w22*p22``, a neighbour outside the
+    image reading 0."""
     h, w, _ = x.shape
     f = np.float32
     out = []

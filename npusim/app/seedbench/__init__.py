@@ -1,4 +1,4 @@
-"""The perception-operator bench (seed-ops.md 8): ConvTranspose by phase splitting against input swelling
+"""The perception-operator bench (docs/perception.md#benchmark): ConvTranspose by phase splitting against input swelling
 (:mod:`.convt`), Resize/GridSample as Sample2D + depthwise weighting against the host fallback (:mod:`.sample`),
 the fused multi-scale deformable attention against the unfused graph (:mod:`.msda`).
 
@@ -27,7 +27,7 @@ def bench_rows(size: str = "full", presets: Sequence[str] | None = None,
                progress: Callable[[dict], None] | None = None) -> list[dict]:
     """Every bench row in :data:`COLUMNS` order, on ``presets`` (default: every preset, the smallest array first).
     ``size="small"``: the cases small enough to simulate with values and check (the test suite's and the
-    notebook's); ``"full"``: the note's shapes, timing-only where large."""
+    notebook's); ``"full"``: the full shapes, timing-only where large."""
     small, presets = size == "small", tuple(presets or presets_by_size())
     out: list[dict] = []
 

@@ -1,4 +1,5 @@
-"""ConvTranspose by phase splitting against input swelling: the rows of ``bench/seed_ops.py`` (seed-ops.md 3.5, 8).
+"""ConvTranspose by phase splitting against input swelling: the rows of ``bench/seed_ops.py``
+(docs/perception.md#convtranspose-cases).
 
 Each row is one whole ONNX ConvTranspose layer compiled with ``compile_model(conv_transpose=variant)`` and simulated:
 ``split`` (phase splitting, the interleave included), ``swell_spm`` (each window zero-inserted in SPM) and
@@ -8,7 +9,7 @@ counted). Columns (cycles, bytes, MACs):
 - ``useful_macs``: the split's count (:attr:`compiler.kernels.conv_transpose2d.ConvTransposeShape.macs`), the same for
   every variant, and ``util`` = useful MACs / (cycles * rows * cols); ``instr_macs``: what the matrix unit ran.
 - ``input_tensor``: bytes of the input the convolution runs over: X itself under splitting, the zero-inserted and
-  padded input under swelling (seed-ops.md 3.5's "input bytes"; :func:`input_tensor_bytes`).
+  padded input under swelling (:func:`input_tensor_bytes`; docs/perception.md#input-swelling).
 - ``input_bytes``: input bytes the DMA wrote into the SPM windows the matrix unit streams (inserted zeros and halo
   re-reads included; the swell segment excluded), i.e. ``input_tensor`` times the times the tiling reads it.
 - ``dram_rd``, ``dram_wr``: all DRAM traffic (weights, swell pass, output); ``spm_peak``: one past the highest SPM
@@ -37,8 +38,16 @@ CASES: dict[str, ConvTransposeShape] = {
     "B": ConvTransposeShape(1, 128, 100, 100, 128, 4, 4, 2, 1),
     "C": ConvTransposeShape(1, 128, 25, 25, 128, 3, 3, 2, 1, output_padding=1),
 }
-"""seed-ops.md 3.5's 2x upsampling shapes (fp32, N = 1): A BEVFusion SECONDFPN (k = s = 2), B a BEV decoder
-(k = 4, s = 2, p = 1), C UniAD's occupancy Bottleneck (k = 3, s = 2, p = 1, output_padding 1)."""
+"""The 2x upsampling shapes of the bench (fp32, N = 1; docs/perception.md#convtranspose-cases): A BEVFusion
+SECONDFPN (k = s = 2), B a BEV decoder (k = 4, s = 2, p = 1), C UniAD's occupancy Bottleneck (k = 3, s = 2, p = 1,
+output_padding 1)."""
+
+SOURCES: dict[str, str] = {
+    "A": "BEVFusion's lidar SECONDFPN deconvolution (kernel = stride = 2) on its 180x180 BEV at 256 channels",
+    "B": "a generic BEV 2x decoder upsampling (chosen, not taken from a model)",
+    "C": "the upsampling Bottleneck of UniAD's occupancy head at the head's width (256 halved inside the Bottleneck)",
+}
+"""Where each of :data:`CASES` comes from (docs/perception.md's case table)."""
 
 SMALL_CASES = ("C",)
 """The cases small enough to validate against onnxruntime in the test suite; the others run timing-only."""

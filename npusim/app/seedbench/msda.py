@@ -1,12 +1,13 @@
-"""Rows of the seed-ops bench for multi-scale deformable attention (seed-ops.md 5): M1 BEVFormer-base TSA, M2
-BEVFormer-tiny TSA, M3 a Deformable-DETR encoder on BEVFormer-base's FPN, each as mmcv's exported graph
-(:func:`npusim.app.zoo.msda.msda_mmcv`) compiled unfused (every GridSample, the stack, Mul and ReduceSum lowered on
-their own) and fused (:mod:`compiler.passes.fuse_msda`; level tables in the SPM or gathered from DRAM), on each preset.
+"""Rows of the perception bench for multi-scale deformable attention (docs/perception.md#deformable-attention-cases): M1
+BEVFormer-base TSA, M2 BEVFormer-tiny TSA, M3 a Deformable-DETR encoder on BEVFormer-base's FPN, each as mmcv's exported
+graph (:func:`npusim.app.zoo.msda.msda_mmcv`) compiled unfused (every GridSample, the stack, Mul and ReduceSum lowered
+on their own) and fused (:mod:`compiler.passes.fuse_msda`; level tables in the SPM or gathered from DRAM), on each
+preset.
 
 Like :mod:`npusim.app.driver` this module joins the compiler and the simulator (through the driver). Large cases run
 timing-only; with ``values`` a run is checked against :func:`npusim.functional.sampling_reference.ms_deform_attn_mmcv`:
-the fused form bit for bit (``exact``), the unfused one within seed-ops' bound (``tol``), else ``MISMATCH``.
-``bench/seed_ops.py`` prints them.
+the fused form bit for bit (``exact``), the unfused one within the bound of docs/perception.md#msda-error-bound
+(``tol``), else ``MISMATCH``. ``bench/seed_ops.py`` prints them.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def run_variant(case: MsdaCase, variant: str, arch: Arch, values: bool = False, 
 
 
 def _within_bound(case: MsdaCase, inputs: dict, got: np.ndarray) -> bool:
-    """Whether ``got (bs, Q, heads*D)`` is within seed-ops' bound of the reference."""
+    """Whether ``got (bs, Q, heads*D)`` is within the bound (docs/perception.md#msda-error-bound) of the reference."""
     value, loc, aw = inputs["value"], inputs["sampling_locations"], inputs["attention_weights"]
     bs, _, heads, d = value.shape
     q, n_l, p = loc.shape[1], loc.shape[3], loc.shape[4]

@@ -1,6 +1,6 @@
-"""Rows of the seed-ops bench for Sample2D (seed-ops.md 4.8): Resize R1-R3 and GridSample G1-G2 on each preset,
-per variant — today's host fallback, class 1 (affine views), class 2 (constant tables + gather), class 3 (on-chip
-coordinates + gather) where each applies.
+"""Rows of the perception bench for Sample2D (docs/perception.md#sample2d-cases): Resize R1-R3 and GridSample G1-G2 on
+each preset, per variant — today's host fallback, class 1 (affine views), class 2 (constant tables + gather), class 3
+(on-chip coordinates + gather) where each applies.
 
 Like :mod:`npusim.app.driver` this module joins the compiler and the simulator: it builds each variant's programs with
 :mod:`compiler.kernels.resample` / :mod:`compiler.kernels.grid_sample` and simulates them (timing-only for the large
@@ -53,7 +53,8 @@ CASES = (
     Case("R3", "Resize", 1, 32, 25, 25, scale=8, source="UniAD get_attn_mask 25->200 (32 masks)"),
     Case("G1", "GridSample", 1, 256, 200, 200, grid="slice", align_corners=1, source="UniAD BevFeatureSlicer"),
     Case("G2", "GridSample", 1, 256, 200, 200, grid="rotate", source="BEVFormer rotate_prev_bev, bilinear"),
-    Case("G2n", "GridSample", 1, 256, 200, 200, grid="rotate", mode="nearest", source="... nearest"),
+    Case("G2n", "GridSample", 1, 256, 200, 200, grid="rotate", mode="nearest",
+         source="BEVFormer rotate_prev_bev, nearest"),
 )
 SMALL = (
     Case("r2-small", "Resize", 1, 32, 12, 10, source="R2 at 32 channels, 12x10"),
@@ -116,7 +117,9 @@ def _measure(results: list) -> dict:
     return out
 
 
-def _variants(case: Case) -> list[str]:
+def variants(case: Case) -> list[str]:
+    """The variants that apply to ``case``: the host fallback, class 1 where both axes of a Resize are affine by
+    phase, class 2, and class 3 for GridSample (docs/perception.md#sample2d-classes)."""
     if case.op == "Resize":
         return ["host"] + (["class1"] if resize_plan(case).affine else []) + ["class2"]
     return ["host", "class2", "class3"]
@@ -172,7 +175,7 @@ def seed_sample_rows(cases=CASES, presets: Sequence[str] | None = None, values: 
     for case in cases:
         for preset in presets or presets_by_size():
             arch = load_arch(preset)
-            for v in _variants(case):
+            for v in variants(case):
                 rows.append(run_variant(case, v, arch, values))
                 if progress:
                     progress(rows[-1])

@@ -1,6 +1,6 @@
-"""Multi-scale deformable attention as mmcv's ``multi_scale_deformable_attn_pytorch`` exports it to ONNX (seed-ops.md
-5): an operator graph, not a zoo network (it is not in ``MODELS``), built node for node the way ``torch.onnx.export``
-writes that function at opset 16-17:
+"""Multi-scale deformable attention as mmcv's ``multi_scale_deformable_attn_pytorch`` exports it to ONNX
+(docs/perception.md#deformable-attention): an operator graph, not a zoo network (it is not in ``MODELS``), built node
+for node the way ``torch.onnx.export`` writes that function at opset 16-17:
 
 - ``value (bs, sum H_l*W_l, heads, D)`` -> ``Split`` per level -> ``Reshape (bs, H_l*W_l, heads*D)`` ->
   ``Transpose (0, 2, 1)`` -> ``Reshape (bs*heads, D, H_l, W_l)``;
