@@ -77,6 +77,7 @@ def energy_lines(report: dict) -> list[str]:
     e, area, roof = report["energy"], report["area"], report["memory_roof"]
     kinds = {k: v for k, v in e["by_kind_pj"].items() if v}
     top = sorted(kinds, key=kinds.get, reverse=True)[:3]
+    top += [k for k in ("host",) if k in kinds and k not in top]   # work on the host CPU is always named
     share = ", ".join(f"{k} {kinds[k] / e['total_pj']:.0%}" for k in top) if e["total_pj"] else "-"
     per = f", {si(e['per_inference_pj'], 'pJ')} per inference" if e["inferences"] > 1 else ""
     arch = report["arch"]
@@ -437,18 +438,32 @@ def cmd_sweep(args) -> int:
     shown = df.assign(error=df["error"].fillna(""))
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_colwidth", 60):
         if metrics:
-            front = pareto(df, metrics)
-            print(f"Pareto front of {', '.join(metrics)} (minimised), per workload: {len(front)} rows")
-            print(shown.loc[front.index].to_string(index=False))
+            front = pareto(df, metrics, host=args.host_points)
+            print(f"Pareto front of {', '.join(metrics)} (minimised), per workload: {len(front)} rows"
+                  + _host_note(front))
+            print(shown.loc[front.index].assign(**{c: front[c] for c in front.columns if c not in shown})
+                  .to_string(index=False))
         else:
             print(shown.to_string(index=False, max_rows=args.rows))
     if args.plot:
-        _plot_fronts(df, metrics, args.plot)
+        _plot_fronts(df, metrics, args.plot, args.host_points)
         print(f"wrote {args.plot}")
     return 0
 
 
-def _plot_fronts(df, metrics: list[str], path: str) -> None:
+def _host_note(front) -> str:
+    """What the front did with the points that ran nodes on the host CPU, for the line above it."""
+    if front.attrs.get("host_excluded"):
+        n = front.attrs["host_excluded"]
+        return (f"; {n} point{'s' if n != 1 else ''} left out because {'they' if n != 1 else 'it'} ran nodes on the "
+                f"host CPU (host_ops > 0: the host's time and energy, not the NPU's; --host-points mark keeps them, "
+                f"marked)")
+    if "host_assisted" in front.columns:
+        return f"; {int(front['host_assisted'].sum())} of them ran nodes on the host CPU (host_assisted)"
+    return ""
+
+
+def _plot_fronts(df, metrics: list[str], path: str, host: str = "exclude") -> None:
     """One Pareto plot per workload, side by side, written to ``path``."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -456,11 +471,11 @@ def _plot_fronts(df, metrics: list[str], path: str) -> None:
     from npusim.app.sweep import plot_pareto, plot_pareto_3d
 
     names = list(dict.fromkeys(df["workload"]))
-    fig = Figure(figsize=(6 * len(names), 4.5), layout="constrained")
+    fig = Figure(figsize=(8 * len(names), 4.8), layout="constrained")   # room for the key of numbered points
     FigureCanvasAgg(fig)
     for i, name in enumerate(names):
         ax = fig.add_subplot(1, len(names), i + 1, **({"projection": "3d"} if len(metrics) == 3 else {}))
-        (plot_pareto_3d if len(metrics) == 3 else plot_pareto)(df[df["workload"] == name], ax, *metrics)
+        (plot_pareto_3d if len(metrics) == 3 else plot_pareto)(df[df["workload"] == name], ax, *metrics, host=host)
         ax.set_title(name, loc="left")
     fig.savefig(path, dpi=110)
 
@@ -771,6 +786,9 @@ def _sweep_command(sub) -> None:
                     "(all minimised), e.g. cycles,dram_bytes")
     sw.add_argument("--plot", metavar="OUT.png", help="draw the --pareto front (2 or 3 metrics), one panel per "
                     "workload")
+    sw.add_argument("--host-points", choices=("exclude", "mark"), default="exclude",
+                    help="points that ran nodes on the host CPU (host_ops > 0): leave them out of the --pareto front "
+                    "(exclude, the default) or keep them, marked (mark)")
     sw.add_argument("--rows", type=_count(0, what="a row count"), default=40, help="rows of the table to print")
     sw.add_argument("--quiet", action="store_true", help="no progress bar (shown only on a terminal)")
     sw.set_defaults(func=cmd_sweep)

@@ -354,7 +354,7 @@ def plot_roofline(report: dict, ax: Axes) -> Roofline:
 
 # ------------------------------------------------------------------------------------------------ energy
 ENERGY_KINDS = ("mac", "vector", "spm_read", "spm_write", "acc_read", "acc_write", "dram_read", "dram_write", "dma",
-                "leakage")   # isa.energy.KINDS and the static kind; the report's layers[].energy_by_kind_pj
+                "host", "leakage")   # isa.energy.KINDS and the static kind; the report's layers[].energy_by_kind_pj
 
 
 @dataclass
@@ -376,7 +376,8 @@ def plot_energy(report: dict, ax: Axes) -> EnergySplit:
     parts = {k: np.array([lr["energy_by_kind_pj"].get(k, 0.0) for lr in layers]) for k in kinds}
     y = np.arange(len(layers))
     left = np.zeros(len(layers))
-    colors = {k: colormaps["tab10"](i % 10) for i, k in enumerate(kinds)}
+    dynamic = [k for k in kinds if k != "leakage"]   # ten dynamic kinds, ten colours; leakage grey
+    colors = {k: colormaps["tab10"](i % 10) for i, k in enumerate(dynamic)} | {"leakage": "0.6"}
     artists = []
     for k in kinds:
         if not parts[k].any():
