@@ -90,21 +90,30 @@ def energy_lines(report: dict) -> list[str]:
             f"flight {roof['dma']:.3g}; binds: {roof['binds']}"]
 
 
-def summary(result, utilization: float | None = None, report: dict | None = None) -> str:
-    """A short human-readable report: cycles, per-unit busy/stall/idle, traffic, energy. ``utilization``: the matrix
-    utilization to print (a model's or a layer's MACs over the peak) instead of the instructions'; ``report``: the
-    run's JSON report if already made (its energy per inference counts the batch)."""
-    util = result.matrix_utilization if utilization is None else utilization
+def utilization_line(result, mac_utilization: float | None = None) -> str:
+    """The summary's utilization figures (docs/timing.md, "Utilization figures"): MAC utilization when the useful MACs
+    are known (``mac_utilization``: a model's, a layer's), then issued MAC utilization = matrix busy x array fill while
+    busy."""
+    useful = f"MAC utilization {mac_utilization:.1%}; " if mac_utilization is not None else ""
+    return (f"{useful}issued MAC utilization {result.issued_mac_utilization:.1%} = matrix busy "
+            f"{result.matrix_busy:.1%} x array fill while busy {result.array_fill_while_busy:.1%}")
+
+
+def summary(result, mac_utilization: float | None = None, report: dict | None = None) -> str:
+    """A short human-readable report: cycles, utilization figures, per-unit busy/stall/idle, traffic, energy.
+    ``mac_utilization``: the MAC utilization of the work's useful MACs (a model's or a layer's; None for a bare
+    program, whose instructions do not say which of their MACs are useful); ``report``: the run's JSON report if
+    already made (its energy per inference counts the batch)."""
     w = max(8, *(len(u.name) for u in result.units))   # the unit column
     lines = [f"{result.program and len(result.program.instrs)} instructions on {result.arch.name}: "
-             f"{result.cycles:,} cycles ({result.microseconds:,.2f} us at {result.arch.clock.ghz:g} GHz), "
-             f"matrix utilization {util:.1%}",
-             f"{'unit':{w}} {'instrs':>7} {'busy':>11} {'stalled':>11} {'idle':>11} {'util':>6}  main stall"]
+             f"{result.cycles:,} cycles ({result.microseconds:,.2f} us at {result.arch.clock.ghz:g} GHz)",
+             utilization_line(result, mac_utilization),
+             f"{'unit':{w}} {'instrs':>7} {'busy':>11} {'stalled':>11} {'idle':>11} {'busy%':>6}  main stall"]
     for u in result.units:
         stalled = sum(u.stall.values())
         cause = max(u.stall, key=u.stall.get) if stalled else "-"
-        util = u.busy / result.cycles if result.cycles else 0.0
-        lines.append(f"{u.name:{w}} {u.instructions:>7,} {u.busy:>11,} {stalled:>11,} {u.idle:>11,} {util:>6.1%}  "
+        busy = u.busy / result.cycles if result.cycles else 0.0
+        lines.append(f"{u.name:{w}} {u.instructions:>7,} {u.busy:>11,} {stalled:>11,} {u.idle:>11,} {busy:>6.1%}  "
                      f"{cause}")
     lines.append(f"DRAM read {result.dram_bytes_read:,} B, written {result.dram_bytes_written:,} B, row hits "
                  f"{result.dram_row_hits:,} / misses {result.dram_row_misses:,}; wall {result.wall_seconds:.3f} s")
@@ -210,7 +219,8 @@ def cmd_gemm(args) -> int:
     result, check = _run_with_progress(args, lambda bar: run_gemm(
         args.M, args.N, args.K, DType.from_text(args.dtype), _arch(args), timing_only=args.timing_only,
         ideal_memory=args.ideal_memory, seed=args.seed, progress=bar, limits=_limits(args)))
-    return _layer_report(f"GEMM {args.M}x{args.N}x{args.K} {args.dtype}", result, check, args)
+    return _layer_report(f"GEMM {args.M}x{args.N}x{args.K} {args.dtype}", result, check, args,
+                         args.M * args.N * args.K)
 
 
 def _all(values: list[int]) -> int | tuple[int, ...]:
@@ -232,18 +242,17 @@ def cmd_conv(args) -> int:
     return _layer_report(title, result, check, args, cs.macs)
 
 
-def _layer_report(title: str, result, check, args, macs: int | None = None) -> int:
+def _layer_report(title: str, result, check, args, macs: int) -> int:
     """Print/write one layer's result and validation; exit 3 if the values do not match the reference. ``macs``:
-    the layer's MACs, reported instead of the instructions' (which count a packed convolution's zero blocks)."""
-    macs = result.macs if macs is None else macs
-    report = result.to_dict(instructions=False) | {"macs": macs, "matrix_utilization": result.utilization(macs)}
+    the layer's useful MACs, reported instead of the instructions' (which count a packed convolution's zero blocks)."""
+    report = result.to_dict(instructions=False) | {"macs": macs, "mac_utilization": result.mac_utilization(macs)}
     if args.json:
         if check is not None:
             report["validation"] = check.to_dict()
         _write_json(json.dumps(report, indent=1), args.json)
     if args.json != "-":
         print(title)
-        print(summary(result, result.utilization(macs), report))
+        print(summary(result, report["mac_utilization"], report))
         if check is not None:
             print(f"validation against numpy ({check.rule}): max |err| {check.max_abs_error:.3g}, "
                   f"max rel {check.max_rel_error:.3g}: {'ok' if check.ok else 'FAILED'}")
@@ -263,12 +272,12 @@ def cmd_topo(args) -> int:
         if not quiet:
             mxu = row["units"]["matrix"]["busy_cycles"]
             print(f"{row['name']:16} {row['M']:>7} {row['N']:>6} {row['K']:>6} {row['cycles']:>12,} {mxu:>12,} "
-                  f"{row['matrix_utilization']:>7.1%}")
+                  f"{row['mac_utilization']:>9.1%}")
 
     if not quiet:
         print(f"{len(layers)} layers on {arch.name} ({arch.matrix.rows}x{arch.matrix.cols} {arch.matrix.dataflow}"
               f"{', ideal memory' if args.ideal_memory else ''})")
-        print(f"{'layer':16} {'M':>7} {'N':>6} {'K':>6} {'cycles':>12} {'matrix busy':>12} {'util':>7}")
+        print(f"{'layer':16} {'M':>7} {'N':>6} {'K':>6} {'cycles':>12} {'matrix busy':>12} {'MAC util':>9}")
     report = run_topology(layers, arch, dtype=DType.from_text(args.dtype), ideal_memory=args.ideal_memory,
                           progress=show)
     if args.json:
@@ -295,12 +304,13 @@ def cmd_compile(args) -> int:
 
 
 def layers_table(report: dict) -> str:
-    """The per-layer table of a model run: start/end cycle, cycles, MACs, matrix utilization, energy (uJ), what
+    """The per-layer table of a model run: start/end cycle, cycles, MACs, MAC utilization, energy (uJ), what
     bounds it."""
-    lines = [f"{'layer':28} {'op':18} {'start':>11} {'cycles':>10} {'MACs':>13} {'util':>6} {'energy uJ':>10}  bound"]
+    lines = [f"{'layer':28} {'op':18} {'start':>11} {'cycles':>10} {'MACs':>13} {'MAC util':>8} {'energy uJ':>10}  "
+             f"bound"]
     for lr in report["layers"]:
         lines.append(f"{lr['name'][:28]:28} {lr['op'][:18]:18} {lr['start']:>11,} {lr['cycles']:>10,} "
-                     f"{lr['macs']:>13,} {lr['matrix_utilization']:>6.1%} {lr['energy_pj'] / 1e6:>10,.3f}  "
+                     f"{lr['macs']:>13,} {lr['mac_utilization']:>8.1%} {lr['energy_pj'] / 1e6:>10,.3f}  "
                      f"{lr['bound']}")
     return "\n".join(lines)
 
@@ -331,7 +341,7 @@ def cmd_run(args) -> int:
     ok = all(v["ok"] for v in report.get("validation", {}).values())
     if args.json != "-":
         print(layers_table(report))
-        print(summary(result, report["matrix_utilization"], report))
+        print(summary(result, report["mac_utilization"], report))
         for h in report["host_ops"]:
             print(f"host CPU ran {h['name']} ({h['op']}): {h['reason']}")
         for note in report.get("notes", ()):
@@ -788,7 +798,7 @@ def _sweep_command(sub) -> None:
                     "workload")
     sw.add_argument("--host-points", choices=("exclude", "mark"), default="exclude",
                     help="points that ran nodes on the host CPU (host_ops > 0): leave them out of the --pareto front "
-                    "(exclude, the default) or keep them, marked (mark)")
+                    "(exclude) or keep them, marked (mark) (default: exclude)")
     sw.add_argument("--rows", type=_count(0, what="a row count"), default=40, help="rows of the table to print")
     sw.add_argument("--quiet", action="store_true", help="no progress bar (shown only on a terminal)")
     sw.set_defaults(func=cmd_sweep)

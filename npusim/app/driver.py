@@ -221,7 +221,7 @@ def run_topology(layers, arch: Arch, *, dtype: DType = DType.I8, ideal_memory: b
     for layer in layers:
         res, _ = run_gemm(layer.M, layer.N, layer.K, dtype, arch, timing_only=True, ideal_memory=ideal_memory)
         out.append({"name": layer.name, "M": layer.M, "N": layer.N, "K": layer.K, "cycles": res.cycles,
-                    "macs": res.macs, "matrix_utilization": res.matrix_utilization,
+                    "macs": res.macs, "mac_utilization": res.mac_utilization(layer.M * layer.N * layer.K),
                     "units": {u.name: u.to_dict(res.cycles) for u in res.units}})
         if progress is not None:
             progress(out[-1])
@@ -299,7 +299,7 @@ def _first_line(e: BaseException) -> str:
 
 def layer_report(result: SimResult, layers) -> list[dict]:
     """Per layer: its program counters ``[start, end)``, its instructions' first start and last retire, cycles, MACs,
-    matrix utilization, DRAM bytes, the split of its cycles (:func:`npusim.report.intervals.time_split`) and what bounds
+    MAC utilization, DRAM bytes, the split of its cycles (:func:`npusim.report.intervals.time_split`) and what bounds
     it (host: it ran on the host CPU; compute: the matrix or vector unit was the busiest; memory: the DMA was), and its
     energy (:func:`isa.energy.layer_energy`: pJ in all and by kind)."""
     out = []
@@ -318,7 +318,7 @@ def layer_report(result: SimResult, layers) -> list[dict]:
         cycles = end - start
         costs = [result.costs[pc] for pc in pcs if part[pc] == "memory_stall"]
         out.append({"name": lr.name, "op": lr.op, "start": start, "end": end, "cycles": cycles, "macs": lr.macs,
-                    "matrix_utilization": lr.macs / (cycles * peak) if cycles else 0.0,
+                    "mac_utilization": lr.macs / (cycles * peak) if cycles else 0.0,
                     "bound": "host" if most["host"] else "compute" if most["compute"] >= most["memory_stall"]
                     else "memory",
                     "pcs": [lr.start, lr.end], "dram_bytes": sum(k.dram_read + k.dram_write for k in costs),
@@ -347,14 +347,14 @@ def zoo_model(name: str):
 def model_report(result: SimResult, compiled: CompiledModel, instructions: bool = True) -> dict:
     """The JSON report of a model run: :meth:`SimResult.to_dict` (energy per inference over the batch, the first
     input's leading dimension) plus ``layers`` (:func:`layer_report`), the model's ``macs`` and
-    ``matrix_utilization`` (its MACs over the peak) and ``host_ops``."""
+    ``mac_utilization`` (its MACs over the peak) and ``host_ops``."""
     graph = compiled.graph
     first = graph.tensor(graph.inputs[0]).shape if graph.inputs else ()
     report = result.to_dict(instructions, inferences=first[0] if len(first) >= 2 else 1)   # batch: leading dim
     report["layers"] = layer_report(result, compiled.layers)
     # the model's MACs: the instructions' also count the zero blocks of pixel-packed convolutions
     report["macs"] = sum(lr.macs for lr in compiled.layers)
-    report["matrix_utilization"] = result.utilization(report["macs"])
+    report["mac_utilization"] = result.mac_utilization(report["macs"])
     report["host_ops"] = [{"name": h.node.name, "op": h.node.op, "fn": h.fn, "reason": h.reason}
                           for h in compiled.host_ops]
     floats = [n for n in compiled.narrowed if compiled.graph.tensor(n).dtype.kind == "f"]

@@ -425,7 +425,7 @@ def render(report: dict, kind: str, path: str | Path, *, title: str = "", window
         drawn = plot_energy(report, ax)
     else:
         drawn = plot_roofline(report, ax)
-    what = {"timeline": "timeline", "util": "unit utilization", "layers": "where each layer's cycles go",
+    what = {"timeline": "timeline", "util": "instructions in flight per unit", "layers": "where each layer's cycles go",
             "roofline": "roofline per layer", "energy": "energy per layer by action"}[kind]
     arch = report.get("arch", {}).get("name", "")
     if kind == "timeline" and window is not None:

@@ -31,8 +31,8 @@ class Metric:
 METRICS: dict[str, Metric] = {
     "cycles": Metric(lambda r: r["cycles"], "cycles"),
     "time_s": Metric(lambda r: r["time_us"] * 1e-6, "s"),
-    "utilization": Metric(lambda r: r["matrix_utilization"], "fraction",
-                          "the workload's MACs / (cycles x peak MACs per cycle)"),
+    "mac_utilization": Metric(lambda r: r["mac_utilization"], "fraction",
+                              "MAC utilization: the workload's MACs / (cycles x peak MACs per cycle), docs/timing.md"),
     "dram_bytes": Metric(lambda r: r["dram"]["bytes_read"] + r["dram"]["bytes_written"], "bytes"),
     "macs": Metric(lambda r: r["macs"], "MACs"),
     "energy_pj": Metric(lambda r: r["energy"]["total_pj"], "pJ", "dynamic + static (docs/energy.md)"),
