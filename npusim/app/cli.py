@@ -79,7 +79,8 @@ def energy_lines(report: dict) -> list[str]:
     top = sorted(kinds, key=kinds.get, reverse=True)[:3]
     top += [k for k in ("host",) if k in kinds and k not in top]   # work on the host CPU is always named
     share = ", ".join(f"{k} {kinds[k] / e['total_pj']:.0%}" for k in top) if e["total_pj"] else "-"
-    per = f", {si(e['per_inference_pj'], 'pJ')} per inference" if e["inferences"] > 1 else ""
+    per = f", {si(e['per_inference_pj'], 'pJ')} per inference ({report['batch']['source']})" \
+        if e["inferences"] > 1 else ""
     arch = report["arch"]
     return [f"energy {si(e['total_pj'], 'pJ')} (dynamic {si(e['dynamic_pj'], 'pJ')}, static "
             f"{si(e['static_pj'], 'pJ')}){per}; {si(e['average_power_w'], 'W')} average at "
@@ -324,7 +325,7 @@ def cmd_run(args) -> int:
         args.model, arch, inputs, timing_only=args.timing_only, validate=args.validate, seed=args.seed,
         dump_after=args.dump_after, fallback=not args.no_fallback, prefetch=False if args.no_prefetch else None,
         resident=False if args.no_resident else None, progress=bar, limits=_limits(args), dims=_dims(args),
-        cache=not args.no_cache),
+        cache=not args.no_cache, batch=args.batch),
         phase=f"compiling {args.model} for {arch.name} ...")
     if args.save_outputs and outputs:
         np.savez(args.save_outputs, **outputs)
@@ -728,6 +729,9 @@ def _run_command(sub) -> None:
                     "Arch and options (and do not store it there)")
     ru.add_argument("--csv", metavar="OUT.csv", help="write the per-layer table (cycles, time split, energy by kind)")
     ru.add_argument("--seed", type=_count(0, 2**63 - 1, "a seed"), default=0, help="seed of the random inputs")
+    ru.add_argument("--batch", type=_count(1, what="a batch size"), help="inferences one run makes, for the energy "
+                    "per inference (default: the batch the model declares: a symbolic batch dim, else the leading "
+                    "dim of its inputs of rank 3 or more, else 1)")
     _compile_args(ru)
     ru.add_argument("--timeline", metavar="OUT.png", help="draw the Gantt timeline of the run (as `npusim plot`)")
     _limit_args(ru)
