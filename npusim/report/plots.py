@@ -376,13 +376,14 @@ def plot_energy(report: dict, ax: Axes) -> EnergySplit:
     parts = {k: np.array([lr["energy_by_kind_pj"].get(k, 0.0) for lr in layers]) for k in kinds}
     y = np.arange(len(layers))
     left = np.zeros(len(layers))
-    dynamic = [k for k in kinds if k != "leakage"]   # ten dynamic kinds, ten colours; leakage grey
-    colors = {k: colormaps["tab10"](i % 10) for i, k in enumerate(dynamic)} | {"leakage": "0.6"}
+    dynamic = [k for k in kinds if k != "leakage"]   # ten dynamic kinds, ten colours; leakage light and hatched
+    colors = {k: colormaps["tab10"](i % 10) for i, k in enumerate(dynamic)} | {"leakage": "0.88"}
     artists = []
     for k in kinds:
         if not parts[k].any():
             continue
-        artists.append(ax.barh(y, parts[k] / 1e6, left=left / 1e6, color=colors[k], label=k, height=0.8))
+        artists.append(ax.barh(y, parts[k] / 1e6, left=left / 1e6, color=colors[k], label=k, height=0.8,
+                               **({"hatch": "///", "edgecolor": "0.55", "linewidth": 0} if k == "leakage" else {})))
         left = left + parts[k]
     ax.set_yticks(y, [f"{n}  ({lr['op']})" for n, lr in zip(names, layers)], fontsize="small")
     ax.set_ylim(len(layers) - 0.5, -0.5)
@@ -431,7 +432,7 @@ def render(report: dict, kind: str, path: str | Path, *, title: str = "", window
     if kind == "timeline" and window is not None:
         what += f" of cycles {window[0]:,} to {window[1]:,}"
     cycles = _need(report, "cycles", kind, "write the report with `npusim run --json` or `npusim simulate --json`")
-    ax.set_title(f"{title + ': ' if title else ''}{what} on {arch} ({cycles:,} cycles)", loc="left")
+    ax.set_title(f"{title + ': ' if title else ''}{what} on {arch} ({cycles:,} cycles)", loc="left", wrap=True)
     fig.savefig(path, dpi=110)
     return drawn
 
