@@ -15,7 +15,7 @@ from npusim.sim.simulator import region_array
 
 def main(M: int = 200, N: int = 160, K: int = 300) -> None:
     print(f"C[{M}x{N}] = A[{M}x{K}] @ B[{K}x{N}], double-buffered tiles; 'serial' runs one instruction at a time")
-    print(f"{'arch':8} {'dtype':5} {'instrs':>6} {'cycles':>9} {'serial':>9} {'overlap':>7} {'MXU util':>8} "
+    print(f"{'arch':8} {'dtype':5} {'instrs':>6} {'cycles':>9} {'serial':>9} {'overlap':>7} {'MAC util':>8} "
           f"{'max |err|':>9}  check")
     for name in preset_names():
         arch = load_arch(name)
@@ -34,7 +34,7 @@ def main(M: int = 200, N: int = 160, K: int = 300) -> None:
             else:
                 ok = bool((err == 0).all())
             print(f"{name:8} {dtype.text:5} {len(program.instrs):>6} {res.cycles:>9,} {ser.cycles:>9,} "
-                  f"{ser.cycles / res.cycles:>6.2f}x {res.matrix_utilization:>8.1%} {err.max():>9.3g}  "
+                  f"{ser.cycles / res.cycles:>6.2f}x {res.mac_utilization(M * N * K):>8.1%} {err.max():>9.3g}  "
                   f"{'ok' if ok and same else 'MISMATCH'}{'' if same else ' (serial differs)'}")
 
 

@@ -16,18 +16,19 @@ import numpy as np
 from isa.arch import Arch
 from isa.columns import unit_keys
 from isa.cost import Cost, vpu_class
-from isa.instructions import DmaCopy, DmaFill, Gather, MatMul, VecBinary, VecConvert, VecRequant, VecUnary
+from isa.instructions import DmaCopy, DmaFill, Gather, HostCall, MatMul, VecBinary, VecConvert, VecRequant, VecUnary
 from isa.machine import machine, machine_units
 from isa.program import Program
 from isa.techtable import TechTable, load_table
 from isa.units import Role
 
-KINDS = ("mac", "vector", "spm_read", "spm_write", "acc_read", "acc_write", "dram_read", "dram_write", "dma")
+KINDS = ("mac", "vector", "spm_read", "spm_write", "acc_read", "acc_write", "dram_read", "dram_write", "dma", "host")
 """Dynamic action kinds, in report order; ``leakage`` is the static kind."""
 PART_OF_KIND = {"mac": "matrix", "vector": "vector", "spm_read": "spm", "spm_write": "spm", "acc_read": "acc",
-                "acc_write": "acc", "dram_read": "dram", "dram_write": "dram", "dma": "dma"}
-PARTS = ("matrix", "vector", "spm", "acc", "dram", "dma")
-"""Hardware parts; matrix, vector, spm and acc also leak and have area (DRAM's and the DMA engines' are not counted)."""
+                "acc_write": "acc", "dram_read": "dram", "dram_write": "dram", "dma": "dma", "host": "host"}
+PARTS = ("matrix", "vector", "spm", "acc", "dram", "dma", "host")
+"""Hardware parts; matrix, vector, spm and acc also leak and have area (DRAM's, the DMA engines' and the host CPU's
+are not counted)."""
 VECTOR = (VecBinary, VecUnary, VecConvert, VecRequant)
 _COST_INDEX = {f: i for i, f in enumerate(Cost._fields)}
 
@@ -74,13 +75,14 @@ def instruction_energy(program: Program, costs: list[Cost], arch: Arch) -> np.nd
 
     mac: MACs x ``mac_pj[operand type]``; vector: elements x ``vector_pj[class]`` (``vpu.gather``: the elements it
     writes, alu class); spm/acc read and write: bytes x the SRAM's per-byte energy at its size; dram: bytes x 8 x
-    ``dram_pj_per_bit[energy.dram]``; dma: the bytes a DMA instruction (copy, fill or gather) writes (to DRAM, SPM
-    or ACC) x ``dma.pj_per_byte``.
+    ``dram_pj_per_bit[energy.dram]`` (a host call's DRAM bytes too); dma: the bytes a DMA instruction (copy, fill or
+    gather) writes (to DRAM, SPM or ACC) x ``dma.pj_per_byte``; host: a ``host.call``'s operations x
+    ``host.pj_per_op`` + the bytes it reads and writes x ``host.pj_per_byte``.
     """
     t, n = table_of(arch), len(program.instrs)
     c = np.fromiter(chain.from_iterable(costs), np.float64, n * len(Cost._fields)).reshape(n, -1).T
     col = lambda name: c[_COST_INDEX[name]]
-    mac_pj, elems_pj, is_dma = np.zeros(n), np.zeros(n), np.zeros(n, bool)
+    mac_pj, elems_pj, host_pj, is_dma = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n, bool)
     for pc, ins in enumerate(program.instrs):
         if isinstance(ins, MatMul):
             mac_pj[pc] = t.mac_pj(ins.a.dtype.text)
@@ -88,6 +90,8 @@ def instruction_energy(program: Program, costs: list[Cost], arch: Arch) -> np.nd
             elems_pj[pc] = math.prod(ins.shape) * t.value("vector_pj", vpu_class(ins))
         elif isinstance(ins, Gather) and ins.queue.unit.role is Role.VECTOR:   # the elements it moves, at the alu class
             elems_pj[pc] = ins.points * ins.row * t.value("vector_pj", vpu_class(ins))
+        elif isinstance(ins, HostCall):
+            host_pj[pc] = ins.ops * t.value("host", "pj_per_op") + (ins.rd + ins.wr) * t.value("host", "pj_per_byte")
         else:
             is_dma[pc] = isinstance(ins, DmaCopy | DmaFill | Gather)
     spm_r, spm_w = t.sram_pj_per_byte(arch.spm.size), t.sram_pj_per_byte(arch.spm.size, write=True)
@@ -98,7 +102,7 @@ def instruction_energy(program: Program, costs: list[Cost], arch: Arch) -> np.nd
                "spm_read": (col("spm_bytes") - col("spm_write")) * spm_r, "spm_write": col("spm_write") * spm_w,
                "acc_read": (col("acc_bytes") - col("acc_write")) * acc_r, "acc_write": col("acc_write") * acc_w,
                "dram_read": col("dram_read") * dram, "dram_write": col("dram_write") * dram,
-               "dma": np.where(is_dma, written, 0.0) * t.value("dma", "pj_per_byte")}
+               "dma": np.where(is_dma, written, 0.0) * t.value("dma", "pj_per_byte"), "host": host_pj}
     return np.column_stack([columns[k] for k in KINDS]) if n else np.zeros((0, len(KINDS)))
 
 
@@ -124,7 +128,8 @@ class RunEnergy:
 
     @property
     def dynamic_total(self) -> float:
-        return float(self.per_pc.sum())
+        """Dynamic energy of the run (pJ): the sum of :meth:`by_kind`, as the report adds it (the same float)."""
+        return sum(self.by_kind().values())
 
     @property
     def total(self) -> float:

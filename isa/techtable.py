@@ -38,6 +38,9 @@ SCHEMA: dict[str, tuple[dict[str, str] | None, str]] = {
     "vector_lane": ({"area_um2": "µm²"}, "area of one vector lane"),
     "leakage": ({"logic_nw_per_um2": "nW/µm²", "sram_nw_per_um2": "nW/µm²"},
                 "static power per area of logic (MACs, lanes) and of SRAM"),
+    "host": ({"pj_per_op": "pJ", "pj_per_byte": "pJ/byte"},
+             "the host CPU running fallback ops (host.call): energy per scalar operation and per byte it reads or "
+             "writes (its DRAM traffic is priced by [dram_pj_per_bit])"),
 }
 OPEN_UNIT = {"dram_pj_per_bit": "pJ/bit"}
 VALUE_MAX = 1e9

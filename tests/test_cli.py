@@ -110,7 +110,7 @@ def test_conv_reports_the_layers_macs_when_packing_multiplies_zeros(capsys):
     report = json.loads(out)
     macs = 16 * 16 * 64 * 64 * 9
     assert code == 0 and report["macs"] == macs
-    assert report["matrix_utilization"] == pytest.approx(macs / (report["cycles"] * 128 * 128))
+    assert report["mac_utilization"] == pytest.approx(macs / (report["cycles"] * 128 * 128))
 
 
 def test_verify_races_prints_one_line_per_race_and_exits_non_zero():

@@ -78,7 +78,7 @@ def test_architecture_exploration(kernel_path):
         assert [(r["matrix.rows"], r["matrix.cols"], r["spm.size"], r["dram.bandwidth"]) for r in rows] == \
             [(n, n, 1048576, 16.0) for n in (16, 32)]
         assert all(r["error"] is None for r in rows)
-        work = [r["utilization"] * r["cycles"] * r["matrix.rows"] ** 2 for r in rows]   # the model's MACs, any array
+        work = [r["mac_utilization"] * r["cycles"] * r["matrix.rows"] ** 2 for r in rows]   # the model's MACs
         assert work == pytest.approx([r["macs"] for r in rows], rel=1e-9) and rows[0]["macs"] == rows[1]["macs"]
         assert all(r["power_w"] == pytest.approx(r["energy_pj"] * 1e-12 / r["time_s"]) for r in rows)
         assert rows[0]["area_mm2"] < rows[1]["area_mm2"]   # the 32x32 array is 4x the 16x16 one's MACs

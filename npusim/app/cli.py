@@ -77,8 +77,10 @@ def energy_lines(report: dict) -> list[str]:
     e, area, roof = report["energy"], report["area"], report["memory_roof"]
     kinds = {k: v for k, v in e["by_kind_pj"].items() if v}
     top = sorted(kinds, key=kinds.get, reverse=True)[:3]
+    top += [k for k in ("host",) if k in kinds and k not in top]   # work on the host CPU is always named
     share = ", ".join(f"{k} {kinds[k] / e['total_pj']:.0%}" for k in top) if e["total_pj"] else "-"
-    per = f", {si(e['per_inference_pj'], 'pJ')} per inference" if e["inferences"] > 1 else ""
+    per = f", {si(e['per_inference_pj'], 'pJ')} per inference ({report['batch']['source']})" \
+        if e["inferences"] > 1 else ""
     arch = report["arch"]
     return [f"energy {si(e['total_pj'], 'pJ')} (dynamic {si(e['dynamic_pj'], 'pJ')}, static "
             f"{si(e['static_pj'], 'pJ')}){per}; {si(e['average_power_w'], 'W')} average at "
@@ -89,21 +91,30 @@ def energy_lines(report: dict) -> list[str]:
             f"flight {roof['dma']:.3g}; binds: {roof['binds']}"]
 
 
-def summary(result, utilization: float | None = None, report: dict | None = None) -> str:
-    """A short human-readable report: cycles, per-unit busy/stall/idle, traffic, energy. ``utilization``: the matrix
-    utilization to print (a model's or a layer's MACs over the peak) instead of the instructions'; ``report``: the
-    run's JSON report if already made (its energy per inference counts the batch)."""
-    util = result.matrix_utilization if utilization is None else utilization
+def utilization_line(result, mac_utilization: float | None = None) -> str:
+    """The summary's utilization figures (docs/timing.md, "Utilization figures"): MAC utilization when the useful MACs
+    are known (``mac_utilization``: a model's, a layer's), then issued MAC utilization = matrix busy x array fill while
+    busy."""
+    useful = f"MAC utilization {mac_utilization:.1%}; " if mac_utilization is not None else ""
+    return (f"{useful}issued MAC utilization {result.issued_mac_utilization:.1%} = matrix busy "
+            f"{result.matrix_busy:.1%} x array fill while busy {result.array_fill_while_busy:.1%}")
+
+
+def summary(result, mac_utilization: float | None = None, report: dict | None = None) -> str:
+    """A short human-readable report: cycles, utilization figures, per-unit busy/stall/idle, traffic, energy.
+    ``mac_utilization``: the MAC utilization of the work's useful MACs (a model's or a layer's; None for a bare
+    program, whose instructions do not say which of their MACs are useful); ``report``: the run's JSON report if
+    already made (its energy per inference counts the batch)."""
     w = max(8, *(len(u.name) for u in result.units))   # the unit column
     lines = [f"{result.program and len(result.program.instrs)} instructions on {result.arch.name}: "
-             f"{result.cycles:,} cycles ({result.microseconds:,.2f} us at {result.arch.clock.ghz:g} GHz), "
-             f"matrix utilization {util:.1%}",
-             f"{'unit':{w}} {'instrs':>7} {'busy':>11} {'stalled':>11} {'idle':>11} {'util':>6}  main stall"]
+             f"{result.cycles:,} cycles ({result.microseconds:,.2f} us at {result.arch.clock.ghz:g} GHz)",
+             utilization_line(result, mac_utilization),
+             f"{'unit':{w}} {'instrs':>7} {'busy':>11} {'stalled':>11} {'idle':>11} {'busy%':>6}  main stall"]
     for u in result.units:
         stalled = sum(u.stall.values())
         cause = max(u.stall, key=u.stall.get) if stalled else "-"
-        util = u.busy / result.cycles if result.cycles else 0.0
-        lines.append(f"{u.name:{w}} {u.instructions:>7,} {u.busy:>11,} {stalled:>11,} {u.idle:>11,} {util:>6.1%}  "
+        busy = u.busy / result.cycles if result.cycles else 0.0
+        lines.append(f"{u.name:{w}} {u.instructions:>7,} {u.busy:>11,} {stalled:>11,} {u.idle:>11,} {busy:>6.1%}  "
                      f"{cause}")
     lines.append(f"DRAM read {result.dram_bytes_read:,} B, written {result.dram_bytes_written:,} B, row hits "
                  f"{result.dram_row_hits:,} / misses {result.dram_row_misses:,}; wall {result.wall_seconds:.3f} s")
@@ -209,7 +220,8 @@ def cmd_gemm(args) -> int:
     result, check = _run_with_progress(args, lambda bar: run_gemm(
         args.M, args.N, args.K, DType.from_text(args.dtype), _arch(args), timing_only=args.timing_only,
         ideal_memory=args.ideal_memory, seed=args.seed, progress=bar, limits=_limits(args)))
-    return _layer_report(f"GEMM {args.M}x{args.N}x{args.K} {args.dtype}", result, check, args)
+    return _layer_report(f"GEMM {args.M}x{args.N}x{args.K} {args.dtype}", result, check, args,
+                         args.M * args.N * args.K)
 
 
 def _all(values: list[int]) -> int | tuple[int, ...]:
@@ -231,18 +243,17 @@ def cmd_conv(args) -> int:
     return _layer_report(title, result, check, args, cs.macs)
 
 
-def _layer_report(title: str, result, check, args, macs: int | None = None) -> int:
+def _layer_report(title: str, result, check, args, macs: int) -> int:
     """Print/write one layer's result and validation; exit 3 if the values do not match the reference. ``macs``:
-    the layer's MACs, reported instead of the instructions' (which count a packed convolution's zero blocks)."""
-    macs = result.macs if macs is None else macs
-    report = result.to_dict(instructions=False) | {"macs": macs, "matrix_utilization": result.utilization(macs)}
+    the layer's useful MACs, reported instead of the instructions' (which count a packed convolution's zero blocks)."""
+    report = result.to_dict(instructions=False) | {"macs": macs, "mac_utilization": result.mac_utilization(macs)}
     if args.json:
         if check is not None:
             report["validation"] = check.to_dict()
         _write_json(json.dumps(report, indent=1), args.json)
     if args.json != "-":
         print(title)
-        print(summary(result, result.utilization(macs), report))
+        print(summary(result, report["mac_utilization"], report))
         if check is not None:
             print(f"validation against numpy ({check.rule}): max |err| {check.max_abs_error:.3g}, "
                   f"max rel {check.max_rel_error:.3g}: {'ok' if check.ok else 'FAILED'}")
@@ -262,12 +273,12 @@ def cmd_topo(args) -> int:
         if not quiet:
             mxu = row["units"]["matrix"]["busy_cycles"]
             print(f"{row['name']:16} {row['M']:>7} {row['N']:>6} {row['K']:>6} {row['cycles']:>12,} {mxu:>12,} "
-                  f"{row['matrix_utilization']:>7.1%}")
+                  f"{row['mac_utilization']:>9.1%}")
 
     if not quiet:
         print(f"{len(layers)} layers on {arch.name} ({arch.matrix.rows}x{arch.matrix.cols} {arch.matrix.dataflow}"
               f"{', ideal memory' if args.ideal_memory else ''})")
-        print(f"{'layer':16} {'M':>7} {'N':>6} {'K':>6} {'cycles':>12} {'matrix busy':>12} {'util':>7}")
+        print(f"{'layer':16} {'M':>7} {'N':>6} {'K':>6} {'cycles':>12} {'matrix busy':>12} {'MAC util':>9}")
     report = run_topology(layers, arch, dtype=DType.from_text(args.dtype), ideal_memory=args.ideal_memory,
                           progress=show)
     if args.json:
@@ -294,12 +305,13 @@ def cmd_compile(args) -> int:
 
 
 def layers_table(report: dict) -> str:
-    """The per-layer table of a model run: start/end cycle, cycles, MACs, matrix utilization, energy (uJ), what
+    """The per-layer table of a model run: start/end cycle, cycles, MACs, MAC utilization, energy (uJ), what
     bounds it."""
-    lines = [f"{'layer':28} {'op':18} {'start':>11} {'cycles':>10} {'MACs':>13} {'util':>6} {'energy uJ':>10}  bound"]
+    lines = [f"{'layer':28} {'op':18} {'start':>11} {'cycles':>10} {'MACs':>13} {'MAC util':>8} {'energy uJ':>10}  "
+             f"bound"]
     for lr in report["layers"]:
         lines.append(f"{lr['name'][:28]:28} {lr['op'][:18]:18} {lr['start']:>11,} {lr['cycles']:>10,} "
-                     f"{lr['macs']:>13,} {lr['matrix_utilization']:>6.1%} {lr['energy_pj'] / 1e6:>10,.3f}  "
+                     f"{lr['macs']:>13,} {lr['mac_utilization']:>8.1%} {lr['energy_pj'] / 1e6:>10,.3f}  "
                      f"{lr['bound']}")
     return "\n".join(lines)
 
@@ -313,7 +325,7 @@ def cmd_run(args) -> int:
         args.model, arch, inputs, timing_only=args.timing_only, validate=args.validate, seed=args.seed,
         dump_after=args.dump_after, fallback=not args.no_fallback, prefetch=False if args.no_prefetch else None,
         resident=False if args.no_resident else None, progress=bar, limits=_limits(args), dims=_dims(args),
-        cache=not args.no_cache),
+        cache=not args.no_cache, batch=args.batch),
         phase=f"compiling {args.model} for {arch.name} ...")
     if args.save_outputs and outputs:
         np.savez(args.save_outputs, **outputs)
@@ -330,7 +342,7 @@ def cmd_run(args) -> int:
     ok = all(v["ok"] for v in report.get("validation", {}).values())
     if args.json != "-":
         print(layers_table(report))
-        print(summary(result, report["matrix_utilization"], report))
+        print(summary(result, report["mac_utilization"], report))
         for h in report["host_ops"]:
             print(f"host CPU ran {h['name']} ({h['op']}): {h['reason']}")
         for note in report.get("notes", ()):
@@ -437,18 +449,32 @@ def cmd_sweep(args) -> int:
     shown = df.assign(error=df["error"].fillna(""))
     with pd.option_context("display.width", 200, "display.max_columns", 30, "display.max_colwidth", 60):
         if metrics:
-            front = pareto(df, metrics)
-            print(f"Pareto front of {', '.join(metrics)} (minimised), per workload: {len(front)} rows")
-            print(shown.loc[front.index].to_string(index=False))
+            front = pareto(df, metrics, host=args.host_points)
+            print(f"Pareto front of {', '.join(metrics)} (minimised), per workload: {len(front)} rows"
+                  + _host_note(front))
+            print(shown.loc[front.index].assign(**{c: front[c] for c in front.columns if c not in shown})
+                  .to_string(index=False))
         else:
             print(shown.to_string(index=False, max_rows=args.rows))
     if args.plot:
-        _plot_fronts(df, metrics, args.plot)
+        _plot_fronts(df, metrics, args.plot, args.host_points)
         print(f"wrote {args.plot}")
     return 0
 
 
-def _plot_fronts(df, metrics: list[str], path: str) -> None:
+def _host_note(front) -> str:
+    """What the front did with the points that ran nodes on the host CPU, for the line above it."""
+    if front.attrs.get("host_excluded"):
+        n = front.attrs["host_excluded"]
+        return (f"; {n} point{'s' if n != 1 else ''} left out because {'they' if n != 1 else 'it'} ran nodes on the "
+                f"host CPU (host_ops > 0: the host's time and energy, not the NPU's; --host-points mark keeps them, "
+                f"marked)")
+    if "host_assisted" in front.columns:
+        return f"; {int(front['host_assisted'].sum())} of them ran nodes on the host CPU (host_assisted)"
+    return ""
+
+
+def _plot_fronts(df, metrics: list[str], path: str, host: str = "exclude") -> None:
     """One Pareto plot per workload, side by side, written to ``path``."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -456,11 +482,11 @@ def _plot_fronts(df, metrics: list[str], path: str) -> None:
     from npusim.app.sweep import plot_pareto, plot_pareto_3d
 
     names = list(dict.fromkeys(df["workload"]))
-    fig = Figure(figsize=(6 * len(names), 4.5), layout="constrained")
+    fig = Figure(figsize=(8 * len(names), 4.8), layout="constrained")   # room for the key of numbered points
     FigureCanvasAgg(fig)
     for i, name in enumerate(names):
         ax = fig.add_subplot(1, len(names), i + 1, **({"projection": "3d"} if len(metrics) == 3 else {}))
-        (plot_pareto_3d if len(metrics) == 3 else plot_pareto)(df[df["workload"] == name], ax, *metrics)
+        (plot_pareto_3d if len(metrics) == 3 else plot_pareto)(df[df["workload"] == name], ax, *metrics, host=host)
         ax.set_title(name, loc="left")
     fig.savefig(path, dpi=110)
 
@@ -703,6 +729,9 @@ def _run_command(sub) -> None:
                     "Arch and options (and do not store it there)")
     ru.add_argument("--csv", metavar="OUT.csv", help="write the per-layer table (cycles, time split, energy by kind)")
     ru.add_argument("--seed", type=_count(0, 2**63 - 1, "a seed"), default=0, help="seed of the random inputs")
+    ru.add_argument("--batch", type=_count(1, what="a batch size"), help="inferences one run makes, for the energy "
+                    "per inference (default: the batch the model declares: a symbolic batch dim, else the leading "
+                    "dim of its inputs of rank 3 or more, else 1)")
     _compile_args(ru)
     ru.add_argument("--timeline", metavar="OUT.png", help="draw the Gantt timeline of the run (as `npusim plot`)")
     _limit_args(ru)
@@ -771,6 +800,9 @@ def _sweep_command(sub) -> None:
                     "(all minimised), e.g. cycles,dram_bytes")
     sw.add_argument("--plot", metavar="OUT.png", help="draw the --pareto front (2 or 3 metrics), one panel per "
                     "workload")
+    sw.add_argument("--host-points", choices=("exclude", "mark"), default="exclude",
+                    help="points that ran nodes on the host CPU (host_ops > 0): leave them out of the --pareto front "
+                    "(exclude) or keep them, marked (mark) (default: exclude)")
     sw.add_argument("--rows", type=_count(0, what="a row count"), default=40, help="rows of the table to print")
     sw.add_argument("--quiet", action="store_true", help="no progress bar (shown only on a terminal)")
     sw.set_defaults(func=cmd_sweep)

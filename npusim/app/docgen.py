@@ -202,7 +202,7 @@ def sweep_columns_table() -> str:
 
     rows = ["| column | unit / meaning |", "|---|---|", "| `workload` | the workload's name |",
             "| `section.field` | one per overridden Arch field: the value in effect at the point |"]
-    rows += [f"| `{name}` | {_cell(unit)} |" for name, (_, unit) in METRICS.items()]
+    rows += [f"| `{name}` | {_cell(m.unit + (', ' + m.meaning if m.meaning else ''))} |" for name, m in METRICS.items()]
     rows.append("| `error` | empty, or why the point cannot run (`ExceptionType: message`); its metrics are empty |")
     free = ", ".join(f"`{sec}.{name}`" for sec, name in COMPILE_FREE_FIELDS)
     return "\n".join(rows) + f"\n\nFields the compiler never reads (points differing only in them compile once): " \

@@ -51,6 +51,7 @@ from isa.arch import Arch
 from isa.dtypes import to_compute
 from isa.energy import layer_energy
 from isa.machine import machine_units
+from npusim.app.batch import Batch, checked_batch, model_batch
 from npusim.report.intervals import time_split
 from npusim.sim.inputs import for_model
 from npusim.sim.limits import ACC_UPDATE, LIMITS, Limits, Work, work_of
@@ -221,7 +222,7 @@ def run_topology(layers, arch: Arch, *, dtype: DType = DType.I8, ideal_memory: b
     for layer in layers:
         res, _ = run_gemm(layer.M, layer.N, layer.K, dtype, arch, timing_only=True, ideal_memory=ideal_memory)
         out.append({"name": layer.name, "M": layer.M, "N": layer.N, "K": layer.K, "cycles": res.cycles,
-                    "macs": res.macs, "matrix_utilization": res.matrix_utilization,
+                    "macs": res.macs, "mac_utilization": res.mac_utilization(layer.M * layer.N * layer.K),
                     "units": {u.name: u.to_dict(res.cycles) for u in res.units}})
         if progress is not None:
             progress(out[-1])
@@ -299,7 +300,7 @@ def _first_line(e: BaseException) -> str:
 
 def layer_report(result: SimResult, layers) -> list[dict]:
     """Per layer: its program counters ``[start, end)``, its instructions' first start and last retire, cycles, MACs,
-    matrix utilization, DRAM bytes, the split of its cycles (:func:`npusim.report.intervals.time_split`) and what bounds
+    MAC utilization, DRAM bytes, the split of its cycles (:func:`npusim.report.intervals.time_split`) and what bounds
     it (host: it ran on the host CPU; compute: the matrix or vector unit was the busiest; memory: the DMA was), and its
     energy (:func:`isa.energy.layer_energy`: pJ in all and by kind)."""
     out = []
@@ -318,7 +319,7 @@ def layer_report(result: SimResult, layers) -> list[dict]:
         cycles = end - start
         costs = [result.costs[pc] for pc in pcs if part[pc] == "memory_stall"]
         out.append({"name": lr.name, "op": lr.op, "start": start, "end": end, "cycles": cycles, "macs": lr.macs,
-                    "matrix_utilization": lr.macs / (cycles * peak) if cycles else 0.0,
+                    "mac_utilization": lr.macs / (cycles * peak) if cycles else 0.0,
                     "bound": "host" if most["host"] else "compute" if most["compute"] >= most["memory_stall"]
                     else "memory",
                     "pcs": [lr.start, lr.end], "dram_bytes": sum(k.dram_read + k.dram_write for k in costs),
@@ -344,17 +345,19 @@ def zoo_model(name: str):
     return MODELS[name]()
 
 
-def model_report(result: SimResult, compiled: CompiledModel, instructions: bool = True) -> dict:
-    """The JSON report of a model run: :meth:`SimResult.to_dict` (energy per inference over the batch, the first
-    input's leading dimension) plus ``layers`` (:func:`layer_report`), the model's ``macs`` and
-    ``matrix_utilization`` (its MACs over the peak) and ``host_ops``."""
-    graph = compiled.graph
-    first = graph.tensor(graph.inputs[0]).shape if graph.inputs else ()
-    report = result.to_dict(instructions, inferences=first[0] if len(first) >= 2 else 1)   # batch: leading dim
+def model_report(result: SimResult, compiled: CompiledModel, instructions: bool = True,
+                 batch: Batch | None = None) -> dict:
+    """The JSON report of a model run: :meth:`SimResult.to_dict` (energy per inference over ``batch``, by default
+    the one the model declares: :func:`npusim.app.batch.model_batch`) plus ``batch`` (its size and where it came
+    from), ``layers`` (:func:`layer_report`), the model's ``macs`` and ``mac_utilization`` (its MACs over the peak)
+    and ``host_ops``."""
+    batch = batch or model_batch(compiled.graph)
+    report = result.to_dict(instructions, inferences=batch.size)
+    report["batch"] = batch.to_dict()
     report["layers"] = layer_report(result, compiled.layers)
     # the model's MACs: the instructions' also count the zero blocks of pixel-packed convolutions
     report["macs"] = sum(lr.macs for lr in compiled.layers)
-    report["matrix_utilization"] = result.utilization(report["macs"])
+    report["mac_utilization"] = result.mac_utilization(report["macs"])
     report["host_ops"] = [{"name": h.node.name, "op": h.node.op, "fn": h.fn, "reason": h.reason}
                           for h in compiled.host_ops]
     floats = [n for n in compiled.narrowed if compiled.graph.tensor(n).dtype.kind == "f"]
@@ -402,7 +405,7 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
               fuse: bool = True, buffers: int = 2, prefetch: bool | None = None, resident: bool | None = None,
               serial: bool = False, progress=None, limits: Limits | None = LIMITS,
               dims: dict[str, int] | None = None, cache: bool = True, options: OpOptions | None = None,
-              **op_options: str):
+              batch: int | None = None, **op_options: str):
     """Compile an ONNX model (path, ModelProto or Graph) for ``arch`` and simulate it.
 
     ``inputs``: input name -> array of exactly the input's shape and dtype (or one array for a one-input model),
@@ -414,13 +417,16 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
     ...): compiler options (:func:`compiler.compile.compile_model`);
     serial: simulate every instruction after the previous one retired (no overlap between units at all). ``progress``
     and ``limits`` are passed to :func:`npusim.simulate` (``progress(retired, total, cycle)``). ``dims`` fixes the
-    model's symbolic input dimensions by name (``{"batch": 1}``). ``cache``: load the compiled model from the disk
+    model's symbolic input dimensions by name (``{"batch": 1}``). ``batch``: the inferences one run makes, for
+    the per-inference figures (default: the batch the model declares, :func:`npusim.app.batch.model_batch`; the
+    report's ``batch.source`` says where it came from). ``cache``: load the compiled model from the disk
     compile cache (:mod:`npusim.app.compile_cache`) when it holds this model, Arch and options, else compile and store
     it there (an ONNX path or ModelProto; a Graph, or ``dump_after``, always compiles; so does every run with the
     environment variable ``NPUSIM_NO_CACHE`` set). The report says ``compile_cache`` ("hit", "miss" or "off"),
     ``compile_seconds`` (import + compile, or the cache load) and ``simulate_seconds`` (wall).
     """
     t0 = time.perf_counter()
+    checked_batch(batch)
     compile_options = dict(fallback=fallback, fuse=fuse, buffers=buffers, prefetch=prefetch, resident=resident,
                            options=validated_options(options, **op_options))
     cache = cache and dump_after is None and not os.environ.get("NPUSIM_NO_CACHE")
@@ -441,7 +447,7 @@ def run_model(model, arch: Arch, inputs: dict[str, np.ndarray] | None = None, *,
                       timing_only=timing_only, host_functions=None if timing_only else host_functions(compiled),
                       serial=serial, progress=progress, limits=limits)
     outputs = {} if timing_only else compiled.read_outputs(result.outputs["ACT"])
-    report = model_report(result, compiled)
+    report = model_report(result, compiled, batch=model_batch(graph, dims, batch))
     report.update(compile_seconds=t1 - t0, simulate_seconds=time.perf_counter() - t1, compile_cache=hit)
     if validate and not timing_only:
         report["validation"] = _validation(model, graph, inputs, outputs)

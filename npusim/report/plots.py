@@ -359,7 +359,7 @@ def plot_roofline(report: dict, ax: Axes) -> Roofline:
 
 # ------------------------------------------------------------------------------------------------ energy
 ENERGY_KINDS = ("mac", "vector", "spm_read", "spm_write", "acc_read", "acc_write", "dram_read", "dram_write", "dma",
-                "leakage")   # isa.energy.KINDS and the static kind; the report's layers[].energy_by_kind_pj
+                "host", "leakage")   # isa.energy.KINDS and the static kind; the report's layers[].energy_by_kind_pj
 
 
 @dataclass
@@ -381,12 +381,14 @@ def plot_energy(report: dict, ax: Axes) -> EnergySplit:
     parts = {k: np.array([lr["energy_by_kind_pj"].get(k, 0.0) for lr in layers]) for k in kinds}
     y = np.arange(len(layers))
     left = np.zeros(len(layers))
-    colors = {k: colormaps["tab10"](i % 10) for i, k in enumerate(kinds)}
+    dynamic = [k for k in kinds if k != "leakage"]   # ten dynamic kinds, ten colours; leakage light and hatched
+    colors = {k: colormaps["tab10"](i % 10) for i, k in enumerate(dynamic)} | {"leakage": "0.88"}
     artists = []
     for k in kinds:
         if not parts[k].any():
             continue
-        artists.append(ax.barh(y, parts[k] / 1e6, left=left / 1e6, color=colors[k], label=k, height=0.8))
+        artists.append(ax.barh(y, parts[k] / 1e6, left=left / 1e6, color=colors[k], label=k, height=0.8,
+                               **({"hatch": "///", "edgecolor": "0.55", "linewidth": 0} if k == "leakage" else {})))
         left = left + parts[k]
     ax.set_yticks(y, [f"{n}  ({lr['op']})" for n, lr in zip(names, layers)], fontsize="small")
     ax.set_ylim(len(layers) - 0.5, -0.5)
@@ -429,13 +431,13 @@ def render(report: dict, kind: str, path: str | Path, *, title: str = "", window
         drawn = plot_energy(report, ax)
     else:
         drawn = plot_roofline(report, ax)
-    what = {"timeline": "timeline", "util": "unit utilization", "layers": "where each layer's cycles go",
+    what = {"timeline": "timeline", "util": "instructions in flight per unit", "layers": "where each layer's cycles go",
             "roofline": "roofline per layer", "energy": "energy per layer by action"}[kind]
     arch = report.get("arch", {}).get("name", "")
     if kind == "timeline" and window is not None:
         what += f" of cycles {window[0]:,} to {window[1]:,}"
     cycles = _need(report, "cycles", kind, "write the report with `npusim run --json` or `npusim simulate --json`")
-    ax.set_title(f"{title + ': ' if title else ''}{what} on {arch} ({cycles:,} cycles)", loc="left")
+    ax.set_title(f"{title + ': ' if title else ''}{what} on {arch} ({cycles:,} cycles)", loc="left", wrap=True)
     fig.savefig(path, dpi=110)
     return drawn
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from isa.errors import NpuSimError
 
-LAYER_FIELDS = ("name", "op", "start", "end", "cycles", "macs", "matrix_utilization", "bound", "dram_bytes")
+LAYER_FIELDS = ("name", "op", "start", "end", "cycles", "macs", "mac_utilization", "bound", "dram_bytes")
 
 
 def keyed_layers(layers: list[dict]) -> dict[str, dict]:
@@ -58,7 +58,9 @@ def _get(d: dict, path: str) -> Any:
     return d
 
 
-TOTALS = (("cycles", "cycles"), ("time_us", "time_us"), ("macs", "macs"), ("matrix_utilization", "matrix_utilization"),
+TOTALS = (("cycles", "cycles"), ("time_us", "time_us"), ("macs", "macs"), ("mac_utilization", "mac_utilization"),
+          ("issued_mac_utilization", "issued_mac_utilization"), ("matrix_busy", "matrix_busy"),
+          ("array_fill_while_busy", "array_fill_while_busy"),
           ("dram.bytes_read", "dram_bytes_read"), ("dram.bytes_written", "dram_bytes_written"),
           ("energy.total_pj", "energy_pj"), ("energy.dynamic_pj", "dynamic_energy_pj"),
           ("energy.static_pj", "static_energy_pj"), ("energy.per_inference_pj", "energy_per_inference_pj"),

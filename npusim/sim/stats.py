@@ -1,4 +1,5 @@
-"""What a simulation reports: per-unit busy/idle/stall cycles, per-instruction times, traffic, utilization."""
+"""What a simulation reports: per-unit busy/idle/stall cycles, per-instruction times, traffic, utilization figures
+(each defined once in docs/timing.md, "Utilization figures")."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from isa.columns import unit_keys
 from isa.cost import Cost, dma_stream_bandwidth
 from isa.energy import RunEnergy, area_mm2, run_energy
 from isa.machine import machine, machine_units
-from isa.units import Pool, key_text
+from isa.units import Pool, Role, key_text
 
 STALL_CAUSES = ("semaphore", "queue_full", "barrier", *dict.fromkeys(p.cause for p in Pool), "dram_bandwidth",
                 "dram_latency", "bank_conflict")
@@ -68,7 +69,7 @@ class UnitStats:
 
     def to_dict(self, total: int) -> dict[str, Any]:
         return {"instructions": self.instructions, "busy_cycles": self.busy, "idle_cycles": self.idle,
-                "stall_cycles": dict(self.stall), "utilization": self.busy / total if total else 0.0}
+                "stall_cycles": dict(self.stall), "busy_fraction": self.busy / total if total else 0.0}
 
 
 @dataclass
@@ -158,16 +159,35 @@ class SimResult:
         """DRAM bursts that had to open their row (all units)."""
         return sum(u.row_misses for u in self.units)
 
-    @property
-    def matrix_utilization(self) -> float:
-        """The instructions' MACs / (cycles x rows x cols)."""
-        return self.utilization(self.macs)
-
-    def utilization(self, macs: int) -> float:
-        """``macs`` / (cycles x rows x cols): the array's busy fraction for that much work (e.g. a model's MACs,
-        which leave out the zero blocks of pixel-packed convolutions)."""
+    def mac_utilization(self, macs: int) -> float:
+        """MAC utilization of ``macs`` useful MACs (a model's, a layer's): ``macs / (cycles x peak MACs per
+        cycle)``, the fraction of what the matrix units could have done in the run that this work needed."""
         peak = self.cycles * self.arch.peak_macs_per_cycle
         return macs / peak if peak else 0.0
+
+    @property
+    def issued_mac_utilization(self) -> float:
+        """Issued MAC utilization: the MACs the ``mxu.mm`` instructions issued (zero blocks of pixel-packed
+        convolutions included) / (cycles x peak MACs per cycle); ``matrix_busy x array_fill_while_busy``."""
+        return self.mac_utilization(self.macs)
+
+    @property
+    def matrix_busy_cycles(self) -> int:
+        """Busy cycles of the matrix units, summed."""
+        return sum(u.busy for u, m in zip(self.units, machine_units(self.arch)) if m.role is Role.MATRIX)
+
+    @property
+    def matrix_busy(self) -> float:
+        """Matrix busy: the matrix units' busy cycles / (cycles x ``units.matrix``)."""
+        total = self.cycles * self.arch.units.matrix
+        return self.matrix_busy_cycles / total if total else 0.0
+
+    @property
+    def array_fill_while_busy(self) -> float:
+        """Array fill while busy: the issued MACs / (rows x cols x the matrix units' busy cycles), how much of the
+        array an ``mxu.mm`` uses while it runs (partial tiles, pipeline fill and drain leave the rest idle)."""
+        busy = self.matrix_busy_cycles * self.arch.matrix.rows * self.arch.matrix.cols
+        return self.macs / busy if busy else 0.0
 
     @property
     def microseconds(self) -> float:
@@ -184,7 +204,9 @@ class SimResult:
             "units": {u.name: u.to_dict(self.cycles) | {"queue": unit.label,   # as in instructions[].unit
                                                         "energy_pj": energy.by_unit(unit.index)}
                       for u, unit in zip(self.units, machine_units(self.arch))},
-            "matrix_utilization": self.matrix_utilization,
+            "issued_mac_utilization": self.issued_mac_utilization,
+            "matrix_busy": self.matrix_busy,
+            "array_fill_while_busy": self.array_fill_while_busy,
             "macs": self.macs,
             "dram": {"bytes_read": self.dram_bytes_read, "bytes_written": self.dram_bytes_written,
                      "row_hits": self.dram_row_hits, "row_misses": self.dram_row_misses},

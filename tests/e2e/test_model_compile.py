@@ -71,7 +71,7 @@ def test_small_models_match_onnxruntime(build):
     assert [lr["start"] for lr in layers] == sorted(lr["start"] for lr in layers)
     # the report counts the model's MACs; the instructions also multiply the zero blocks of packed convolutions
     assert sum(lr["macs"] for lr in layers) == report["macs"] <= result.macs
-    assert report["matrix_utilization"] * result.cycles * 128 * 128 == pytest.approx(report["macs"])
+    assert report["mac_utilization"] * result.cycles * 128 * 128 == pytest.approx(report["macs"])
     assert all(lr["cycles"] > 0 and lr["bound"] in ("compute", "memory") for lr in layers)
 
 

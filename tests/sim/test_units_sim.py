@@ -32,7 +32,7 @@ def test_two_matrix_units_run_two_matmuls_at_once():
     assert parallel.unit["matrix"].busy == parallel.unit["matrix1"].busy == one
     assert serial.unit["matrix1"].busy == 0 and serial.unit["matrix"].busy == 2 * one
     assert [u.name for u in parallel.units] == ["dma_load", "dma_store", "matrix", "matrix1", "vector", "host"]
-    assert parallel.matrix_utilization == pytest.approx(2 * 64 * 64 * 16 * 16 / (one * 2 * 16 * 16))
+    assert parallel.issued_mac_utilization == pytest.approx(2 * 64 * 64 * 16 * 16 / (one * 2 * 16 * 16))
 
 
 @pytest.mark.parametrize("second_unit", [0, 1])

@@ -67,7 +67,7 @@ def test_every_row_is_the_point_run_alone_and_points_that_cannot_run_are_error_r
         assert row["cycles"] == res.cycles and row["macs"] == macs
         assert row["time_s"] == pytest.approx(res.cycles / (arch.clock.ghz * 1e9))
         assert row["dram_bytes"] == res.dram_bytes_read + res.dram_bytes_written
-        assert row["utilization"] == pytest.approx(macs / (res.cycles * row["matrix.rows"] ** 2))
+        assert row["mac_utilization"] == pytest.approx(macs / (res.cycles * row["matrix.rows"] ** 2))
         energy = res.to_dict(instructions=False)["energy"]   # energy, power, EDP and area: the run report's
         assert row["energy_pj"] == energy["total_pj"] == row["energy_per_inference_pj"]
         assert row["power_w"] == pytest.approx(row["energy_pj"] * 1e-12 / row["time_s"])

@@ -1,4 +1,9 @@
-"""Pareto fronts of a sweep table: the rows no other row beats on every one of two or more metrics (all minimised)."""
+"""Pareto fronts of a sweep table: the rows no other row beats on every one of two or more metrics (all minimised).
+
+A point whose workload ran nodes on the host CPU (``host_ops > 0``: a layer no tiling of that Arch fits) measures the
+host, not the NPU, so by default it is left out of the front (``host="exclude"``); ``host="mark"`` keeps it and adds a
+``host_assisted`` column to the front. The front's ``attrs["host_excluded"]`` says how many points were left out.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from isa import NpuSimError
+
+HOST_POINTS = ("exclude", "mark")
+"""What a front does with points that ran nodes on the host CPU: leave them out, or keep them and mark them."""
 
 
 def pareto_mask(values: np.ndarray) -> np.ndarray:
@@ -24,22 +32,52 @@ def pareto_mask(values: np.ndarray) -> np.ndarray:
     return keep
 
 
-def pareto(df, metrics: Sequence[str], by: str | None = "workload"):
+def host_assisted(df):
+    """Per row of sweep table ``df``: True where the workload ran nodes on the host CPU (``host_ops > 0``; all False
+    when the table has no ``host_ops`` column)."""
+    import pandas as pd
+
+    if "host_ops" not in df.columns:
+        return pd.Series(False, index=df.index)
+    return pd.to_numeric(df["host_ops"], errors="coerce").fillna(0).gt(0)
+
+
+def runnable(df, metrics: Sequence[str]):
+    """The rows of ``df`` without an error and with every one of ``metrics``."""
+    ok = df.dropna(subset=list(metrics))
+    return ok[ok["error"].isna()] if "error" in ok.columns else ok
+
+
+def pareto(df, metrics: Sequence[str], by: str | None = "workload", host: str = "exclude"):
     """The rows of sweep table ``df`` on the Pareto front of ``metrics`` (two or more columns, all minimised),
     computed within each value of column ``by`` (None: over the whole table); the groups in the order they first
-    appear, each sorted by the metrics. Rows with an error or a missing metric are left out."""
+    appear, each sorted by the metrics. Rows with an error or a missing metric are left out.
+
+    host: ``"exclude"`` (default) leaves out the points that ran nodes on the host CPU (``host_ops > 0``), ``"mark"``
+    keeps them and adds a boolean column ``host_assisted``. ``attrs["host_excluded"]`` of the result: how many points
+    were left out for it."""
     metrics = list(metrics)
+    if host not in HOST_POINTS:
+        raise NpuSimError(f"host must be one of {', '.join(HOST_POINTS)} (what the front does with points that ran "
+                          f"nodes on the host CPU), not {host!r}")
     missing = [m for m in metrics if m not in df.columns]
     if len(metrics) < 2 or missing:
         raise NpuSimError(f"pareto needs two or more metric columns of the table ({', '.join(map(str, df.columns))})"
                           + (f"; it has no {', '.join(missing)}" if missing else ""))
-    ok = df.dropna(subset=metrics)
-    if "error" in ok.columns:
-        ok = ok[ok["error"].isna()]
+    ok = runnable(df, metrics)
+    assisted = host_assisted(ok)
+    excluded = int(assisted.sum()) if host == "exclude" else 0
+    if host == "exclude":
+        ok = ok[~assisted]
+    else:
+        ok = ok.assign(host_assisted=assisted)
     groups = [ok] if by is None else [g for _, g in ok.groupby(by, sort=False)]
     kept = [g[pareto_mask(g[metrics].to_numpy(float))].sort_values(metrics, kind="stable") for g in groups if len(g)]
-    if not kept:
-        return ok.iloc[:0]
-    import pandas as pd
+    if kept:
+        import pandas as pd
 
-    return pd.concat(kept)
+        front = pd.concat(kept)
+    else:
+        front = ok.iloc[:0]
+    front.attrs = {"host": host, "host_excluded": excluded}
+    return front

@@ -1,85 +1,130 @@
 """Plots of a sweep table (:func:`npusim.app.sweep.sweep`): a Pareto front of two metrics, or three on a 3-D axes.
 
 Like :mod:`npusim.report.plots`, each function draws on a matplotlib ``ax`` it is given and returns what it drew; this
-module imports no matplotlib itself, so ``import npusim.app.sweep`` stays light.
+module imports no matplotlib itself, so ``import npusim.app.sweep`` stays light. Points that ran nodes on the host CPU
+are drawn apart (an orange x) whether the front leaves them out (``host="exclude"``, the default) or marks them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from npusim.app.sweep.pareto import pareto
+from isa.arch import SECTIONS
+from npusim.app.sweep.pareto import host_assisted, pareto, runnable
 from npusim.app.sweep.run import METRICS
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
+HOST_STYLE = {"marker": "x", "color": "C1", "linewidths": 1.2, "zorder": 4}
+"""How a host-assisted point is drawn, on the front or off it."""
+
 
 @dataclass
 class ParetoPlot:
-    """What :func:`plot_pareto` / :func:`plot_pareto_3d` drew: the front's rows of the sweep table, the metrics."""
+    """What :func:`plot_pareto` / :func:`plot_pareto_3d` drew: the front's rows of the sweep table, the metrics, and
+    the key of the numbered front points (number -> the point's overrides)."""
 
     front: Any
     metrics: list[str]
     artists: list = field(default_factory=list)
+    key: dict[int, str] = field(default_factory=dict)
 
 
-def _sweep_rows(df, metrics: list[str], what: str):
-    """``df``'s rows without an error, after checking it is one workload's sweep table with these metrics."""
+def column_unit(name: str) -> str:
+    """The unit of sweep column ``name``: a metric's (:data:`METRICS`) or an Arch field's; "" if it has none."""
+    if name in METRICS:
+        return METRICS[name].unit
+    sec, _, fname = name.partition(".")
+    fields = {f.name: f for f in dataclasses.fields(SECTIONS[sec])} if sec in SECTIONS else {}
+    return fields[fname].metadata.get("unit", "") if fname in fields else ""
+
+
+def axis_label(name: str) -> str:
+    """``name (unit)``, or ``name`` for a column without a unit."""
+    unit = column_unit(name)
+    return f"{name} ({unit})" if unit else name
+
+
+def _sweep_rows(df, metrics: list[str], what: str, host: str):
+    """``df``'s rows without an error and the front, after checking it is one workload's sweep table."""
     from npusim.report.plots import PlotError  # here: importing it loads matplotlib, which a sweep alone never needs
 
     if "workload" in df.columns and df["workload"].nunique() > 1:
         raise PlotError(f"the {what} plot draws one workload's points; select one, e.g. df[df.workload == "
                         f"{df['workload'].iloc[0]!r}]")
-    front = pareto(df, metrics, by=None)
-    ok = df.dropna(subset=metrics)
-    return ok[ok["error"].isna()] if "error" in ok.columns else ok, front
+    return runnable(df, metrics), pareto(df, metrics, by=None, host=host)
 
 
 def _point_label(row, columns: list[str]) -> str:
-    return " ".join(f"{c.split('.')[-1]}={row[c]:g}" if isinstance(row[c], float) else f"{c.split('.')[-1]}={row[c]}"
-                    for c in columns)
+    return " ".join(f"{c}={row[c]:g}" if isinstance(row[c], float) else f"{c}={row[c]}" for c in columns)
 
 
 def _override_columns(df, metrics: list[str]) -> list[str]:
     """The override columns that vary in ``df`` (the ones worth naming a point by)."""
-    return [c for c in df.columns if c not in ("workload", "error", *METRICS, *metrics) and df[c].nunique() > 1]
+    return [c for c in df.columns if c not in ("workload", "error", "host_assisted", *METRICS, *metrics)
+            and df[c].nunique() > 1]
 
 
-def plot_pareto(df, ax: Axes, x: str, y: str, annotate: bool = True) -> ParetoPlot:
-    """A sweep table's points, ``y`` against ``x`` (grey), and their Pareto front (both minimised; red line, each
-    front point labelled with its override columns). ``df``: one workload's rows of :func:`npusim.app.sweep.sweep`."""
-    ok, front = _sweep_rows(df, [x, y], "pareto")
-    artists = [ax.scatter(ok[x], ok[y], s=16, color="0.65", label=f"{len(ok)} points"),
+def _host_label(count: int, host: str) -> str:
+    return f"{count} host-assisted ({'left out of the front' if host == 'exclude' else 'marked'})"
+
+
+def plot_pareto(df, ax: Axes, x: str, y: str, annotate: bool = True, host: str = "exclude") -> ParetoPlot:
+    """A sweep table's points, ``y`` against ``x`` (grey), and their Pareto front (both minimised; a red staircase).
+    Points that ran nodes on the host CPU are orange crosses; ``host`` (:func:`npusim.app.sweep.pareto`) says whether
+    the front leaves them out or keeps them. With ``annotate``, each front point is numbered and the key (its override
+    columns) is written beside the axes; the legend sits below them. ``df``: one workload's rows of
+    :func:`npusim.app.sweep.sweep`."""
+    ok, front = _sweep_rows(df, [x, y], "pareto", host)
+    hosted = ok[host_assisted(ok)]
+    plain = ok.drop(index=hosted.index)
+    artists = [ax.scatter(plain[x], plain[y], s=16, color="0.65", label=f"{len(plain)} points on the NPU alone"),
                ax.plot(front[x], front[y], "o-", color="C3", markersize=5, drawstyle="steps-post",
                        label=f"Pareto front ({len(front)})")[0]]
+    if len(hosted):
+        artists.append(ax.scatter(hosted[x], hosted[y], s=30, label=_host_label(len(hosted), host), **HOST_STYLE))
+    key = {}
     if annotate:
         cols = _override_columns(df, [x, y])
-        for _, row in front.iterrows():
-            artists.append(ax.annotate(_point_label(row, cols), (row[x], row[y]), fontsize=7, xytext=(4, 4),
-                                       textcoords="offset points"))
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
-    ax.legend(fontsize="small")
+        for i, (_, row) in enumerate(front.iterrows(), 1):
+            key[i] = _point_label(row, cols)
+            artists.append(ax.annotate(str(i), (row[x], row[y]), fontsize=7, xytext=(3, 3) if i % 2 else (-3, -3),
+                                       textcoords="offset points", ha="left" if i % 2 else "right",
+                                       va="bottom" if i % 2 else "top", color="C3"))
+        if key:
+            text = "\n".join(f"{i}: {label}" for i, label in key.items())
+            artists.append(ax.text(1.02, 1.0, text, transform=ax.transAxes, fontsize=7, va="top", ha="left",
+                                   family="monospace"))
+    ax.set_xlabel(axis_label(x))
+    ax.set_ylabel(axis_label(y))
+    ax.ticklabel_format(style="sci", scilimits=(-3, 4), useMathText=True)   # no long decimals that run together
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(0, -0.16), frameon=False, ncols=1)
     ax.grid(alpha=0.25)
-    return ParetoPlot(front, [x, y], artists)
+    return ParetoPlot(front, [x, y], artists, key)
 
 
-def plot_pareto_3d(df, ax, x: str, y: str, z: str) -> ParetoPlot:
+def plot_pareto_3d(df, ax, x: str, y: str, z: str, host: str = "exclude") -> ParetoPlot:
     """The 3-D Pareto front of ``x``, ``y``, ``z`` (all minimised) on a 3-D ``ax``
-    (``fig.add_subplot(projection="3d")``): every point grey, the front's points red."""
+    (``fig.add_subplot(projection="3d")``): every point grey, the front's points red, points that ran nodes on the
+    host CPU orange crosses (left out of the front or marked on it, as ``host`` says)."""
     if getattr(ax, "name", "") != "3d":
         from npusim.report.plots import PlotError
 
         raise PlotError("the 3-D Pareto plot needs a 3-D axes: fig.add_subplot(projection='3d')")
-    ok, front = _sweep_rows(df, [x, y, z], "3-D pareto")
-    rest = ok.drop(index=front.index)
+    ok, front = _sweep_rows(df, [x, y, z], "3-D pareto", host)
+    hosted = ok[host_assisted(ok)]
+    rest = ok.drop(index=front.index.union(hosted.index))
     artists = [ax.scatter(rest[x], rest[y], rest[z], s=12, color="0.65", label=f"{len(rest)} dominated points"),
                ax.scatter(front[x], front[y], front[z], s=30, color="C3", edgecolors="k", linewidths=0.4,
                           label=f"Pareto front ({len(front)})")]
-    ax.set_xlabel(x)
-    ax.set_ylabel(y)
-    ax.set_zlabel(z)
-    ax.legend(fontsize="small")
+    if len(hosted):
+        artists.append(ax.scatter(hosted[x], hosted[y], hosted[z], s=30, label=_host_label(len(hosted), host),
+                                  **HOST_STYLE))
+    ax.set_xlabel(axis_label(x))
+    ax.set_ylabel(axis_label(y))
+    ax.set_zlabel(axis_label(z))
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(0, -0.02), frameon=False)
     return ParetoPlot(front, [x, y, z], artists)

@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,22 +18,36 @@ from npusim.app.sweep.spec import SweepSpec, load_spec
 from npusim.app.sweep.store import ResultStore, point_key
 from npusim.app.sweep.workloads import Workload, compile_view
 
-METRICS: dict[str, tuple[Callable[[dict], Any], str]] = {
-    "cycles": (lambda r: r["cycles"], "cycles"),
-    "time_s": (lambda r: r["time_us"] * 1e-6, "s"),
-    "utilization": (lambda r: r["matrix_utilization"], "the workload's MACs / (cycles x peak MACs per cycle)"),
-    "dram_bytes": (lambda r: r["dram"]["bytes_read"] + r["dram"]["bytes_written"], "bytes"),
-    "macs": (lambda r: r["macs"], "MACs"),
-    "energy_pj": (lambda r: r["energy"]["total_pj"], "pJ, dynamic + static (docs/energy.md)"),
-    "energy_per_inference_pj": (lambda r: r["energy"]["per_inference_pj"], "pJ"),
-    "power_w": (lambda r: r["energy"]["average_power_w"], "W, energy / time at the Arch's clock"),
-    "edp_js": (lambda r: r["energy"]["edp_js"], "J·s, energy x time"),
-    "area_mm2": (lambda r: r["area"]["total_mm2"], "mm², matrix + vector + SPM + ACC"),
-    "host_ops": (lambda r: len(r.get("host_ops", ())), "nodes run on the host CPU, e.g. a layer no tiling of this "
-                 "Arch fits (0: the whole workload on the NPU)"),
+
+@dataclass(frozen=True)
+class Metric:
+    """A metric column of a sweep row: how to read it from the run report, its unit and what it is."""
+
+    read: Callable[[dict], Any]
+    unit: str
+    meaning: str = ""
+
+
+METRICS: dict[str, Metric] = {
+    "cycles": Metric(lambda r: r["cycles"], "cycles"),
+    "time_s": Metric(lambda r: r["time_us"] * 1e-6, "s"),
+    "mac_utilization": Metric(lambda r: r["mac_utilization"], "fraction",
+                              "MAC utilization: the workload's MACs / (cycles x peak MACs per cycle), docs/timing.md"),
+    "dram_bytes": Metric(lambda r: r["dram"]["bytes_read"] + r["dram"]["bytes_written"], "bytes"),
+    "macs": Metric(lambda r: r["macs"], "MACs"),
+    "energy_pj": Metric(lambda r: r["energy"]["total_pj"], "pJ", "dynamic + static (docs/energy.md)"),
+    "energy_per_inference_pj": Metric(lambda r: r["energy"]["per_inference_pj"], "pJ",
+                                      "energy_pj / the model's batch"),
+    "power_w": Metric(lambda r: r["energy"]["average_power_w"], "W", "energy / time at the Arch's clock"),
+    "edp_js": Metric(lambda r: r["energy"]["edp_js"], "J·s", "energy x time"),
+    "area_mm2": Metric(lambda r: r["area"]["total_mm2"], "mm²", "matrix + vector + SPM + ACC"),
+    "host_ops": Metric(lambda r: len(r.get("host_ops", ())), "nodes",
+                       "the workload's nodes that ran on the host CPU, e.g. a layer no tiling of this Arch fits (0: "
+                       "all on the NPU); Pareto fronts leave such points out unless asked to mark them"),
+    "host_energy_pj": Metric(lambda r: r["energy"].get("by_kind_pj", {}).get("host", 0.0), "pJ",
+                             "the host CPU's part of energy_pj (docs/energy.md)"),
 }
-"""The metric columns of a sweep row: name -> (how to read it from the run report, unit). A metric every run
-report carries is one line here."""
+"""The metric columns of a sweep row by name. A metric every run report carries is one line here."""
 INTEGER_METRICS = ("cycles", "dram_bytes", "macs", "host_ops")
 RESULTS = ("results.csv", "results.parquet")
 LOCAL, SYNCHRONOUS = "local", "synchronous"
@@ -42,7 +57,7 @@ PROTOCOLS = ("tcp://", "tls://", "inproc://", "ucx://", "ws://", "wss://")
 
 def row_metrics(report: dict) -> dict[str, Any]:
     """The :data:`METRICS` of one run report."""
-    return {name: get(report) for name, (get, _) in METRICS.items()}
+    return {name: m.read(report) for name, m in METRICS.items()}
 
 
 def evaluate(workload: Workload, arch: Arch) -> dict[str, Any]:

@@ -121,7 +121,7 @@ class Gemm:
         from npusim.app.driver import run_gemm
 
         result, _ = run_gemm(self.M, self.N, self.K, DType.from_text(self.dtype), arch, timing_only=True)
-        return _layer_report(result, result.macs)
+        return _layer_report(result, self.M * self.N * self.K)
 
 
 @dataclass(frozen=True)
@@ -162,10 +162,10 @@ class Topology:
 
         results = [run_gemm(x.M, x.N, x.K, DType.from_text(self.dtype), arch, timing_only=True)[0]
                    for x in self.layers]
-        cycles, macs = sum(r.cycles for r in results), sum(r.macs for r in results)
+        cycles, macs = sum(r.cycles for r in results), sum(x.M * x.N * x.K for x in self.layers)
         seconds, joules = sum(r.microseconds for r in results) * 1e-6, sum(r.energy.total for r in results) * 1e-12
         return {"cycles": cycles, "time_us": seconds * 1e6, "macs": macs,
-                "matrix_utilization": macs / (cycles * arch.peak_macs_per_cycle) if cycles else 0.0,
+                "mac_utilization": macs / (cycles * arch.peak_macs_per_cycle) if cycles else 0.0,
                 "dram": {"bytes_read": sum(r.dram_bytes_read for r in results),
                          "bytes_written": sum(r.dram_bytes_written for r in results)},
                 "energy": {"total_pj": joules * 1e12, "per_inference_pj": joules * 1e12,
@@ -179,8 +179,9 @@ Workload = OnnxModel | Gemm | Conv | Topology
 
 
 def _layer_report(result, macs: int) -> dict:
-    """A single-layer run's report: the result's, with the layer's MACs and utilization (as ``npusim gemm --json``)."""
-    return result.to_dict(instructions=False) | {"macs": macs, "matrix_utilization": result.utilization(macs)}
+    """A single-layer run's report: the result's, with the layer's MACs and MAC utilization (as ``npusim gemm
+    --json``)."""
+    return result.to_dict(instructions=False) | {"macs": macs, "mac_utilization": result.mac_utilization(macs)}
 
 
 # ------------------------------------------------------------------------------------------------ from the spec
