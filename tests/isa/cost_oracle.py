@@ -79,11 +79,12 @@ def _row_delay(pages: np.ndarray, issue: np.ndarray, banks: int, row_miss: int, 
 
 
 
-def _dram(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int, bandwidth: float, latency: int,
-          outstanding: int, page: int, banks: int, row_miss: int) -> DramWindow:
-    """:func:`dram_window` on plain values (page = 0: bandwidth model), cached: programs repeat a few patterns."""
+def _dram(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int, access: int, access_ticks: int,
+          latency: int, outstanding: int, page: int, banks: int, row_miss: int) -> DramWindow:
+    """:func:`dram_window` on plain values (page = 0: bandwidth model), times in ticks: a burst holds the bus for its
+    whole ``access``-byte accesses, ``access_ticks`` each (since issue 24; the rest as in commit 408c0ec)."""
     addr, nbytes = _bursts(offset, dims, es, burst)
-    d = np.ceil(nbytes / bandwidth).astype(np.int64)
+    d = -(-nbytes // access) * access_ticks
     issue = np.concatenate(([0], np.cumsum(np.maximum(d, -(-(latency + d) // outstanding))[:-1])))
     window = int(issue[-1] + d[-1])
     if not page:
@@ -95,15 +96,15 @@ def _dram(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int, b
 
 def gather_bursts(g, arch) -> tuple[int, int]:
     """:func:`isa.cost.gather_bursts` as main had it (commit 893d488): every distinct row offset modulo the burst cut
-    into bursts one after the other."""
+    into bursts one after the other (in ticks since issue 24, the longest window rounded up to whole cycles)."""
     from isa.cost import _row_offsets, burst_interval
 
-    burst, bw, d = arch.dma.burst_bytes, float(arch.dram.bandwidth), arch.dram
+    burst, t = arch.dma.burst_bytes, arch.dram_timing
     best = (-1, 0)
     for o in _row_offsets(g.table.base, g.table.strides[0], g.rows, burst).tolist():
         _, nbytes = _bursts(o, ((g.row_bytes, 1),), 1, burst)
-        cycles = np.ceil(nbytes / bw).astype(np.int64)
-        interval = burst_interval(cycles, d.latency, arch.dma.outstanding)
-        window = g.points * int(interval.sum()) - int(interval[-1]) + int(cycles[-1])
+        ticks = -(-nbytes // t.access_bytes) * t.access_ticks
+        interval = burst_interval(ticks, t.latency_ticks, arch.dma.outstanding)
+        window = g.points * int(interval.sum()) - int(interval[-1]) + int(ticks[-1])
         best = max(best, (window, int(nbytes.size)))
-    return best
+    return -(-best[0] // t.ticks), best[1]
