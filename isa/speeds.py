@@ -8,13 +8,15 @@ binary float nearest to it), and:
 - bytes per core cycle = ``gb_per_s / ghz`` (1 GB = 1e9 B, so GB/s are bytes per ns);
 - a latency of ``ns`` is ``ceil(ns * ghz)`` core cycles: the DRAM controller hands data to the core on a core clock
   edge, so a round trip is a whole number of cycles (rounded once, here, not per request);
-- DRAM bus time is counted in *ticks*, ``1/T`` of a core cycle, T the least integer that makes the bus time of one
-  ``dram.access_bytes`` access (``access_bytes * ghz / gb_per_s`` cycles) a whole number of ticks. A request's bytes
-  round up to whole accesses. The cost model adds up a DMA's bursts in ticks and rounds its bus window up to whole
-  core cycles once per instruction, so the bandwidth a stream attains moves smoothly with ``dram.gb_per_s``.
+- DRAM bus time is counted in *ticks*, ``1/T`` of a core cycle: ``T = A * dma.outstanding``, A the least integer
+  that makes the bus time of one ``dram.access_bytes`` access (``access_bytes * ghz / gb_per_s`` cycles) a whole
+  number of 1/A cycles, so that both a burst's bus time and the in-flight limit's issue interval (round trip /
+  outstanding, Little's law) are whole ticks. A request's bytes round up to whole accesses. The cost model adds up a
+  DMA's bursts in ticks and rounds its bus window up to whole core cycles once per instruction, so the bandwidth a
+  stream attains moves smoothly, and never backwards, with ``dram.gb_per_s`` and ``dma.outstanding``.
 
-A T above :data:`MAX_TICKS` (numbers with many decimal digits) is refused with an ArchError that says which fields to
-round.
+An A above :data:`MAX_TICKS` (numbers with many decimal digits) is refused with an ArchError that says which fields to
+round, and so is a round trip too long to count in ticks in 64 bits (:data:`MAX_ROUND_TRIP_TICKS`).
 """
 
 from __future__ import annotations
@@ -29,8 +31,11 @@ if TYPE_CHECKING:
     from isa.arch import Arch
 
 MAX_TICKS = 2**20
-"""Most ticks per core cycle: finer ticks would need tick counts beyond the cost model's 64-bit arithmetic for long
-transfers, and come only from numbers written with many decimal digits."""
+"""Most parts a cycle is cut into to time one access exactly: finer ones come only from numbers written with many
+decimal digits."""
+MAX_ROUND_TRIP_TICKS = 2**46
+"""Most ticks of a burst's round trip (latency, row miss and bus time): the cost model sums the ticks of up to 2**16
+bursts in 64-bit integers."""
 
 
 def exact(x: int | float) -> Fraction:
@@ -52,9 +57,9 @@ def cycles_of(x: Fraction) -> int:
 class DramTiming:
     """The DRAM fields of an Arch in core cycles and ticks (see the module docstring).
 
-    ``ticks``: T, ticks per core cycle; ``access_bytes``: the least bytes one request moves over the bus;
-    ``access_ticks``: ticks one access holds the bus; ``latency``, ``row_miss``: whole core cycles;
-    ``bytes_per_cycle``: the bus's exact bandwidth in bytes per core cycle."""
+    ``ticks``: T, ticks per core cycle (a multiple of ``dma.outstanding``); ``access_bytes``: the least bytes one
+    request moves over the bus; ``access_ticks``: ticks one access holds the bus; ``latency``, ``row_miss``: whole
+    core cycles; ``bytes_per_cycle``: the bus's exact bandwidth in bytes per core cycle."""
 
     ticks: int
     access_bytes: int
@@ -65,8 +70,9 @@ class DramTiming:
 
     @classmethod
     def of(cls, arch: Arch) -> DramTiming:
-        """The DRAM timing of ``arch`` (ArchError if its bus time needs ticks finer than :data:`MAX_TICKS`)."""
-        d, ghz = arch.dram, exact(arch.clock.ghz)
+        """The DRAM timing of ``arch`` (ArchError if its bus time needs parts of a cycle finer than
+        :data:`MAX_TICKS`, or its round trip more ticks than :data:`MAX_ROUND_TRIP_TICKS`)."""
+        d, ghz, out = arch.dram, exact(arch.clock.ghz), arch.dma.outstanding
         gbs = exact(d.gb_per_s)
         access = d.access_bytes * ghz / gbs            # cycles one access holds the bus
         if access.denominator > MAX_TICKS:
@@ -75,8 +81,16 @@ class DramTiming:
                 f"{arch.clock.ghz!r} makes one access hold the bus {access} cycles: timing that exactly needs "
                 f"1/{access.denominator} of a cycle (at most 1/{MAX_TICKS}); write dram.gb_per_s and clock.ghz with "
                 f"fewer decimal digits (e.g. {float(gbs):.3g} and {float(ghz):.3g})")
-        return cls(access.denominator, d.access_bytes, access.numerator, cycles_of(exact(d.latency_ns) * ghz),
-                   cycles_of(exact(d.row_miss_ns) * ghz), gbs / ghz)
+        latency, row_miss = cycles_of(exact(d.latency_ns) * ghz), cycles_of(exact(d.row_miss_ns) * ghz)
+        timing = cls(access.denominator * out, d.access_bytes, access.numerator * out, latency, row_miss, gbs / ghz)
+        trip = timing.latency_ticks + timing.row_miss_ticks + timing.data_ticks(arch.dma.burst_bytes)
+        if trip > MAX_ROUND_TRIP_TICKS:
+            raise ArchError(
+                f"a DMA burst's round trip ({latency} + {row_miss} cycles of dram.latency_ns and dram.row_miss_ns, "
+                f"and its bus time) is {trip:,} ticks of 1/{timing.ticks} cycle, more than the cost model counts "
+                f"(2**46): lower dram.latency_ns, dram.row_miss_ns, clock.ghz or dma.outstanding, or write "
+                f"dram.gb_per_s with fewer decimal digits")
+        return timing
 
     @property
     def latency_ticks(self) -> int:
