@@ -204,7 +204,8 @@ class Dma(_Section):
     _name = "dma"
     channels: int = spec(2, _int(hi=64), "independent channels; with 1, dma.ld and dma.st take turns")
     setup_latency: int = spec(8, _CYCLES, "descriptor processing before the first request", "cycles")
-    burst_bytes: int = spec(64, _int(pow2=True, hi=65536), "largest DRAM request; requests are aligned to it", "bytes")
+    burst_bytes: int = spec(64, _int(pow2=True, hi=65536), "largest DRAM request; requests are aligned to it; a "
+                          "multiple of dram.access_bytes", "bytes")
     outstanding: int = spec(8, _int(hi=4096), "DRAM requests one channel keeps in flight", "requests")
     gather_issue: int = spec(1, _INTERVAL, "dma.ld.gather: cycles to fetch one index and issue its row",
                              "cycles/index")
