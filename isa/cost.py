@@ -7,6 +7,7 @@ The compiler's cost model calls the same functions, so the two never disagree.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Sequence
 from functools import lru_cache
@@ -218,10 +219,11 @@ def _bursts(starts: np.ndarray, run: int, burst: int) -> tuple[np.ndarray, np.nd
 
 
 def _row_misses(pages: np.ndarray, issue: np.ndarray, after: int, banks: int, row_miss: int,
-                outstanding: int) -> tuple[int, int]:
-    """(row misses, cycles they delay the bursts) of the bursts from index ``after`` on, to ``pages``, issuing at
-    ``issue`` cycles (the schedule without row delays); see :func:`dram_window`. The bursts before ``after`` are the
-    history: the last ``outstanding`` bursts and, before them, the last burst to each other bank."""
+                outstanding: int) -> tuple[int, int, list[tuple[int, int]]]:
+    """(row misses, ticks they delay the stream, (burst, its delay) of each delayed burst) of the bursts from index
+    ``after`` on, to ``pages``, issuing at ``issue`` ticks (the bursts before ``after`` at their actual times, the
+    others as if no row delayed them); see :func:`dram_window`. The bursts before ``after`` are the history: the last
+    ``outstanding`` bursts and, before them, the last burst to each other bank."""
     n = pages.size
     new = np.flatnonzero(np.concatenate(([True], pages[1:] != pages[:-1])))  # first bursts of same-page groups:
     last = np.append(new[1:], n) - 1                                        # only they can miss
@@ -235,8 +237,32 @@ def _row_misses(pages: np.ndarray, issue: np.ndarray, after: int, banks: int, ro
     prev = np.where(same, np.concatenate(([-1], last[order][:-1])), -1)     # previous burst to the same bank
     j, prev = j[miss], prev[miss]
     seen = np.maximum(j - outstanding, prev)           # the burst at whose issue the activation starts (< 0: start)
-    delay = np.where(seen < 0, 0, np.maximum(row_miss - (issue[j] - issue[np.maximum(seen, 0)]), 0))
-    return int(j.size), int(delay.sum())
+    short = np.where(seen < 0, 0, row_miss - (issue[j] - issue[np.maximum(seen, 0)]))   # activation still running
+    hot = np.flatnonzero(short > 0)
+    if not hot.size:
+        return int(j.size), 0, []
+    hot = hot[np.argsort(j[hot])]
+    return (int(j.size), *_knock_on(j[hot].tolist(), seen[hot].tolist(), short[hot].tolist()))
+
+
+def _knock_on(bursts: list[int], seen: list[int], short: list[int]) -> tuple[int, list[tuple[int, int]]]:
+    """(total delay, (burst, its delay) of each delayed one) of row misses in issue order: burst j's activation,
+    started at burst ``seen[j]``'s issue, ends ``short[j]`` ticks after j would issue without row delays; a delay
+    postpones every later burst too, which shortens a later miss's own wait by what it added after that miss's
+    ``seen`` burst. So burst j issues ``shift(j) = max(shift before j, shift(seen[j]) + short[j])`` late: the stream
+    is never shorter when an activation is quicker to hide, whatever the bandwidth."""
+    marks: list[int] = []    # the delayed bursts so far, in order, and the shift from each on
+    shifts: list[int] = []
+    total, out = 0, []
+    for j, s, gap in zip(bursts, seen, short):
+        k = bisect.bisect_right(marks, s)
+        wait = gap + (shifts[k - 1] if k else 0) - total
+        if wait > 0:
+            total += wait
+            marks.append(j)
+            shifts.append(total)
+            out.append((j, wait))
+    return total, out
 
 
 WALKED_GROUPS = 128
@@ -246,27 +272,29 @@ per-call overhead in :func:`_row_misses` costs more than the walk)."""
 
 def _uniform_row_misses(pages: np.ndarray, step: int, banks: int, row_miss: int,
                         outstanding: int) -> tuple[int, int]:
-    """:func:`_row_misses` of bursts to ``pages`` issued ``step`` cycles apart (burst k at ``k * step``), with no
-    history. Up to ``WALKED_GROUPS`` same-page groups, group by group in issue order: a group's first burst misses
-    unless its bank's open page is its own, and waits for the later of the burst ``outstanding`` before it and the
-    last burst of its bank's previous group."""
+    """(row misses, delay) of :func:`_row_misses` for bursts to ``pages`` issued ``step`` ticks apart (burst k at ``k
+    * step``), with no history. Up to ``WALKED_GROUPS`` same-page groups, group by group in issue order: a group's
+    first burst misses unless its bank's open page is its own, and waits for the later of the burst ``outstanding``
+    before it and the last burst of its bank's previous group."""
     n = pages.size
     starts = np.flatnonzero(np.concatenate(([True], pages[1:] != pages[:-1])))
     if starts.size > WALKED_GROUPS:
-        return _row_misses(pages, np.arange(n, dtype=np.int64) * step, 0, banks, row_miss, outstanding)
+        misses, delay, _ = _row_misses(pages, np.arange(n, dtype=np.int64) * step, 0, banks, row_miss, outstanding)
+        return misses, delay
     first = starts.tolist()
     opened: dict[int, tuple[int, int]] = {}   # bank -> (open page, last burst of its latest group)
-    misses = delay = 0
+    misses, hot = 0, ([], [], [])             # the misses whose activation outlasts the schedule: j, seen, short
     for j, page, end in zip(first, pages[starts].tolist(), first[1:] + [n]):
         bank = page % banks
         prev = opened.get(bank)
         if prev is None or prev[0] != page:
             misses += 1
             seen = j - outstanding if prev is None else max(j - outstanding, prev[1])
-            if seen >= 0:
-                delay += max(row_miss - (j - seen) * step, 0)
+            if seen >= 0 and row_miss > (j - seen) * step:
+                for x, v in zip(hot, (j, seen, row_miss - (j - seen) * step)):
+                    x.append(v)
         opened[bank] = (page, end - 1)
-    return misses, delay
+    return misses, _knock_on(*hot)[0] if hot[0] else 0
 
 
 class _Bus:
@@ -304,10 +332,14 @@ class _Bus:
         else:
             rel, steps, past, pages = None, interval, 0, addr // self.page
         issue = np.concatenate(([0], np.cumsum(steps[:-1])))
-        costs = (int(issue[-1] - issue[past]) + tail[0], *_row_misses(pages, issue, past, self.banks, self.row_miss,
-                                                                      self.outstanding), addr.size)
+        misses, delay, delayed = _row_misses(pages, issue, past, self.banks, self.row_miss, self.outstanding)
+        costs = (int(issue[-1] - issue[past]) + tail[0], misses, delay, addr.size)
         if not history:
             return costs, (b"", b"", b"") + tail
+        if delayed:                                    # the history keeps the bursts' actual issue intervals
+            steps = steps.copy()
+            for j, wait in delayed:
+                steps[j - 1] += wait
         if rel is None:
             rel = addr - r
         keep = rel.size - min(self.outstanding, len(state[1]) // 8 + addr.size)   # where the new window starts
@@ -407,9 +439,11 @@ def dram_window(view: View, shape: tuple[int, ...], arch: Arch) -> DramWindow:
     ``ceil(dram.row_miss_ns * clock.ghz)`` cycles). Bank-level parallelism: the controller sees burst j once burst
     ``j - dma.outstanding`` has issued (at the start if j < outstanding) and activates its row then, but not before
     the previous burst to the same bank has issued. The first burst waits ``L``; a miss seen at the start activates
-    alongside it and adds nothing; any other miss delays its own issue and every later burst by ``max(0, L - (t[j] -
-    t[s]))``, s the later of those two bursts and t the issue ticks without row delays (``I * min(outstanding,
-    bursts since the bank's previous burst)`` when all bursts are full). The window grows by the sum of the delays.
+    alongside it and adds nothing; any other miss issues no sooner than ``L`` after burst s, the later of those two
+    bursts: ``a[j] = max(a[j-1] + I, a[s] + L)``, a the actual issue ticks (without earlier delays a delay of ``max(0,
+    L - (t[j] - t[s]))``, t the issue ticks without row delays, ``I * min(outstanding, bursts since the bank's previous
+    burst)`` when all bursts are full; a delay postpones every later burst, :func:`_knock_on`). The window grows by
+    the total delay.
     """
     w = _window_ticks(view, shape, arch)
     return w._replace(cycles=arch.dram_timing.cycles(w.cycles))

@@ -145,21 +145,21 @@ def _reference(base, shape, strides, es, arch):
     for _, d in bursts:
         issue.append(t)
         t += max(d, (latency + d) / out)
-    open_row, last, hits, misses, delay = {}, {}, 0, 0, 0
-    for j, (row, _) in enumerate(bursts):
-        bank = row % banks
+    open_row, last, hits, misses, actual = {}, {}, 0, 0, []
+    for j, (row, _) in enumerate(bursts):        # a delayed burst delays every later one
+        bank, at = row % banks, actual[-1] + (issue[j] - issue[j - 1]) if j else 0
         if open_row.get(bank) == row:
             hits += 1
         else:
             misses += 1
             open_row[bank] = row
             if j == 0:
-                delay += miss_latency
+                at = miss_latency
             elif bank in last or j >= out:        # not seen at the start: activates when burst `seen` issues
-                seen = max(j - out, last.get(bank, -1))
-                delay += max(0, miss_latency - (issue[j] - issue[seen]))
+                at = max(at, actual[max(j - out, last.get(bank, -1))] + miss_latency)
         last[bank] = j
-    return hits, misses, issue[-1] + bursts[-1][1], delay
+        actual.append(at)
+    return hits, misses, issue[-1] + bursts[-1][1], actual[-1] - issue[-1]
 
 
 def test_row_model_matches_burst_by_burst_reference():
