@@ -18,7 +18,7 @@ from npusim.app.zoo import MODELS
 
 
 def bound(macs: int, nbytes: int, arch) -> float:
-    return max(macs / arch.peak_macs_per_cycle, nbytes / arch.dram.bandwidth)
+    return max(macs / arch.peak_macs_per_cycle, nbytes / float(arch.dram_timing.bytes_per_cycle))
 
 
 def main() -> None:

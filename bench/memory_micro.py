@@ -107,7 +107,7 @@ def main() -> None:
     args = ap.parse_args()
     arch = load_arch(args.arch)
     print(f"arch {arch.name}: DRAM {arch.dram.model}, {arch.dram.banks} banks x {arch.dram.page_bytes} B pages, "
-          f"row miss {arch.dram.row_miss_latency} cycles; SPM {arch.spm.banks} banks x {arch.spm.bank_width} B")
+          f"row miss {arch.dram_timing.row_miss} cycles; SPM {arch.spm.banks} banks x {arch.spm.bank_width} B")
     print(f"{'pattern':<40} {'bytes':>6} {'cycles':>7} {'bus':>6} {'hits':>5} {'misses':>6} {'conflict':>8} "
           f"{'B/cycle':>7} {'bus B/cycle':>11}")
     for p in dram_patterns(arch) + spm_patterns(arch):

@@ -6,9 +6,9 @@ dask.distributed LocalCluster of :func:`npusim.app.sweep.sweep`.
 Three sweeps of ``--points`` points each, every one in a fresh results directory (nothing reused):
 
 * threads: what ``npusim.app.sweep.sweep`` did before (dask delayed ``run_model`` calls on the threaded scheduler of one
-  process), points that each compile differently (``dram.bandwidth`` values);
+  process), points that each compile differently (``dram.gb_per_s`` values);
 * local: the same points as tasks on a LocalCluster of ``--workers`` single-threaded processes;
-* local, shared compile: points that differ only in fields the compiler never reads (``clock.ghz``,
+* local, shared compile: points that differ only in fields the compiler never reads (``dma.channels``,
   ``queues.depth``), so each worker compiles once (``npusim.app.sweep.COMPILE_FREE_FIELDS``).
 
 Besides wall time, the table gives CPU seconds per point (this process and the workers, user + system): on a machine
@@ -66,15 +66,15 @@ def main() -> None:
     args = ap.parse_args()
     n = args.points
     model = {"zoo": "resnet18", "args": {"image": args.image}}
-    distinct = {"dram.bandwidth": [8.0 * (k + 1) for k in range(n)]}
-    shared = {"clock.ghz": [0.5 * (k + 1) for k in range(n)]}
+    distinct = {"dram.gb_per_s": [round(9.6 * (k + 1), 1) for k in range(n)]}
+    shared = {"queues.depth": [k + 1 for k in range(n)]}
     rows = []
     for name, run in (
             ("threads (old path), distinct compiles",
              lambda: _threads(resnet18(image=args.image), args.arch,
-                              [[f"dram.bandwidth={v}"] for v in distinct["dram.bandwidth"]], args.workers)),
+                              [[f"dram.gb_per_s={v:g}"] for v in distinct["dram.gb_per_s"]], args.workers)),
             ("LocalCluster, distinct compiles", lambda: _local(model, args.arch, distinct, args.workers)),
-            ("LocalCluster, shared compile (clock.ghz)", lambda: _local(model, args.arch, shared, args.workers))):
+            ("LocalCluster, shared compile (queues.depth)", lambda: _local(model, args.arch, shared, args.workers))):
         t0, c0 = time.perf_counter(), _cpu_seconds()
         cycles = run()
         wall, cpu = time.perf_counter() - t0, _cpu_seconds() - c0

@@ -11,11 +11,13 @@ import dataclasses
 import difflib
 import tomllib
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from isa.errors import ArchError
+from isa.speeds import DramTiming, HostTiming
 from isa.techtable import load_table, table_names
 from isa.units import MAX_PER_KIND, UNITS, UnitSpec
 from isa.utf8 import decode_utf8
@@ -42,15 +44,17 @@ def _int(lo: int = 1, pow2: bool = False, hi: int = INT_MAX, why: str = ""):
     return check
 
 
-def _float(lo: float = 0.0, hi: float = FLOAT_MAX, why: str = ""):
-    """A finite number in (lo, hi] (in [lo, hi] when ``lo`` > 0)."""
+def _float(lo: float = 0.0, hi: float = FLOAT_MAX, why: str = "", zero: bool = False):
+    """A finite number in (lo, hi] (in [lo, hi] when ``lo`` > 0 or ``zero``)."""
+    closed = lo > 0 or zero
+
     def check(name: str, v: Any) -> None:
-        if isinstance(v, bool) or not isinstance(v, int | float) or not (v >= lo if lo > 0 else v > lo) \
+        if isinstance(v, bool) or not isinstance(v, int | float) or not (v >= lo if closed else v > lo) \
                 or not v <= hi:
-            low = f"[{lo:g}" if lo > 0 else f"({lo:g}"
+            low = f"[{lo:g}" if closed else f"({lo:g}"
             raise ArchError(f"{name} must be a number in {low}, {_bound(hi)}]{f' ({why})' if why else ''}, "
                             f"not {v!r}")
-    check.allowed = f"{'[' if lo > 0 else '('}{lo:g}, {_bound(hi)}]"
+    check.allowed = f"{'[' if closed else '('}{lo:g}, {_bound(hi)}]"
     return check
 
 
@@ -129,7 +133,9 @@ _PES = _int(hi=255, why="the k and n of mxu.mm hold 1-255")
 _CYCLES = _int(0, hi=LATENCY)
 _INTERVAL = _int(hi=LATENCY)
 _SRAM_SIZE = _int(hi=SRAM_MAX, why=SRAM_WHY)
-_RATE = _float(RATE_MIN, 65536.0)
+_GBS = _float(0.1, 1e6, why="at least 0.001 bytes per cycle at the fastest clock")
+_NS = _float(0.0, 1e6, why="a millisecond", zero=True)
+_HOST_RATE = _float(RATE_MIN, 1e6)
 
 
 @dataclass(frozen=True)
@@ -198,7 +204,8 @@ class Dma(_Section):
     _name = "dma"
     channels: int = spec(2, _int(hi=64), "independent channels; with 1, dma.ld and dma.st take turns")
     setup_latency: int = spec(8, _CYCLES, "descriptor processing before the first request", "cycles")
-    burst_bytes: int = spec(64, _int(pow2=True, hi=65536), "largest DRAM request; requests are aligned to it", "bytes")
+    burst_bytes: int = spec(64, _int(pow2=True, hi=65536), "largest DRAM request; requests are aligned to it; a "
+                          "multiple of dram.access_bytes", "bytes")
     outstanding: int = spec(8, _int(hi=4096), "DRAM requests one channel keeps in flight", "requests")
     gather_issue: int = spec(1, _INTERVAL, "dma.ld.gather: cycles to fetch one index and issue its row",
                              "cycles/index")
@@ -206,26 +213,31 @@ class Dma(_Section):
 
 @dataclass(frozen=True)
 class Dram(_Section):
-    """Off-chip memory: a pipelined bus shared by the DMA channels."""
+    """Off-chip memory: a pipelined bus shared by the DMA channels, in physical units (GB/s, ns): its speed does not
+    change with ``clock.ghz`` (:mod:`isa.speeds` converts it to core cycles exactly)."""
 
     _name = "dram"
-    bandwidth: float = spec(16.0, _RATE, "data bus throughput", "bytes/cycle")
-    latency: int = spec(100, _CYCLES, "request to data", "cycles")
+    gb_per_s: float = spec(16.0, _GBS, "data bus throughput (1 GB = 1e9 B); bytes per core cycle = gb_per_s / "
+                           "clock.ghz", "GB/s")
+    access_bytes: int = spec(16, _int(pow2=True, hi=65536), "least bytes one request moves over the bus (channel "
+                             "width x burst length): a request's bytes round up to a multiple of it", "bytes")
+    latency_ns: float = spec(100.0, _NS, "request to data; in core cycles ceil(latency_ns x clock.ghz)", "ns")
     model: str = spec("rowbuffer", _choice(DRAM_MODELS), "rowbuffer: banks with open rows, a burst to a closed row "
-                      "waits for row_miss_latency (less what other banks' bursts hide); bandwidth: bus bandwidth and "
+                      "waits for row_miss_ns (less what other banks' bursts hide); bandwidth: bus bandwidth and "
                       "latency only")
     banks: int = spec(16, _int(pow2=True, hi=1024), "banks, each with one open row; bank = page % banks (rowbuffer "
                       "model)")
     page_bytes: int = spec(2048, _int(pow2=True, hi=1 << 20), "row (page) size; page = region offset // page_bytes; "
                            "at least dma.burst_bytes (rowbuffer model)", "bytes")
-    row_miss_latency: int = spec(30, _CYCLES, "to open a burst's row (precharge + activate; rowbuffer model); "
-                                 "overlaps earlier bursts to other banks", "cycles")
+    row_miss_ns: float = spec(30.0, _NS, "to open a burst's row (precharge + activate; rowbuffer model); overlaps "
+                              "earlier bursts to other banks; in core cycles ceil(row_miss_ns x clock.ghz)", "ns")
 
 
 @dataclass(frozen=True)
 class Clock(_Section):
     _name = "clock"
-    ghz: float = spec(1.0, _float(RATE_MIN, 100.0), "core clock, for converting cycles to time", "GHz")
+    ghz: float = spec(1.0, _float(RATE_MIN, 100.0), "core clock: converts cycles to time, and the DRAM's and "
+                      "the host's physical speeds to cycles", "GHz")
 
 
 @dataclass(frozen=True)
@@ -237,15 +249,15 @@ class Queues(_Section):
 
 @dataclass(frozen=True)
 class Host(_Section):
-    """The host CPU that runs the ops the NPU cannot (fallback). It reads and writes DRAM over its own path (it does
-    not hold the NPU's DRAM bus). A call costs ``launch + ceil((rd + wr) / bandwidth) + ceil(ops / ops_per_cycle)``
-    NPU cycles."""
+    """The host CPU that runs the ops the NPU cannot (fallback), at its own speed (physical units, independent of
+    ``clock.ghz``). It reads and writes DRAM over its own path (it does not hold the NPU's DRAM bus). A call costs
+    ``ceil(launch_ns x ghz) + ceil((rd + wr) x ghz / gb_per_s) + ceil(ops x ghz / gops)`` NPU cycles."""
 
     _name = "host"
-    launch: int = spec(10000, _int(0, hi=10**9), "fixed cost of one host call: interrupt, driver, kernel launch and "
-                       "return", "cycles")
-    bandwidth: float = spec(8.0, _RATE, "host DRAM throughput (reads + writes), per NPU cycle", "bytes/cycle")
-    ops_per_cycle: float = spec(4.0, _RATE, "host scalar operations per NPU cycle", "ops/cycle")
+    launch_ns: float = spec(10000.0, _float(0.0, 1e9, zero=True), "fixed cost of one host call: interrupt, driver, "
+                            "kernel launch and return", "ns")
+    gb_per_s: float = spec(8.0, _HOST_RATE, "host DRAM throughput (reads + writes; 1 GB = 1e9 B)", "GB/s")
+    gops: float = spec(4.0, _HOST_RATE, "host scalar operations per ns (1e9 per second)", "ops/ns")
 
 
 @dataclass(frozen=True)
@@ -309,13 +321,24 @@ class Arch:
         for sec, klass in SECTIONS.items():
             if not isinstance(getattr(self, sec), klass):
                 raise ArchError(f"[{sec}] must be a {klass.__name__}, not {getattr(self, sec)!r}")
-        if self.dma.burst_bytes < self.dram.bandwidth:
-            raise ArchError(f"dma.burst_bytes ({self.dma.burst_bytes}) must be >= dram.bandwidth "
-                            f"({self.dram.bandwidth:g} B/cycle): a burst holds the bus for at least one cycle, so "
-                            f"smaller bursts could never reach the bandwidth; raise dma.burst_bytes with it")
+        if self.dma.burst_bytes < self.dram.access_bytes:
+            raise ArchError(f"dma.burst_bytes ({self.dma.burst_bytes}) must be a multiple of dram.access_bytes "
+                            f"({self.dram.access_bytes}): a DMA request moves whole DRAM accesses; raise "
+                            f"dma.burst_bytes or lower dram.access_bytes")
         if self.dram.model == "rowbuffer" and self.dram.page_bytes < self.dma.burst_bytes:
             raise ArchError(f"dram.page_bytes ({self.dram.page_bytes}) must be >= dma.burst_bytes "
                             f"({self.dma.burst_bytes}) so that no burst spans two rows")
+        self.dram_timing   # noqa: B018 (an ArchError now if the DRAM's bus time cannot be timed exactly)
+
+    @cached_property
+    def dram_timing(self) -> DramTiming:
+        """The DRAM fields in core cycles and bus ticks, exactly (:class:`isa.speeds.DramTiming`)."""
+        return DramTiming.of(self)
+
+    @cached_property
+    def host_timing(self) -> HostTiming:
+        """The host CPU's fields in core cycles, exactly (:class:`isa.speeds.HostTiming`)."""
+        return HostTiming.of(self)
 
     def to_dict(self) -> dict[str, Any]:
         """Nested plain dict, sections by name (the shape of the TOML file and of reports' ``arch``)."""
@@ -342,7 +365,7 @@ class Arch:
             names = {f.name for f in fields(SECTIONS[sec])}
             for key in values:
                 if key not in names:
-                    raise ArchError(f"{source}: unknown Arch field '{sec}.{key}'{_suggest(key, names, sec + '.')}")
+                    raise ArchError(f"{source}: {_unknown_field(sec, key, names)}")
         for key in ("name", "description"):
             if key in data and not isinstance(data[key], str):
                 raise ArchError(f"{source}: {key} must be a string, not {data[key]!r}")
@@ -416,7 +439,7 @@ class Arch:
         """A description made from the fields: array, SPM, DRAM bandwidth and clock."""
         units = f"{self.units.matrix} x " if self.units.matrix > 1 else ""
         return (f"{units}{self.matrix.rows}x{self.matrix.cols} NPU: {_bytes_text(self.spm.size)} SPM, "
-                f"{self.dram.bandwidth:g} B/cycle DRAM, {self.clock.ghz:g} GHz")
+                f"{self.dram.gb_per_s:g} GB/s DRAM, {self.clock.ghz:g} GHz")
 
     @property
     def peak_macs_per_cycle(self) -> int:
@@ -473,11 +496,35 @@ def parse_override(item: str, check: bool = True) -> tuple[str, str, Any]:
     klass = SECTIONS[sec]
     meta = {f.name: f.metadata for f in fields(klass)}
     if name not in meta:
-        raise ArchError(f"unknown Arch field '{sec}.{name}'{_suggest(name, meta, sec + '.')}")
+        raise ArchError(_unknown_field(sec, name, meta))
     value = _parse_text(klass, name, text.strip(), f"{sec}.{name}")
     if check:
         meta[name]["check"](f"{sec}.{name}", value)
     return sec, name, value
+
+
+RENAMED = {
+    "dram.bandwidth": "dram.bandwidth (bytes per core cycle) is now dram.gb_per_s in GB/s, which the core clock does "
+                      "not scale: bytes/cycle x clock.ghz, e.g. 32 B/cycle at 1.2 GHz is dram.gb_per_s = 38.4 (and "
+                      "dram.access_bytes = 32 keeps a partial burst's cycles)",
+    "dram.latency": "dram.latency (core cycles) is now dram.latency_ns in ns: cycles / clock.ghz, e.g. 120 cycles at "
+                    "0.8 GHz is dram.latency_ns = 150",
+    "dram.row_miss_latency": "dram.row_miss_latency (core cycles) is now dram.row_miss_ns in ns: cycles / clock.ghz, "
+                             "e.g. 29 cycles at 0.8 GHz is dram.row_miss_ns = 36.25",
+    "host.launch": "host.launch (core cycles) is now host.launch_ns in ns: cycles / clock.ghz, e.g. 12000 cycles at "
+                   "1.2 GHz is host.launch_ns = 10000",
+    "host.bandwidth": "host.bandwidth (bytes per core cycle) is now host.gb_per_s in GB/s: bytes/cycle x clock.ghz, "
+                      "e.g. 16 B/cycle at 1.2 GHz is host.gb_per_s = 19.2",
+    "host.ops_per_cycle": "host.ops_per_cycle (per core cycle) is now host.gops, operations per ns at the host's own "
+                          "speed: ops/cycle x clock.ghz, e.g. 16 ops/cycle at 1.2 GHz is host.gops = 19.2",
+}
+"""Arch fields given in core cycles before DRAM and the host had physical units: what replaced each, and how to
+convert (the error an old Arch file or ``--set`` gets)."""
+
+
+def _unknown_field(sec: str, name: str, known) -> str:
+    """The message for a field ``sec.name`` that is not in ``known``: what replaced it, or the nearest name."""
+    return RENAMED.get(f"{sec}.{name}") or f"unknown Arch field '{sec}.{name}'{_suggest(name, known, sec + '.')}"
 
 
 def _plain(v: Any) -> Any:

@@ -7,6 +7,7 @@ The compiler's cost model calls the same functions, so the two never disagree.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Sequence
 from functools import lru_cache
@@ -45,7 +46,8 @@ class Cost(NamedTuple):
 
     ``cycles`` is the whole execution time in isolation; ``conflict`` of it are bank-conflict cycles and
     ``dram_latency`` the final cycles spent waiting for DRAM data; ``dram_window`` is how long it holds the shared
-    DRAM bus (0 if it does not touch DRAM) and ``setup`` the cycles before that. ``row_hits`` and ``row_misses``
+    DRAM bus (0 if it does not touch DRAM; its bursts' bus time counted in ticks and rounded up to whole cycles once
+    per instruction, :mod:`isa.speeds`) and ``setup`` the cycles before that. ``row_hits`` and ``row_misses``
     count its DRAM bursts by row-buffer outcome (both 0 under ``dram.model = "bandwidth"``). ``spm_write`` and
     ``acc_write`` are the bytes of ``spm_bytes`` and ``acc_bytes`` that are writes (the rest are reads).
     """
@@ -217,10 +219,11 @@ def _bursts(starts: np.ndarray, run: int, burst: int) -> tuple[np.ndarray, np.nd
 
 
 def _row_misses(pages: np.ndarray, issue: np.ndarray, after: int, banks: int, row_miss: int,
-                outstanding: int) -> tuple[int, int]:
-    """(row misses, cycles they delay the bursts) of the bursts from index ``after`` on, to ``pages``, issuing at
-    ``issue`` cycles (the schedule without row delays); see :func:`dram_window`. The bursts before ``after`` are the
-    history: the last ``outstanding`` bursts and, before them, the last burst to each other bank."""
+                outstanding: int) -> tuple[int, int, list[tuple[int, int]]]:
+    """(row misses, ticks they delay the stream, (burst, its delay) of each delayed burst) of the bursts from index
+    ``after`` on, to ``pages``, issuing at ``issue`` ticks (the bursts before ``after`` at their actual times, the
+    others as if no row delayed them); see :func:`dram_window`. The bursts before ``after`` are the history: the last
+    ``outstanding`` bursts and, before them, the last burst to each other bank."""
     n = pages.size
     new = np.flatnonzero(np.concatenate(([True], pages[1:] != pages[:-1])))  # first bursts of same-page groups:
     last = np.append(new[1:], n) - 1                                        # only they can miss
@@ -234,8 +237,32 @@ def _row_misses(pages: np.ndarray, issue: np.ndarray, after: int, banks: int, ro
     prev = np.where(same, np.concatenate(([-1], last[order][:-1])), -1)     # previous burst to the same bank
     j, prev = j[miss], prev[miss]
     seen = np.maximum(j - outstanding, prev)           # the burst at whose issue the activation starts (< 0: start)
-    delay = np.where(seen < 0, 0, np.maximum(row_miss - (issue[j] - issue[np.maximum(seen, 0)]), 0))
-    return int(j.size), int(delay.sum())
+    short = np.where(seen < 0, 0, row_miss - (issue[j] - issue[np.maximum(seen, 0)]))   # activation still running
+    hot = np.flatnonzero(short > 0)
+    if not hot.size:
+        return int(j.size), 0, []
+    hot = hot[np.argsort(j[hot])]
+    return (int(j.size), *_knock_on(j[hot].tolist(), seen[hot].tolist(), short[hot].tolist()))
+
+
+def _knock_on(bursts: list[int], seen: list[int], short: list[int]) -> tuple[int, list[tuple[int, int]]]:
+    """(total delay, (burst, its delay) of each delayed one) of row misses in issue order: burst j's activation,
+    started at burst ``seen[j]``'s issue, ends ``short[j]`` ticks after j would issue without row delays; a delay
+    postpones every later burst too, which shortens a later miss's own wait by what it added after that miss's
+    ``seen`` burst. So burst j issues ``shift(j) = max(shift before j, shift(seen[j]) + short[j])`` late: the stream
+    is never shorter when an activation is quicker to hide, whatever the bandwidth."""
+    marks: list[int] = []    # the delayed bursts so far, in order, and the shift from each on
+    shifts: list[int] = []
+    total, out = 0, []
+    for j, s, gap in zip(bursts, seen, short):
+        k = bisect.bisect_right(marks, s)
+        wait = gap + (shifts[k - 1] if k else 0) - total
+        if wait > 0:
+            total += wait
+            marks.append(j)
+            shifts.append(total)
+            out.append((j, wait))
+    return total, out
 
 
 WALKED_GROUPS = 128
@@ -245,41 +272,45 @@ per-call overhead in :func:`_row_misses` costs more than the walk)."""
 
 def _uniform_row_misses(pages: np.ndarray, step: int, banks: int, row_miss: int,
                         outstanding: int) -> tuple[int, int]:
-    """:func:`_row_misses` of bursts to ``pages`` issued ``step`` cycles apart (burst k at ``k * step``), with no
-    history. Up to ``WALKED_GROUPS`` same-page groups, group by group in issue order: a group's first burst misses
-    unless its bank's open page is its own, and waits for the later of the burst ``outstanding`` before it and the
-    last burst of its bank's previous group."""
+    """(row misses, delay) of :func:`_row_misses` for bursts to ``pages`` issued ``step`` ticks apart (burst k at ``k
+    * step``), with no history. Up to ``WALKED_GROUPS`` same-page groups, group by group in issue order: a group's
+    first burst misses unless its bank's open page is its own, and waits for the later of the burst ``outstanding``
+    before it and the last burst of its bank's previous group."""
     n = pages.size
     starts = np.flatnonzero(np.concatenate(([True], pages[1:] != pages[:-1])))
     if starts.size > WALKED_GROUPS:
-        return _row_misses(pages, np.arange(n, dtype=np.int64) * step, 0, banks, row_miss, outstanding)
+        misses, delay, _ = _row_misses(pages, np.arange(n, dtype=np.int64) * step, 0, banks, row_miss, outstanding)
+        return misses, delay
     first = starts.tolist()
     opened: dict[int, tuple[int, int]] = {}   # bank -> (open page, last burst of its latest group)
-    misses = delay = 0
+    misses, hot = 0, ([], [], [])             # the misses whose activation outlasts the schedule: j, seen, short
     for j, page, end in zip(first, pages[starts].tolist(), first[1:] + [n]):
         bank = page % banks
         prev = opened.get(bank)
         if prev is None or prev[0] != page:
             misses += 1
             seen = j - outstanding if prev is None else max(j - outstanding, prev[1])
-            if seen >= 0:
-                delay += max(row_miss - (j - seen) * step, 0)
+            if seen >= 0 and row_miss > (j - seen) * step:
+                for x, v in zip(hot, (j, seen, row_miss - (j - seen) * step)):
+                    x.append(v)
         opened[bank] = (page, end - 1)
-    return misses, delay
+    return misses, _knock_on(*hot)[0] if hot[0] else 0
 
 
 class _Bus:
     """Stream cost of a DRAM view's bursts (:func:`dram_window`): costs (sum of issue intervals, row misses, their
-    delay, bursts). The state: for the rowbuffer model the history that decides later misses, as int64 bytes: the
-    last burst to each bank before the last ``outstanding`` bursts (aligned offsets), those bursts (offsets) and
-    their intervals; then the last burst's interval and bus cycles. Moving the stream by a whole page only renames
-    the banks (by a burst, for the bandwidth model): that is the modulus."""
+    delay, bursts), times in ticks (:class:`isa.speeds.DramTiming`). The state: for the rowbuffer model the history
+    that decides later misses, as int64 bytes: the last burst to each bank before the last ``outstanding`` bursts
+    (aligned offsets), those bursts (offsets) and their intervals; then the last burst's interval and bus ticks.
+    Moving the stream by a whole page only renames the banks (by a burst, for the bandwidth model): that is the
+    modulus."""
 
     zero, initial = (0, 0, 0, 0), (b"", b"", b"", 0, 0)
 
-    def __init__(self, burst: int, bandwidth: float, latency: int, outstanding: int, page: int, banks: int,
-                 row_miss: int):
-        self.burst, self.bandwidth, self.latency, self.outstanding = burst, bandwidth, latency, outstanding
+    def __init__(self, burst: int, access: int, access_ticks: int, latency: int, outstanding: int, page: int,
+                 banks: int, row_miss: int):
+        self.burst, self.access, self.access_ticks = burst, access, access_ticks
+        self.latency, self.outstanding = latency, outstanding
         self.page, self.banks, self.row_miss = page, banks, row_miss
         self.modulus = page or burst
 
@@ -287,7 +318,7 @@ class _Bus:
         """Costs and state after the runs of ``leaf``; without ``history`` the state only has its last two fields
         (the leaf is the whole stream)."""
         addr, nbytes = _bursts(leaf.offsets + r, leaf.arg, self.burst)
-        d = np.ceil(nbytes / self.bandwidth).astype(np.int64)
+        d = -(-nbytes // self.access) * self.access_ticks
         interval = burst_interval(d, self.latency, self.outstanding)
         tail = (int(interval[-1]), int(d[-1]))
         if not self.page:
@@ -301,10 +332,14 @@ class _Bus:
         else:
             rel, steps, past, pages = None, interval, 0, addr // self.page
         issue = np.concatenate(([0], np.cumsum(steps[:-1])))
-        costs = (int(issue[-1] - issue[past]) + tail[0], *_row_misses(pages, issue, past, self.banks, self.row_miss,
-                                                                      self.outstanding), addr.size)
+        misses, delay, delayed = _row_misses(pages, issue, past, self.banks, self.row_miss, self.outstanding)
+        costs = (int(issue[-1] - issue[past]) + tail[0], misses, delay, addr.size)
         if not history:
             return costs, (b"", b"", b"") + tail
+        if delayed:                                    # the history keeps the bursts' actual issue intervals
+            steps = steps.copy()
+            for j, wait in delayed:
+                steps[j - 1] += wait
         if rel is None:
             rel = addr - r
         keep = rel.size - min(self.outstanding, len(state[1]) // 8 + addr.size)   # where the new window starts
@@ -314,16 +349,16 @@ class _Bus:
                               steps[keep:].tobytes()) + tail
 
     def full_bursts(self, leaf: stream.Leaf, r: int) -> DramWindow | None:
-        """The :class:`DramWindow` of a whole view in ``leaf`` (at ``r``) whose runs all start and end on burst
-        boundaries, or None for another leaf: every burst is full, holds the bus ``d = ceil(burst / bandwidth)``
-        cycles and issues ``I = burst_interval(d)`` after the previous one, so burst k issues at ``k * I`` and the
-        window is ``(bursts - 1) * I + d`` (plus the row delays): :meth:`leaf` without its per-burst sizes, intervals
-        and sums (most views the searches price are such runs: weight chunks, whole input rows)."""
+        """The window (in ticks) of a whole view in ``leaf`` (at ``r``) whose runs all start and end on burst
+        boundaries, or None for another leaf: every burst is full, holds the bus ``d = burst / access_bytes *
+        access_ticks`` and issues ``I = burst_interval(d)`` after the previous one, so burst k issues at ``k * I``
+        and the window is ``(bursts - 1) * I + d`` (plus the row delays): :meth:`leaf` without its per-burst sizes,
+        intervals and sums (most views the searches price are such runs: weight chunks, whole input rows)."""
         b, run = self.burst, leaf.arg
         starts = leaf.offsets + r
         if run % b or self.page % b or (starts % b).any():
             return None
-        d = math.ceil(b / self.bandwidth)
+        d = -(-b // self.access) * self.access_ticks
         step = int(burst_interval(d, self.latency, self.outstanding))
         n = starts.size * (run // b)
         window = (n - 1) * step + d
@@ -363,20 +398,19 @@ class _Bus:
         return stream.Lazy(cut)
 
 
-def burst_interval(data_cycles, latency: int, outstanding: int):
-    """Cycles between the issue of successive DRAM bursts that each hold the bus ``data_cycles``: ``max(d,
-    ceil((latency + d) / outstanding))``, the bus or the requests in flight (Little's law), whichever is slower.
-    Takes integers or numpy arrays of ``data_cycles``."""
-    return np.maximum(data_cycles, -(-(latency + data_cycles) // outstanding))
+def burst_interval(data_ticks, latency: int, outstanding: int):
+    """Ticks between the issue of successive DRAM bursts that each hold the bus ``data_ticks``: ``max(d, ceil((latency
+    + d) / outstanding))`` (``latency`` in ticks), the bus or the requests in flight (Little's law), whichever is
+    slower. Takes integers or numpy arrays of ``data_ticks``."""
+    return np.maximum(data_ticks, -(-(latency + data_ticks) // outstanding))
 
 
 def dma_stream_bandwidth(arch: Arch) -> float:
-    """Bytes/cycle a long stream of full ``dma.burst_bytes`` bursts sustains on one DMA channel:
-    ``burst_bytes / burst_interval(ceil(burst_bytes / dram.bandwidth))``. At most ``dram.bandwidth``; lower when
-    ``dma.outstanding`` bursts cannot cover the round trip ``dram.latency + d`` (the DMA's memory roof)."""
-    b = arch.dma.burst_bytes
-    d = -(-b // arch.dram.bandwidth)
-    return b / float(burst_interval(d, arch.dram.latency, arch.dma.outstanding))
+    """Bytes/cycle a long stream of full ``dma.burst_bytes`` bursts sustains on one DMA channel: ``burst_bytes /
+    burst_interval(d)``, d the ticks one burst holds the bus. At most the bus's ``dram.gb_per_s / clock.ghz``; lower
+    when ``dma.outstanding`` bursts cannot cover the round trip ``latency + d`` (the DMA's memory roof)."""
+    t, b = arch.dram_timing, arch.dma.burst_bytes
+    return b * t.ticks / float(burst_interval(t.data_ticks(b), t.latency_ticks, arch.dma.outstanding))
 
 
 class DramWindow(NamedTuple):
@@ -391,40 +425,51 @@ class DramWindow(NamedTuple):
 def dram_window(view: View, shape: tuple[int, ...], arch: Arch) -> DramWindow:
     """Cycles the DRAM bus is held, bursts, row hits and row misses to move a DRAM view.
 
-    The view splits into contiguous runs; each run into bursts aligned to ``dma.burst_bytes``. A burst of b bytes
-    takes ``d = ceil(b / dram.bandwidth)`` bus cycles, and bursts issue ``I = max(d, ceil((dram.latency + d) /
-    dma.outstanding))`` apart (bandwidth or in-flight limit). The window runs from the first burst's issue to the
-    last burst's data: the sum of intervals less the last interval plus its data cycles.
+    Times are counted in ticks, ``1/T`` of a core cycle (:class:`isa.speeds.DramTiming`), and the window is rounded up
+    to whole cycles at the end. The view splits into contiguous runs; each run into bursts aligned to
+    ``dma.burst_bytes``. A burst of b bytes rounds up to whole ``dram.access_bytes`` accesses and holds the bus ``d =
+    ceil(b / access_bytes) * access_ticks`` ticks; bursts issue ``I = max(d, ceil((latency + d) / dma.outstanding))``
+    apart (bandwidth or in-flight limit; latency ``ceil(dram.latency_ns * clock.ghz)`` cycles, in ticks). The window
+    runs from the first burst's issue to the last burst's data: the sum of intervals less the last interval plus its
+    data ticks.
 
     ``dram.model = "rowbuffer"``: byte offset o in its region (regions start page-aligned and share no page) is in
     page ``o // dram.page_bytes`` of bank ``page % dram.banks``. Every bank's row is closed when the instruction
-    starts; a burst whose bank's open row is not its page is a miss and opens that row (``dram.row_miss_latency``
-    cycles). Bank-level parallelism: the controller sees burst j once burst ``j - dma.outstanding`` has issued (at
-    the start if j < outstanding) and activates its row then, but not before the previous burst to the same bank has
-    issued. The first burst waits ``row_miss_latency``; a miss seen at the start activates alongside it and adds
-    nothing; any other miss delays its own issue and every later burst by ``max(0, row_miss_latency - (t[j] -
-    t[s]))``, s the later of those two bursts and t the issue cycles without row delays (``I * min(outstanding,
-    bursts since the bank's previous burst)`` when all bursts are full). The window grows by the sum of the delays.
+    starts; a burst whose bank's open row is not its page is a miss and opens that row (``L``, the row miss:
+    ``ceil(dram.row_miss_ns * clock.ghz)`` cycles). Bank-level parallelism: the controller sees burst j once burst
+    ``j - dma.outstanding`` has issued (at the start if j < outstanding) and activates its row then, but not before
+    the previous burst to the same bank has issued. The first burst waits ``L``; a miss seen at the start activates
+    alongside it and adds nothing; any other miss issues no sooner than ``L`` after burst s, the later of those two
+    bursts: ``a[j] = max(a[j-1] + I, a[s] + L)``, a the actual issue ticks (without earlier delays a delay of ``max(0,
+    L - (t[j] - t[s]))``, t the issue ticks without row delays, ``I * min(outstanding, bursts since the bank's previous
+    burst)`` when all bursts are full; a delay postpones every later burst, :func:`_knock_on`). The window grows by
+    the total delay.
     """
-    d, b = arch.dram, arch.dma.burst_bytes
-    d, b = arch.dram, arch.dma.burst_bytes
+    w = _window_ticks(view, shape, arch)
+    return w._replace(cycles=arch.dram_timing.cycles(w.cycles))
+
+
+def _window_ticks(view: View, shape: tuple[int, ...], arch: Arch) -> DramWindow:
+    """:func:`dram_window` with its window in ticks (not rounded)."""
+    d, t, b = arch.dram, arch.dram_timing, arch.dma.burst_bytes
     dims = tuple(zip(shape, view.strides))
+    bus = (t.access_bytes, t.access_ticks, t.latency_ticks, arch.dma.outstanding)
     try:
         if d.model == "rowbuffer":
             # translating every page by the same amount only renames the banks: the offset within a page is enough
-            return _dram(view.base % d.page_bytes, dims, view.dtype.size, b, float(d.bandwidth), d.latency,
-                         arch.dma.outstanding, d.page_bytes, d.banks, d.row_miss_latency)
-        return _dram(view.base % b, dims, view.dtype.size, b, float(d.bandwidth), d.latency, arch.dma.outstanding,
-                     0, 0, 0)
+            return _dram(view.base % d.page_bytes, dims, view.dtype.size, b, *bus, d.page_bytes, d.banks,
+                         t.row_miss_ticks)
+        return _dram(view.base % b, dims, view.dtype.size, b, *bus, 0, 0, 0)
     except stream.TooIrregular as e:
         raise IsaError(_irregular(view, shape, (), e)) from None
 
 
 @lru_cache(maxsize=8192)
-def _dram(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int, bandwidth: float, latency: int,
-          outstanding: int, page: int, banks: int, row_miss: int) -> DramWindow:
-    """:func:`dram_window` on plain values (page = 0: bandwidth model), cached: programs repeat a few patterns."""
-    bus = _Bus(burst, bandwidth, latency, outstanding, page, banks, row_miss)
+def _dram(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int, access: int, access_ticks: int,
+          latency: int, outstanding: int, page: int, banks: int, row_miss: int) -> DramWindow:
+    """:func:`dram_window` on plain values, times in ticks (page = 0: bandwidth model), cached: programs repeat a few
+    patterns."""
+    bus = _Bus(burst, access, access_ticks, latency, outstanding, page, banks, row_miss)
     outer, run = _runs(dims, es)
     tree = stream.build(stream.canonical(outer), bus.unit(run), bus.modulus)
     if isinstance(tree, stream.Leaf):                 # the whole view in one leaf: no history to keep
@@ -478,12 +523,14 @@ def vpu_interval(instr: Instr, arch: Arch) -> int:
 
 def dram_floor(view: View, shape: tuple[int, ...], arch: Arch) -> DramWindow:
     """A lower bound of :func:`dram_window`'s cycles that does not read the view's base (no bursts or row outcomes
-    counted): every burst holds the bus at least ``bytes / dram.bandwidth`` cycles and issues no sooner than the
-    previous one's data (an interval is at least its data cycles), so the window is at least ``view bytes /
-    bandwidth`` (rounded down here); under ``rowbuffer`` the first burst's activation adds ``row_miss_latency``."""
-    d = arch.dram
-    return DramWindow(int(math.prod(shape) * view.dtype.size / d.bandwidth)
-                      + (d.row_miss_latency if d.model == "rowbuffer" else 0), 0)
+    counted): every burst holds the bus at least its bytes over the bus's bytes per cycle (``dram.gb_per_s /
+    clock.ghz``) and issues no sooner than the previous one's data (an interval is at least its data ticks), so the
+    window is at least ``view bytes * access_ticks / (access_bytes * T)`` cycles (rounded down here); under
+    ``rowbuffer`` the first burst's activation adds the row miss."""
+    d, t = arch.dram, arch.dram_timing
+    nbytes = math.prod(shape) * view.dtype.size
+    return DramWindow(nbytes * t.access_ticks // (t.access_bytes * t.ticks)
+                      + (t.row_miss if d.model == "rowbuffer" else 0), 0)
 
 
 def _dma_sides(instr: DmaCopy | DmaFill) -> list[tuple[View, tuple[int, ...], bool]]:
@@ -503,22 +550,23 @@ def dma_floor(instr: DmaCopy | DmaFill, arch: Arch) -> Cost:
     if not dram:
         return dma_cost(instr, arch)
     setup, window = arch.dma.setup_latency, sum(dram)
-    return Cost(setup + window + len(dram) * arch.dram.latency, setup=setup, dram_window=window)
+    return Cost(setup + window + len(dram) * arch.dram_timing.latency, setup=setup, dram_window=window)
 
 
 def dma_cost(instr: DmaCopy | DmaFill, arch: Arch) -> Cost:
     """DMA: ``setup + max(DRAM window, on-chip cycles) + latency`` when DRAM is involved, else ``setup + on-chip``.
 
-    A copy between two DRAM views holds the bus for both windows and pays the latency twice. The final latency
-    cycles are ``dram_latency`` (the unit waits for data), not busy.
+    A copy between two DRAM views holds the bus for both windows (added up in ticks, then rounded up to whole cycles
+    once) and pays the latency twice. The final latency cycles are ``dram_latency`` (the unit waits for data), not
+    busy.
     """
-    sides = _dma_sides(instr)
+    sides, timing = _dma_sides(instr), arch.dram_timing
     window = onchip = ideal = dram_r = dram_w = spm = acc = latency = hits = misses = spm_w = acc_w = 0
     for view, shape, read in sides:
         if view.space is Space.DRAM:
-            w = dram_window(view, shape, arch)
+            w = _window_ticks(view, shape, arch)
             window, hits, misses = window + w.cycles, hits + w.row_hits, misses + w.row_misses
-            latency += arch.dram.latency
+            latency += timing.latency
             nbytes = math.prod(shape) * view.dtype.size
             if read:
                 dram_r += nbytes
@@ -532,7 +580,7 @@ def dma_cost(instr: DmaCopy | DmaFill, arch: Arch) -> Cost:
                 spm, spm_w = spm + nbytes, spm_w + written
             else:
                 acc, acc_w = acc + nbytes, acc_w + written
-    setup = arch.dma.setup_latency
+    setup, window = arch.dma.setup_latency, timing.cycles(window)
     body = max(window, onchip)
     return Cost(setup + body + latency, body - max(window, ideal), setup, window, dram_r, dram_w, spm, acc, 0, latency,
                 hits, misses, spm_w, acc_w)
@@ -571,11 +619,10 @@ def mxu_cost(mm: MatMul, arch: Arch) -> Cost:
 
 
 def host_cost(call: HostCall, arch: Arch) -> Cost:
-    """Host unit: ``launch + ceil((rd + wr) / bandwidth) + ceil(ops / ops_per_cycle)``; its DRAM bytes are counted
-    but do not hold the NPU's DRAM bus."""
-    h = arch.host
-    cycles = h.launch + math.ceil((call.rd + call.wr) / h.bandwidth) + math.ceil(call.ops / h.ops_per_cycle)
-    return Cost(cycles=cycles, dram_read=call.rd, dram_write=call.wr)
+    """Host unit: ``launch + ceil((rd + wr) / bytes per cycle) + ceil(ops / ops per cycle)`` at the host's own speed
+    in NPU cycles (:class:`isa.speeds.HostTiming`); its DRAM bytes are counted but do not hold the NPU's DRAM bus."""
+    return Cost(cycles=arch.host_timing.call_cycles(call.rd + call.wr, call.ops), dram_read=call.rd,
+                dram_write=call.wr)
 
 
 # ---------------------------------------------------------------------------------------------------- gather
@@ -604,15 +651,15 @@ class GatherBursts(NamedTuple):
 def gather_bursts(g: Gather, arch: Arch) -> GatherBursts:
     """Bus cycles of ``P`` table rows from DRAM and bursts per row, both independent of the index values.
 
-    A row of ``b`` bytes at region offset ``t + i*rs`` is cut into bursts aligned to ``dma.burst_bytes``, each taking
-    ``d = ceil(bytes / dram.bandwidth)`` bus cycles and issuing ``I = max(d, ceil((dram.latency + d) /
-    dma.outstanding))`` after the previous one (:func:`burst_interval`). Every row is charged as the table row whose
-    cut gives the longest window (when ``rs % burst_bytes == 0`` all rows are cut alike):
-    ``window = max over row offsets of (P * sum(I of the row) - I(last) + d(last))``. A row's cut depends only on its
-    offset modulo the burst: a head to the next burst boundary, full bursts, a tail; all row offsets are priced at
-    once in closed form (no array grows with the row's bytes).
+    A row of ``b`` bytes at region offset ``t + i*rs`` is cut into bursts aligned to ``dma.burst_bytes``, each holding
+    the bus ``d = ceil(bytes / dram.access_bytes) * access_ticks`` ticks (:class:`isa.speeds.DramTiming`) and issuing
+    ``I = max(d, ceil((latency + d) / dma.outstanding))`` after the previous one (:func:`burst_interval`). Every row
+    is charged as the table row whose cut gives the longest window (when ``rs % burst_bytes == 0`` all rows are cut
+    alike): ``window = max over row offsets of (P * sum(I of the row) - I(last) + d(last))`` ticks, rounded up to
+    whole cycles. A row's cut depends only on its offset modulo the burst: a head to the next burst boundary, full
+    bursts, a tail; all row offsets are priced at once in closed form (no array grows with the row's bytes).
     """
-    burst, b, dram = arch.dma.burst_bytes, g.row_bytes, arch.dram
+    burst, b, t = arch.dma.burst_bytes, g.row_bytes, arch.dram_timing
     o = _row_offsets(g.table.base, g.table.strides[0], g.rows, burst)
     head = (-o) % burst                                  # bytes up to the next burst boundary (0: aligned)
     single = head >= b                                   # the whole row inside one burst
@@ -621,8 +668,8 @@ def gather_bursts(g: Gather, arch: Arch) -> GatherBursts:
     pieces = (head > 0).astype(np.int64) + full + (tail > 0)
 
     def interval(nbytes):
-        d = np.ceil(nbytes / float(dram.bandwidth)).astype(np.int64)
-        return burst_interval(d, dram.latency, arch.dma.outstanding), d
+        d = t.data_ticks(nbytes)
+        return burst_interval(d, t.latency_ticks, arch.dma.outstanding), d
 
     i_head, d_head = interval(head)
     i_full, d_full = interval(np.int64(burst))
@@ -630,9 +677,9 @@ def gather_bursts(g: Gather, arch: Arch) -> GatherBursts:
     total = np.where(head > 0, i_head, 0) + full * i_full + np.where(tail > 0, i_tail, 0)
     i_last = np.where(tail > 0, i_tail, np.where(full > 0, i_full, i_head))
     d_last = np.where(tail > 0, d_tail, np.where(full > 0, d_full, d_head))
-    window = g.points * total - i_last + d_last
-    k = int(np.lexsort((pieces, window))[-1])            # the longest window (then the most bursts)
-    return GatherBursts(int(window[k]), int(pieces[k]))
+    window = [g.points * int(x) - int(i) + int(d) for x, i, d in zip(total, i_last, d_last)]   # (Python ints)
+    k = max(range(len(window)), key=lambda j: (window[j], int(pieces[j])))   # the longest window, then most bursts
+    return GatherBursts(t.cycles(window[k]), int(pieces[k]))
 
 
 def gather_cost(g: Gather, arch: Arch) -> Cost:
@@ -648,11 +695,11 @@ def gather_cost(g: Gather, arch: Arch) -> Cost:
       vector.gather_rows`` rows per cycle, dst and idx ``vector.lanes`` elements per beat. A row reads whole
       distinct words of distinct banks, so the table read has no bank conflicts.
     - ``dma.ld.gather`` from SPM: ``dma.setup_latency + max(P * dma.gather_issue, P * r, dst SRAM cycles)``.
-    - ``dma.ld.gather`` from DRAM: ``W = max(P * dma.gather_issue, bus window) + dram.row_miss_latency`` (the bus
-      window of :func:`gather_bursts`; the row-miss term only under ``dram.model = "rowbuffer"``: one activation, the
-      others hidden behind bursts to other banks, every burst counted a row miss), ``cycles = setup + max(W, dst
-      SRAM cycles) + dram.latency``; busy, ``dram_latency`` and ``bank_conflict`` split as :func:`dma_cost` does.
-      DRAM bytes read: ``P * b``.
+    - ``dma.ld.gather`` from DRAM: ``W = max(P * dma.gather_issue, bus window) + row miss`` (the bus window of
+      :func:`gather_bursts`; the row miss, ``ceil(dram.row_miss_ns * clock.ghz)`` cycles, only under ``dram.model =
+      "rowbuffer"``: one activation, the others hidden behind bursts to other banks, every burst counted a row miss),
+      ``cycles = setup + max(W, dst SRAM cycles) + latency`` (``ceil(dram.latency_ns * clock.ghz)``); busy,
+      ``dram_latency`` and ``bank_conflict`` split as :func:`dma_cost` does. DRAM bytes read: ``P * b``.
     """
     p, b, dma = g.points, g.row_bytes, g.queue.unit.role.is_dma
     dst_extra = ((g.row, g.dst.strides[-1]),)
@@ -668,8 +715,8 @@ def gather_cost(g: Gather, arch: Arch) -> Cost:
     if g.table.space is Space.DRAM:
         bus = gather_bursts(g, arch)
         rowbuffer = arch.dram.model == "rowbuffer"
-        window = max(p * arch.dma.gather_issue, bus.window) + (arch.dram.row_miss_latency if rowbuffer else 0)
-        body, setup, latency = max(window, dst[0]), arch.dma.setup_latency, arch.dram.latency
+        window = max(p * arch.dma.gather_issue, bus.window) + (arch.dram_timing.row_miss if rowbuffer else 0)
+        body, setup, latency = max(window, dst[0]), arch.dma.setup_latency, arch.dram_timing.latency
         return Cost(setup + body + latency, body - max(window, dst[1]), setup, window, dram_read=p * b,
                     dram_latency=latency, row_misses=p * bus.row_bursts if rowbuffer else 0, **common)
     mem = _mem(arch, g.table.space)

@@ -75,7 +75,12 @@ def test_deadlock_example_runs_without_inputs_and_fails_cleanly():
     (["--set", "matrix.rows=-1"], "npusim: error: matrix.rows must be an integer in [1, 255] (the k and n of mxu.mm "
                                   "hold 1-255), not -1"),
     (["--arch", "nope"], "npusim: error: --arch must be a preset (dc128, edge16, mid32) or a TOML file, not 'nope'"),
-    (["--set", "dram.bandwith=3"], "npusim: error: unknown Arch field 'dram.bandwith'; did you mean 'dram.bandwidth'?"),
+    (["--set", "dram.gb_per_sec=3"], "npusim: error: unknown Arch field 'dram.gb_per_sec'; did you mean "
+                                     "'dram.gb_per_s'?"),
+    (["--set", "dram.bandwidth=32"], "npusim: error: dram.bandwidth (bytes per core cycle) is now dram.gb_per_s in "
+                                     "GB/s, which the core clock does not scale: bytes/cycle x clock.ghz, e.g. 32 "
+                                     "B/cycle at 1.2 GHz is dram.gb_per_s = 38.4 (and dram.access_bytes = 32 keeps a "
+                                     "partial burst's cycles)"),
 ])
 def test_bad_arch_is_one_line(capsys, argv, message):
     code, _, err = run(capsys, "simulate", str(EXAMPLES / "deadlock.s"), *argv)

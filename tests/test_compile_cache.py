@@ -44,7 +44,8 @@ def test_second_run_loads_the_same_program_and_gives_the_same_cycles(cache):
 def test_arch_options_and_model_bytes_each_separate_entries(cache):
     model, arch = _model(), load_arch("edge16")
     run_model(model, arch, timing_only=True)
-    assert run_model(model, arch.with_overrides(["dram.latency=121"]), timing_only=True)[3]["compile_cache"] == "miss"
+    changed = arch.with_overrides(["dram.latency_ns=121"])
+    assert run_model(model, changed, timing_only=True)[3]["compile_cache"] == "miss"
     assert run_model(model, arch, timing_only=True, prefetch=False)[3]["compile_cache"] == "miss"
     other = _model()
     other.graph.name = "renamed"

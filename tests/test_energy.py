@@ -23,7 +23,7 @@ from npusim.app.cli import main
 from npusim.app.driver import run_model
 from npusim.report.plots import plot_energy, plot_roofline, render
 from npusim.report.tables import diff_rows, layer_rows
-from npusim.sim.stats import memory_roof
+from npusim.sim.stats import memory_roof, memory_roof_text
 
 # The default Arch: table 45nm, lpddr4; SPM 256 KiB, ACC 64 KiB; a 16 x 16 array of i8/u8/f16/bf16/f32 MACs; 16
 # vector lanes; 1 GHz. The 45 nm table's numbers, written out by hand:
@@ -207,7 +207,11 @@ def test_report_fields_add_up_and_carry_units(report):
     assert e["edp_js"] == pytest.approx(e["total_pj"] * 1e-12 * seconds)
     assert e["per_inference_pj"] == e["total_pj"] and e["inferences"] == 1
     assert set(area) == {"matrix_mm2", "vector_mm2", "spm_mm2", "acc_mm2", "total_mm2"}
-    assert report["memory_roof"] == {"dram_bandwidth": 8.0, "dma": 8.0, "binds": "both"}
+    # edge16: 8 B/cycle at 0.8 GHz; 16 bursts of 64 B in flight per 120 + 8 cycles carry 8 B/cycle too
+    assert report["memory_roof"] == {"bytes_per_cycle": 8.0, "gb_per_s": pytest.approx(6.4), "binds": "both",
+                                     "dram_bus": {"bytes_per_cycle": 8.0, "gb_per_s": 6.4},
+                                     "dma": {"bytes_per_cycle": 8.0, "gb_per_s": pytest.approx(6.4), "outstanding": 16,
+                                             "burst_bytes": 64, "round_trip_ns": 160.0}}
 
 
 def test_energy_per_inference_divides_by_the_batch():
@@ -217,21 +221,30 @@ def test_energy_per_inference_divides_by_the_batch():
 
 # ------------------------------------------------------------------------------------------------ roofs
 def test_the_dma_roof_is_the_dram_window_formula_for_a_long_stream():
-    arch = load_arch("edge16", ["dram.model=bandwidth", "dram.bandwidth=32"])   # outstanding-bound: 8 B/cycle
+    # 25.6 GB/s at 0.8 GHz: 32 B/cycle, a 64-B burst holds the bus d = 2 cycles; 16 in flight per 120 + 2 cycles
+    # issue one every 122 / 16 = 7.625 cycles (Little's law, exact): 8.39 B/cycle, the requests in flight bind
+    arch = load_arch("edge16", ["dram.model=bandwidth", "dram.gb_per_s=25.6"])
     n = 64 * 1000
     view = View(Space.DRAM, 0, DType.I8, (1,), "A")
-    w = dram_window(view, (n,), arch)
-    interval = arch.dma.burst_bytes / dma_stream_bandwidth(arch)
-    assert w == DramWindow(int((1000 - 1) * interval + 2), 1000)                       # d = 64 / 32 = 2 cycles
-    assert dma_stream_bandwidth(arch) == 64 / math.ceil((120 + 2) / 16) == 8.0
-    assert memory_roof(arch) == {"dram_bandwidth": 32.0, "dma": 8.0, "binds": "dma.outstanding"}
-    assert memory_roof(load_arch("edge16", ["dma.outstanding=64"]))["binds"] == "dram.bandwidth"
+    assert dram_window(view, (n,), arch) == DramWindow(math.ceil(999 * 122 / 16 + 2), 1000)   # 7,620 cycles
+    assert dma_stream_bandwidth(arch) == pytest.approx(64 * 16 / 122)
+    roof = memory_roof(arch)
+    assert (roof["binds"], roof["bytes_per_cycle"], roof["gb_per_s"]) == \
+        ("dma.outstanding", pytest.approx(64 * 16 / 122), pytest.approx(64 * 16 / 122 * 0.8))
+    assert roof["dram_bus"] == {"bytes_per_cycle": 32.0, "gb_per_s": 25.6}
+    assert roof["dma"]["round_trip_ns"] == pytest.approx(122 / 0.8)
+    assert memory_roof_text(roof) == ("memory roof 6.71 GB/s (8.39 B/cycle): bound by dma.outstanding (16 x 64 B in "
+                                      "flight per 152.5 ns round trip); the DRAM bus gives 25.6 GB/s: raise "
+                                      "dma.outstanding")
+    assert memory_roof(load_arch("edge16", ["dma.outstanding=64"]))["binds"] == "dram.gb_per_s"
 
 
 def test_roofline_draws_both_roofs_and_points_stay_under_the_lower(report):
     drawn = plot_roofline(report, Figure().add_subplot())
-    assert (drawn.bandwidth, drawn.dma, drawn.binds) == (8.0, 8.0, "both")
-    assert len(drawn.artists) >= 2 and drawn.artists[1].get_label().startswith("DMA, 16 x 64 B in flight")
+    assert (drawn.bandwidth, drawn.dma, drawn.binds, drawn.roof) == (8.0, 8.0, "both", 8.0)
+    assert [a.get_label().split("\n")[0] for a in drawn.artists[:2]] == \
+        ["binds: DRAM bus (dram.gb_per_s)", "binds: DMA in flight (dma.outstanding)"]
+    assert drawn.artists[1].get_label().endswith("16 x 64 B per 160 ns = 6.4 GB/s = 8 B/cycle")
     assert (drawn.attained <= np.minimum(drawn.peak, drawn.intensity * drawn.dma) + 1e-9).all()
     old = {k: v for k, v in report.items() if k != "memory_roof"}   # a report from before the field: from its arch
     assert plot_roofline(old, Figure().add_subplot()).dma == 8.0
@@ -262,7 +275,9 @@ def test_run_csv_has_one_row_per_layer_with_energy(model_file, tmp_path, capsys)
     assert main(["run", str(model_file), "--arch", "edge16", "--timing-only", "--quiet", "--csv", str(out),
                  "--json", str(js)]) == 0
     text = capsys.readouterr().out
-    assert "energy uJ" in text and "energy " in text and "binds: both" in text
+    assert "energy uJ" in text and "energy " in text
+    assert "memory roof 6.4 GB/s (8 B/cycle): bound by both the DRAM bus (dram.gb_per_s) and dma.outstanding (16 x " \
+           "64 B in flight per 160 ns round trip): raise both" in text
     rows = list(csv.DictReader(out.open()))
     report = json.loads(js.read_text())
     assert [r["name"] for r in rows] == [lr["name"] for lr in report["layers"]]

@@ -50,7 +50,7 @@ def test_recorded_program_simulates_to_recorded_report(name):
 
 
 def test_halved_dram_bandwidth_names_cycles_layer_and_unit():
-    name, patch = "bert_layer-mid32", "dram.bandwidth=16"
+    name, patch = "bert_layer-mid32", "dram.gb_per_s=19.2"   # 16 B/cycle at 1.2 GHz
     old = stored_report(name)
     _, res, _, new = run_model(MODELS["bert_layer"](), load_arch("mid32", [patch]), timing_only=True)
     assert res.cycles > old["cycles"]   # half the bandwidth: slower
@@ -62,7 +62,7 @@ def test_halved_dram_bandwidth_names_cycles_layer_and_unit():
                                f"{moved[1]['cycles']:,} cycles") for line in lines)
     was, now = old["units"]["dma_load"]["stall_cycles"]["dram_bandwidth"], res.unit["dma_load"].stall["dram_bandwidth"]
     assert any(line.startswith(f"unit dma_load: stall dram_bandwidth {was:,} -> {now:,} cycles") for line in lines)
-    assert "arch.dram.bandwidth: 32.0 -> 16.0" in lines
+    assert "arch.dram.gb_per_s: 38.4 -> 19.2" in lines
 
 
 def test_fold_overlap_off_shows_in_the_matrix_unit():
@@ -140,14 +140,14 @@ def test_cli_exit_codes_and_one_line_per_difference(tmp_path, capsys):
     assert capsys.readouterr().out.startswith(f"{name}: wrote program.s, report.json, summary.md\n")
     assert main(["golden", name, "--dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out == f"{name}: ok\n"
-    cycles, new = stored_report(name)["cycles"], run_conv(CONV, DType.I8, load_arch("edge16", ["dram.latency=240"]),
+    cycles, new = stored_report(name)["cycles"], run_conv(CONV, DType.I8, load_arch("edge16", ["dram.latency_ns=300"]),
                                                            timing_only=True)[0].cycles
-    assert main(["golden", name, "--dir", str(tmp_path), "--set", "dram.latency=240"]) == 1
+    assert main(["golden", name, "--dir", str(tmp_path), "--set", "dram.latency_ns=300"]) == 1
     out, err = capsys.readouterr()
     assert f"{name}: cycles: {cycles:,} -> {new:,} " in out
     assert all(line.startswith(f"{name}: ") for line in out.splitlines())
     assert err.count("\n") == 1 and err.startswith("npusim: error: 1 of 1 goldens differ")
     assert main(["golden", "nosuch"]) == 1
     assert "npusim: error: no golden 'nosuch'" in capsys.readouterr().err
-    assert main(["golden", "--update", "--set", "dram.latency=1", name, "--dir", str(tmp_path)]) == 1
+    assert main(["golden", "--update", "--set", "dram.latency_ns=1", name, "--dir", str(tmp_path)]) == 1
     assert "cannot be combined with --update" in capsys.readouterr().err

@@ -75,8 +75,8 @@ def test_architecture_exploration(kernel_path):
                                                       "resnet18(image=32, width=8, classes=10)"]
     for name in {r["workload"] for r in facts}:
         rows = [r for r in facts if r["workload"] == name]
-        assert [(r["matrix.rows"], r["matrix.cols"], r["spm.size"], r["dram.bandwidth"]) for r in rows] == \
-            [(n, n, 1048576, 16.0) for n in (16, 32)]
+        assert [(r["matrix.rows"], r["matrix.cols"], r["spm.size"], r["dram.gb_per_s"]) for r in rows] == \
+            [(n, n, 1048576, 19.2) for n in (16, 32)]
         assert all(r["error"] is None for r in rows)
         work = [r["mac_utilization"] * r["cycles"] * r["matrix.rows"] ** 2 for r in rows]   # the model's MACs
         assert work == pytest.approx([r["macs"] for r in rows], rel=1e-9) and rows[0]["macs"] == rows[1]["macs"]

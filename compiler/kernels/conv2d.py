@@ -591,7 +591,8 @@ def rank_tilings(gs: ConvShape, gpack: int, tilings: list[tuple[int, int, int, b
     search ranks thousands of tilings)."""
     arch = target.arch
     ctx = _RankTarget(target.rows, target.cols, target.acc, arch.matrix.rows, arch.matrix.cols,
-                      arch.dma.setup_latency + arch.dram.latency + arch.dram.row_miss_latency, arch.dram.bandwidth,
+                      arch.dma.setup_latency + arch.dram_timing.latency + arch.dram_timing.row_miss,
+                      float(arch.dram_timing.bytes_per_cycle),
                       arch.dma.setup_latency, arch.spm.banks * arch.spm.bank_width,
                       gs.N * gs.OH * gs.OW * gs.K * 4, spm, es, gpack, gs.Cg, gs.Kg, gs.groups)
     geometry: dict = {}
@@ -668,8 +669,8 @@ def plan_floor(cs: ConvShape, t: ConvTiling, p: ConvPlan, arch: Arch, es: int, e
     and residual's tile and, unless ``hidden_constants``, the bias, the scale and the first weight chunk) and its
     tail (the last tile's last store and, if the epilogue uses the vector unit, at least one vector instruction over
     that store's tile). ``es``, ``eo``: operand and output element bytes."""
-    d, dma, v, residual = arch.dram, arch.dma, arch.vector, epilogue.residual
-    act = d.row_miss_latency if d.model == "rowbuffer" else 0
+    dt, dma, v, residual = arch.dram_timing, arch.dma, arch.vector, epilogue.residual
+    act, bw = dt.row_miss if arch.dram.model == "rowbuffer" else 0, float(dt.bytes_per_cycle)
     tiles = cs.N * cs.groups * -(-cs.OH // t.toh) * -(-cs.OW // t.tow)
     nbg, csteps = -(-p.nbs // p.tnb), -(-p.cbs // p.tcb)
     out, stores = cs.N * cs.OH * cs.OW * cs.K, tiles * nbg
@@ -677,24 +678,24 @@ def plan_floor(cs: ConvShape, t: ConvTiling, p: ConvPlan, arch: Arch, es: int, e
     w_bytes, w_loads = (weights, p.chunks) if p.resident else (weights * (tiles // cs.groups), tiles * nbg * csteps)
     r_bytes, r_loads = (out * 4, stores) if residual else (0, 0)
     x_bytes = cs.N * cs.groups * _window_reads(cs, t.toh, t.tow) * cs.Cg * es * (1 if p.x_all else nbg)
-    per = dma.setup_latency + d.latency + act
-    st = stores * per + out * eo / d.bandwidth
-    ld = (w_loads + r_loads) * per + (w_bytes + r_bytes + x_bytes) / d.bandwidth \
+    per = dma.setup_latency + dt.latency + act
+    st = stores * per + out * eo / bw
+    ld = (w_loads + r_loads) * per + (w_bytes + r_bytes + x_bytes) / bw \
         + tiles * (1 if p.x_all else nbg * csteps) * dma.setup_latency
-    bus = (out * eo + w_bytes + r_bytes + x_bytes) / d.bandwidth + (stores + w_loads + r_loads) * act
+    bus = (out * eo + w_bytes + r_bytes + x_bytes) / bw + (stores + w_loads + r_loads) * act
     mm = _mxu_floor(cs, t, p, arch) if arch.matrix.dataflow == "ws" else 0
     # the head and the tail: DMAs of the first and the last tile (each one copy, isa.cost.dma_floor)
     rows, cols = arch.matrix.rows, arch.matrix.cols
     toh, tow = min(t.toh, cs.OH), min(t.tow, cs.OW)
     ng = min(p.tnb * cols, cs.Kg)   # (the first output-channel group)
     x_first = _window_reads(cs, toh, tow, True) * (cs.Cg if p.x_all else min(cs.Cg, p.tcb * rows)) * es
-    head = (per + int(x_first / d.bandwidth) if x_first else 0) \
-        + (per + int(toh * tow * ng * 4 / d.bandwidth) if residual else 0) \
-        + (0 if hidden_constants else per + int(p.tnb * p.taps * min(p.tcb, p.cbs) * rows * cols * es / d.bandwidth)
-           + (epilogue.bias + (epilogue.out is not None)) * (per + int(cs.K * 4 / d.bandwidth)))
+    head = (per + int(x_first / bw) if x_first else 0) \
+        + (per + int(toh * tow * ng * 4 / bw) if residual else 0) \
+        + (0 if hidden_constants else per + int(p.tnb * p.taps * min(p.tcb, p.cbs) * rows * cols * es / bw)
+           + (epilogue.bias + (epilogue.out is not None)) * (per + int(cs.K * 4 / bw)))
     last_h, last_w = cs.OH - (cs.OH - 1) // t.toh * t.toh, cs.OW - (cs.OW - 1) // t.tow * t.tow
     last = last_h * last_w * (cs.Kg - (p.nbs - 1) // p.tnb * p.tnb * cols)   # elements of the last store
-    tail = per + int(last * eo / d.bandwidth)
+    tail = per + int(last * eo / bw)
     vpu = 0   # every output element passes the vector unit once, each stored tile at least one latency
     if epilogue.act is not None or epilogue.out is not None or epilogue.divisor is not None or residual and \
             epilogue.bias:   # (a bias alone starts the accumulators: no vector work)
@@ -773,8 +774,8 @@ def rough_cycles(cs: ConvShape, t: ConvTiling, p: ConvPlan, arch: Arch) -> float
     w_bytes = w_loads * p.w_chunk
     y_bytes = cs.N * cs.OH * cs.OW * cs.K * 4
     # every DMA pays its setup, its latency and its first row activation; banks hide the later ones
-    per_dma = arch.dma.setup_latency + arch.dram.latency + arch.dram.row_miss_latency
-    bw = arch.dram.bandwidth
+    per_dma = arch.dma.setup_latency + arch.dram_timing.latency + arch.dram_timing.row_miss
+    bw = float(arch.dram_timing.bytes_per_cycle)
     gather = tiles * (p.p_slot / (arch.spm.banks * arch.spm.bank_width) + arch.dma.setup_latency)
     ld = (x_bytes + w_bytes) / bw + (x_loads + w_loads) * per_dma + gather
     st = y_bytes / bw + tiles * nbg * per_dma

@@ -440,8 +440,8 @@ def _rough_cycles(ct: ConvTransposeShape, ph: AxisPlan, pw: AxisPlan, t: Transpo
     x_loads, w_loads = _loads(p, t, tiles)
     x_bytes, w_bytes = x_loads * p.x_slot, w_loads * p.w_chunk
     y_bytes = ct.N * ct.OH * ct.OW * ct.K * 4
-    per_dma = arch.dma.setup_latency + arch.dram.latency + arch.dram.row_miss_latency
-    bw = arch.dram.bandwidth
+    per_dma = arch.dma.setup_latency + arch.dram_timing.latency + arch.dram_timing.row_miss
+    bw = float(arch.dram_timing.bytes_per_cycle)
     ld = (x_bytes + w_bytes) / bw + (x_loads + w_loads) * per_dma
     st = y_bytes / bw + tiles * nbg * per_dma
     if t.acc_bufs == 1:

@@ -74,6 +74,8 @@ def si(value: float, unit: str) -> str:
 
 def energy_lines(report: dict) -> list[str]:
     """The summary's energy, area and memory-roof lines, from a report's ``energy``, ``area`` and ``memory_roof``."""
+    from npusim.sim.stats import memory_roof_text
+
     e, area, roof = report["energy"], report["area"], report["memory_roof"]
     kinds = {k: v for k, v in e["by_kind_pj"].items() if v}
     top = sorted(kinds, key=kinds.get, reverse=True)[:3]
@@ -86,9 +88,7 @@ def energy_lines(report: dict) -> list[str]:
             f"{si(e['static_pj'], 'pJ')}){per}; {si(e['average_power_w'], 'W')} average at "
             f"{arch['clock']['ghz']:g} GHz; EDP {e['edp_js']:.3g} J*s; area {area['total_mm2']:.3g} mm2 "
             f"(table {e['table']}, {e['dram_type']}); most: {share}",
-            f"memory roof {min(roof['dram_bandwidth'], roof['dma']):g} B/cycle: DRAM bus "
-            f"{roof['dram_bandwidth']:g}, DMA with {arch['dma']['outstanding']} x {arch['dma']['burst_bytes']} B in "
-            f"flight {roof['dma']:.3g}; binds: {roof['binds']}"]
+            memory_roof_text(roof)]
 
 
 def utilization_line(result, mac_utilization: float | None = None) -> str:

@@ -191,6 +191,20 @@ def energy_presets_table() -> str:
     return "\n".join(rows)
 
 
+def arch_speeds_table() -> str:
+    """Each preset's DRAM and host speeds in core cycles, as :mod:`isa.speeds` converts them."""
+    rows = ["| preset | clock | DRAM bus | DRAM latency | row miss | bus ticks per cycle | host launch | host bytes | "
+            "host ops |", "|---|---|---|---|---|---|---|---|---|"]
+    for n in preset_names():
+        a = load_arch(n)
+        d, h = a.dram_timing, a.host_timing
+        rows.append(f"| `{n}` | {a.clock.ghz:g} GHz | {a.dram.gb_per_s:g} GB/s = {d.bytes_per_cycle} B/cycle | "
+                    f"{a.dram.latency_ns:g} ns = {d.latency} cycles | {a.dram.row_miss_ns:g} ns = {d.row_miss} "
+                    f"cycles | {d.ticks} | {a.host.launch_ns:g} ns = {h.launch:,} cycles | {a.host.gb_per_s:g} GB/s = "
+                    f"{h.bytes_per_cycle} B/cycle | {a.host.gops:g}/ns = {h.ops_per_cycle}/cycle |")
+    return "\n".join(rows)
+
+
 def preset_table() -> str:
     rows = ["| preset | what it models |", "|---|---|"]
     rows += [f"| `{n}` | {load_arch(n).description} |" for n in preset_names()]
@@ -259,7 +273,8 @@ def perception_msda_table() -> str:
 
 
 TABLES = {"docs/isa.md": {"instructions": instruction_table, "enums": enum_table, "semantics": semantics},
-          "docs/arch.md": {"arch-fields": arch_table}, "README.md": {"presets": preset_table},
+          "docs/arch.md": {"arch-fields": arch_table, "arch-speeds": arch_speeds_table},
+          "README.md": {"presets": preset_table},
           "docs/ops.md": {"ops": ops_table, "op-options": op_options_table},
           "docs/perception.md": {"perception-convtranspose-cases": perception_convtranspose_table,
                                  "perception-sample2d-cases": perception_sample2d_table,

@@ -79,7 +79,7 @@ def check_report(report: Any) -> None:
             if not (isinstance(pcs, list) and len(pcs) == 2 and all(_is(x, _INT) for x in pcs)):
                 bad(f"{key}[{i}].pcs", "two integers", pcs)
     arch = report.get("arch", {})
-    for sec, name, want in (("matrix", "rows", _INT), ("matrix", "cols", _INT), ("dram", "bandwidth", _NUMBER),
+    for sec, name, want in (("matrix", "rows", _INT), ("matrix", "cols", _INT), ("dram", "gb_per_s", _NUMBER),
                             ("clock", "ghz", _NUMBER)):
         if not isinstance(arch, dict) or not isinstance(arch.get(sec, {}), dict):
             bad(f"arch.{sec}", "an object", arch)
@@ -279,7 +279,8 @@ def plot_layers(report: dict, ax: Axes) -> LayerSplit:
 @dataclass
 class Roofline:
     """Per layer with MACs and DRAM traffic: intensity (MACs/byte) and attained MACs/cycle; the roof's limits: peak
-    MACs/cycle, the DRAM bus and the DMA's sustained bytes/cycle (``memory_roof``), and which memory roof binds."""
+    MACs/cycle, the DRAM bus's and the DMA's requests in flight's bytes/cycle (``memory_roof``), which memory roof
+    binds, and the roof (the lower one's bytes/cycle)."""
 
     names: list[str]
     ops: list[str]
@@ -290,12 +291,14 @@ class Roofline:
     dma: float
     binds: str
     skipped: list[str]
+    roof: float = 0.0
     artists: list = field(default_factory=list)
 
 
 def _memory_roof(report: dict) -> dict:
-    """The report's ``memory_roof``, or for a report written before it existed, computed from its ``arch``."""
-    if "memory_roof" in report:
+    """The report's ``memory_roof``, or for a report written before it had the roofs in GB/s, computed from its
+    ``arch``."""
+    if "dram_bus" in report.get("memory_roof", {}):
         return report["memory_roof"]
     from isa.arch import Arch
     from npusim.sim.stats import memory_roof
@@ -303,17 +306,28 @@ def _memory_roof(report: dict) -> dict:
     return memory_roof(Arch.from_dict(report["arch"], "the report's arch"))
 
 
+def _roof_labels(roof: dict) -> tuple[str, str]:
+    """Legend labels of the DRAM bus's and the requests in flight's roofs, the binding one saying so."""
+    bus, dma, binds = roof["dram_bus"], roof["dma"], roof["binds"]
+    mark = {"dram.gb_per_s": ("binds: ", ""), "dma.outstanding": ("", "binds: "), "both": ("binds: ", "binds: ")}
+    bus_mark, dma_mark = mark[binds]
+    return (f"{bus_mark}DRAM bus (dram.gb_per_s)\n{bus['gb_per_s']:.3g} GB/s = {bus['bytes_per_cycle']:.3g} B/cycle",
+            f"{dma_mark}DMA in flight (dma.outstanding)\n{dma['outstanding']} x {dma['burst_bytes']} B per "
+            f"{dma['round_trip_ns']:.3g} ns = {dma['gb_per_s']:.3g} GB/s = {dma['bytes_per_cycle']:.3g} B/cycle")
+
+
 def plot_roofline(report: dict, ax: Axes) -> Roofline:
     """Log-log roofline: x = MACs per DRAM byte, y = MACs per cycle. Two memory roofs: the DRAM bus
-    (``min(rows * cols, intensity * dram.bandwidth)``) and the bandwidth the DMA sustains with ``dma.outstanding``
-    bursts in flight (``memory_roof.dma``, at most the bus's); the lower one binds (drawn solid, the other dashed).
-    One point per layer, coloured by op. Layers without MACs or without DRAM traffic have no place on it (they are
-    listed in ``skipped``)."""
+    (``min(rows * cols, intensity * dram.gb_per_s / clock.ghz)``) and what the DMA's ``dma.outstanding`` requests in
+    flight carry (``memory_roof.dma``); the one that binds (``memory_roof.binds``) is drawn solid and labelled so,
+    the other dashed. One point per layer, coloured by op. Layers without MACs or without DRAM traffic have no place
+    on it (they are listed in ``skipped``)."""
     layers = _layers(report, "roofline", "dram_bytes")
     arch = _need(report, "arch", "roofline", "write the report with `npusim run MODEL --json`")
     roof = _memory_roof(report)
     peak = float(arch["matrix"]["rows"] * arch["matrix"]["cols"] * arch.get("units", {}).get("matrix", 1))
-    bandwidth, dma = roof["dram_bandwidth"], roof["dma"]
+    bandwidth, dma, least = roof["dram_bus"]["bytes_per_cycle"], roof["dma"]["bytes_per_cycle"], \
+        roof["bytes_per_cycle"]
     on = [lr for lr in layers if lr["macs"] > 0 and lr["dram_bytes"] > 0 and lr["cycles"] > 0]
     skipped = [lr["name"] for lr in layers if lr not in on]
     intensity = np.array([lr["macs"] / lr["dram_bytes"] for lr in on])
@@ -321,23 +335,24 @@ def plot_roofline(report: dict, ax: Axes) -> Roofline:
     ops = [lr["op"] for lr in on]
     cycles = np.array([lr["cycles"] for lr in on], np.float64)
     area = 16 + 300 * cycles / cycles.max(initial=1)
-    ridge = peak / dma
-    lo = min([peak / bandwidth / 10, *intensity]) / 2
+    ridge = peak / least
+    lo = min([peak / max(bandwidth, dma) / 10, *intensity]) / 2
     hi = max([ridge * 10, *intensity]) * 2
     x = np.geomspace(lo, hi, 200)
-    dashed = {"linestyle": "--"} if dma < bandwidth else {}
-    out = int(arch["dma"]["outstanding"]), int(arch["dma"]["burst_bytes"])
-    artists = [ax.plot(x, np.minimum(peak, x * bandwidth), color="k", linewidth=1.5, **dashed,
-                       label=f"DRAM bus: min({peak:g} MACs/cycle, {bandwidth:g} B/cycle x intensity)")[0],
-               ax.plot(x, np.minimum(peak, x * dma), color="C3", linewidth=1.2 if dma < bandwidth else 2.5,
-                       alpha=0.9 if dma < bandwidth else 0.5,
-                       label=f"DMA, {out[0]} x {out[1]} B in flight: {dma:.3g} B/cycle")[0]]
+    binds = roof["binds"]
+    style = {True: {"linestyle": "-", "linewidth": 2.2, "alpha": 1.0},
+             False: {"linestyle": "--", "linewidth": 1.2, "alpha": 0.8}}
+    bus_label, dma_label = _roof_labels(roof)
+    artists = [ax.plot(x, np.minimum(peak, x * bandwidth), color="k", label=bus_label,
+                       **style[binds != "dma.outstanding"])[0],
+               ax.plot(x, np.minimum(peak, x * dma), color="C3", label=dma_label,
+                       **style[binds != "dram.gb_per_s"])[0]]
     for i, op in enumerate(sorted(set(ops))):
         mine = np.array([o == op for o in ops])
         artists.append(ax.scatter(intensity[mine], attained[mine], s=area[mine], color=colormaps["tab10"](i % 10),
                                   label=op, edgecolors="k", linewidths=0.4, zorder=3))
     ax.axvline(ridge, color="k", linestyle=":", linewidth=0.8)
-    ax.text(ridge * 1.08, 0.02, f"ridge: {ridge:.3g} MACs/B; binds: {roof['binds']}",
+    ax.text(ridge * 1.08, 0.02, f"ridge: {ridge:.3g} MACs/B\n(peak {peak:g} MACs/cycle)",
             transform=ax.get_xaxis_transform(), fontsize="small")
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -346,15 +361,15 @@ def plot_roofline(report: dict, ax: Axes) -> Roofline:
     ax.set_xlabel("arithmetic intensity (MACs per DRAM byte)")
     ax.set_ylabel("attained (MACs per cycle)")
     ax.grid(which="both", alpha=0.25)
-    leg = ax.legend(loc="upper left", bbox_to_anchor=(0, 0.94), fontsize="small", title_fontsize="small",
-                    title="points: layers by op, area ~ cycles")   # above the roof: never over a point
+    leg = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small", title_fontsize="small",
+                    title="memory roofs; points: layers by op,\narea ~ cycles")   # beside the axes: off the data
     for handle in leg.legend_handles[2:]:
         handle.set_sizes([36])
     if skipped:
         ax.text(0.01, 0.99, f"not shown: {len(skipped)} layers without MACs or DRAM traffic", transform=ax.transAxes,
                 va="top", fontsize="small")
-    return Roofline([lr["name"] for lr in on], ops, intensity, attained, peak, bandwidth, dma, roof["binds"], skipped,
-                    artists)
+    return Roofline([lr["name"] for lr in on], ops, intensity, attained, peak, bandwidth, dma, binds, skipped,
+                    least, artists)
 
 
 # ------------------------------------------------------------------------------------------------ energy
@@ -417,7 +432,7 @@ def render(report: dict, kind: str, path: str | Path, *, title: str = "", window
     n_layers = len(report.get("layers") or [])
     n_units = len(report.get("units") or {})
     size = {"timeline": (14, 1.6 + 0.55 * n_units), "util": (14, 4.5), "layers": (12, 1.5 + 0.22 * n_layers),
-            "roofline": (9, 6), "energy": (12, 1.5 + 0.22 * n_layers)}[kind]
+            "roofline": (11, 6), "energy": (12, 1.5 + 0.22 * n_layers)}[kind]
     fig = Figure(figsize=size, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()

@@ -65,7 +65,8 @@ TOTALS = (("cycles", "cycles"), ("time_us", "time_us"), ("macs", "macs"), ("mac_
           ("energy.total_pj", "energy_pj"), ("energy.dynamic_pj", "dynamic_energy_pj"),
           ("energy.static_pj", "static_energy_pj"), ("energy.per_inference_pj", "energy_per_inference_pj"),
           ("energy.average_power_w", "average_power_w"), ("energy.edp_js", "edp_js"),
-          ("area.total_mm2", "area_mm2"), ("memory_roof.binds", "memory_roof_binds"))
+          ("area.total_mm2", "area_mm2"), ("memory_roof.gb_per_s", "memory_roof_gb_per_s"),
+          ("memory_roof.binds", "memory_roof_binds"))
 
 
 def check_report(report: Any, source: str) -> None:

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -230,16 +229,40 @@ class SimResult:
 
 
 def memory_roof(arch: Arch) -> dict[str, Any]:
-    """The two memory roofs of the roofline (bytes/cycle) and which one binds.
+    """The memory roofs of the roofline, each in bytes per core cycle and GB/s, and which one binds.
 
-    ``dram_bandwidth``: the DRAM bus. ``dma``: what a stream of full bursts sustains with ``dma.outstanding`` of them
-    in flight (:func:`isa.cost.dma_stream_bandwidth`, the formula the DRAM windows use). ``binds``:
-    ``dma.outstanding`` when the requests in flight cannot cover the round trip (Little's law: ``outstanding x
-    burst_bytes / (dram.latency + d)`` is below the bus's ``burst_bytes / d``, d the cycles one burst holds the bus),
-    ``dram.bandwidth`` when they can, ``both`` when the two are equal (raising either alone gains nothing).
+    ``dram_bus``: the bus, ``dram.gb_per_s`` (``dram.gb_per_s / clock.ghz`` bytes per cycle). ``dma``: what the
+    requests in flight carry (Little's law): ``dma.outstanding`` full bursts per round trip, the latency plus one
+    burst's bus time (``round_trip_ns``). The bus grants one DMA's window at a time, so the channels' requests do not
+    add up: ``dma.channels`` never raises the roof. ``binds``: ``dma.outstanding`` when the requests in flight carry
+    less than the bus, ``dram.gb_per_s`` when they carry more, ``both`` when the two are equal (raising either alone
+    gains nothing). ``bytes_per_cycle`` and ``gb_per_s``: the roof, what a long stream of full bursts attains in the
+    cost model (:func:`isa.cost.dma_stream_bandwidth`): the lower of the two, less, when the requests in flight bind,
+    up to one tick per burst (bursts issue on whole ticks, :mod:`isa.speeds`).
     """
-    b, bw = arch.dma.burst_bytes, float(arch.dram.bandwidth)
-    d = math.ceil(b / bw)
-    little, bus = arch.dma.outstanding * b / (arch.dram.latency + d), b / d
-    binds = "dma.outstanding" if little < bus else "dram.bandwidth" if little > bus else "both"
-    return {"dram_bandwidth": bw, "dma": dma_stream_bandwidth(arch), "binds": binds}
+    t, b, out, ghz = arch.dram_timing, arch.dma.burst_bytes, arch.dma.outstanding, arch.clock.ghz
+    d = t.data_ticks(b)
+    round_trip = t.latency_ticks + d                     # ticks
+    in_flight = out * b * t.ticks / round_trip           # bytes/cycle the requests in flight carry
+    binds = "dma.outstanding" if out * d < round_trip else "dram.gb_per_s" if out * d > round_trip else "both"
+    least = dma_stream_bandwidth(arch)
+    return {"bytes_per_cycle": least, "gb_per_s": least * ghz, "binds": binds,
+            "dram_bus": {"bytes_per_cycle": float(t.bytes_per_cycle), "gb_per_s": arch.dram.gb_per_s},
+            "dma": {"bytes_per_cycle": in_flight, "gb_per_s": in_flight * ghz, "outstanding": out, "burst_bytes": b,
+                    "round_trip_ns": round_trip / t.ticks / ghz}}
+
+
+def memory_roof_text(roof: dict[str, Any]) -> str:
+    """One line saying the memory roof, which limit binds by its Arch field, and what to raise (from
+    :func:`memory_roof`)."""
+    dma, bus = roof["dma"], roof["dram_bus"]
+    num = lambda x: f"{x:.3g}" if x < 1000 else f"{x:,.0f}"   # noqa: E731 (3 digits, no exponent)
+    flight = (f"{dma['outstanding']} x {dma['burst_bytes']} B in flight per {dma['round_trip_ns']:.4g} ns round "
+              f"trip")
+    head = f"memory roof {num(roof['gb_per_s'])} GB/s ({num(roof['bytes_per_cycle'])} B/cycle): bound by "
+    if roof["binds"] == "dma.outstanding":
+        return (f"{head}dma.outstanding ({flight}); the DRAM bus gives {num(bus['gb_per_s'])} GB/s: raise "
+                f"dma.outstanding")
+    if roof["binds"] == "dram.gb_per_s":
+        return f"{head}the DRAM bus (dram.gb_per_s); the DMA's {flight} would carry {num(dma['gb_per_s'])} GB/s"
+    return f"{head}both the DRAM bus (dram.gb_per_s) and dma.outstanding ({flight}): raise both"

@@ -1,6 +1,7 @@
 """Host-CPU fallback: ops the NPU cannot run execute on the host unit, inside the simulation, through DRAM."""
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import onnx
@@ -52,11 +53,13 @@ def test_host_ops_validate_against_onnxruntime_and_show_in_the_report():
     assert bounds["sin"] == bounds["floor"] == "host" and bounds["conv1"] != "host"
     assert not any(lr["op"] == "Transpose" for lr in report["layers"])   # the host reads channels-last itself
     assert report["units"]["host"]["instructions"] == 2
-    # each call: launch + ceil((rd + wr) / bandwidth) + ceil(ops / ops_per_cycle); Sin reads and writes
+    # each call: launch + ceil((rd + wr) / bandwidth) + ceil(ops / ops per cycle), the host's physical speeds at
+    # edge16's 0.8 GHz (10 us, 6.4 GB/s, 3.2 ops/ns: 8000 cycles, 8 B and 4 ops per cycle); Sin reads and writes
     # 1x8x8x8 f32 (2048 B each way) and does one op per element read or written (512 + 512)
-    h = arch.host
+    h, ghz = arch.host, Fraction(repr(arch.clock.ghz))
     nbytes = 8 * 8 * 8 * 4
-    want = h.launch + math.ceil(2 * nbytes / h.bandwidth) + math.ceil(1024 / h.ops_per_cycle)
+    want = math.ceil(Fraction(repr(h.launch_ns)) * ghz) + math.ceil(2 * nbytes * ghz / Fraction(repr(h.gb_per_s))) \
+        + math.ceil(1024 * ghz / Fraction(repr(h.gops)))
     pcs = [pc for pc, i in enumerate(compiled.program.instrs) if isinstance(i, HostCall)]
     assert int(result.end[pcs[0]] - result.start[pcs[0]]) == want == 8768
     assert report["units"]["host"]["busy_cycles"] == sum(int(result.end[p] - result.start[p]) for p in pcs)
@@ -116,7 +119,7 @@ host.call fn=f rd=1000 wr=24 ops=4001 signal(done)
 dma.ld shape[16] dst=spm:0<i8>{1} src=dram:D+0<i8>{1} wait(done)
 halt
 """)
-    arch = load_arch("edge16", ["host.launch=100", "host.bandwidth=8", "host.ops_per_cycle=4"])
+    arch = load_arch("edge16", ["host.launch_ns=125", "host.gb_per_s=6.4", "host.gops=3.2"])   # 100, 8, 4 per cycle
     calls = []
     res = simulate(prog, arch, {}, host_functions={"f": lambda dram: calls.append(sorted(dram))})
     assert calls == [["D"]]

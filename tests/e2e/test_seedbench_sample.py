@@ -2,6 +2,7 @@
 preset and every NPU variant equals the numpy reference (onnxruntime's order) bit for bit; the counters add up."""
 
 import math
+from fractions import Fraction
 
 from isa.arch import load_arch, presets_by_size
 from npusim.app.seedbench.sample import CASES, SMALL, _host_cycles, seed_sample_rows
@@ -34,5 +35,6 @@ def test_host_baseline_is_the_host_cost_formula():
     arch = load_arch("mid32")
     cycles, rd, wr = _host_cycles(r1b, arch)
     assert (rd, wr) == (51_200_000, 204_800_000)
-    h = arch.host
-    assert cycles == h.launch + math.ceil((rd + wr) / h.bandwidth) + math.ceil((rd + wr) // 4 / h.ops_per_cycle)
+    h, ghz = arch.host, Fraction(repr(arch.clock.ghz))   # mid32: 10 us, 19.2 GB/s, 19.2 ops/ns at 1.2 GHz
+    assert cycles == math.ceil(Fraction(repr(h.launch_ns)) * ghz) + math.ceil((rd + wr) * ghz / Fraction(repr(
+        h.gb_per_s))) + math.ceil((rd + wr) // 4 * ghz / Fraction(repr(h.gops)))

@@ -391,13 +391,14 @@ SMALL = ("1", "3", "8", "16", "17", "32")
 BAD_DIMS = ("0", "-4", "abc", "1e3", "4.5", "")
 HUGE_DIMS = ("1000000", "2147483648")
 ARCHES = (*presets_by_size(), "{good.toml}", "{empty.toml}", "{partial.toml}", "{based.toml}",
-          "{latin1.toml}", "{badname.toml}", "{huge.toml}", "nonesuch", "{missing.toml}")
-BAD_ARCHES = {"{empty.toml}", "{partial.toml}", "{latin1.toml}", "{badname.toml}", "{huge.toml}", "nonesuch",
-              "{missing.toml}"}
-SETS = ("matrix.rows=8", "spm.ports=2", "spm.ports=2147483648", "dram.latency=-1", "dram.latency=99999999999",
-        "matrix.dataflow=os", "nonsense", "vector.lanes=0", "dram.bandwidth=inf", "clock.ghz=nan", "dma.channels=1")
-BAD_SETS = {"spm.ports=2147483648", "dram.latency=-1", "dram.latency=99999999999", "nonsense", "vector.lanes=0",
-            "dram.bandwidth=inf", "clock.ghz=nan"}
+          "{latin1.toml}", "{badname.toml}", "{huge.toml}", "{cycles.toml}", "nonesuch", "{missing.toml}")
+BAD_ARCHES = {"{empty.toml}", "{partial.toml}", "{latin1.toml}", "{badname.toml}", "{huge.toml}", "{cycles.toml}",
+              "nonesuch", "{missing.toml}"}
+SETS = ("matrix.rows=8", "spm.ports=2", "spm.ports=2147483648", "dram.latency_ns=-1", "dram.latency_ns=99999999999",
+        "matrix.dataflow=os", "nonsense", "vector.lanes=0", "dram.gb_per_s=inf", "clock.ghz=nan", "dma.channels=1",
+        "dram.gb_per_s=50.5", "dram.gb_per_s=38.41234", "dram.bandwidth=32")
+BAD_SETS = {"spm.ports=2147483648", "dram.latency_ns=-1", "dram.latency_ns=99999999999", "nonsense",
+            "vector.lanes=0", "dram.gb_per_s=inf", "clock.ghz=nan", "dram.gb_per_s=38.41234", "dram.bandwidth=32"}
 PROGRAMS = ("{good.s}", "{good.npub}", "{mix.s}", "{deadlock.s}", "{latin1.s}", "{binary.s}", "{nul.s}",
             "{empty.s}", "{truncated.npub}", "{garbage.npub}", "{missing.s}", "{dir}")
 BAD_PROGRAMS = {"{latin1.s}", "{binary.s}", "{nul.s}", "{empty.s}", "{truncated.npub}", "{garbage.npub}",

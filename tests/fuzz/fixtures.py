@@ -160,6 +160,7 @@ def write_files(d: Path) -> dict[str, str]:
     put("latin1.toml", 'name = "caf\xe9"\n'.encode("latin-1"))
     put("badname.toml", load_arch("edge16").to_toml().replace('name = "edge16"', "name = 5"))
     put("huge.toml", re.sub(r"ports = \d+", "ports = 2147483648", load_arch("edge16").to_toml(), count=1))
+    put("cycles.toml", 'base = "mid32"\n[dram]\nbandwidth = 32.0\n')      # a field from before GB/s
     put("list.json", "[1, 2, 3]")
     put("garbage.json", "{not json")
     put("empty.json", "{}")

@@ -61,29 +61,33 @@ def _bursts(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int)
 
 
 def _row_delay(pages: np.ndarray, issue: np.ndarray, banks: int, row_miss: int, outstanding: int) -> tuple[int, int]:
-    """(row misses, cycles they add to the window) of bursts to ``pages`` issuing at ``issue`` cycles (the schedule
-    without row delays), every bank's row closed at the start; see :func:`dram_window`."""
-    n = pages.size
-    new = np.flatnonzero(np.concatenate(([True], pages[1:] != pages[:-1])))  # first bursts of same-page groups:
-    last = np.append(new[1:], n) - 1                                        # only they can miss
-    bank = pages[new] % banks
-    order = np.argsort(bank, kind="stable")                                 # each bank's groups, in issue order
-    b, p, j = bank[order], pages[new][order], new[order]
-    same = np.concatenate(([False], b[1:] == b[:-1]))
-    miss = ~same | np.concatenate(([True], p[1:] != p[:-1]))
-    prev = np.where(same, np.concatenate(([-1], last[order][:-1])), -1)     # previous burst to the same bank
-    j, prev = j[miss], prev[miss]
-    seen = np.maximum(j - outstanding, prev)           # the burst at whose issue the activation starts (< 0: start)
-    delay = np.where(seen < 0, 0, np.maximum(row_miss - (issue[j] - issue[np.maximum(seen, 0)]), 0))
-    return int(j.size), row_miss + int(delay.sum())    # activations from the start overlap the first burst's
+    """(row misses, ticks they add to the window) of bursts to ``pages`` whose issue times without row delays are
+    ``issue``, every bank's row closed at the start; see :func:`dram_window`. Burst by burst (since issue 24: a
+    delayed burst delays the later ones, so a later miss waits only for what is left of its activation): burst j
+    issues at ``a[j] = max(a[j-1] + I(j-1), a[s] + row_miss)`` for a miss whose activation starts at burst ``s =
+    max(j - outstanding, previous burst to its bank)`` (none when both are before the start: it activates with the
+    first burst)."""
+    steps = np.diff(issue).tolist()
+    a, open_row, last, misses = [], {}, {}, 0
+    for j, page in enumerate(pages.tolist()):
+        t = a[-1] + steps[j - 1] if j else 0
+        bank = page % banks
+        if open_row.get(bank) != page:
+            misses += 1
+            open_row[bank] = page
+            if j and (bank in last or j >= outstanding):
+                t = max(t, a[max(j - outstanding, last.get(bank, -1))] + row_miss)
+        last[bank] = j
+        a.append(t)
+    return misses, row_miss + a[-1] - int(issue[-1])    # the first burst's activation: nothing precedes it
 
 
-
-def _dram(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int, bandwidth: float, latency: int,
-          outstanding: int, page: int, banks: int, row_miss: int) -> DramWindow:
-    """:func:`dram_window` on plain values (page = 0: bandwidth model), cached: programs repeat a few patterns."""
+def _dram(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int, access: int, access_ticks: int,
+          latency: int, outstanding: int, page: int, banks: int, row_miss: int) -> DramWindow:
+    """:func:`dram_window` on plain values (page = 0: bandwidth model), times in ticks: a burst holds the bus for its
+    whole ``access``-byte accesses, ``access_ticks`` each (since issue 24; the rest as in commit 408c0ec)."""
     addr, nbytes = _bursts(offset, dims, es, burst)
-    d = np.ceil(nbytes / bandwidth).astype(np.int64)
+    d = -(-nbytes // access) * access_ticks
     issue = np.concatenate(([0], np.cumsum(np.maximum(d, -(-(latency + d) // outstanding))[:-1])))
     window = int(issue[-1] + d[-1])
     if not page:
@@ -95,15 +99,15 @@ def _dram(offset: int, dims: tuple[tuple[int, int], ...], es: int, burst: int, b
 
 def gather_bursts(g, arch) -> tuple[int, int]:
     """:func:`isa.cost.gather_bursts` as main had it (commit 893d488): every distinct row offset modulo the burst cut
-    into bursts one after the other."""
+    into bursts one after the other (in ticks since issue 24, the longest window rounded up to whole cycles)."""
     from isa.cost import _row_offsets, burst_interval
 
-    burst, bw, d = arch.dma.burst_bytes, float(arch.dram.bandwidth), arch.dram
+    burst, t = arch.dma.burst_bytes, arch.dram_timing
     best = (-1, 0)
     for o in _row_offsets(g.table.base, g.table.strides[0], g.rows, burst).tolist():
         _, nbytes = _bursts(o, ((g.row_bytes, 1),), 1, burst)
-        cycles = np.ceil(nbytes / bw).astype(np.int64)
-        interval = burst_interval(cycles, d.latency, arch.dma.outstanding)
-        window = g.points * int(interval.sum()) - int(interval[-1]) + int(cycles[-1])
+        ticks = -(-nbytes // t.access_bytes) * t.access_ticks
+        interval = burst_interval(ticks, t.latency_ticks, arch.dma.outstanding)
+        window = g.points * int(interval.sum()) - int(interval[-1]) + int(ticks[-1])
         best = max(best, (window, int(nbytes.size)))
-    return best
+    return -(-best[0] // t.ticks), best[1]

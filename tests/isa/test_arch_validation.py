@@ -16,19 +16,20 @@ EDGE = load_arch("edge16")
     # the fuzzer's OverflowError in isa.cost._dram / _row_delay and npusim.sim.resources, and the MemoryError of
     # spm.ports=2147483648 (a list of 2**31 ports)
     ("spm.ports=2147483648", "spm.ports must be an integer in [1, 64], not 2147483648"),
-    ("dram.latency=99999999999999999999", "dram.latency must be an integer in [0, 1_000_000], not "
-                                          "99999999999999999999"),
+    ("dram.latency_ns=99999999999999999999", "dram.latency_ns must be a number in [0, 1e+06] (a millisecond), "
+                                             "not 1e+20"),
     ("dma.outstanding=9223372036854775808", "dma.outstanding must be an integer in [1, 4096], not "
                                             "9223372036854775808"),
-    ("host.launch=1e30", "host.launch must be an integer, not '1e30'"),
+    ("host.launch_ns=1e30", "host.launch_ns must be a number in [0, 1e+09], not 1e+30"),
     ("spm.size=4294967296", "spm.size must be an integer in [1, 2**31] (2 GiB: program addresses are 32-bit and "
                             "the simulator holds the memory), not 4294967296"),
     ("matrix.cols=256", "matrix.cols must be an integer in [1, 255] (the k and n of mxu.mm hold 1-255), not 256"),
     ("matrix.max_rows=65536", "matrix.max_rows must be an integer in [1, 2**16 - 1] (the m of mxu.mm holds "
                               "1-65535), not 65536"),
-    ("dram.bandwidth=inf", "dram.bandwidth must be a number in [0.001, 65536], not inf"),
+    ("dram.gb_per_s=inf", "dram.gb_per_s must be a number in [0.1, 1e+06] (at least 0.001 bytes per cycle at the "
+                          "fastest clock), not inf"),
     ("clock.ghz=nan", "clock.ghz must be a number in [0.001, 100], not nan"),
-    ("host.ops_per_cycle=1e-300", "host.ops_per_cycle must be a number in [0.001, 65536], not 1e-300"),
+    ("host.gops=1e-300", "host.gops must be a number in [0.001, 1e+06], not 1e-300"),
 ])
 def test_every_integer_is_bounded(override, message):
     with pytest.raises(ArchError) as e:

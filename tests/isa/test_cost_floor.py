@@ -1,6 +1,7 @@
 """isa.cost.instr_floor, the lower bound a compiler ranks candidates by before pricing them: never above instr_cost
 (cycles and bus window), and the same wherever a DRAM view starts."""
 
+import math
 from dataclasses import replace
 
 import pytest
@@ -29,13 +30,14 @@ def test_a_floor_is_at_most_the_cost_and_reads_no_dram_base(prog):
                 assert floor == cost
 
 
-@pytest.mark.parametrize("arch", ARCHS, ids=lambda a: a.name)
+@pytest.mark.parametrize("arch", [*ARCHS, load_arch("mid32", ["dram.gb_per_s=50"])], ids=lambda a: a.name)
 def test_dram_floor_is_the_bytes_over_the_bandwidth_plus_one_activation(arch):
     # a long contiguous stream of full bursts comes close to it; a strided one holds the bus far longer
     view = View(Space.DRAM, 0, DType.F32, (4,), "X")
     n = 1 << 14
     floor, window = dram_floor(view, (n,), arch).cycles, dram_window(view, (n,), arch).cycles
-    assert floor == int(n * 4 / arch.dram.bandwidth) + arch.dram.row_miss_latency
+    t = arch.dram_timing   # (mid32 at 50 GB/s: 41 2/3 B/cycle)
+    assert floor == math.floor(n * 4 / t.bytes_per_cycle) + t.row_miss
     assert floor <= window <= 1.5 * floor
     strided = View(Space.DRAM, 0, DType.F32, (4096,), "X")
     assert dram_floor(strided, (64,), arch).cycles < dram_window(strided, (64,), arch).cycles

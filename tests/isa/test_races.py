@@ -323,13 +323,14 @@ def test_example_race_is_caught_and_its_fix_is_race_free():
 # ------------------------------------------------------------------------------------------------ the promise
 TIMINGS = st.fixed_dictionaries({
     "queues.depth": st.sampled_from((1, 2, 3, 8)),
-    "dram.latency": st.sampled_from((0, 1, 7, 120, 900)),
+    "dram.latency_ns": st.sampled_from((0, 1.25, 8.75, 150, 1125)),   # 0-900 cycles at 0.8 GHz
+    "dram.gb_per_s": st.sampled_from((6.4, 5.0, 17.3)),                 # 8, 6.25, 21.625 B/cycle
     "dma.setup_latency": st.sampled_from((0, 3, 16, 200)),
     "dma.channels": st.sampled_from((1, 2)),
     "vector.alu_latency": st.sampled_from((0, 2, 50)),
     "vector.mul_latency": st.sampled_from((0, 3, 70)),
     "spm.ports": st.sampled_from((1, 3)),
-    "host.launch": st.sampled_from((0, 10, 8000)),
+    "host.launch_ns": st.sampled_from((0, 12.5, 10000)),
 })
 
 

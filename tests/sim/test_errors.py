@@ -133,9 +133,10 @@ def test_program_too_big_for_arch():
     ("matrix.rows=0", "matrix.rows must be an integer in [1, 255] (the k and n of mxu.mm hold 1-255), not 0"),
     ("matrix.dataflow=rs", "matrix.dataflow must be one of 'ws', 'os', 'is', not 'rs'"),
     ("spm.banks=6", "spm.banks must be an integer in [1, 1024] and a power of two, not 6"),
-    ("dram.bandwidth=-1", "dram.bandwidth must be a number in [0.001, 65536], not -1.0"),
-    ("dram.bandwith=8", "unknown Arch field 'dram.bandwith'; did you mean 'dram.bandwidth'?"),
-    ("dram.latency=fast", "dram.latency must be an integer, not 'fast'"),
+    ("dram.gb_per_s=-1", "dram.gb_per_s must be a number in [0.1, 1e+06] (at least 0.001 bytes per cycle at the "
+                         "fastest clock), not -1.0"),
+    ("dram.gb_per_sec=8", "unknown Arch field 'dram.gb_per_sec'; did you mean 'dram.gb_per_s'?"),
+    ("dram.latency_ns=fast", "dram.latency_ns must be a number, not 'fast'"),
     ("matrix.fold_overlap=maybe", "matrix.fold_overlap must be true or false, not 'maybe'"),
     ("spm.size=1000", "spm.size must be a multiple of banks * bank_width = 128, not 1000"),
     ("rows=4", "override must look like section.field=value, not 'rows=4'"),

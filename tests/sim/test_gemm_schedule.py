@@ -93,6 +93,6 @@ def test_gemm_1024_near_its_roofline(preset, ratio):
     # bench/compiler_quality.py; issue 3 asks for 10% (dc128 is not there yet)
     arch = load_arch(preset)
     res, _ = run_gemm(1024, 1024, 1024, DType.I8, arch, timing_only=True)
-    bound = max(1024**3 / arch.peak_macs_per_cycle, 1024 * 1024 * 6 / arch.dram.bandwidth)
+    bound = max(1024**3 / arch.peak_macs_per_cycle, 1024 * 1024 * 6 / float(arch.dram_timing.bytes_per_cycle))
     assert res.cycles <= ratio * bound, (search_tiling(1024, 1024, 1024, DType.I8, Target.of(arch), True),
                                          res.cycles / bound)

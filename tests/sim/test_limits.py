@@ -129,7 +129,7 @@ def test_cycles_that_would_overflow_are_refused_whatever_the_limits():
                             "host.call fn=f rd=9223372036854775807 wr=0 ops=9223372036854775807\nhalt\n")
     with pytest.raises(LimitError, match=r"^the program could run for up to \d{1,3}(,\d{3})+ cycles, more than the "
                                          r"simulator counts \(2\*\*62\); split its largest instructions$"):
-        simulate(program, EDGE.with_overrides(["host.ops_per_cycle=0.5"]), timing_only=True, limits=None)
+        simulate(program, EDGE.with_overrides(["host.gops=0.4"]), timing_only=True, limits=None)
 
 
 def test_layers_are_estimated_before_anything_is_built():

@@ -3,6 +3,7 @@ docs/timing.md), the row model against a burst-by-burst reference, and conflict-
 
 import math
 import random
+from fractions import Fraction
 
 import pytest
 
@@ -83,7 +84,7 @@ def test_lookahead_is_bounded_by_outstanding_requests():
     # edge16's sequential 4 KiB with a 200-cycle activation: burst 32 (page 1) is seen when burst 32 - 16 issues,
     # 16 * 8 = 128 cycles ahead: it adds 200 - 128 = 72. W = 512 + 200 + 72 = 784. With 8 outstanding I is
     # max(8, ceil(128 / 8)) = 16: W0 = 63 * 16 + 8 = 1016, lookahead 8 * 16 = 128 again: W = 1016 + 200 + 72
-    arch = EDGE.with_overrides(["dram.row_miss_latency=200"])
+    arch = EDGE.with_overrides(["dram.row_miss_ns=250"])   # 200 cycles at 0.8 GHz
     assert dram_window(CONTIGUOUS, (4096,), arch).cycles == 784
     assert dram_window(CONTIGUOUS, (4096,), arch.with_overrides(["dma.outstanding=8"])).cycles == 1288
 
@@ -125,35 +126,40 @@ def test_xor_swizzled_view_reads_the_swizzled_column(preset, block):
 
 # ---------------------------------------------------------------------------------------------------- row model
 def _reference(base, shape, strides, es, arch):
-    """Burst by burst, as docs/timing.md words it: (hits, misses, bandwidth-only window, row delay cycles)."""
+    """Burst by burst, as docs/timing.md words it, in exact fractions of a cycle from the Arch's physical units:
+    (hits, misses, bandwidth-only window, row delay cycles)."""
     burst, page, banks = arch.dma.burst_bytes, arch.dram.page_bytes, arch.dram.banks
-    out, miss_latency = arch.dma.outstanding, arch.dram.row_miss_latency
+    ghz, access = Fraction(repr(arch.clock.ghz)), arch.dram.access_bytes
+    per_byte = ghz / Fraction(repr(arch.dram.gb_per_s))                     # cycles per byte on the bus
+    latency = math.ceil(Fraction(repr(arch.dram.latency_ns)) * ghz)
+    out, miss_latency = arch.dma.outstanding, math.ceil(Fraction(repr(arch.dram.row_miss_ns)) * ghz)
     starts, run_bytes = _runs(base, tuple(zip(shape, strides)), es)
     bursts = []                                   # (page, bus cycles) of every burst, in issue order
     for s in starts.tolist():
         a = s - s % burst
         while a < s + run_bytes:
-            bursts.append((a // page, math.ceil((min(a + burst, s + run_bytes) - max(a, s)) / arch.dram.bandwidth)))
+            nbytes = min(a + burst, s + run_bytes) - max(a, s)
+            bursts.append((a // page, math.ceil(nbytes / access) * access * per_byte))   # whole accesses
             a += burst
     issue, t = [], 0
     for _, d in bursts:
         issue.append(t)
-        t += max(d, math.ceil((arch.dram.latency + d) / out))
-    open_row, last, hits, misses, delay = {}, {}, 0, 0, 0
-    for j, (row, _) in enumerate(bursts):
-        bank = row % banks
+        t += max(d, (latency + d) / out)
+    open_row, last, hits, misses, actual = {}, {}, 0, 0, []
+    for j, (row, _) in enumerate(bursts):        # a delayed burst delays every later one
+        bank, at = row % banks, actual[-1] + (issue[j] - issue[j - 1]) if j else 0
         if open_row.get(bank) == row:
             hits += 1
         else:
             misses += 1
             open_row[bank] = row
             if j == 0:
-                delay += miss_latency
+                at = miss_latency
             elif bank in last or j >= out:        # not seen at the start: activates when burst `seen` issues
-                seen = max(j - out, last.get(bank, -1))
-                delay += max(0, miss_latency - (issue[j] - issue[seen]))
+                at = max(at, actual[max(j - out, last.get(bank, -1))] + miss_latency)
         last[bank] = j
-    return hits, misses, issue[-1] + bursts[-1][1], delay
+        actual.append(at)
+    return hits, misses, issue[-1] + bursts[-1][1], actual[-1] - issue[-1]
 
 
 def test_row_model_matches_burst_by_burst_reference():
@@ -163,7 +169,9 @@ def test_row_model_matches_burst_by_burst_reference():
         page, banks = burst * rng.choice([1, 2, 8, 32]), rng.choice([1, 2, 4, 8, 16])
         arch = EDGE.with_overrides([f"dma.burst_bytes={burst}", f"dram.page_bytes={page}", f"dram.banks={banks}",
                                     f"dma.outstanding={rng.choice([1, 2, 4, 16])}",
-                                    f"dram.row_miss_latency={rng.choice([0, 29, 300])}"])
+                                    f"dram.row_miss_ns={rng.choice([0, 36.25, 300])}",
+                                    f"dram.gb_per_s={rng.choice([6.4, 5.0, 17.3, 0.9])}",
+                                    f"dram.access_bytes={rng.choice([8, 16, 32])}"])
         es = rng.choice([1, 2, 4])
         nd = rng.randint(1, 4)
         shape = tuple(rng.randint(1, 7) for _ in range(nd))
@@ -173,10 +181,10 @@ def test_row_model_matches_burst_by_burst_reference():
         view = View(Space.DRAM, base, DType.from_text({1: "i8", 2: "f16", 4: "i32"}[es]), strides, "A")
         w = dram_window(view, shape, arch)
         hits, misses, window, delay = _reference(base, shape, strides, es, arch)
-        assert (w.row_hits, w.row_misses, w.cycles) == (hits, misses, window + delay)
+        assert (w.row_hits, w.row_misses, w.cycles) == (hits, misses, math.ceil(window + delay))
         assert w.row_hits + w.row_misses == w.bursts
         bw = dram_window(view, shape, arch.with_overrides(["dram.model=bandwidth"]))
-        assert (bw.cycles, bw.bursts, bw.row_hits, bw.row_misses) == (window, w.bursts, 0, 0)
+        assert (bw.cycles, bw.bursts, bw.row_hits, bw.row_misses) == (math.ceil(window), w.bursts, 0, 0)
 
 
 def test_dram_to_dram_copy_pays_both_sides():
@@ -200,10 +208,9 @@ def test_dram_to_dram_copy_pays_both_sides():
     ("dram.banks=6", "dram.banks must be an integer in [1, 1024] and a power of two, not 6"),
     ("dram.page_bytes=1000", "dram.page_bytes must be an integer in [1, 2**20] and a power of two, not 1000"),
     ("dram.page_bytes=32", "dram.page_bytes (32) must be >= dma.burst_bytes (64) so that no burst spans two rows"),
-    ("dram.bandwidth=128", "dma.burst_bytes (64) must be >= dram.bandwidth (128 B/cycle): a burst holds the bus for "
-                           "at least one cycle, so smaller bursts could never reach the bandwidth; raise "
-                           "dma.burst_bytes with it"),
-    ("dram.row_miss_latency=-1", "dram.row_miss_latency must be an integer in [0, 1_000_000], not -1"),
+    ("dram.access_bytes=128", "dma.burst_bytes (64) must be a multiple of dram.access_bytes (128): a DMA request "
+                              "moves whole DRAM accesses; raise dma.burst_bytes or lower dram.access_bytes"),
+    ("dram.row_miss_ns=-1", "dram.row_miss_ns must be a number in [0, 1e+06] (a millisecond), not -1.0"),
     ("vector.special_interval=0", "vector.special_interval must be an integer in [1, 1_000_000], not 0"),
 ])
 def test_new_arch_fields_are_validated(override, message):

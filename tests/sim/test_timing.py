@@ -222,8 +222,8 @@ def test_double_buffering_overlap_by_predicted_amount():
 
 def test_compute_bound_pipeline_hides_loads():
     # make DRAM very fast so the mm dominates: concurrent = (la + lb) + 6 * m + store
-    arch = load_arch("mid32").with_overrides(["dram.bandwidth=4096", "dma.burst_bytes=4096", "dram.latency=1",
-                                              "dram.row_miss_latency=0", "dma.setup_latency=0"])
+    arch = load_arch("mid32").with_overrides(["dram.gb_per_s=4915.2", "dram.access_bytes=4096", "dma.burst_bytes=4096",
+                                              "dram.latency_ns=0.8", "dram.row_miss_ns=0", "dma.setup_latency=0"])
     p = gemm(arch, 256, 32, 6 * 32, tiling=GemmTiling(tm=256, tn=32, tk=32))
     costs = [instr_cost(i, arch) for i in p.instrs]
     la, lb, m, st = costs[0].cycles, costs[1].cycles, costs[2].cycles, costs[-2].cycles

@@ -200,7 +200,7 @@ def test_gemm_spans_follow_the_cost_model(gemm):
         if result.issue[pc] > result.popped[pc]:
             assert by_pc[pc]["semaphore"] == (result.popped[pc], result.issue[pc] - result.popped[pc])
         if isinstance(ins, DmaCopy) and "dram" in (ins.src.space.text, ins.dst.space.text):
-            assert by_pc[pc]["dram_latency"] == (end - arch.dram.latency, arch.dram.latency)
+            assert by_pc[pc]["dram_latency"] == (end - arch.dram_timing.latency, arch.dram_timing.latency)
         if wait:
             assert by_pc[pc]["dram_bandwidth"] == (start, wait)
 

@@ -15,7 +15,7 @@ arch = "mid32"
 output = "out"
 [grid]
 "matrix.rows,matrix.cols" = [8, 16]
-"dram.latency" = [50, 200]
+"dram.latency_ns" = [50, 200]
 [[workloads]]
 gemm = { M = 64, N = 96, K = 64 }
 [[workloads]]

@@ -109,7 +109,7 @@ def _stored(out: Path) -> int:
 @pytest.mark.slow
 def test_a_killed_or_interrupted_sweep_rerun_computes_only_the_missing_points(tmp_path, group):
     spec = tmp_path / "spec.toml"
-    spec.write_text('arch = "mid32"\n[grid]\n"dram.latency" = [20, 60, 100, 140, 180, 220]\n'
+    spec.write_text('arch = "mid32"\n[grid]\n"dram.latency_ns" = [20, 60, 100, 140, 180, 220]\n'
                     '"matrix.rows,matrix.cols" = [4, 8]\n[[workloads]]\ngemm = { M = 128, N = 128, K = 128 }\n')
     out = tmp_path / "out"
     cmd = ("-m", "npusim", "sweep", str(spec), "-o", str(out), "--workers", "1")

@@ -87,12 +87,13 @@ def test_a_point_whose_layer_runs_on_the_host_says_so():
 
 
 def test_an_arch_that_does_not_exist_is_an_error_row_not_a_failed_sweep():
-    # each value is fine alone; together the bandwidth exceeds what one burst can carry
-    df = sweep({"arch": "mid32", "grid": {"dram.bandwidth": [16, 128], "dma.burst_bytes": [64, 256]},
+    # each value is fine alone; together a burst is smaller than one DRAM access
+    df = sweep({"arch": "mid32", "grid": {"dram.access_bytes": [32, 128], "dma.burst_bytes": [64, 256]},
                 "workloads": [GEMM]}, scheduler="synchronous")
     bad = df[df["error"].notna()]
-    assert list(zip(bad["dram.bandwidth"], bad["dma.burst_bytes"])) == [(128.0, 64)]
-    assert bad["error"].iloc[0].startswith("ArchError: dma.burst_bytes (64) must be >= dram.bandwidth")
+    assert list(zip(bad["dram.access_bytes"], bad["dma.burst_bytes"])) == [(128, 64)]
+    assert bad["error"].iloc[0].startswith("ArchError: dma.burst_bytes (64) must be a multiple of dram.access_bytes "
+                                           "(128)")
     assert df["cycles"].notna().sum() == 3
 
 
@@ -146,7 +147,7 @@ def test_ctrl_c_keeps_what_finished(tmp_path, monkeypatch):
         return real(self, arch)
 
     monkeypatch.setattr(Gemm, "run", run)
-    spec = {"arch": "mid32", "grid": {"dram.latency": [50, 100, 150, 200]}, "workloads": [GEMM]}
+    spec = {"arch": "mid32", "grid": {"dram.latency_ns": [50, 100, 150, 200]}, "workloads": [GEMM]}
     with pytest.raises(KeyboardInterrupt):
         sweep(spec, out=tmp_path, scheduler="synchronous")
     assert len(ResultStore(tmp_path)) == 2 and not (tmp_path / "results.csv").exists()
@@ -156,13 +157,13 @@ def test_ctrl_c_keeps_what_finished(tmp_path, monkeypatch):
 
 def test_one_failing_point_never_stops_the_sweep(monkeypatch):
     def run(self, arch):
-        if arch.dram.latency == 100:
+        if arch.dram.latency_ns == 100:
             raise ZeroDivisionError("a bug")
         return real(self, arch)
 
     real = Gemm.run
     monkeypatch.setattr(Gemm, "run", run)
-    df = sweep({"arch": "mid32", "grid": {"dram.latency": [50, 100, 150]}, "workloads": [GEMM]},
+    df = sweep({"arch": "mid32", "grid": {"dram.latency_ns": [50, 100, 150]}, "workloads": [GEMM]},
                scheduler="synchronous")
     assert list(df["error"].fillna("")) == ["", "ZeroDivisionError: a bug", ""]
     assert df["cycles"].notna().sum() == 2
@@ -174,11 +175,11 @@ def _attributes(path: Path) -> set[str]:
 
 
 def test_the_compiler_never_reads_the_compile_free_fields():
-    # statically: no module of the compiler, nor the cost model it prices tilings with, reaches these sections or
-    # fields (clock.ghz, queues.depth are only reachable through .clock / .queues)
-    sources = [*sorted((ROOT / "compiler").rglob("*.py")), ROOT / "isa" / "cost.py"]
+    # statically: no module of the compiler, nor the cost model it prices tilings with, nor the unit conversions
+    # they read, reaches these sections or fields (queues.depth is only reachable through .queues)
+    sources = [*sorted((ROOT / "compiler").rglob("*.py")), ROOT / "isa" / "cost.py", ROOT / "isa" / "speeds.py"]
     names = set().union(*map(_attributes, sources))
-    reach = {"clock": "clock", "queues": "queues", "dma": "channels", "energy": "energy"}
+    reach = {"queues": "queues", "dma": "channels", "energy": "energy"}
     assert all(reach[sec] not in names for sec, _ in COMPILE_FREE_FIELDS), sorted(names & set(reach.values()))
     assert "to_dict" not in names and "to_toml" not in names
     # dynamically: other values of those fields give the same program
@@ -187,32 +188,31 @@ def test_the_compiler_never_reads_the_compile_free_fields():
 
     graph = load_model(resnet18(image=32, width=8, classes=10))
     base = load_arch("edge16")
-    other = base.with_overrides(["clock.ghz=3.5", "queues.depth=2", "dma.channels=1", "energy.table=45nm",
-                                 "energy.dram=hbm2"])
+    other = base.with_overrides(["queues.depth=2", "dma.channels=1", "energy.table=45nm", "energy.dram=hbm2"])
     assert (base.energy.table, base.energy.dram) != ("45nm", "hbm2")
-    assert compile_view(base) == compile_view(other) != compile_view(base.with_overrides(["dram.latency=7"]))
+    assert compile_view(base) == compile_view(other) != compile_view(base.with_overrides(["dram.latency_ns=7"]))
+    assert compile_view(base) != compile_view(base.with_overrides(["clock.ghz=3.5"]))   # the clock times DRAM
     a, b = compile_model(graph, base), compile_model(graph, other)
     assert a.program.instrs == b.program.instrs and a.program.sems == b.program.sems
 
 
 def test_points_that_differ_only_in_compile_free_fields_compile_once_per_worker():
     wl._compiled.cache_clear()
-    df = sweep({"arch": "mid32", "grid": {"clock.ghz": [0.5, 1.0, 2.0], "queues.depth": [4, 8]},
+    df = sweep({"arch": "mid32", "grid": {"dma.channels": [1, 2, 4], "queues.depth": [4, 8]},
                 "workloads": [TINY]}, scheduler="synchronous")
     info = wl._compiled.cache_info()
     assert (info.misses, info.hits) == (1, 5)   # one compile for the six points
-    # queues.depth changes the simulation, not the program; clock only the time
-    assert df["time_s"].to_numpy() * df["clock.ghz"].to_numpy() == pytest.approx(df["cycles"].to_numpy() * 1e-9)
-    arch = load_arch("mid32", ["clock.ghz=2.0", "queues.depth=4"])
+    # the channels and queue depth change the simulation, not the program
+    arch = load_arch("mid32", ["dma.channels=1", "queues.depth=4"])
     alone = run_model(resnet18(image=32, width=8, classes=10), arch, timing_only=True)[1]
-    assert df[(df["clock.ghz"] == 2.0) & (df["queues.depth"] == 4)]["cycles"].item() == alone.cycles
+    assert df[(df["dma.channels"] == 1) & (df["queues.depth"] == 4)]["cycles"].item() == alone.cycles
 
 
 def test_points_run_grouped_by_compile_so_a_small_cache_still_compiles_each_program_once():
     wl._compiled.cache_clear()
-    # clock.ghz varies slowest: in row order every program would be evicted (cache of 4) before its second use
+    # energy.table varies slowest: in row order every program would be evicted (cache of 4) before its second use
     sizes = [131072, 262144, 524288, 1048576, 2097152]
-    df = sweep({"arch": "mid32", "grid": {"clock.ghz": [1.0, 2.0], "spm.size": sizes},
+    df = sweep({"arch": "mid32", "grid": {"energy.table": ["7nm", "45nm"], "spm.size": sizes},
                 "workloads": [{"zoo": "bert_layer", "args": {"seq": 8, "hidden": 32, "heads": 2, "ffn": 64}}]},
                scheduler="synchronous")
     assert wl._compiled.cache_info().maxsize < len(sizes)

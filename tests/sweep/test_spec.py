@@ -17,30 +17,30 @@ GEMM = [{"gemm": {"M": 64, "N": 64, "K": 64}}]
 
 
 def test_grid_points_are_the_cartesian_product_with_joint_keys():
-    pts = grid_points({"matrix.rows,matrix.cols": [8, 16], "dram.bandwidth": [4.0, 8.0, 16.0]})
+    pts = grid_points({"matrix.rows,matrix.cols": [8, 16], "dram.gb_per_s": [4.0, 8.0, 16.0]})
     assert len(pts) == 6
-    assert pts[0] == ["matrix.rows=8", "matrix.cols=8", "dram.bandwidth=4.0"]
-    assert pts[-1] == ["matrix.rows=16", "matrix.cols=16", "dram.bandwidth=16.0"]
+    assert pts[0] == ["matrix.rows=8", "matrix.cols=8", "dram.gb_per_s=4.0"]
+    assert pts[-1] == ["matrix.rows=16", "matrix.cols=16", "dram.gb_per_s=16.0"]
 
 
 def test_grid_values_take_their_field_types_and_columns_show_the_value_in_effect():
-    spec = load_spec({"arch": {"base": "mid32", "set": ["dram.latency=120"]},
-                      "grid": {"dram.bandwidth": [8, 16], "matrix.dtypes": [["i8"], ["i8", "f32"]]},
+    spec = load_spec({"arch": {"base": "mid32", "set": ["dram.latency_ns=150"]},
+                      "grid": {"dram.gb_per_s": [8, 16], "matrix.dtypes": [["i8"], ["i8", "f32"]]},
                       "workloads": GEMM})
-    assert spec.base == load_arch("mid32", ["dram.latency=120"])
-    assert spec.points[0] == (("dram.bandwidth", 8.0), ("matrix.dtypes", ("i8",)))
+    assert spec.base == load_arch("mid32", ["dram.latency_ns=150"])
+    assert spec.points[0] == (("dram.gb_per_s", 8.0), ("matrix.dtypes", ("i8",)))
     assert isinstance(spec.points[0][0][1], float)
-    assert spec.overrides(spec.points[3]) == ["dram.bandwidth=16.0", "matrix.dtypes=i8,f32"]
-    assert spec.column_values(spec.points[3]) == {"dram.bandwidth": 16.0, "matrix.dtypes": "i8,f32"}
+    assert spec.overrides(spec.points[3]) == ["dram.gb_per_s=16.0", "matrix.dtypes=i8,f32"]
+    assert spec.column_values(spec.points[3]) == {"dram.gb_per_s": 16.0, "matrix.dtypes": "i8,f32"}
 
 
 def test_listed_points_fill_the_columns_they_do_not_set_from_the_base_arch():
-    spec = load_spec({"arch": "edge16", "points": [{"matrix.rows": 8}, {"dram.latency": 300, "matrix.rows": 32}],
+    spec = load_spec({"arch": "edge16", "points": [{"matrix.rows": 8}, {"dram.latency_ns": 300, "matrix.rows": 32}],
                       "workloads": GEMM})
-    assert spec.columns == ("matrix.rows", "dram.latency")
+    assert spec.columns == ("matrix.rows", "dram.latency_ns")
     base = load_arch("edge16")
-    assert spec.column_values(spec.points[0]) == {"matrix.rows": 8, "dram.latency": base.dram.latency}
-    assert spec.column_values(spec.points[1]) == {"matrix.rows": 32, "dram.latency": 300}
+    assert spec.column_values(spec.points[0]) == {"matrix.rows": 8, "dram.latency_ns": base.dram.latency_ns}
+    assert spec.column_values(spec.points[1]) == {"matrix.rows": 32, "dram.latency_ns": 300}
 
 
 def test_no_points_table_means_the_base_arch_alone():
@@ -50,8 +50,8 @@ def test_no_points_table_means_the_base_arch_alone():
 
 def test_random_sample_is_seeded_and_stays_in_its_space():
     table = {"samples": 40, "seed": 7, "matrix.rows,matrix.cols": [8, 16, 32],
-             "dram.bandwidth": {"low": 4.0, "high": 32.0, "log": True},
-             "spm.size": {"low": 65536, "high": 1048576, "step": 65536}, "dram.latency": {"low": 50, "high": 60}}
+             "dram.gb_per_s": {"low": 4.0, "high": 32.0, "log": True},
+             "spm.size": {"low": 65536, "high": 1048576, "step": 65536}, "dram.latency_ns": {"low": 50, "high": 60}}
     a = load_spec({"random": table, "workloads": GEMM})
     assert a.points == load_spec({"random": table, "workloads": GEMM}).points   # same seed, same points
     assert a.points != load_spec({"random": table | {"seed": 8}, "workloads": GEMM}).points
@@ -59,11 +59,14 @@ def test_random_sample_is_seeded_and_stays_in_its_space():
     for p in a.points:
         d = dict(p)
         assert d["matrix.rows"] == d["matrix.cols"] in (8, 16, 32)
-        assert 4.0 <= d["dram.bandwidth"] <= 32.0 and isinstance(d["dram.bandwidth"], float)
+        assert 4.0 <= d["dram.gb_per_s"] <= 32.0 and isinstance(d["dram.gb_per_s"], float)
         assert d["spm.size"] % 65536 == 0 and 65536 <= d["spm.size"] <= 1048576 and isinstance(d["spm.size"], int)
-        assert 50 <= d["dram.latency"] <= 60
+        assert 50 <= d["dram.latency_ns"] <= 60
+        # numbers of 3 significant digits, so that every drawn Arch converts GB/s to cycles exactly (isa.speeds)
+        assert all(float(f"{d[k]:.3g}") == d[k] for k in ("dram.gb_per_s", "dram.latency_ns"))
+        load_arch("mid32", [f"{k}={v}" for k, v in d.items()])
     assert len({dict(p)["matrix.rows"] for p in a.points}) == 3   # every choice drawn in 40 samples
-    assert min(dict(p)["dram.bandwidth"] for p in a.points) < 8 < max(dict(p)["dram.bandwidth"] for p in a.points)
+    assert min(dict(p)["dram.gb_per_s"] for p in a.points) < 8 < max(dict(p)["dram.gb_per_s"] for p in a.points)
 
 
 def test_workloads_of_every_kind(tmp_path):
@@ -112,8 +115,8 @@ BAD = [
     ({"workloads": GEMM, "grid": {"matrix.dataflow": ["ws", "xs"]}}, "matrix.dataflow must be one of"),
     ({"workloads": GEMM, "grid": {"a": [1]}, "points": [{}]}, "give one of grid, points or random"),
     ({"workloads": GEMM, "random": {"samples": 0, "matrix.rows": [8]}}, "random.samples must be an integer >= 1"),
-    ({"workloads": GEMM, "random": {"samples": 3, "dram.bandwidth": {"low": 8}}}, "must be a list of values or a"),
-    ({"workloads": GEMM, "random": {"samples": 3, "dram.bandwidth": {"low": 9.0, "high": 4.0}}}, "0 < low <= high"),
+    ({"workloads": GEMM, "random": {"samples": 3, "dram.gb_per_s": {"low": 8}}}, "must be a list of values or a"),
+    ({"workloads": GEMM, "random": {"samples": 3, "dram.gb_per_s": {"low": 9.0, "high": 4.0}}}, "0 < low <= high"),
     ({"workloads": GEMM, "arch": "edge17"}, "--arch must be a preset"),
     ({"workloads": GEMM, "arch": {"base": "mid32", "set": ["dma.chanels=2"]}}, "did you mean 'dma.channels'"),
     ({"workloads": []}, "workloads must be a non-empty list"),

@@ -3,11 +3,11 @@ overrides) and the workloads, read from TOML (``npusim sweep SPEC.toml``) or fro
 (``npusim.app.sweep.sweep({...})``). Every key and value is checked before anything runs (docs/sweep.md)::
 
     output = "r18-sweep"                       # results directory (relative to where you run it); -o overrides
-    arch = { base = "edge16", set = ["dram.latency=120"] }   # preset or TOML file, fixed overrides
+    arch = { base = "edge16", set = ["dram.latency_ns=150"] }   # preset or TOML file, fixed overrides
 
     [grid]                                     # or [[points]] tables, or [random]
     "matrix.rows,matrix.cols" = [16, 32]       # a joint key sets every field it names
-    "dram.bandwidth" = [8.0, 16.0]
+    "dram.gb_per_s" = [6.4, 12.8]
 
     [options]                                  # compiler options of ONNX and zoo workloads
     prefetch = true
@@ -183,9 +183,16 @@ def _listed(points: Any, base: Arch, where: str) -> list[Point]:
             for i, p in enumerate(points)]
 
 
+DRAWN_DIGITS = 3
+"""Significant digits of a randomly drawn number: the DRAM's bus time converts to core cycles exactly in ticks whose
+size comes from the digits of dram.gb_per_s and clock.ghz (:mod:`isa.speeds`), so a draw with 16 digits would be
+refused."""
+
+
 def _random(table: Any, base: Arch, where: str) -> list[Point]:
     """``samples`` points drawn with numpy's generator seeded by ``seed``: per key, one of a list of values, or a
-    number in ``{low, high}`` (uniform; ``log = true``: log-uniform; integer fields on the grid ``low + k * step``)."""
+    number in ``{low, high}`` (uniform; ``log = true``: log-uniform; integer fields on the grid ``low + k * step``,
+    numbers rounded to :data:`DRAWN_DIGITS` significant digits)."""
     if not isinstance(table, dict):
         raise SpecError(f"{where} must be a table with samples, seed and \"section.field\" = choices")
     samples, seed = table.get("samples"), table.get("seed", 0)
@@ -220,8 +227,8 @@ def _distribution(key: str, names: list[str], dist: Any, where: str):
 
     def draw(rng) -> Any:
         x = math.exp(rng.uniform(math.log(lo), math.log(hi))) if log else rng.uniform(lo, hi)
-        if kind is float:
-            return float(x)
+        if kind is float:   # (a few digits: GB/s and GHz convert to cycles exactly, isa.speeds)
+            return min(max(float(f"{x:.{DRAWN_DIGITS}g}"), lo), hi)
         k = min(round((x - lo) / step), int((hi - lo) // step))
         return int(lo + k * step)
     return draw

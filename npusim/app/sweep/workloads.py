@@ -20,10 +20,11 @@ from typing import Any
 from isa import DType, NpuSimError
 from isa.arch import Arch
 
-COMPILE_FREE_FIELDS = (("clock", "ghz"), ("queues", "depth"), ("dma", "channels"), ("energy", "table"),
-                       ("energy", "dram"))
+COMPILE_FREE_FIELDS = (("queues", "depth"), ("dma", "channels"), ("energy", "table"), ("energy", "dram"))
 """Arch fields the compiler never reads (nothing under compiler/ nor the ``isa.cost`` formulas it prices tilings
-with touches them; tests/sweep/test_run.py checks both by reading the source and by compiling with changed values):
+with, nor the unit conversions those read (:mod:`isa.speeds`), touches them; not ``clock.ghz``, which converts the
+DRAM's GB/s and ns to cycles; tests/sweep/test_run.py checks both by reading the source and by compiling with
+changed values):
 points that differ only in these, and in the Arch's name, compile to the same program, so a worker compiles once
 for all of them (:func:`compile_view`)."""
 
