@@ -278,3 +278,17 @@ def test_pareto_plots_draw_the_front(tmp_path):
 def test_the_spec_of_the_docs_example_loads():
     spec = load_spec(ROOT / "examples" / "sweep_resnet18.toml")
     assert len(spec.points) >= 4 and spec.workloads[0].name.startswith("resnet18")
+
+
+def test_rows_name_the_memory_limit_that_binds_each_point():
+    """The memory roof columns are the run report's: at 16 GB/s the bus binds mid32 (64 requests in flight carry
+    more), at 128 GB/s the requests in flight do, and the roof is then below the bus (issue 24, finding 1)."""
+    from npusim.sim.stats import memory_roof
+
+    df = sweep({"arch": "mid32", "grid": {"dram.gb_per_s": [16, 128]}, "workloads": [GEMM]}, scheduler="synchronous")
+    assert list(df["memory_bound_by"]) == ["dram.gb_per_s", "dma.outstanding"]
+    for _, row in df.iterrows():
+        roof = memory_roof(load_arch("mid32", [f"dram.gb_per_s={row['dram.gb_per_s']:g}"]))
+        assert row["memory_roof_gb_per_s"] == pytest.approx(roof["gb_per_s"])
+        assert row["memory_roof_gb_per_s"] <= row["dram.gb_per_s"]
+    assert df["memory_roof_gb_per_s"][1] < 128 and df["cycles"][1] < df["cycles"][0]

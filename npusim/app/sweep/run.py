@@ -41,6 +41,12 @@ METRICS: dict[str, Metric] = {
     "power_w": Metric(lambda r: r["energy"]["average_power_w"], "W", "energy / time at the Arch's clock"),
     "edp_js": Metric(lambda r: r["energy"]["edp_js"], "J·s", "energy x time"),
     "area_mm2": Metric(lambda r: r["area"]["total_mm2"], "mm²", "matrix + vector + SPM + ACC"),
+    "memory_roof_gb_per_s": Metric(lambda r: r["memory_roof"]["gb_per_s"], "GB/s",
+                                   "what a long stream of full DRAM bursts attains: the lower of the DRAM bus and the "
+                                   "DMA's requests in flight (docs/report.md)"),
+    "memory_bound_by": Metric(lambda r: r["memory_roof"]["binds"], "Arch field",
+                              "the field that binds the memory roof: dram.gb_per_s (the bus), dma.outstanding (the "
+                              "requests in flight) or both"),
     "host_ops": Metric(lambda r: len(r.get("host_ops", ())), "nodes",
                        "the workload's nodes that ran on the host CPU, e.g. a layer no tiling of this Arch fits (0: "
                        "all on the NPU); Pareto fronts leave such points out unless asked to mark them"),

@@ -172,6 +172,7 @@ class Topology:
                 "energy": {"total_pj": joules * 1e12, "per_inference_pj": joules * 1e12,
                            "average_power_w": joules / seconds if seconds else 0.0, "edp_js": joules * seconds},
                 "area": results[0].to_dict(instructions=False)["area"],
+                "memory_roof": results[0].to_dict(instructions=False)["memory_roof"],   # the Arch's, as every run's
                 "layers": [{"name": x.name, "cycles": r.cycles, "energy_pj": r.energy.total}
                            for x, r in zip(self.layers, results)]}
 
