@@ -264,7 +264,8 @@ def test_pareto_plots_draw_the_front(tmp_path):
     fig = Figure()
     drawn = plot_pareto(df, fig.add_subplot(1, 2, 1), "cycles", "dram_bytes")
     assert list(drawn.front.index) == [2, 1, 4]   # (2, 3) (5, 2) (6, 1); (9, 1) and (10, 3) are beaten
-    assert any("rows=16" in a.get_text() for a in drawn.artists[2:])
+    assert drawn.key == {1: "rows=32", 2: "rows=16", 3: "rows=16"}
+    assert drawn.artists[-1].get_title().get_text() == "1: rows=32\n2: rows=16\n3: rows=16"   # the legend's key
     ax3 = fig.add_subplot(1, 2, 2, projection="3d")
     d3 = plot_pareto_3d(df, ax3, "cycles", "dram_bytes", "matrix.rows")
     assert sorted(d3.front.index) == [0, 1, 2, 4]
@@ -292,3 +293,13 @@ def test_rows_name_the_memory_limit_that_binds_each_point():
         assert row["memory_roof_gb_per_s"] == pytest.approx(roof["gb_per_s"])
         assert row["memory_roof_gb_per_s"] <= row["dram.gb_per_s"]
     assert df["memory_roof_gb_per_s"][1] < 128 and df["cycles"][1] < df["cycles"][0]
+
+
+def test_pareto_axes_carry_one_si_unit_each_and_no_offset_text():
+    from npusim.app.sweep.pareto_plot import scaled_axis
+
+    assert scaled_axis("time_s", [3.5e-5, 2.0e-5]) == (pytest.approx(1e6), "time (µs)")
+    assert scaled_axis("energy_pj", [3.8e7, 4.6e7]) == (pytest.approx(1e-6), "energy (µJ)")   # 38 µJ
+    assert scaled_axis("power_w", [0.5]) == (pytest.approx(1e3), "power (mW)")
+    assert scaled_axis("area_mm2", [1.2]) == (1.0, "area_mm2 (mm²)")                     # no SI prefix for mm²
+    assert scaled_axis("cycles", [5e6]) == (1.0, "cycles (cycles)")

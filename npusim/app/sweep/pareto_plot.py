@@ -48,6 +48,28 @@ def axis_label(name: str) -> str:
     return f"{name} ({unit})" if unit else name
 
 
+SI_BASE = {"s": (1.0, "s"), "pJ": (1e-12, "J"), "W": (1.0, "W"), "J·s": (1.0, "J·s")}
+"""Metric units drawn with an SI prefix: the unit -> (factor to the base unit, the base unit)."""
+PREFIXES = {-15: "f", -12: "p", -9: "n", -6: "µ", -3: "m", 0: "", 3: "k", 6: "M", 9: "G"}
+
+
+def scaled_axis(name: str, values) -> tuple[float, str]:
+    """(factor, label) to draw column ``name``'s ``values`` in one SI-prefixed unit, e.g. ``time_s`` of 3.5e-5 s as
+    35 with the label ``time (µs)`` and ``energy_pj`` of 3.8e7 pJ as 38 with ``energy (µJ)``: no offset text such as
+    "1e-5" beside the axis. Columns without such a unit keep their values and :func:`axis_label`."""
+    import math
+
+    unit = column_unit(name)
+    if unit not in SI_BASE:
+        return 1.0, axis_label(name)
+    to_base, base = SI_BASE[unit]
+    top = max((abs(float(v)) * to_base for v in values), default=0.0)
+    exp = min(max(math.floor(math.log10(top) / 3) * 3, -15), 9) if top > 0 else 0
+    suffix = "_" + unit.lower().replace("·", "")
+    short = name[: -len(suffix)] if name.lower().endswith(suffix) else name
+    return to_base / 10.0 ** exp, f"{short} ({PREFIXES[exp]}{base})"
+
+
 def _sweep_rows(df, metrics: list[str], what: str, host: str):
     """``df``'s rows without an error and the front, after checking it is one workload's sweep table."""
     from npusim.report.plots import PlotError  # here: importing it loads matplotlib, which a sweep alone never needs
@@ -59,7 +81,23 @@ def _sweep_rows(df, metrics: list[str], what: str, host: str):
 
 
 def _point_label(row, columns: list[str]) -> str:
-    return " ".join(f"{c}={row[c]:g}" if isinstance(row[c], float) else f"{c}={row[c]}" for c in columns)
+    """``rows=64 cols=64 size=256 KiB gb_per_s=19.2``: each column by its field name (``section.field`` where two
+    sections share it), sizes in bytes in binary units."""
+    fields = [c.rpartition(".")[2] for c in columns]
+    parts = []
+    for c, f in zip(columns, fields):
+        v = row[c]
+        text = _bytes_text(int(v)) if column_unit(c) == "bytes" and float(v).is_integer() else \
+            f"{v:g}" if isinstance(v, float) else str(v)
+        parts.append(f"{f if fields.count(f) == 1 else c}={text}")
+    return " ".join(parts)
+
+
+def _bytes_text(n: int) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} B"
 
 
 def _override_columns(df, metrics: list[str]) -> list[str]:
@@ -81,27 +119,29 @@ def plot_pareto(df, ax: Axes, x: str, y: str, annotate: bool = True, host: str =
     ok, front = _sweep_rows(df, [x, y], "pareto", host)
     hosted = ok[host_assisted(ok)]
     plain = ok.drop(index=hosted.index)
-    artists = [ax.scatter(plain[x], plain[y], s=16, color="0.65", label=f"{len(plain)} points on the NPU alone"),
-               ax.plot(front[x], front[y], "o-", color="C3", markersize=5, drawstyle="steps-post",
+    (fx, xlabel), (fy, ylabel) = scaled_axis(x, ok[x]), scaled_axis(y, ok[y])
+    artists = [ax.scatter(plain[x] * fx, plain[y] * fy, s=16, color="0.65",
+                          label=f"{len(plain)} points on the NPU alone"),
+               ax.plot(front[x] * fx, front[y] * fy, "o-", color="C3", markersize=5, drawstyle="steps-post",
                        label=f"Pareto front ({len(front)})")[0]]
     if len(hosted):
-        artists.append(ax.scatter(hosted[x], hosted[y], s=30, label=_host_label(len(hosted), host), **HOST_STYLE))
+        artists.append(ax.scatter(hosted[x] * fx, hosted[y] * fy, s=30, label=_host_label(len(hosted), host),
+                                  **HOST_STYLE))
     key = {}
     if annotate:
         cols = _override_columns(df, [x, y])
         for i, (_, row) in enumerate(front.iterrows(), 1):
             key[i] = _point_label(row, cols)
-            artists.append(ax.annotate(str(i), (row[x], row[y]), fontsize=7, xytext=(3, 3) if i % 2 else (-3, -3),
-                                       textcoords="offset points", ha="left" if i % 2 else "right",
-                                       va="bottom" if i % 2 else "top", color="C3"))
-        if key:
-            text = "\n".join(f"{i}: {label}" for i, label in key.items())
-            artists.append(ax.text(1.02, 1.0, text, transform=ax.transAxes, fontsize=7, va="top", ha="left",
-                                   family="monospace"))
-    ax.set_xlabel(axis_label(x))
-    ax.set_ylabel(axis_label(y))
-    ax.ticklabel_format(style="sci", scilimits=(-3, 4), useMathText=True)   # no long decimals that run together
-    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(0, -0.16), frameon=False, ncols=1)
+            artists.append(ax.annotate(str(i), (row[x] * fx, row[y] * fy), fontsize=7, color="C3",
+                                       xytext=(3, 3) if i % 2 else (-3, -3), textcoords="offset points",
+                                       ha="left" if i % 2 else "right", va="bottom" if i % 2 else "top"))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    # below the axes, where constrained layout and a tight bbox make room: the legend, then the front's key
+    legend = ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(0, -0.14), frameon=False, ncols=1,
+                       title="\n".join(f"{i}: {label}" for i, label in key.items()) or None, alignment="left",
+                       title_fontproperties={"size": 7, "family": "monospace"})
+    artists.append(legend)
     ax.grid(alpha=0.25)
     return ParetoPlot(front, [x, y], artists, key)
 
@@ -117,14 +157,17 @@ def plot_pareto_3d(df, ax, x: str, y: str, z: str, host: str = "exclude") -> Par
     ok, front = _sweep_rows(df, [x, y, z], "3-D pareto", host)
     hosted = ok[host_assisted(ok)]
     rest = ok.drop(index=front.index.union(hosted.index))
-    artists = [ax.scatter(rest[x], rest[y], rest[z], s=12, color="0.65", label=f"{len(rest)} dominated points"),
-               ax.scatter(front[x], front[y], front[z], s=30, color="C3", edgecolors="k", linewidths=0.4,
+    (fx, xl), (fy, yl), (fz, zl) = (scaled_axis(c, ok[c]) for c in (x, y, z))
+
+    def at(rows):
+        return rows[x] * fx, rows[y] * fy, rows[z] * fz
+    artists = [ax.scatter(*at(rest), s=12, color="0.65", label=f"{len(rest)} dominated points"),
+               ax.scatter(*at(front), s=30, color="C3", edgecolors="k", linewidths=0.4,
                           label=f"Pareto front ({len(front)})")]
     if len(hosted):
-        artists.append(ax.scatter(hosted[x], hosted[y], hosted[z], s=30, label=_host_label(len(hosted), host),
-                                  **HOST_STYLE))
-    ax.set_xlabel(axis_label(x))
-    ax.set_ylabel(axis_label(y))
-    ax.set_zlabel(axis_label(z))
+        artists.append(ax.scatter(*at(hosted), s=30, label=_host_label(len(hosted), host), **HOST_STYLE))
+    ax.set_xlabel(xl)
+    ax.set_ylabel(yl)
+    ax.set_zlabel(zl)
     ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(0, -0.02), frameon=False)
     return ParetoPlot(front, [x, y, z], artists)
