@@ -312,6 +312,24 @@ def test_diff_puts_two_runs_side_by_side(model_file, tmp_path, capsys):
                     ("dma", "outstanding", ra["arch"]["dma"]["outstanding"], 4),
                     ("energy", "table", ra["arch"]["energy"]["table"], "45nm")]
     assert rows[:3] == [r for r in rows if r["section"] == "arch"] and text.splitlines()[1].startswith("arch")
+    # dma.outstanding changes the tiling search's prices, so B ran another program: diff says so (issue 24)
+
+
+def test_finding4_diff_warns_when_the_runs_ran_different_programs(model_file, tmp_path, capsys):
+    """Same program, other clock-free field (energy.table): no note; another tiling: a note naming both programs."""
+    a, b, c = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "c.json"
+    for path, extra in ((a, []), (b, ["--set", "energy.table=45nm"]), (c, ["--set", "spm.size=131072"])):
+        assert main(["run", str(model_file), "--arch", "edge16", "--timing-only", "--quiet", "--json", str(path),
+                     *extra]) == 0
+    ra, rb, rc = (json.loads(p.read_text()) for p in (a, b, c))
+    assert ra["program"] == rb["program"] and ra["program"]["instructions"] > 0
+    capsys.readouterr()
+    assert main(["diff", str(a), str(b)]) == 0 and capsys.readouterr().err == ""
+    assert ra["program"]["sha256"] != rc["program"]["sha256"]
+    assert main(["diff", str(a), str(c)]) == 0
+    err = capsys.readouterr().err
+    assert err.startswith("npusim: note: A and B ran different programs (sha256 " + ra["program"]["sha256"][:12])
+    assert f"{ra['program']['instructions']:,} vs {rc['program']['instructions']:,} instructions" in err
 
 
 def test_diff_and_plot_refuse_what_is_not_a_report(tmp_path, capsys):

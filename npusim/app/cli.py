@@ -201,7 +201,7 @@ def _read_report(path: str) -> dict:
 
 
 def cmd_diff(args) -> int:
-    from npusim.report.tables import check_report, diff_rows, format_diff, to_csv
+    from npusim.report.tables import check_report, diff_rows, format_diff, program_note, to_csv
 
     a, b = _read_report(args.a), _read_report(args.b)
     check_report(a, args.a)
@@ -210,6 +210,9 @@ def cmd_diff(args) -> int:
     if args.csv:
         Path(args.csv).write_text(to_csv(rows))
     print(format_diff(rows, Path(args.a).stem, Path(args.b).stem, all_layers=args.all_layers))
+    note = program_note(a, b)
+    if note:
+        print(f"npusim: {note}", file=sys.stderr)
     return 0
 
 

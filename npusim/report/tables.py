@@ -176,6 +176,18 @@ def _plain(v: Any) -> Any:
     return ",".join(map(str, v)) if isinstance(v, list | tuple) else v
 
 
+def program_note(a: dict, b: dict) -> str | None:
+    """A warning when reports ``a`` and ``b`` ran different programs (their ``program.sha256`` differ): then their
+    differences are the compiler's choices as well as the machine's. None when they ran the same program or a report
+    predates the fingerprint."""
+    pa, pb = a.get("program") or {}, b.get("program") or {}
+    if not pa.get("sha256") or not pb.get("sha256") or pa["sha256"] == pb["sha256"]:
+        return None
+    return (f"note: A and B ran different programs (sha256 {pa['sha256'][:12]} vs {pb['sha256'][:12]}, "
+            f"{pa.get('instructions', 0):,} vs {pb.get('instructions', 0):,} instructions): their differences "
+            f"include what the compiler chose for each Arch, not only what the hardware did")
+
+
 def format_diff(rows: list[dict[str, Any]], a_name: str, b_name: str, all_layers: bool = False) -> str:
     """A text table of :func:`diff_rows`: totals, units, then layers (only those whose cycles or energy changed,
     unless ``all_layers``), with ``B - A`` and ``B / A``."""
