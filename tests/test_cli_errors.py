@@ -242,7 +242,7 @@ def test_topology_that_is_not_utf8(capsys, tmp_path):
                                   "create it first"),
     ("{tmp}", "--json {tmp}: is a directory; give a file name"),
 ])
-def test_an_unwritable_output_is_refused_before_the_run(tmp_path, capsys, monkeypatch, value, message):
+def test_finding5_unwritable_output_is_refused_before_the_run(tmp_path, capsys, monkeypatch, value, message):
     """Issue 24: an unwritable --json path was found only after the whole run, losing its results."""
     from npusim.app import cli
 
@@ -254,7 +254,7 @@ def test_an_unwritable_output_is_refused_before_the_run(tmp_path, capsys, monkey
     assert cli.main(["gemm", "16", "16", "16", "--json", str(tmp_path / "ok.json")]) == 0 and len(ran) == 1
 
 
-def test_a_sweep_may_name_a_results_directory_it_will_create(tmp_path):
+def test_finding5_sweep_may_name_a_results_directory_it_will_create(tmp_path):
     """check_outputs lets the sweep's -o name missing directories (the sweep makes them); a file is refused."""
     from argparse import Namespace
 

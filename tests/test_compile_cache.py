@@ -136,7 +136,7 @@ def _entry_sizes(cache):
     return {p.stem: p.stat().st_size for p in cache.glob("*.pkl")}
 
 
-def test_the_cache_keeps_under_its_cap_evicting_the_least_recently_used(cache, monkeypatch):
+def test_finding5_cache_keeps_under_its_cap_evicting_the_least_recently_used(cache, monkeypatch):
     """An hour of sweeping filled 3.6 GB: each store now evicts least recently used entries until the cap holds, and a
     hit counts as a use."""
     import os
@@ -164,7 +164,7 @@ def test_an_entry_larger_than_the_cap_is_not_kept(cache, monkeypatch):
     assert report["compile_cache"] == "miss" and not list(cache.glob("*.pkl"))
 
 
-def test_cache_info_and_clear_from_the_command_line(cache, capsys):
+def test_finding5_cache_info_and_clear_from_the_command_line(cache, capsys):
     run_model(_model(), load_arch("edge16"))
     size = sum(_entry_sizes(cache).values())
     assert main(["cache", "info"]) == 0

@@ -286,7 +286,7 @@ def test_run_csv_has_one_row_per_layer_with_energy(model_file, tmp_path, capsys)
     assert layer_rows(report)[0]["cycles"] == int(rows[0]["cycles"])
 
 
-def test_diff_puts_two_runs_side_by_side(model_file, tmp_path, capsys):
+def test_finding4_diff_puts_two_runs_side_by_side_arch_differences_first(model_file, tmp_path, capsys):
     a, b, rows_csv = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "diff.csv"
     for path, extra in ((a, []), (b, ["--set", "energy.table=45nm", "--set", "dma.outstanding=4"])):
         assert main(["run", str(model_file), "--arch", "edge16", "--timing-only", "--quiet", "--json", str(path),

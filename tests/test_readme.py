@@ -15,7 +15,7 @@ BLOCKS = re.findall(r"```python\n(.*?)```", README, re.S)
 
 @pytest.mark.slow
 @pytest.mark.parametrize("block", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
-def test_python_blocks_run_as_scripts(block, tmp_path):
+def test_finding5_readme_python_blocks_run_as_scripts(block, tmp_path):
     """Each block, written to a file and run with ``python FILE`` from the checkout: a script, not an exec() in the
     test's process, so what only fails in a script (dask's worker processes re-importing ``__main__``) fails here."""
     script = tmp_path / "example.py"

@@ -4,7 +4,7 @@ described from its fields, so a report of a 256 KiB run never says "mid32, 1 MiB
 from isa.arch import Arch, load_arch
 
 
-def test_an_overridden_arch_is_named_and_described_for_what_it_is():
+def test_finding4_overridden_arch_is_named_and_described_for_what_it_is():
     arch = load_arch("mid32", ["spm.size=262144", "matrix.rows=64", "matrix.cols=64"])
     assert arch.name == "mid32+matrix.rows=64,matrix.cols=64,spm.size=262144"
     assert arch.description == ("64x64 NPU: 256 KiB SPM, 38.4 GB/s DRAM, 1.2 GHz "

@@ -79,3 +79,19 @@ def test_ctrl_c_says_what_is_kept(tmp_path, capsys, monkeypatch):
     assert err == ("npusim: interrupted; 3 finished points are stored in out: run the same command "
                    "again to compute only the rest\n")
     assert (tmp_path / "out").is_dir()
+
+
+def test_finding5_sweep_results_go_where_npusim_runs_not_next_to_the_spec(tmp_path, capsys, monkeypatch):
+    """`npusim sweep examples/x.toml` wrote into the source checkout beside the spec; results belong in the current
+    directory: the spec's `output` is relative to it, and without one it is `SPEC-sweep/` there."""
+    specs, work = tmp_path / "checkout" / "examples", tmp_path / "work"
+    specs.mkdir(parents=True)
+    work.mkdir()
+    (specs / "s.toml").write_text(SPEC)                                   # output = "out"
+    (specs / "bare.toml").write_text(SPEC.replace('output = "out"\n', ""))
+    monkeypatch.chdir(work)
+    for name in ("s.toml", "bare.toml"):
+        code, out, err = run(capsys, "sweep", str(specs / name), "--scheduler", "synchronous")
+        assert code == 0, err
+    assert (work / "out" / "results.csv").exists() and (work / "bare-sweep" / "results.csv").exists()
+    assert sorted(p.name for p in specs.iterdir()) == ["bare.toml", "s.toml"]   # nothing written beside the specs
