@@ -80,3 +80,15 @@ def test_array_blocks_halve_the_area_level_by_level_most_square_first():
     odd = Target.of(load_arch("mid32", ["matrix.rows=6", "matrix.cols=16"]))
     assert [[(b.rows, b.cols) for b in lv] for lv in odd.array_blocks()][:2] == [[(6, 8), (3, 16)],
                                                                                  [(6, 4), (3, 8), (2, 16)]]
+
+
+@pytest.mark.parametrize("argv", [["gemm", "512", "512", "512"], ["conv", "1", "8", "24", "300", "16", "7", "7",
+                                                                    "--pad", "3"]])
+def test_finding5_single_op_commands_refuse_no_tiling_in_the_one_rules_words(capsys, argv):
+    """``npusim gemm``/``conv`` with no tiling on any block of the array: one line, exit 1, the reason a model
+    compile gives its host op (what did not fit, what to raise)."""
+    code = main(argv + ["--dtype", "f32", "--arch", "edge16", "--set", "spm.size=256", "--timing-only"])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and "\n" not in err
+    assert err.startswith("npusim: error: no tiling fits the NPU: no ") and err.endswith("; raise spm.size or acc.size")
+    assert "fits 256 B of SPM and 65536 B of ACC" in err
