@@ -10,7 +10,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from compiler.errors import FALLBACK_HINT, CompileError, TilingError, UnsupportedDTypeError, UnsupportedOpError
+from compiler.errors import (
+    FALLBACK_HINT,
+    CompileError,
+    TilingError,
+    UnsupportedDTypeError,
+    UnsupportedOpError,
+    no_tiling,
+)
 from compiler.frontend.dtypes import from_storage, is_narrowed, to_storage
 from compiler.ir import Graph, Node
 from compiler.kernels.common.target import Target
@@ -177,7 +184,7 @@ def _lower_nodes(low: LoweringContext, host: dict[Node, str], half: Target | Non
         try:
             _lower(low, node, half)
         except (UnsupportedOpError, TilingError) as e:   # a case its lowering does not handle, or no tiling fits
-            why = e.reason if isinstance(e, UnsupportedOpError) else f"no tiling fits the NPU: {e}"
+            why = e.reason if isinstance(e, UnsupportedOpError) else no_tiling(e)
             if not fallback:
                 raise UnsupportedOpError(node.name, node.op, why + FALLBACK_HINT) from None
             low.restore(saved)

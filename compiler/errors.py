@@ -85,3 +85,10 @@ class ValueRangeError(CompileError):
 
 class TilingError(CompileError):
     """No tiling of an operator fits the scratchpad and accumulator of the target."""
+
+
+def no_tiling(e: TilingError) -> str:
+    """The one reason every op gives when no tiling of it fits (a convolution, a GEMM, a pooling, a transpose...):
+    what did not fit and what to raise. A model compile runs such a node on the host with it (or, without fallback,
+    refuses the node with it); a single-op command refuses with it."""
+    return f"no tiling fits the NPU: {e}; raise spm.size or acc.size"

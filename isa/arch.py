@@ -129,7 +129,7 @@ class _Section:
             f.metadata["check"](f"{self._name}.{f.name}", getattr(self, f.name))
 
 
-_PES = _int(hi=255, why="the k and n of mxu.mm hold 1-255")
+_PES = _int(hi=65535, why="the k and n of mxu.mm hold 1-65535")
 _CYCLES = _int(0, hi=LATENCY)
 _INTERVAL = _int(hi=LATENCY)
 _SRAM_SIZE = _int(hi=SRAM_MAX, why=SRAM_WHY)

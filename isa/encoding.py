@@ -10,13 +10,14 @@ bytes  field
 0      opcode (:class:`Opcode`)
 1      queue (:class:`Queue`, bits 0-3) and unit (bits 4-7: which of the queue's units runs it)
 2-3    flags: bit 0 ``.z``, bits 1-2 :class:`Reduce`, bit 3 src1 is the immediate, bits 4-7 VecBinary's fused
-       ``act`` (:class:`Act` value + 1; 0 = none)
+       ``act`` (:class:`Act` value + 1; 0 = none); MatMul: bits 8-15 are bits 8-15 of n
 4      ndim
-5      sub-op (:class:`BinOp` / :class:`Act`)
+5      sub-op (:class:`BinOp` / :class:`Act`); MatMul: bits 8-15 of k
 6-7    m
 8-15   4 sync slots u16: bit 15 signal (1) / wait (0), bits 14-8 count (0 = empty), bits 7-0 semaphore index
 16-25  extents u16[5]
-26, 27 k, n
+26, 27 k, n (MatMul: their bits 0-7; k and n are 16-bit, their high bytes in bytes 5 and 3, which are zero for
+       k, n <= 255, so programs of arrays up to 255 x 255 encode as they did before larger arrays were allowed)
 28-111 three operands of 28 B: u32 tag (space bits 0-1, region index bits 2-5, dtype code bits 6-9, present
        bit 31), u32 base, i32 strides[5]; MatMul keeps acc.row / a.row in stride slot 4 of acc / a;
        HostCall: u64 rd, u64 wr, u64 ops, 32-byte zero-padded function name, 28 zero bytes
@@ -201,7 +202,7 @@ def _encode(i: Instr, header: Program) -> bytes:
             ops = [_view(i.dst, header)]
             imm = _num(i.value, i.dst.dtype.is_float)
         case MatMul():
-            flags, m, k, n = int(i.zero), i.m, i.k, i.n
+            flags, sub, m, k, n = int(i.zero) | (i.n >> 8) << 8, i.k >> 8, i.m, i.k & 0xFF, i.n & 0xFF
             ops = [_view(i.acc, header, i.acc_row), _view(i.a, header, i.a_row), _view(i.b, header)]
         case VecBinary():
             act = 0 if i.act is None else i.act + 1
@@ -322,8 +323,8 @@ def _decode_viewed(f: _Fields, views: list[tuple[View | None, int]]) -> Instr:
             dst = _need(v0, "dst")
             return DmaFill(queue=f.queue, shape=shape, dst=dst, value=_unnum(imm, dst.dtype.is_float), **sync)
         case Opcode.MM:
-            return MatMul(shape=shape, m=f.m, k=f.k, n=f.n, acc=_need(v0, "acc"), acc_row=row0, a=_need(v1, "a"),
-                          a_row=row1, b=_need(v2, "b"), zero=zero, **sync)
+            return MatMul(shape=shape, m=f.m, k=f.sub << 8 | f.k, n=f.flags & 0xFF00 | f.n, acc=_need(v0, "acc"),
+                          acc_row=row0, a=_need(v1, "a"), a_row=row1, b=_need(v2, "b"), zero=zero, **sync)
         case Opcode.BIN:
             src0 = _need(v1, "src0")
             src1 = None if f.flags & 8 else _need(v2, "src1")

@@ -371,11 +371,9 @@ class MatMul(Instr):
         _check_view(self.acc, nd, "acc", (Space.ACC,))
         _check_view(self.a, nd, "a", (Space.SPM,))
         _check_view(self.b, nd, "b", (Space.SPM,))
-        if not 1 <= self.m <= MAX_EXTENT:
-            raise IsaError(f"m must be in [1, {MAX_EXTENT}], not {self.m}")
-        for name in ("k", "n"):
-            if not 1 <= getattr(self, name) <= 255:
-                raise IsaError(f"{name} must be in [1, 255], not {getattr(self, name)}")
+        for name in ("m", "k", "n"):
+            if not 1 <= getattr(self, name) <= MAX_EXTENT:
+                raise IsaError(f"{name} must be in [1, {MAX_EXTENT}], not {getattr(self, name)}")
         for name in ("acc_row", "a_row"):
             if not -(2**31) <= getattr(self, name) < 2**31:
                 raise IsaError(f"{name} must fit in a signed 32-bit integer")

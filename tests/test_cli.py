@@ -72,8 +72,8 @@ def test_deadlock_example_runs_without_inputs_and_fails_cleanly():
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--set", "matrix.rows=-1"], "npusim: error: matrix.rows must be an integer in [1, 255] (the k and n of mxu.mm "
-                                  "hold 1-255), not -1"),
+    (["--set", "matrix.rows=-1"], "npusim: error: matrix.rows must be an integer in [1, 2**16 - 1] (the k and n of "
+                                  "mxu.mm hold 1-65535), not -1"),
     (["--arch", "nope"], "npusim: error: --arch must be a preset (dc128, edge16, mid32) or a TOML file, not 'nope'"),
     (["--set", "dram.gb_per_sec=3"], "npusim: error: unknown Arch field 'dram.gb_per_sec'; did you mean "
                                      "'dram.gb_per_s'?"),

@@ -32,12 +32,20 @@ import numpy as np
 from compiler.errors import CompileError, TilingError, UnsupportedOpError
 from compiler.frontend.canonical import window_out
 from compiler.ir import Node
-from compiler.kernels.common.blocks import equal_blocks
+from compiler.kernels.common.blocks import equal_blocks, tile_extents
 from compiler.kernels.common.epilogue import NO_EPILOGUE, Epilogue, epilogue_ops, synced_epilogue
 from compiler.kernels.common.halo import padded_load
 from compiler.kernels.common.matmul_nest import MatMulNest, MatMulNests
 from compiler.kernels.common.pipeline import sem_op
-from compiler.kernels.common.search import Ranking, SearchRule, TilingSearch, loads_constants, tiling_price
+from compiler.kernels.common.search import (
+    PROGRAM_MAX,
+    Ranking,
+    SearchRule,
+    TilingSearch,
+    loads_constants,
+    on_array_blocks,
+    tiling_price,
+)
 from compiler.kernels.common.sink import EstimateSink, PriceMemo, ProgramSink, Sink
 from compiler.kernels.common.target import Target
 from compiler.kernels.gemm import ACC_TYPE
@@ -515,7 +523,8 @@ class ConvSearch(TilingSearch[ConvTiling]):
         """:func:`plan_floor` of candidate ``t``."""
         cs, dtype, target = self.cs, self.dtype, self.target
         return plan_floor(grouped(cs, t.gpack), t, self.plan(t), target.arch, dtype.size,
-                          (self.epilogue.out or ACC_TYPE[dtype]).size, self.epilogue, self.hidden_constants)
+                          (self.epilogue.out or ACC_TYPE[dtype]).size, self.epilogue, self.hidden_constants,
+                          (target.rows, target.cols))
 
     def floor_estimate(self, t: ConvTiling, bound: float | None) -> int:
         """:func:`conv_estimate` of candidate ``t`` with ``floor=True``."""
@@ -551,6 +560,20 @@ def search_conv_tiling(cs: ConvShape, dtype: DType, target: Target, epilogue: Ep
     and only a candidate whose bound can still beat the best so far is priced.
     """
     return ConvSearch(cs, dtype, target, epilogue or Epilogue(), hidden_constants, group_packing).choose()
+
+
+def conv_on_array(cs: ConvShape, dtype: DType, target: Target, epilogue: Epilogue | None = None,
+                  hidden_constants: bool = False, blocks: bool = True) -> tuple[Target, ConvTiling]:
+    """The target the program and :func:`pack_weights` are built for, and the tiling: :func:`search_conv_tiling`'s
+    on ``target`` or, when no tiling fits its whole array (and ``blocks``), on the block of the array that
+    :func:`~compiler.kernels.common.search.on_array_blocks` finds (smaller channel blocks and weight tiles, priced by
+    :func:`conv_estimate`). TilingError when not even a 1 x 1 block fits."""
+    def attempt(t: Target) -> tuple[Target, ConvTiling]:
+        return t, search_conv_tiling(cs, dtype, t, epilogue, hidden_constants)
+
+    def price(found: tuple[Target, ConvTiling]) -> int:
+        return conv_estimate(cs, dtype, found[0], found[1], epilogue, hidden_constants)
+    return on_array_blocks(target, attempt, price, blocks)
 
 
 def conv_candidates(cs: ConvShape, dtype: DType, target: Target, epilogue: Epilogue | None = None,
@@ -640,6 +663,8 @@ def _rank_tiling(out: list, gs: ConvShape, ctx: _RankTarget, g: tuple, toh: int,
         whole = packed or tcb >= cbs   # (the plan's x_all)
         x_slot = window if whole else tcb * row_block
         csteps = -(-cbs // tcb)
+        if 2 * tiles * nbg * csteps > PROGRAM_MAX:   # (conv_instructions)
+            continue
         chunks = groups * csteps
         resident = (single if whole else 1 if im2col else 2) * x_slot + 2 * p_slot + chunks * tcb * block <= spm
         mm = tiles * nbg * csteps * (nb * taps * tcb * max(s, mr) + 2 * mr + mc)
@@ -656,7 +681,7 @@ def _rank_tiling(out: list, gs: ConvShape, ctx: _RankTarget, g: tuple, toh: int,
 
 
 def plan_floor(cs: ConvShape, t: ConvTiling, p: ConvPlan, arch: Arch, es: int, eo: int, epilogue: Epilogue,
-                hidden_constants: bool = False) -> float:
+                hidden_constants: bool = False, block: tuple[int, int] | None = None) -> float:
     """A lower bound of a tiling's price (cycles) from its plan alone (``cs`` grouped by ``t.gpack``): the stores,
     the weight loads and the residual's loads each take a DMA's setup and latency, the first row activation and
     their bytes over the bandwidth (:func:`isa.cost.dram_floor`: the bus window is at least that), every input
@@ -668,13 +693,15 @@ def plan_floor(cs: ConvShape, t: ConvTiling, p: ConvPlan, arch: Arch, es: int, e
     and program_estimate adds its head (the loads before the first matrix instruction: the first tile's input window
     and residual's tile and, unless ``hidden_constants``, the bias, the scale and the first weight chunk) and its
     tail (the last tile's last store and, if the epilogue uses the vector unit, at least one vector instruction over
-    that store's tile). ``es``, ``eo``: operand and output element bytes."""
+    that store's tile). ``es``, ``eo``: operand and output element bytes; ``block``: the rows x cols of the array
+    the plan's weight tiles take (:meth:`~compiler.kernels.common.target.Target.with_array`; None: all of it)."""
     dt, dma, v, residual = arch.dram_timing, arch.dma, arch.vector, epilogue.residual
+    rows, cols = block or (arch.matrix.rows, arch.matrix.cols)
     act, bw = dt.row_miss if arch.dram.model == "rowbuffer" else 0, float(dt.bytes_per_cycle)
     tiles = cs.N * cs.groups * -(-cs.OH // t.toh) * -(-cs.OW // t.tow)
     nbg, csteps = -(-p.nbs // p.tnb), -(-p.cbs // p.tcb)
     out, stores = cs.N * cs.OH * cs.OW * cs.K, tiles * nbg
-    weights = cs.groups * p.nbs * p.taps * p.cbs * arch.matrix.rows * arch.matrix.cols * es   # every block once
+    weights = cs.groups * p.nbs * p.taps * p.cbs * rows * cols * es   # every block once
     w_bytes, w_loads = (weights, p.chunks) if p.resident else (weights * (tiles // cs.groups), tiles * nbg * csteps)
     r_bytes, r_loads = (out * 4, stores) if residual else (0, 0)
     x_bytes = cs.N * cs.groups * _window_reads(cs, t.toh, t.tow) * cs.Cg * es * (1 if p.x_all else nbg)
@@ -685,7 +712,6 @@ def plan_floor(cs: ConvShape, t: ConvTiling, p: ConvPlan, arch: Arch, es: int, e
     bus = (out * eo + w_bytes + r_bytes + x_bytes) / bw + (stores + w_loads + r_loads) * act
     mm = _mxu_floor(cs, t, p, arch) if arch.matrix.dataflow == "ws" else 0
     # the head and the tail: DMAs of the first and the last tile (each one copy, isa.cost.dma_floor)
-    rows, cols = arch.matrix.rows, arch.matrix.cols
     toh, tow = min(t.toh, cs.OH), min(t.tow, cs.OW)
     ng = min(p.tnb * cols, cs.Kg)   # (the first output-channel group)
     x_first = _window_reads(cs, toh, tow, True) * (cs.Cg if p.x_all else min(cs.Cg, p.tcb * rows)) * es
@@ -1027,6 +1053,9 @@ def _check_layout(cs: ConvShape, t: ConvTiling, p: ConvPlan, bias_bytes: int, ta
     if p.spm + bias_bytes > target.spm or t.acc_bufs * p.acc_tile > target.acc or t.acc_bufs not in (1, 2):
         raise TilingError(f"tiling {t} needs {p.spm + bias_bytes} B of SPM and {t.acc_bufs * p.acc_tile} B of ACC "
                           f"(1 or 2 accumulator tiles)")
+    steps = cs.N * cs.groups * -(-cs.OH // t.toh) * -(-cs.OW // t.tow) * -(-p.nbs // p.tnb) * -(-p.cbs // p.tcb)
+    if 2 * steps > PROGRAM_MAX:
+        raise TilingError(f"tiling {t} of {cs} takes {steps:,} steps, more than {PROGRAM_MAX // 2:,}")
     if not pack_allowed(cs, t.pack, t.tow, target.cols, t.im2col):
         raise TilingError(f"tiling {t} cannot pack {t.pack} pixels per array row of {cs}: that needs one group, "
                           f"pack * K <= {target.cols} columns, stride 1 (or a subsampled 1x1, or im2col) and tile "
@@ -1244,12 +1273,13 @@ class ConvEmitter:
         """The step's weight chunk load (a template per shape and SPM slot, moved to the chunk's DRAM offset)."""
         L = self.L
         dtype, p, es = L.dtype, L.p, L.dtype.size
-        strides = (L.chunk, p.cbs * L.tile, L.tile, es)
+        tile, inner = tile_extents(L.target.rows, L.target.cols, es)
+        strides = (L.chunk, p.cbs * L.tile, L.tile, *inner)
         template = self._w_loads.get((grp.nbn, st.ncb, w_base))
         if template is None:
             template = self._w_loads[grp.nbn, st.ncb, w_base] = DmaCopy(
-                queue=Queue.DMA_LD, shape=(grp.nbn, p.taps, st.ncb, L.target.rows * L.target.cols),
-                dst=View(Space.SPM, w_base, dtype, (L.nb_stride, p.tcb * L.tile, L.tile, es)),
+                queue=Queue.DMA_LD, shape=(grp.nbn, p.taps, st.ncb, *tile),
+                dst=View(Space.SPM, w_base, dtype, (L.nb_stride, p.tcb * L.tile, L.tile, *inner)),
                 src=View(Space.DRAM, 0, dtype, strides, "Wt"),
                 waits=() if p.resident else (sem_op("w_empty"),), signals=(sem_op("w_full"),))
         return [template.resynced(template.waits, template.signals, src=View(

@@ -38,12 +38,20 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 
 from compiler.errors import CompileError, TilingError
-from compiler.kernels.common.blocks import equal_blocks
+from compiler.kernels.common.blocks import equal_blocks, tile_extents
 from compiler.kernels.common.epilogue import NO_EPILOGUE, Epilogue, epilogue_ops, synced_epilogue
 from compiler.kernels.common.halo import padded_load
 from compiler.kernels.common.matmul_nest import MatMulNest, MatMulNests
 from compiler.kernels.common.pipeline import sem_op
-from compiler.kernels.common.search import Ranking, SearchRule, TilingSearch, loads_constants, tiling_price
+from compiler.kernels.common.search import (
+    PROGRAM_MAX,
+    Ranking,
+    SearchRule,
+    TilingSearch,
+    loads_constants,
+    on_array_blocks,
+    tiling_price,
+)
 from compiler.kernels.common.sink import EstimateSink, PriceMemo, ProgramSink, Sink
 from compiler.kernels.common.target import Target
 from compiler.kernels.conv2d import (
@@ -427,6 +435,13 @@ def _loads(p: ConvPlan, t: TransposeTiling, tiles: int) -> tuple[int, int]:
     return x_loads, p.chunks if once else tiles * nbg * csteps
 
 
+def _steps_of(ct: ConvTransposeShape, ph: AxisPlan, pw: AxisPlan, t: TransposeTiling, p: ConvPlan) -> int:
+    """Steps (a weight chunk's matrix work over one tile's channel group each) of tiling ``t`` with plan ``p``."""
+    gs = ct.grouped(t.gpack)
+    return gs.N * gs.groups * -(-ph.coarse // t.toh) * -(-pw.coarse // t.tow) * -(-p.nbs // p.tnb) * \
+        -(-p.cbs // p.tcb)
+
+
 def _rough_cycles(ct: ConvTransposeShape, ph: AxisPlan, pw: AxisPlan, t: TransposeTiling, p: ConvPlan,
                   arch: Arch) -> float:
     """A quick estimate (cycles) ranking tilings before the exact pricing: the busiest of the matrix unit (each
@@ -498,7 +513,9 @@ class TransposeSearch(TilingSearch[TransposeTiling]):
                     tcb = _fit_tcb(ct, ph, pw, t, es, target, spm)
                     if tcb:
                         t = replace(t, tcb=tcb)
-                        ranking.offer(_rough_cycles(ct, ph, pw, t, _plan(ct, ph, pw, t, es, r, c, spm), arch), t, bufs)
+                        plan = _plan(ct, ph, pw, t, es, r, c, spm)
+                        if 2 * _steps_of(ct, ph, pw, t, plan) <= PROGRAM_MAX:
+                            ranking.offer(_rough_cycles(ct, ph, pw, t, plan, arch), t, bufs)
         if not ranking:
             raise refused or TilingError(f"no tiling of the transposed convolution {ct} fits {spm} B of SPM")
 
@@ -522,6 +539,21 @@ def search_conv_transpose_tiling(ct: ConvTransposeShape, dtype: DType, target: T
     :func:`isa.cost.program_estimate`; ``hidden_constants``: not counting the leading constant loads, which
     cross-layer prefetch hides); the least price wins, ties to the better-ranked."""
     return TransposeSearch(ct, dtype, target, epilogue or Epilogue(), mode, per_phase_bias, hidden_constants).choose()
+
+
+def conv_transpose_on_array(ct: ConvTransposeShape, dtype: DType, target: Target, epilogue: Epilogue | None = None,
+                            mode: str = "split", per_phase_bias: bool = False, hidden_constants: bool = False,
+                            blocks: bool = True) -> tuple[Target, TransposeTiling]:
+    """The target the program and :func:`pack_transposed_weights` are built for, and the tiling:
+    :func:`search_conv_transpose_tiling`'s on ``target`` or, when no tiling fits its whole array (and ``blocks``), on
+    the block of the array that :func:`~compiler.kernels.common.search.on_array_blocks` finds (priced by
+    :func:`transpose_estimate`). TilingError when not even a 1 x 1 block fits."""
+    def attempt(t: Target) -> tuple[Target, TransposeTiling]:
+        return t, search_conv_transpose_tiling(ct, dtype, t, epilogue, mode, per_phase_bias, hidden_constants)
+
+    def price(found: tuple[Target, TransposeTiling]) -> int:
+        return transpose_estimate(ct, dtype, found[0], found[1], epilogue, mode, per_phase_bias, hidden_constants)
+    return on_array_blocks(target, attempt, price, blocks)
 
 
 # -------------------------------------------------------------------------------------------- the program
@@ -795,12 +827,13 @@ class TransposeEmitter:
         """The step's weight chunk load."""
         L = self.L
         p, dtype, es, tile = L.p, L.dtype, L.dtype.size, L.tile
+        extents, inner = tile_extents(L.target.rows, L.target.cols, es)
         sink.extend([DmaCopy(
-            queue=Queue.DMA_LD, shape=(pl.nbn, p.taps, pl.ncb, L.target.rows * L.target.cols),
+            queue=Queue.DMA_LD, shape=(pl.nbn, p.taps, pl.ncb, *extents),
             dst=View(Space.SPM, L.w_base0 + (pl.cid if p.resident else rings.ws % 2) * p.w_chunk, dtype,
-                     (L.nb_stride, p.tcb * tile, tile, es)),
+                     (L.nb_stride, p.tcb * tile, tile, *inner)),
             src=View(Space.DRAM, (s.g * p.nbs + s.nb0) * L.chunk + s.cb0 * tile, dtype,
-                     (L.chunk, p.cbs * tile, tile, es), "Wt"),
+                     (L.chunk, p.cbs * tile, tile, *inner), "Wt"),
             waits=() if p.resident else (sem_op("w_empty"),), signals=(sem_op("w_full"),))])
         rings.loaded.add(pl.cid)
         rings.ws += 1

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from compiler.errors import CompileError
+from compiler.errors import CompileError, TilingError
 from compiler.kernels.common.pipeline import RingPipeline, vector_config
 from compiler.kernels.common.target import Target
 from compiler.kernels.vector.strides import collapse, row_major
@@ -216,7 +216,7 @@ def permute(in_shape: tuple[int, ...], perm: tuple[int, ...], dtype: DType, targ
         if lay is not None:
             break
         if limit == 1:
-            raise CompileError(f"transpose of {in_shape}: one element per tile does not fit {target.spm} bytes of SPM")
+            raise TilingError(f"transpose of {in_shape}: one element per tile does not fit {target.spm} bytes of SPM")
         limit //= 2
     pipe = RingPipeline()
     for first, t in tr.tiles(ext):

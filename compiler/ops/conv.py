@@ -9,20 +9,24 @@ taps that read only padding at every output (a dilation wider than the map) are 
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 
-from compiler.errors import CompileError, UnsupportedOpError
+from compiler.errors import CompileError, TilingError, UnsupportedOpError
 from compiler.frontend.canonical import CanonContext, window_attrs
 from compiler.ir import Graph, Node
-from compiler.kernels.conv2d import ConvShape, conv2d, conv_shape, live_taps, pack_weights, search_conv_tiling
+from compiler.kernels.common.search import on_array_blocks
+from compiler.kernels.common.target import Target
+from compiler.kernels.conv2d import ConvShape, conv2d, conv_on_array, conv_shape, live_taps, pack_weights
 from compiler.kernels.depthwise import depthwise2d, is_depthwise, pack_depthwise
 from compiler.kernels.gemm import tiled_gemm
 from compiler.kernels.patchify import dma_estimate, is_patchify, pack_b_loads, patch_gemm, patch_matrix, patch_weights
 from compiler.ops.context import LoweringContext
 from compiler.ops.spec import Canonical, Check, OpSpec
 from compiler.ops.steps import activation_step, bias_step, fused_epilogue
-from isa import DType
+from isa import DType, Program
+from isa.cost import program_estimate
 
 F32 = DType.F32
 
@@ -53,7 +57,7 @@ def lower_conv(low: LoweringContext, n: Node) -> None:
     else:   # bias and activation fused: applied to each accumulator tile before the store
         residual = bool(a.get("residual"))   # fuse_residual: the Add's other operand starts the accumulators
         ep = fused_epilogue(n, has_bias)
-        tiling = search_conv_tiling(cs, F32, target, ep, hidden_constants=low.prefetched)
+        target, tiling = conv_on_array(cs, F32, target, ep, low.prefetched, blocks=not low.prefetched)
         prog = conv2d(cs, F32, target, tiling, ep)
         packing = (n.inputs[1], cs, target.rows, target.cols, tiling.im2col, tiling.pack, tiling.gpack)
         wt = low.packed.get(packing)
@@ -80,7 +84,9 @@ def lower_patchify(low: LoweringContext, n: Node, *, fuse: bool | None = None, f
     :func:`compiler.kernels.patchify.patch_gemm` (one segment ``<name>``) and
     :func:`compiler.kernels.patchify.patch_matrix` (segment ``<name>.im2col``) +
     :func:`compiler.kernels.gemm.tiled_gemm` (``<name>``). ``fold_bias``: the bias rides in the GEMM as a ones column of
-    P and a last row of B; otherwise it is a vector add segment ``<name>.bias`` as for other convolutions."""
+    P and a last row of B; otherwise it is a vector add segment ``<name>.bias`` as for other convolutions. When
+    neither fits the whole array, both are built for the block of it that
+    :func:`compiler.kernels.common.search.on_array_blocks` finds."""
     a = n.attrs
     x = low.want(n.inputs[0], "nhwc")
     w = low.data(n.inputs[1]).astype(np.float32)
@@ -90,32 +96,54 @@ def lower_patchify(low: LoweringContext, n: Node, *, fuse: bool | None = None, f
     bias = low.data(n.inputs[2]).astype(np.float32) if len(n.present_inputs) > 2 else None
     ones = bias is not None and fold_bias
     M, kp = N * cs.OH * cs.OW, R * S * C + ones
-    target = low.target
     b = patch_weights(w)
     b = np.concatenate([b, bias[None, :]]) if ones else b
-    fused = None
+    way = on_array_blocks(low.target, lambda t: _patch_way(cs, t, b, ones, fuse),
+                          lambda w: sum(program_estimate(p, low.target.arch) for p in (w.im2col, w.gemm) if p))
+    if way.im2col is not None:
+        p = low.alloc((M, kp), "rm")
+        low.emit(n, way.im2col, {"X": ("ACT", x.offset), "P": ("ACT", p.offset)}, suffix=".im2col")
+        a_loc = {"A": ("ACT", p.offset)}
+    else:
+        a_loc = {"X": ("ACT", x.offset)}
+    y = low.alloc((N, K, cs.OH, cs.OW), "nhwc")
+    low.emit(n, way.gemm, {**a_loc, "B": ("W", low.const(way.b)), "C": ("ACT", y.offset)}, M * K * kp)
+    if bias is not None and not ones:
+        y = bias_step(low, n, y, bias)
+    if a.get("activation"):   # set by compiler.passes.fuse
+        y = activation_step(low, n, y, a["activation"])
+    low.bind[n.outputs[0]] = y
+
+
+class PatchWay(NamedTuple):
+    """How a patch embedding runs: the im2col program (None when the GEMM gathers its patches itself), the GEMM and
+    the B image its loads read."""
+
+    im2col: Program | None
+    gemm: Program
+    b: np.ndarray
+
+
+def _patch_way(cs: ConvShape, target: Target, b: np.ndarray, ones: bool, fuse: bool | None) -> PatchWay:
+    """:func:`lower_patchify`'s choice on ``target`` (see there); TilingError when neither way fits it."""
+    M, kp = cs.N * cs.OH * cs.OW, b.shape[0]
+    fused = split = None
     if fuse is not False:
         try:
             fused = pack_b_loads(patch_gemm(cs, F32, target, ones=ones), b)
         except CompileError:
             if fuse:
                 raise
-    split = (patch_matrix(cs, F32, target, ones=ones), *pack_b_loads(tiled_gemm(M, K, kp, F32, target), b)) \
-        if fuse is not True else None
+    if fuse is not True:
+        try:
+            split = (patch_matrix(cs, F32, target, ones=ones), *pack_b_loads(tiled_gemm(M, cs.K, kp, F32, target), b))
+        except TilingError:
+            if fused is None:
+                raise
     if fused is None or split is not None and dma_estimate(list(split[:2]), target.arch) < \
             dma_estimate([fused[0]], target.arch):
-        p = low.alloc((M, kp), "rm")
-        low.emit(n, split[0], {"X": ("ACT", x.offset), "P": ("ACT", p.offset)}, suffix=".im2col")
-        prog, packed, a_loc = split[1], split[2], {"A": ("ACT", p.offset)}
-    else:
-        (prog, packed), a_loc = fused, {"X": ("ACT", x.offset)}
-    y = low.alloc((N, K, cs.OH, cs.OW), "nhwc")
-    low.emit(n, prog, {**a_loc, "B": ("W", low.const(packed)), "C": ("ACT", y.offset)}, M * K * kp)
-    if bias is not None and not ones:
-        y = bias_step(low, n, y, bias)
-    if a.get("activation"):   # set by compiler.passes.fuse
-        y = activation_step(low, n, y, a["activation"])
-    low.bind[n.outputs[0]] = y
+        return PatchWay(*split)
+    return PatchWay(None, *fused)
 
 
 def conv_canonical(w_index: int) -> Canonical:

@@ -17,15 +17,15 @@ import numpy as np
 from compiler.errors import CompileError, UnsupportedOpError
 from compiler.frontend.canonical import CanonContext
 from compiler.ir import Graph, Node
-from compiler.kernels.conv2d import Epilogue, conv2d, pack_weights, search_conv_tiling
+from compiler.kernels.conv2d import Epilogue, conv2d, conv_on_array, pack_weights
 from compiler.kernels.conv_transpose2d import (
     MODES,
     ConvTransposeShape,
     conv_transpose2d,
+    conv_transpose_on_array,
     pack_transposed_weights,
     phase_bias,
     phase_tap_sums,
-    search_conv_transpose_tiling,
     swell_input,
     swell_shape,
     swell_weights,
@@ -142,13 +142,14 @@ def lower_conv_transpose(low: LoweringContext, n: Node) -> None:
         xs = low.alloc((cs.N, cs.C, cs.H, cs.W), "nhwc")
         low.emit(n, swell_input(ct, F32, target), {"X": ("ACT", x.offset), "Xs": ("ACT", xs.offset)},
                  suffix=".swell")
-        tiling = search_conv_tiling(cs, F32, target, ep, hidden_constants=low.prefetched)
+        target, tiling = conv_on_array(cs, F32, target, ep, low.prefetched, blocks=not low.prefetched)
         wt = pack_weights(swell_weights(w, ct), cs, target.rows, target.cols, tiling.im2col, tiling.pack,
                           tiling.gpack)
         bind = {"X": ("ACT", xs.offset), "Wt": ("W", low.const(wt)), "Y": ("ACT", y.offset)}
         prog = conv2d(cs, F32, target, tiling, ep)
     else:
-        tiling = search_conv_transpose_tiling(ct, F32, target, ep, mode, hidden_constants=low.prefetched)
+        target, tiling = conv_transpose_on_array(ct, F32, target, ep, mode, hidden_constants=low.prefetched,
+                                                 blocks=not low.prefetched)
         prog = conv_transpose2d(ct, F32, target, tiling, ep, mode=mode)
         wt = pack_transposed_weights(w, ct, target.rows, target.cols, mode, tiling.gpack)
         bind = {"X": ("ACT", x.offset), "Wt": ("W", low.const(wt)), "Y": ("ACT", y.offset)}
@@ -175,8 +176,8 @@ def _lower_quantized(low: LoweringContext, n: Node) -> None:
     w_scale = np.resize(np.asarray(q["w_scale"], np.float32), ct.K)   # per output channel of a group, every group
     ep = Epilogue(bias=True, out=yd, zp=q["y_zp"])
     target = low.target
-    tiling = search_conv_transpose_tiling(ct, xd, target, ep, per_phase_bias=per_phase,
-                                          hidden_constants=low.prefetched)
+    target, tiling = conv_transpose_on_array(ct, xd, target, ep, per_phase_bias=per_phase,
+                                             hidden_constants=low.prefetched, blocks=not low.prefetched)
     prog = conv_transpose2d(ct, xd, target, tiling, ep, pad_value=q["x_zp"], per_phase_bias=per_phase)
     y = low.alloc(out_shape(ct, len(x.shape)), "nhwc", yd)
     low.emit(n, prog, {"X": ("ACT", x.offset),

@@ -13,7 +13,7 @@ from compiler.errors import TilingError
 from compiler.frontend.canonical import CanonContext
 from compiler.ir import Graph, Node
 from compiler.kernels.common.epilogue import NO_EPILOGUE, Epilogue
-from compiler.kernels.gemm import pack_b, search_tiling, tiled_gemm
+from compiler.kernels.gemm import gemm_on_array, pack_b, tiled_gemm
 from compiler.kernels.vector import streams
 from compiler.ops.context import Binding, LoweringContext
 from compiler.ops.spec import OpSpec
@@ -31,9 +31,9 @@ def gemm_into(low: LoweringContext, n: Node, a_off: int, b: np.ndarray | tuple[s
     fused into it, with its bias at W offset ``bias_off`` and its residual at ACT offset ``r_off``. TilingError when no
     tiling fits the target with that epilogue."""
     packed = isinstance(b, np.ndarray)
-    tiling = search_tiling(M, N, K, F32, low.target, packed, ep)
-    prog = tiled_gemm(M, N, K, F32, low.target, tiling, b_packed=packed, epilogue=ep)
-    b_loc = ("W", low.const(pack_b(b, K, N, F32, low.target, tiling))) if packed else b
+    target, tiling = gemm_on_array(M, N, K, F32, low.target, packed, ep)
+    prog = tiled_gemm(M, N, K, F32, target, tiling, b_packed=packed, epilogue=ep)
+    b_loc = ("W", low.const(pack_b(b, K, N, F32, target, tiling))) if packed else b
     bind = {"A": ("ACT", a_off), "B": b_loc, "C": ("ACT", out_off)}
     if ep.bias:
         bind["Bias"] = ("W", bias_off)
@@ -81,10 +81,10 @@ def _same_tiles(low: LoweringContext, n: Node, ep: Epilogue) -> bool:
     M = math.prod(a.shape[:-1]) if packed else a.shape[-2]
     K, N = a.shape[-1], b.shape[-1]
     try:
-        fused = search_tiling(M, N, K, F32, low.target, packed, ep)
+        fused = gemm_on_array(M, N, K, F32, low.target, packed, ep)
     except TilingError:
         return False
-    return fused == search_tiling(M, N, K, F32, low.target, packed)
+    return fused == gemm_on_array(M, N, K, F32, low.target, packed)
 
 
 def cheapest(low: LoweringContext, ways: list[Callable[[], None]]) -> None:

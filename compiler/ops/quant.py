@@ -24,8 +24,8 @@ import numpy as np
 from compiler.errors import UnsupportedDTypeError, UnsupportedOpError
 from compiler.frontend.canonical import CanonContext
 from compiler.ir import Node
-from compiler.kernels.conv2d import Epilogue, conv2d, conv_shape, live_taps, pack_weights, search_conv_tiling
-from compiler.kernels.gemm import pack_b, search_tiling, tiled_gemm
+from compiler.kernels.conv2d import Epilogue, conv2d, conv_on_array, conv_shape, live_taps, pack_weights
+from compiler.kernels.gemm import gemm_on_array, pack_b, tiled_gemm
 from compiler.kernels.vector import quantization
 from compiler.ops.context import LoweringContext
 from compiler.ops.conv import conv_canonical, conv_check, conv_out_shape
@@ -141,7 +141,7 @@ def lower_qlinear_conv(low: LoweringContext, n: Node) -> None:
     target = low.target
     y = low.alloc(conv_out_shape(cs, len(x.shape)), "nhwc", yd)
     ep = Epilogue(bias=True, out=yd, zp=y_zp)
-    tiling = search_conv_tiling(cs, xd, target, ep, hidden_constants=low.prefetched)
+    target, tiling = conv_on_array(cs, xd, target, ep, low.prefetched, blocks=not low.prefetched)
     prog = conv2d(cs, xd, target, tiling, ep, pad_value=x_zp)
     wt = pack_weights(w, cs, target.rows, target.cols, tiling.im2col, tiling.pack, tiling.gpack)
     low.emit(n, prog, {"X": ("ACT", x.offset), "Wt": ("W", low.const(wt)),
@@ -164,8 +164,7 @@ def lower_qlinear_matmul(low: LoweringContext, n: Node) -> None:
     y_scale, y_zp = _scalar(low, n, 6, "the output scale"), int(_scalar(low, n, 7, "the output zero point")[0])
     yd = _int_type(low, n, n.outputs[0], "the output")
     (K, N), M = b.shape, math.prod(x.shape[:-1])
-    target = low.target
-    tiling = search_tiling(M, N, K, xd, target, True)
+    target, tiling = gemm_on_array(M, N, K, xd, low.target, True)
     acc = low.alloc((M, N), "rm", DType.I32)
     prog = tiled_gemm(M, N, K, xd, target, tiling, b_packed=True)
     low.emit(n, prog, {"A": ("ACT", x.offset), "B": ("W", low.const(pack_b(b, K, N, xd, target, tiling))),

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from compiler.compile import CompiledModel, compile_model, run_passes
-from compiler.errors import CompileError
+from compiler.errors import CompileError, TilingError, no_tiling
 from compiler.frontend.dtypes import is_narrowed
 from compiler.ir import Graph
 from compiler.kernels.common.target import Target
@@ -21,25 +21,25 @@ from compiler.kernels.conv2d import (
     conv2d,
     conv_inputs,
     conv_instructions,
+    conv_on_array,
     conv_reference,
-    search_conv_tiling,
 )
 from compiler.kernels.conv_transpose2d import (
     ConvTransposeShape,
     TransposeTiling,
     conv_transpose2d,
     conv_transpose_inputs,
+    conv_transpose_on_array,
     conv_transpose_reference,
-    search_conv_transpose_tiling,
 )
 from compiler.kernels.gemm import (
     ACC_TYPE,
     GemmTiling,
     gemm_inputs,
+    gemm_on_array,
     gemm_reference,
     gemm_tolerance,
     pack_b,
-    search_tiling,
     slot_bytes,
     tiled_gemm,
 )
@@ -129,7 +129,8 @@ def run_gemm(M: int, N: int, K: int, dtype: DType, arch: Arch, *, timing_only: b
     if ideal_memory:
         arch = ideal_memory_arch(M, N, K, dtype, arch)
     target = Target.of(arch)
-    tiling = GemmTiling(M, N, K) if ideal_memory else search_tiling(M, N, K, dtype, target, packed)
+    target, tiling = (target, GemmTiling(M, N, K)) if ideal_memory else \
+        _tiled(gemm_on_array, M, N, K, dtype, target, packed)
     program = tiled_gemm(M, N, K, dtype, target, tiling, b_packed=packed)
     inputs = None if timing_only else gemm_inputs(M, N, K, dtype, seed)
     dram = None if inputs is None else dict(inputs, B=pack_b(inputs["B"], K, N, dtype, target, tiling)) \
@@ -143,6 +144,15 @@ def run_gemm(M: int, N: int, K: int, dtype: DType, arch: Arch, *, timing_only: b
         a, b = to_compute(inputs["A"], dtype).astype(np.float64), to_compute(inputs["B"], dtype).astype(np.float64)
         bound = gemm_tolerance(K, dtype, np.abs(a) @ np.abs(b))
     return result, _validate(got, gemm_reference(inputs, dtype), bound)
+
+
+def _tiled(search, *args, **kwargs):
+    """``search(*args, **kwargs)`` (a tiling search that may fall back to a block of the array); when no tiling fits
+    at all, TilingError with the reason a model compile gives (:func:`compiler.errors.no_tiling`)."""
+    try:
+        return search(*args, **kwargs)
+    except TilingError as e:
+        raise TilingError(no_tiling(e)) from None
 
 
 def _validate(got: np.ndarray, want: np.ndarray, bound: np.ndarray | None) -> Validation:
@@ -164,12 +174,15 @@ def run_conv(cs: ConvShape, dtype: DType, arch: Arch, *, timing_only: bool = Fal
     outputs, target = cs.N * cs.K * cs.OH * cs.OW, Target.of(arch)
     if limits is not None:
         dram = (cs.N * cs.C * cs.H * cs.W + cs.K * cs.Cg * cs.R * cs.S) * dtype.size + outputs * 4
-        tallest = choose_conv_tiling(cs, dtype, target)
-        steps = conv_instructions(cs, tallest, dtype.size, target.rows, target.cols, target.spm)
+        try:
+            tallest = choose_conv_tiling(cs, dtype, target)
+            steps = conv_instructions(cs, tallest, dtype.size, target.rows, target.cols, target.spm)
+        except TilingError:   # (narrower, im2col or array-block tiles: at least a step per accumulator tile)
+            steps = None
         limits.check(what, layer_work(outputs, cs.macs, dram, arch, steps), timing_only)
     _regions_fit(what, X=cs.N * cs.C * cs.H * cs.W * dtype.size, Wt=cs.K * cs.Cg * cs.R * cs.S * dtype.size,
                  Y=outputs * 4)
-    tiling = search_conv_tiling(cs, dtype, target)
+    target, tiling = _tiled(conv_on_array, cs, dtype, target)
     program = conv2d(cs, dtype, target, tiling)
     inputs, x, w = conv_inputs(cs, dtype, target.rows, target.cols, seed, tiling.im2col, tiling.pack, tiling.gpack)
     result = simulate(program, arch, None if timing_only else inputs, timing_only=timing_only,
@@ -192,7 +205,8 @@ def run_conv_transpose(ct: ConvTransposeShape, dtype: DType, arch: Arch, *, mode
     swell_spm) for ``arch``, simulate it on seeded random inputs and check Y against the float64/int64 scatter
     reference (floats within the fp32 accumulation bound of the taps each output sums)."""
     target = Target.of(arch)
-    tiling = tiling or search_conv_transpose_tiling(ct, dtype, target, mode=mode)
+    if tiling is None:
+        target, tiling = _tiled(conv_transpose_on_array, ct, dtype, target, mode=mode)
     program = conv_transpose2d(ct, dtype, target, tiling, mode=mode)
     inputs, x, w = conv_transpose_inputs(ct, dtype, target.rows, target.cols, seed, mode, tiling.gpack)
     result = simulate(program, arch, None if timing_only else inputs, timing_only=timing_only, progress=progress)

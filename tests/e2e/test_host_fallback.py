@@ -1,6 +1,7 @@
 """Host-CPU fallback: ops the NPU cannot run execute on the host unit, inside the simulation, through DRAM."""
 
 import math
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from compiler.compile import compile_model
-from compiler.errors import UnsupportedOpError
+from compiler.errors import FALLBACK_HINT, UnsupportedOpError
 from isa import HostCall, SimulationError
 from isa.arch import load_arch
 from isa.asm import parse_program
@@ -138,27 +139,57 @@ def test_cli_no_fallback_is_one_line_and_exit_1(tmp_path, capsys):
     assert "host CPU ran sin (Sin): operator is not supported by the compiler" in out
 
 
-@pytest.mark.parametrize("op", ["conv", "maxpool", "gemm"])
-def test_a_layer_no_tiling_fits_runs_on_the_host_whatever_its_op(op):
-    """One rule for every lowering: when no tiling of a layer fits the SPM (here 2 KiB on a 16x16 array), that layer
-    runs on the host CPU with the tiling error as its reason, and the model still validates; without fallback the
-    same reason is the error."""
+def _too_big(op: str) -> onnx.ModelProto:
+    """One layer of ``op`` that no tiling fits on edge16 with 256 B of SPM, not even on a block of the array (a
+    GEMM's 1 x 1 tiles would take more steps than a program may have)."""
     from compiler.frontend.builder import GraphBuilder, to_onnx
 
     rng = np.random.default_rng(3)
     b = GraphBuilder(f"too_big_{op}")
-    if op == "gemm":
-        x = b.input("x", (64, 512))
-        b.output(b.gemm(x, b.const("w", rng.standard_normal((512, 512)).astype(np.float32))))
+    if op in ("gemm", "matmul"):
+        x = b.input("x", (512, 512) if op == "gemm" else (2, 512, 512))
+        w = b.const("w", rng.standard_normal((512, 512)).astype(np.float32)) if op == "gemm" \
+            else b.input("w", (2, 512, 256))
+        b.output(b.gemm(x, w) if op == "gemm" else b.matmul(x, w))
+    elif op == "transpose":
+        b.output(b.transpose(b.input("x", (1, 16, 2, 32)), (0, 2, 1, 3)))
     else:
         x = b.input("x", (1, 8, 24, 300))
         b.output(b.conv(x, b.const("w", rng.standard_normal((16, 8, 7, 7)).astype(np.float32)), pads=3) if op == "conv"
                  else b.maxpool(x, (20, 200), strides=1))
-    model = to_onnx(b.build())
-    arch = load_arch("edge16").with_overrides(["spm.size=2048"])
+    return to_onnx(b.build())
+
+
+@pytest.mark.parametrize("op", ["conv", "maxpool", "gemm", "matmul", "transpose"])
+def test_finding5_no_tiling_falls_back_or_is_refused_alike_for_every_op(op):
+    """One rule for every lowering: when no tiling of a layer fits (here 256 B of SPM on a 16x16 array), a GEMM, a
+    MatMul, a transpose or a pooling runs on the host CPU like a convolution, with the reason saying what did not
+    fit and what to raise, and the model still validates; without fallback the refusal is that reason, the node
+    named, in the same words for every op."""
+    model = _too_big(op)
+    arch = load_arch("edge16").with_overrides(["spm.size=256"])
     compiled, _, _, report = run_model(model, arch, validate=True)
     (host,) = compiled.host_ops
-    assert host.node.op == {"conv": "Conv", "maxpool": "MaxPool", "gemm": "Gemm"}[op]
-    assert host.reason.startswith("no tiling fits the NPU: ") and all(c["ok"] for c in report["validation"].values())
-    with pytest.raises(UnsupportedOpError, match="no tiling fits the NPU: .*fallback"):
+    assert host.node.op == {"conv": "Conv", "maxpool": "MaxPool", "gemm": "Gemm", "matmul": "MatMul",
+                            "transpose": "Transpose"}[op]
+    assert re.fullmatch(r"no tiling fits the NPU: .*256 (B|bytes) of SPM.*; raise spm\.size or acc\.size",
+                        host.reason) or (op == "maxpool" and re.fullmatch(
+                            r"no tiling fits the NPU: a 20x200 pooling window .* does not fit the SPM; raise spm\.size "
+                            r"or acc\.size", host.reason)), host.reason
+    assert all(c["ok"] for c in report["validation"].values())
+    with pytest.raises(UnsupportedOpError) as refused:
         compile_model(load_model(model), arch, fallback=False)
+    assert str(refused.value) == f"node {host.node.name!r} ({host.node.op}): {host.reason}{FALLBACK_HINT}"
+
+
+@pytest.mark.parametrize("array", [16, 32])
+def test_finding5_readme_sweep_points_fall_back_instead_of_failing(array):
+    """The README's sweep example (a small BERT layer on mid32 with 512 B of SPM) compiles: the layers no tiling
+    fits run on the host, each saying so, where 2 of its 4 points used to end in a CompileError (a transpose)."""
+    from npusim.app.zoo import bert_layer
+
+    arch = load_arch("mid32", [f"matrix.rows={array}", f"matrix.cols={array}", "spm.size=512"])
+    compiled = compile_model(load_model(bert_layer(seq=16, hidden=64, heads=2, ffn=128)), arch)
+    ops = {h.node.op for h in compiled.host_ops}
+    assert "Transpose" in ops and all(re.fullmatch(r"no tiling fits the NPU: .*; raise spm\.size or acc\.size",
+                                                   h.reason) for h in compiled.host_ops)

@@ -70,6 +70,7 @@ F32 = st.floats(width=32, allow_nan=False)
 names = st.tuples(st.sampled_from(NAME_CHARS[:52] + "_"), st.text(NAME_CHARS, max_size=30)).map("".join)
 """Region/semaphore names: 1-31 letters, digits and '_', not starting with a digit."""
 extents = st.one_of(st.integers(1, 8), st.integers(1, MAX_EXTENT))
+mm_kn = st.one_of(st.integers(1, 255), st.integers(256, MAX_EXTENT))   # (k, n above 255 use the high bytes)
 bases = st.one_of(st.integers(0, 0x10000), st.integers(0, 2**32 - 1))
 
 
@@ -146,8 +147,8 @@ def matmuls(draw, sems: Sequence[SemDecl] = ()) -> MatMul:
     else:
         ta = tb = draw(st.sampled_from(MXU_FLOAT))
         tacc = DType.F32
-    return MatMul(shape=shape, m=draw(st.integers(1, MAX_EXTENT)), k=draw(st.integers(1, 255)),
-                  n=draw(st.integers(1, 255)), acc=draw(views(nd, (Space.ACC,), (tacc,))), acc_row=draw(I32),
+    return MatMul(shape=shape, m=draw(st.integers(1, MAX_EXTENT)), k=draw(mm_kn),
+                  n=draw(mm_kn), acc=draw(views(nd, (Space.ACC,), (tacc,))), acc_row=draw(I32),
                   a=draw(views(nd, (Space.SPM,), (ta,))), a_row=draw(I32), b=draw(views(nd, (Space.SPM,), (tb,))),
                   zero=draw(st.booleans()), **draw(sem_ops(sems)))
 

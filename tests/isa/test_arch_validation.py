@@ -23,7 +23,8 @@ EDGE = load_arch("edge16")
     ("host.launch_ns=1e30", "host.launch_ns must be a number in [0, 1e+09], not 1e+30"),
     ("spm.size=4294967296", "spm.size must be an integer in [1, 2**31] (2 GiB: program addresses are 32-bit and "
                             "the simulator holds the memory), not 4294967296"),
-    ("matrix.cols=256", "matrix.cols must be an integer in [1, 255] (the k and n of mxu.mm hold 1-255), not 256"),
+    ("matrix.cols=65536", "matrix.cols must be an integer in [1, 2**16 - 1] (the k and n of mxu.mm hold 1-65535), not "
+                         "65536"),
     ("matrix.max_rows=65536", "matrix.max_rows must be an integer in [1, 2**16 - 1] (the m of mxu.mm holds "
                               "1-65535), not 65536"),
     ("dram.gb_per_s=inf", "dram.gb_per_s must be a number in [0.1, 1e+06] (at least 0.001 bytes per cycle at the "
@@ -92,7 +93,7 @@ def test_a_base_preset_fills_in_what_a_file_leaves_out(tmp_path):
     assert "base" not in arch.to_toml()
     with pytest.raises(ArchError, match=r"^big\.toml: base must name a preset \(dc128, edge16, mid32\), not 'x'$"):
         Arch.from_toml('base = "x"\n', "big.toml")
-    with pytest.raises(ArchError, match=r"^big\.toml: matrix\.rows must be an integer in \[1, 255\]"):
+    with pytest.raises(ArchError, match=r"^big\.toml: matrix\.rows must be an integer in \[1, 2\*\*16 - 1\]"):
         Arch.from_toml('base = "mid32"\n[matrix]\nrows = 0\n', "big.toml")
 
 

@@ -114,6 +114,23 @@ def test_fused_act_record_layout():
         decode_program(patch(data, 32 + 2 * RECORD_SIZE + 120, "<i", 3))
 
 
+@pytest.mark.parametrize("k,n", [(256, 256), (1024, 300), (255, 65535)])
+def test_finding4_matmul_k_and_n_above_255_round_trip(k, n):
+    """A 256 x 256 (or larger) array's weight tiles: k and n are 16-bit, their high bytes in the sub-op byte (k)
+    and the flags' high byte (n), so a record with k, n <= 255 is the one it always was."""
+    text = (f".config rows={k} cols={n} spm=262144 acc=262144\n"
+            f"mxu.mm.z shape[2] m=4 k={k} n={n} acc=acc:0x0<f32>{{64}} acc.row=64 a=spm:0x0<f32>{{32}} a.row=8 "
+            f"b=spm:0x100<f32>{{128}}\n")
+    p = parse_program(text)
+    data = encode_program(p)
+    mm = data[32:32 + RECORD_SIZE]
+    assert (mm[26], mm[27], mm[5], mm[3]) == (k & 0xFF, n & 0xFF, k >> 8, n >> 8)
+    assert mm[2] == 1   # .z stays in the flags' low byte
+    assert decode_program(data) == p and encode_program(decode_program(data)) == data
+    small = encode_program(parse_program(text.replace(f"k={k} n={n}", "k=255 n=255")))[32:32 + RECORD_SIZE]
+    assert (small[26], small[27], small[5], small[3]) == (255, 255, 0, 0)
+
+
 def test_instr_level_api(prog):
     for instr in prog.instrs:
         assert decode_instr(encode_instr(instr, prog), prog) == instr
@@ -171,7 +188,7 @@ DMA, MM, BIN = START, START + RECORD_SIZE, START + 2 * RECORD_SIZE
                                                 "declares 2"),
     (lambda d: patch(d, DMA + 116, "<2B", 20, 0), r"instruction 0 .*: copy: pad amounts must be in \[0, 15\]"),
     (lambda d: patch(d, BIN + 5, "<B", 99), "instruction 2 .*: unknown binary op 99"),
-    (lambda d: patch(d, MM + 26, "<B", 0), r"instruction 1 .*: mm: k must be in \[1, 255\], not 0"),
+    (lambda d: patch(d, MM + 26, "<B", 0), r"instruction 1 .*: mm: k must be in \[1, 65535\], not 0"),
     (lambda d: patch(d, 6, "<H", 1), r"non-canonical encoding at byte 6 \(the header\): reserved bits, padding"),
     (lambda d: patch(d, 33 + 32, "<B", 1), r"non-canonical encoding at byte 65 \(the header\)"),
     (lambda d: patch(d, DMA + 5, "<B", 1), r"non-canonical encoding at byte 149 \(instruction 0, record byte 5\)"),

@@ -130,7 +130,7 @@ def test_program_too_big_for_arch():
 
 
 @pytest.mark.parametrize("override,message", [
-    ("matrix.rows=0", "matrix.rows must be an integer in [1, 255] (the k and n of mxu.mm hold 1-255), not 0"),
+    ("matrix.rows=0", "matrix.rows must be an integer in [1, 2**16 - 1] (the k and n of mxu.mm hold 1-65535), not 0"),
     ("matrix.dataflow=rs", "matrix.dataflow must be one of 'ws', 'os', 'is', not 'rs'"),
     ("spm.banks=6", "spm.banks must be an integer in [1, 1024] and a power of two, not 6"),
     ("dram.gb_per_s=-1", "dram.gb_per_s must be a number in [0.1, 1e+06] (at least 0.001 bytes per cycle at the "

@@ -17,8 +17,8 @@ import pytest
 from npusim.app.sweep import ResultStore, sweep
 
 SPEC = {"arch": "mid32", "grid": {"matrix.rows,matrix.cols": [8, 16], "spm.size": [256, 65536]},
-        "workloads": [{"gemm": {"M": 64, "N": 96, "K": 64}},
-                      {"zoo": "resnet18", "args": {"image": 16, "width": 8, "classes": 10}}]}   # with 3 error rows
+        "workloads": [{"gemm": {"M": 1024, "N": 1024, "K": 1024}},   # (no tiling with 256 B: 2 error rows)
+                      {"zoo": "resnet18", "args": {"image": 16, "width": 8, "classes": 10}}]}
 
 
 class Group:
@@ -80,7 +80,7 @@ def test_an_existing_cluster_gives_the_local_table_row_for_row(tmp_path, group):
     from distributed import Client, get_task_stream
 
     local = sweep(SPEC, workers=2)   # the default: a LocalCluster of processes
-    assert local["error"].notna().sum() == 1 and local["cycles"].notna().sum() == 7   # (the model: host rows)
+    assert local["error"].notna().sum() == 2 and local["cycles"].notna().sum() == 6   # (the model: host rows)
     info = tmp_path / "scheduler.json"
     group.start("-m", "dask", "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
                 "--scheduler-file", str(info), log=tmp_path / "scheduler.log")

@@ -110,7 +110,7 @@ BAD = [
     ({"workloads": GEMM, "grids": {}}, "unknown key 'grids'"),
     ({"workloads": GEMM, "grid": {"matrix.rowz": [8]}}, "unknown Arch field 'matrix.rowz'; did you mean 'matrix.rows'"),
     ({"workloads": GEMM, "grid": {"matrix.rows": [8, 0]}},
-     "matrix.rows must be an integer in [1, 255] (the k and n of mxu.mm hold 1-255), not 0"),
+     "matrix.rows must be an integer in [1, 2**16 - 1] (the k and n of mxu.mm hold 1-65535), not 0"),
     ({"workloads": GEMM, "grid": {"matrix.rows": 8}}, "matrix.rows must be a non-empty list of values"),
     ({"workloads": GEMM, "grid": {"matrix.dataflow": ["ws", "xs"]}}, "matrix.dataflow must be one of"),
     ({"workloads": GEMM, "grid": {"a": [1]}, "points": [{}]}, "give one of grid, points or random"),

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from operator import neg
 from typing import Generic, TypeVar
 
+from compiler.errors import TilingError
+from compiler.kernels.common.target import Target
 from compiler.link.linker import is_constant_load, leading_constants
 from isa import Instr, Program
 from isa.arch import Arch
@@ -189,6 +191,41 @@ def _least_by_bounds(ranked: list, levels: tuple[Callable, ...]) -> int:
         elif best is None or (value, i) < best:
             best = (value, i)
     return best[1]
+
+
+# ------------------------------------------------------------------------------------------------ the array's blocks
+PROGRAM_MAX = 1 << 18
+"""Instructions (at least two a step: a load and a matrix instruction) above which a tiling is not a candidate: a tiny
+SPM or a small block of the array would otherwise make a search walk, and a lowering build, a layer of millions of
+steps (gigabytes of instructions, and more than the simulator's default limit of 2,000,000 for the whole model). No
+layer of the zoo models comes within a factor of ten on the presets; a layer without a tiling under it runs on the
+host like any other that does not fit."""
+
+
+def on_array_blocks(target: Target, attempt: Callable[[Target], T], price: Callable[[T], float],
+                    blocks: bool = True) -> T:
+    """``attempt(target)`` (a search, or a lowering built on one); when no tiling fits (TilingError) and ``blocks``,
+    the one of least ``price`` of ``attempt`` on each block of the array at the first level of
+    :meth:`~compiler.kernels.common.target.Target.array_blocks` (the largest area) where any fits, the first of
+    equal prices: smaller weight, reduction and output-channel blocks, a partially filled array. Only where the
+    whole array has no tiling, so whatever fits it is kept as it is. TilingError of the whole array when no block
+    fits either."""
+    try:
+        return attempt(target)
+    except TilingError as e:
+        if not blocks:
+            raise
+        refused = e
+    for level in target.array_blocks():
+        fits = []
+        for block in level:
+            try:
+                fits.append(attempt(block))
+            except TilingError:
+                continue
+        if fits:
+            return fits[0] if len(fits) == 1 else min(fits, key=price)
+    raise refused
 
 
 # ------------------------------------------------------------------------------------------- the convolutions' price

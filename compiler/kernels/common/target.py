@@ -8,10 +8,14 @@ cross-layer prefetch, what the activation arena leaves) hands down :meth:`Target
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from isa import ProgramConfig
 from isa.arch import Arch
+
+BLOCK_SHAPES = 3
+"""Block shapes of one area :meth:`Target.array_blocks` offers (the most nearly square ones)."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,28 @@ class Target:
     def with_spm(self, size: int) -> Target:
         """The same NPU with ``size`` bytes of scratchpad (what a layer gets of a shared SPM)."""
         return replace(self, spm=size)
+
+    def with_array(self, rows: int, cols: int) -> Target:
+        """The same NPU driven as a ``rows x cols`` block of its array (a partially filled array): a generator then
+        blocks reductions, output channels and weight tiles by it (smaller weight tiles, smaller accumulator tiles),
+        and :mod:`isa.cost` still prices the whole array (its fill, drain and preload)."""
+        return replace(self, rows=rows, cols=cols)
+
+    def array_blocks(self) -> Iterator[tuple[Target, ...]]:
+        """The blocks of the array a search may fall back to (:func:`compiler.kernels.common.search.on_array_blocks`),
+        by area: level L holds the blocks ``ceil(rows / 2**i) x ceil(cols / 2**(L - i))`` not seen at a lower
+        level, the ``BLOCK_SHAPES`` most nearly square first; the levels end with the 1 x 1 block."""
+        seen = {(self.rows, self.cols)}
+        level = 0
+        while (1, 1) not in seen:
+            level += 1
+            shapes = dict.fromkeys((-(-self.rows // (1 << i)), -(-self.cols // (1 << (level - i))))
+                                   for i in range(level + 1))
+            new = sorted((s for s in shapes if s not in seen), key=lambda s: abs(s[0].bit_length()
+                                                                                   - s[1].bit_length()))
+            seen.update(shapes)
+            if new:
+                yield tuple(self.with_array(r, c) for r, c in new[:BLOCK_SHAPES])
 
     @property
     def config(self) -> ProgramConfig:

@@ -1,0 +1,15 @@
+"""Finding 3 of issue 24 (see test_finding3_resnet18.py): int8 ResNet-18 (QLinearConv, QLinearMatMul) and MobileNetV2
+over the whole grid of arrays 4x4..256x256 and SPMs of 128 KiB, 256 KiB and 1 MiB: no host op. On main, 128x128 with
+128 KiB ran 11 QLinearConvs and 32 of MobileNetV2's layers (its classifier Gemm too) on the host."""
+
+import itertools
+
+import pytest
+
+from tests.e2e.zoo_grid import ARRAYS, SPMS, host_ops
+
+
+@pytest.mark.parametrize(("model", "array", "spm"),
+                         list(itertools.product(("resnet18_int8", "mobilenet_v2"), ARRAYS, SPMS)))
+def test_finding3_zoo_cnns_run_on_npu_for_every_array_and_spm(model, array, spm):
+    assert host_ops(model, array, spm) == []
