@@ -91,3 +91,17 @@ def test_int4_to_a_non_matmul_consumer_is_refused_with_the_reason():
     model.graph.node[1].op_type = "Add"   # an int4 weight dequantized for an Add: no fusion
     with pytest.raises(UnsupportedOpError, match="DequantizeLinear.*blocked quantization.*not supported"):
         import_onnx(model)
+
+
+def test_int4_weight_dram_bytes_are_half_the_int8_models_within_the_scales():
+    """int8 per column vs int4 blocks of 32 of the same 512 x 256 weight: the int4 image is half the int8 codes plus
+    its block scales (f32, K/32 rows) and tile padding (the array-aligned tiles of either)."""
+    K, N = 512, 256
+    arch = load_arch("mid32")
+    _, _, _, r8 = run_model(dq_matmul_model(1, K, N, "int8", 0)[0], arch, {"x": np.ones((1, K), np.float32)},
+                            timing_only=True)
+    _, _, _, r4 = run_model(dq_matmul_model(1, K, N, "int4", 32)[0], arch, {"x": np.ones((1, K), np.float32)},
+                            timing_only=True)
+    scales = (K // 32) * N * 4
+    assert abs(r4["weight_bytes"] - (K * N // 2 + scales)) <= 0.05 * K * N // 2
+    assert r4["weight_bytes"] < 0.6 * r8["weight_bytes"] + scales
