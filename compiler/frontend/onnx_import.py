@@ -38,6 +38,7 @@ from compiler.ir import Graph, Node, Tensor, node_prefix, short_dtype
 from compiler.ops import REGISTRY, contract_violation
 from compiler.passes.fold_constants import FOLDERS, fold_constants, fold_node, remove_dead
 from compiler.passes.fold_reference import NEVER
+from compiler.passes.weight_quant import fuse_weight_quant
 
 OPSETS = (1, onnx.defs.onnx_opset_version())
 """The default-domain opsets accepted, inclusive: every one the installed onnx defines."""
@@ -98,7 +99,7 @@ def _import(model: onnx.ModelProto | str | Path, allow_unknown: bool, dims: Mapp
             if folded is None:
                 break
             m = _infer(folded)
-        graph = fold_constants(_checked_contracts(_raw_graph(m, opset)))
+        graph = fold_constants(_checked_contracts(fuse_weight_quant(_raw_graph(m, opset))))
         graph = remove_dead(_canonical(graph))
     except ConstantFoldError:
         raise

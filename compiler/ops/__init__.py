@@ -30,6 +30,7 @@ from compiler.ops import (
     reduce,
     rows,
     scan,
+    weight_quant,
 )
 from compiler.ops import sampling as sample
 from compiler.ops.context import ALIGN, Binding, LoweringContext
@@ -39,7 +40,7 @@ from compiler.ops.spec import OpSpec
 REGISTRY: MappingProxyType[str, OpSpec] = MappingProxyType(
     {spec.op: replace(spec, contract=CONTRACTS.get(spec.op, spec.contract))
      for module in (conv, conv_transpose, matmul, elementwise, pool, rows, reduce, norm, layout, quant, folded, sample,
-                   msda, logic, scan, ranking, index, cast)
+                   msda, logic, scan, ranking, index, cast, weight_quant)
      for spec in module.OPS})
 """Every default-domain op the compiler takes, by ONNX name."""
 

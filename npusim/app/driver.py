@@ -363,14 +363,15 @@ def model_report(result: SimResult, compiled: CompiledModel, instructions: bool 
                  batch: Batch | None = None) -> dict:
     """The JSON report of a model run: :meth:`SimResult.to_dict` (energy per inference over ``batch``, by default
     the one the model declares: :func:`npusim.app.batch.model_batch`) plus ``batch`` (its size and where it came
-    from), ``layers`` (:func:`layer_report`), the model's ``macs`` and ``mac_utilization`` (its MACs over the peak)
-    and ``host_ops``."""
+    from), ``weight_bytes`` (the DRAM weights image, bytes), ``layers`` (:func:`layer_report`), the model's ``macs``
+    and ``mac_utilization`` (its MACs over the peak) and ``host_ops``."""
     batch = batch or model_batch(compiled.graph)
     report = result.to_dict(instructions, inferences=batch.size)
     report["batch"] = batch.to_dict()
     report["layers"] = layer_report(result, compiled.layers)
     # the model's MACs: the instructions' also count the zero blocks of pixel-packed convolutions
     report["macs"] = sum(lr.macs for lr in compiled.layers)
+    report["weight_bytes"] = int(compiled.weights.nbytes)   # the DRAM weights image (int4: half a byte per weight)
     report["mac_utilization"] = result.mac_utilization(report["macs"])
     report["host_ops"] = [{"name": h.node.name, "op": h.node.op, "fn": h.fn, "reason": h.reason}
                           for h in compiled.host_ops]

@@ -1,0 +1,57 @@
+"""``QuantMatMul`` (made by :mod:`compiler.passes.weight_quant` from ``DequantizeLinear`` -> ``MatMul``): an f32
+activation times a constant weight kept int4/uint4 (block scales) or fp8 E4M3 (per-tensor/column scale) in DRAM,
+dequantized per tile on chip (:mod:`compiler.kernels.dequant_gemm`)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from compiler.ir import Node
+from compiler.kernels.dequant_gemm import (
+    WeightFormat,
+    dequant_gemm,
+    pack_blocks,
+    pack_codes,
+    search_dequant_tiling,
+)
+from compiler.ops.context import LoweringContext
+from compiler.ops.spec import F32, OpSpec
+
+
+def weight_format(n: Node) -> WeightFormat:
+    """The :class:`WeightFormat` of a QuantMatMul node's attributes."""
+    a = n.attrs
+    return WeightFormat(a["format"], int(a["block"]), int(a["zp"]), bool(a["per_block_zp"]))
+
+
+def lower_quant_matmul(low: LoweringContext, n: Node) -> None:
+    """One dequantizing GEMM over all leading dims of A."""
+    x = low.want(n.inputs[0], "rm")
+    codes, scale = low.data(n.inputs[1]), low.data(n.inputs[2])
+    (K, N), M = codes.shape, math.prod(x.shape[:-1])
+    fmt = weight_format(n)
+    t = search_dequant_tiling(M, N, K, fmt, low.target)
+    y = low.alloc(low.graph.tensor(n.outputs[0]).shape, "rm")
+    bind = {"A": ("ACT", x.offset), "Q": ("W", low.const(pack_codes(codes, fmt, t))),
+            "S": ("W", low.const(pack_blocks(scale, K, fmt, t))), "C": ("ACT", y.offset)}
+    if fmt.per_block_zp:
+        bind["Z"] = ("W", low.const(pack_blocks(low.data(n.inputs[3]), K, fmt, t)))
+    low.emit(n, dequant_gemm(M, N, K, fmt, low.target, t), bind, M * N * K)
+    low.bind[n.outputs[0]] = y
+
+
+def _activations(n: Node, graph) -> str | None:
+    for t in (n.inputs[0], n.outputs[0]):
+        if np.dtype(graph.tensor(t).dtype) not in F32:
+            return f"tensor {t!r} must be float32 (weight-only quantization), not {graph.tensor(t).dtype}"
+    return None
+
+
+OPS = (
+    OpSpec("QuantMatMul", lower_quant_matmul, check=_activations, dtypes=None,
+           npu="DequantizeLinear (int4/uint4 with block_size, or FLOAT8E4M3FN per tensor/column) of a constant "
+               "MatMul weight, fused: the weight stays packed in DRAM (int4: half a byte per element) and the vector "
+               "unit dequantizes each tile in SPM for the matrix unit (f32); ws dataflow"),
+)

@@ -1,0 +1,100 @@
+"""Weight-only quantized MatMuls: ``MatMul(A, DequantizeLinear(W_q, scale[, zp]))`` with a constant int4, uint4 or
+FLOAT8E4M3FN ``W_q`` becomes one ``QuantMatMul`` node (:mod:`compiler.ops.weight_quant`) that keeps ``W_q`` quantized
+in DRAM and dequantizes it on chip.
+
+Taken (ONNX DequantizeLinear, opset 21: ``y = (x - x_zero_point) * x_scale``, the zero point 0 when absent):
+
+- int4 / uint4 ``W_q [K, N]`` with ``axis=0`` and ``block_size`` (scales ``[ceil(K/block), N]``), or per column
+  (``axis=1``, scales ``[N]``) or per tensor; constant zero points of the same shape (or none);
+- FLOAT8E4M3FN ``W_q`` per tensor or per column, no zero point (the ONNX reference rejects a nonzero one) and no NaN
+  code.
+
+Runs before constant folding, which never folds a DequantizeLinear (:data:`compiler.passes.fold_constants.KEEP`):
+folding a quantized weight into a float constant would store it at four bytes per element. Anything else is left as
+it is (an int4/fp8 tensor left in the graph is then refused by the importer's dtype check, naming it)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import ml_dtypes
+import numpy as np
+
+from compiler.ir import Graph, Node, Tensor
+from compiler.passes.fold_constants import remove_dead
+
+INT4, UINT4, FP8 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4), np.dtype(ml_dtypes.float8_e4m3fn)
+KINDS = {INT4: "int4", UINT4: "uint4", FP8: "fp8"}
+
+
+def _const(graph: Graph, node: Node, i: int) -> np.ndarray | None:
+    name = node.inputs[i] if i < len(node.inputs) else ""
+    return np.asarray(graph.tensor(name).data) if name and graph.is_const(name) else None
+
+
+def _blocks(dq: Node, w: np.ndarray, scale: np.ndarray) -> int | None:
+    """The block size along K of ``dq``'s scales (0: one per column; None: a form not taken)."""
+    K, N = w.shape
+    axis, bs = int(dq.attrs.get("axis", 1)) % 2, int(dq.attrs.get("block_size", 0) or 0)
+    if scale.size == 1:
+        return 0
+    if bs == 0:
+        return 0 if axis == 1 and scale.shape == (N,) else None
+    return bs if axis == 0 and scale.shape == (-(-K // bs), N) else None
+
+
+def _as_rows(a: np.ndarray, N: int) -> np.ndarray:
+    """Per-tensor / per-column / per-block values as f32 rows ``[blocks, N]``."""
+    a = np.asarray(a, np.float32)
+    return np.ascontiguousarray(np.broadcast_to(a.reshape(-1, N) if a.size > 1 else a.reshape(1, 1),
+                                                (a.size // N if a.size > 1 else 1, N)))
+
+
+def _fused(graph: Graph, mm: Node, dq: Node) -> tuple[Node, dict[str, Tensor]] | None:
+    w, scale = _const(graph, dq, 0), _const(graph, dq, 1)
+    if w is None or scale is None or w.dtype not in KINDS or w.ndim != 2:
+        return None
+    kind, zp = KINDS[w.dtype], _const(graph, dq, 2)
+    if len(dq.inputs) > 2 and dq.inputs[2] and zp is None:
+        return None
+    block = _blocks(dq, w, scale)
+    if block is None or block and block % 2 and kind != "fp8":
+        return None
+    N = w.shape[1]
+    if kind == "fp8":
+        raw = w.view(np.uint8)
+        if (zp is not None and np.any(zp.astype(np.float32) != 0)) or np.any((raw & 0x7F) == 0x7F):
+            return None
+        codes, zp_rows = raw, None
+    else:
+        codes = w.astype(np.int8 if kind == "int4" else np.uint8)
+        zp_rows = None if zp is None else _as_rows(zp.astype(np.float32), N)
+    uniform = zp_rows is None or np.all(zp_rows == zp_rows.ravel()[0])
+    attrs = {"format": kind, "block": block, "zp": 0 if zp_rows is None else int(zp_rows.ravel()[0]),
+             "per_block_zp": int(not uniform)}
+    base = mm.name
+    tensors = {f"{base}.codes": Tensor.const(f"{base}.codes", codes),
+               f"{base}.scale": Tensor.const(f"{base}.scale", _as_rows(scale, N))}
+    inputs = (mm.inputs[0], f"{base}.codes", f"{base}.scale")
+    if not uniform:
+        tensors[f"{base}.zero_point"] = Tensor.const(f"{base}.zero_point", zp_rows)
+        inputs += (f"{base}.zero_point",)
+    node = Node(mm.name, "QuantMatMul", inputs, mm.outputs, attrs)
+    return node, tensors
+
+
+def fuse_weight_quant(graph: Graph) -> Graph:
+    """``graph`` with every MatMul by a dequantized constant int4/uint4/fp8 weight as a ``QuantMatMul``."""
+    nodes, tensors, changed = [], dict(graph.tensors), False
+    for n in graph.nodes:
+        dq = graph.producer(n.inputs[1]) if n.op == "MatMul" and len(n.inputs) == 2 else None
+        got = _fused(graph, n, dq) if dq is not None and dq.op == "DequantizeLinear" else None
+        if got is None:
+            nodes.append(n)
+            continue
+        nodes.append(got[0])
+        tensors.update(got[1])
+        changed = True
+    if not changed:
+        return graph
+    return remove_dead(replace(graph, nodes=tuple(nodes), tensors=tensors))
