@@ -48,11 +48,12 @@ def test_finding3_host_energy_counted_and_front_excludes_host_points(table, tmp_
     assert sin["energy_by_kind_pj"]["host"] == pytest.approx(want)
     assert "host " in energy_lines(report)[0]   # the summary's split names the host however small its share
 
-    # a sweep: 256 B of SPM send nearly every layer of a small ResNet-18 to the host; that point has the smallest
-    # area, so it would be on the time/area front, but the front leaves it out unless asked to mark it
+    # a sweep: 256 B of SPM send layers of a small ResNet-18 to the host (no tiling fits, even on a block of the
+    # array); that point has the smallest area, so it would be on the time/area front, but the front leaves it out
+    # unless asked to mark it
     df = sweep({"arch": "mid32", "grid": {"spm.size": [256, 65536]}, "workloads": [TINY]}, scheduler="synchronous")
     hosted, npu = df.iloc[0], df.iloc[1]
-    assert hosted["host_ops"] >= 20 and npu["host_ops"] == 0 and hosted["area_mm2"] < npu["area_mm2"]
+    assert hosted["host_ops"] > 0 and npu["host_ops"] == 0 and hosted["area_mm2"] < npu["area_mm2"]
     assert hosted["host_energy_pj"] > 0 and npu["host_energy_pj"] == 0
     front = pareto(df, ["time_s", "area_mm2"])
     assert list(front.index) == [1] and front.attrs["host_excluded"] == 1
