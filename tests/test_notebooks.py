@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -49,12 +50,30 @@ def images(nb) -> int:
     return sum("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code" for o in c.outputs)
 
 
-def test_notebooks_are_committed_without_outputs():
-    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+def code_sha256(nb) -> str:
+    """notebooks/execute.py's fingerprint of a notebook's code (the one ``make notebooks`` stores)."""
+    spec = importlib.util.spec_from_file_location("notebook_execute", NOTEBOOKS / "execute.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.code_sha256(nb)
+
+
+def test_finding5_notebooks_are_committed_with_the_outputs_of_their_code():
+    """Readers see results without running anything: every code cell ran (in order, no error) at SIZE = "full", and
+    the stored fingerprint of the code matches the code, so an edit without `make notebooks` fails here."""
+    paths = sorted(NOTEBOOKS.glob("*.ipynb"))
+    assert len(paths) >= 4
+    for path in paths:
         nb = nbformat.read(path, as_version=4)
         nbformat.validate(nb)
         code = [c for c in nb.cells if c.cell_type == "code"]
-        assert all(not c.outputs and c.execution_count is None for c in code), f"{path.name} has outputs"
+        assert [c.execution_count for c in code] == list(range(1, len(code) + 1)), f"{path.name}: not run in order"
+        assert not [o for c in code for o in c.outputs if o.output_type == "error"], f"{path.name} stores an error"
+        stamp = nb.metadata.get("npusim", {})
+        assert stamp.get("size") == "full", f"{path.name}: outputs not from SIZE = 'full' (run make notebooks)"
+        assert stamp.get("code_sha256") == code_sha256(nb), f"{path.name}: code changed since its outputs (make " \
+                                                            "notebooks)"
+        assert images(nb) > 0, f"{path.name} stores no figure"
 
 
 @pytest.mark.slow
@@ -70,19 +89,33 @@ def test_quickstart(kernel_path):
 
 @pytest.mark.slow
 def test_architecture_exploration(kernel_path):
-    facts, nb = execute("02_architecture_exploration", 'json.loads(df.to_json(orient="records", double_precision=15))')
-    assert sorted({r["workload"] for r in facts}) == ["bert_layer(seq=16, hidden=64, heads=2, ffn=128)",
-                                                      "resnet18(image=32, width=8, classes=10)"]
-    for name in {r["workload"] for r in facts}:
-        rows = [r for r in facts if r["workload"] == name]
+    records = 'json.loads({}.to_json(orient="records", double_precision=15))'
+    facts, nb = execute("02_architecture_exploration", "{" + ", ".join(f'"{t}": {records.format(t)}'
+                                                                      for t in ("df", "bw", "ck", "front")) + "}")
+    rows_all = facts["df"]
+    assert sorted({r["workload"] for r in rows_all}) == ["bert_layer(seq=16, hidden=64, heads=2, ffn=128)",
+                                                         "resnet18(image=32, width=8, classes=10)"]
+    for name in {r["workload"] for r in rows_all}:
+        rows = [r for r in rows_all if r["workload"] == name]
         assert [(r["matrix.rows"], r["matrix.cols"], r["spm.size"], r["dram.gb_per_s"]) for r in rows] == \
             [(n, n, 1048576, 19.2) for n in (16, 32)]
-        assert all(r["error"] is None for r in rows)
+        assert all(r["error"] is None and r["host_ops"] == 0 for r in rows)
         work = [r["mac_utilization"] * r["cycles"] * r["matrix.rows"] ** 2 for r in rows]   # the model's MACs
         assert work == pytest.approx([r["macs"] for r in rows], rel=1e-9) and rows[0]["macs"] == rows[1]["macs"]
         assert all(r["power_w"] == pytest.approx(r["energy_pj"] * 1e-12 / r["time_s"]) for r in rows)
         assert rows[0]["area_mm2"] < rows[1]["area_mm2"]   # the 32x32 array is 4x the 16x16 one's MACs
-    assert images(nb) == 3   # the Pareto fronts, the 3-D front, utilization
+    assert all(r["host_ops"] == 0 for r in facts["front"])
+    for outstanding in (64, 256):   # the bandwidth sweep: time falls with every step while the bus binds
+        rows = [r for r in facts["bw"] if r["dma.outstanding"] == outstanding]
+        cycles = [r["cycles"] for r in rows]
+        assert cycles == sorted(cycles, reverse=True) and len(set(cycles)) == len(cycles)
+    assert {r["memory_bound_by"] for r in facts["bw"] if r["dram.gb_per_s"] == 128} == {"dma.outstanding",
+                                                                                       "dram.gb_per_s"}
+    gemm = [r for r in facts["ck"] if r["workload"].startswith("gemm")]   # memory-bound: time nearly flat
+    assert [r["clock.ghz"] for r in gemm] == [0.6, 1.2, 2.4, 4.8]
+    assert max(r["time_s"] for r in gemm) < 1.1 * min(r["time_s"] for r in gemm) and gemm[-1]["cycles"] > \
+        7 * gemm[0]["cycles"]
+    assert images(nb) == 5   # the Pareto fronts, the 3-D front, bandwidth, clock, utilization
 
 
 @pytest.mark.slow
