@@ -766,5 +766,5 @@ def to_onnx(graph: Graph, opset: int | None = None):
     domains = sorted({n.domain for n in graph.nodes} - {"", "ai.onnx"})
     opsets = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, graph.opsets.get(d, 1)) for d in domains]
     model = helper.make_model(g, opset_imports=opsets, producer_name="npusim.compiler",
-                              ir_version=helper.find_min_ir_version_for(opsets))
+                              ir_version=helper.find_min_ir_version_for(opsets, ignore_unknown=True))
     return model

@@ -33,6 +33,7 @@ from compiler.errors import (
     UnsupportedOpsetError,
 )
 from compiler.frontend.canonical import CanonContext
+from compiler.frontend.contrib_types import contrib_output_type
 from compiler.frontend.dtypes import NPU_STORAGE, graph_dtype_names
 from compiler.ir import Graph, Node, Tensor, node_prefix, short_dtype
 from compiler.ops import REGISTRY, contract_violation
@@ -316,7 +317,8 @@ def _infer(m: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _same_shape(m: onnx.ModelProto) -> onnx.ModelProto | None:
-    """``m`` with the output types of :data:`SAME_SHAPE` nodes that have none (from their input's), or None."""
+    """``m`` with the output types of :data:`SAME_SHAPE` nodes that have none (from their input's) and of contrib
+    ops (:mod:`compiler.frontend.contrib_types`), or None."""
     g = m.graph
     types = {vi.name: vi.type for vi in (*g.input, *g.value_info, *g.output)}
 
@@ -325,6 +327,8 @@ def _same_shape(m: onnx.ModelProto) -> onnx.ModelProto | None:
 
     todo = {n.output[0]: types[n.input[0]] for n in g.node if n.op_type in SAME_SHAPE and n.domain in ("", "ai.onnx")
             and known(n.input[0]) and not known(n.output[0])}
+    todo.update({n.output[0]: tp for n in g.node if n.output and not known(n.output[0])
+                 and _static_shape(tp := contrib_output_type(n, types)) is not None})   # (static: else dropped)
     if not todo:
         return None
     filled = onnx.ModelProto()
@@ -632,6 +636,9 @@ def _canonical(graph: Graph) -> Graph:
     ctx = CanonContext(graph)
     nodes = []
     for node in graph.nodes:
+        if node.unsupported:   # marked by a pass before, with its own reason
+            nodes.append(node)
+            continue
         try:
             nodes.append(_canonical_node(node, ctx))
         except UnsupportedOpError as e:

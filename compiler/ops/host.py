@@ -77,11 +77,19 @@ class HostOp:
     outputs: tuple[HostTensor, ...]
     reason: str
 
+    def fed(self, graph: Graph) -> tuple[HostTensor, ...]:
+        """The inputs computed at run time: those the host reads from DRAM and feeds to the node (a constant input
+        is an initializer of :meth:`subgraph`)."""
+        return tuple(t for t in self.inputs if not graph.is_const(t.name))
+
     def subgraph(self, graph: Graph) -> Graph:
-        """The node alone as a graph (its inputs as graph inputs, the graph's opsets), for running it with an ONNX
-        runtime: :func:`compiler.frontend.builder.to_onnx` writes it as the ONNX node it was imported from."""
+        """The node alone as a graph (its run-time inputs as graph inputs, its constant inputs as initializers, as
+        in the model, so that an ONNX runtime treats them as it does there: onnxruntime prepacks a constant
+        MatMulNBits weight, and only then quantizes A at ``accuracy_level`` 4; the graph's opsets), for running it
+        with an ONNX runtime: :func:`compiler.frontend.builder.to_onnx` writes it as the ONNX node it was imported
+        from."""
         names = (*(t.name for t in self.inputs), *(t.name for t in self.outputs))
-        return Graph(f"host_{self.fn}", tuple(t.name for t in self.inputs), tuple(t.name for t in self.outputs),
+        return Graph(f"host_{self.fn}", tuple(t.name for t in self.fed(graph)), tuple(t.name for t in self.outputs),
                      (self.node,), {n: graph.tensor(n) for n in names}, graph.opsets)
 
 

@@ -11,7 +11,10 @@ Taken (ONNX DequantizeLinear, opset 21: ``y = (x - x_zero_point) * x_scale``, th
 
 Runs before constant folding, which never folds a DequantizeLinear (:data:`compiler.passes.fold_constants.KEEP`):
 folding a quantized weight into a float constant would store it at four bytes per element. Anything else is left as
-it is (an int4/fp8 tensor left in the graph is then refused by the importer's dtype check, naming it)."""
+it is (an int4/fp8 tensor left in the graph is then refused by the importer's dtype check, naming it).
+
+onnxruntime's ``com.microsoft.MatMulNBits`` becomes the same ``QuantMatMul`` here
+(:mod:`compiler.passes.matmul_nbits`)."""
 
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import numpy as np
 
 from compiler.ir import Graph, Node, Tensor
 from compiler.passes.fold_constants import remove_dead
+from compiler.passes.matmul_nbits import is_matmul_nbits, nbits_as_quant_matmul
 
 INT4, UINT4, FP8 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4), np.dtype(ml_dtypes.float8_e4m3fn)
 KINDS = {INT4: "int4", UINT4: "uint4", FP8: "fp8"}
@@ -84,9 +88,20 @@ def _fused(graph: Graph, mm: Node, dq: Node) -> tuple[Node, dict[str, Tensor]] |
 
 
 def fuse_weight_quant(graph: Graph) -> Graph:
-    """``graph`` with every MatMul by a dequantized constant int4/uint4/fp8 weight as a ``QuantMatMul``."""
+    """``graph`` with every MatMul by a dequantized constant int4/uint4/fp8 weight, and every com.microsoft
+    MatMulNBits it can take (:mod:`compiler.passes.matmul_nbits`), as a ``QuantMatMul``; a MatMulNBits it cannot
+    take is marked ``unsupported`` with the reason."""
     nodes, tensors, changed = [], dict(graph.tensors), False
     for n in graph.nodes:
+        if is_matmul_nbits(n):
+            got = nbits_as_quant_matmul(graph, n)
+            if isinstance(got, str):
+                nodes.append(replace(n, unsupported=got))
+            else:
+                nodes.extend(got[0])
+                tensors.update(got[1])
+            changed = True
+            continue
         dq = graph.producer(n.inputs[1]) if n.op == "MatMul" and len(n.inputs) == 2 else None
         got = _fused(graph, n, dq) if dq is not None and dq.op == "DequantizeLinear" else None
         if got is None:

@@ -278,9 +278,10 @@ def host_functions(compiled: CompiledModel) -> dict[str, Callable]:
     for h in compiled.host_ops:
         what = f"node {h.node.name!r} ({h.node.qualified_op}) runs on the host, but onnxruntime"
         sess = ort_session(to_onnx(h.subgraph(compiled.graph)), what=what)
+        fed = h.fed(compiled.graph)
 
-        def run(dram, h=h, sess=sess, what=what):
-            feeds = {t.name: t.read(dram) for t in h.inputs}
+        def run(dram, h=h, sess=sess, what=what, fed=fed):
+            feeds = {t.name: t.read(dram) for t in fed}
             try:
                 values = sess.run([t.name for t in h.outputs], feeds)
             except Exception as e:   # onnxruntime's own error types, one per failure kind
