@@ -1,5 +1,6 @@
-"""``QuantMatMul`` (made by :mod:`compiler.passes.weight_quant` from ``DequantizeLinear`` -> ``MatMul``): an f32
-activation times a constant weight kept int4/uint4 (block scales) or fp8 E4M3 (per-tensor/column scale) in DRAM,
+"""``QuantMatMul`` (made by :mod:`compiler.passes.weight_quant` from ``DequantizeLinear`` -> ``MatMul`` and from
+``com.microsoft.MatMulNBits``): an f32 activation times a constant weight kept int4/uint4 (block scales) or fp8
+E4M3 (per-tensor/column scale) in DRAM,
 dequantized per tile on chip (:mod:`compiler.kernels.dequant_gemm`)."""
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ def _activations(n: Node, graph) -> str | None:
 OPS = (
     OpSpec("QuantMatMul", lower_quant_matmul, check=_activations, dtypes=None,
            npu="DequantizeLinear (int4/uint4 with block_size, or FLOAT8E4M3FN per tensor/column) of a constant "
-               "MatMul weight, fused: the weight stays packed in DRAM (int4: half a byte per element) and the vector "
+               "MatMul weight, and com.microsoft MatMulNBits (bits 4, accuracy_level 0 or 1, constant B, scales, "
+               "zero points and bias, no g_idx; the bias a following Add; else the host, with the reason), fused: "
+               "the weight stays packed in DRAM (int4: half a byte per element) and the vector "
                "unit dequantizes each tile in SPM for the matrix unit (f32); ws dataflow"),
 )

@@ -137,3 +137,18 @@ def test_unsupported_matmul_nbits_without_fallback_is_refused_naming_it(variant,
                        + reason) as e:
         import_onnx(model)
     assert "\n" not in str(e.value)
+
+
+def test_run_summary_gives_the_packed_weight_bytes(tmp_path, capsys, monkeypatch):
+    """``npusim run``'s text summary: the DRAM weights image of a 1024 x 1024 int4 weight in blocks of 32 is the codes
+    (half a byte each) and the f32 scales (one per block): 0.66 MB (no tile padding at these sizes)."""
+    from npusim.app.cli import main
+
+    monkeypatch.setenv("NPUSIM_NO_CACHE", "1")
+    K, N = 1024, 1024
+    path = tmp_path / "nbits.onnx"
+    path.write_bytes(nbits_model(1, K, N)[0].SerializeToString())
+    assert main(["run", str(path), "--arch", "edge16", "--timing-only"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("weights "))
+    mb = float(re.match(r"weights ([\d.]+) MB in DRAM \(quantized MatMul weights packed", line).group(1))
+    assert mb == round((K * N / 2 + K // 32 * N * 4) / 1e6, 2), line
