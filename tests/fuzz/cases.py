@@ -194,13 +194,25 @@ def _arch_value(draw) -> tuple[str, Any]:
     return text, v
 
 
-def _certainly_bad(v: Any, kind: type) -> bool:
-    """A value no sane field of type ``kind`` takes (numbers only; choices are left to the oracles)."""
+def zero_allowed(sec: str, name: str) -> bool:
+    """Whether Arch field ``sec.name`` takes 0 (its check's stated range starts at a closed ``[0``: a latency in ns,
+    a host call's launch time)."""
+    from dataclasses import fields
+
+    from isa.arch import SECTIONS
+
+    check = next(f for f in fields(SECTIONS[sec]) if f.name == name).metadata["check"]
+    return getattr(check, "allowed", "").startswith("[0,")
+
+
+def _certainly_bad(v: Any, kind: type, zero_ok: bool = False) -> bool:
+    """A value no sane field of type ``kind`` takes (numbers only; choices are left to the oracles); ``zero_ok``: the
+    field takes 0 (a float field's 0 is otherwise bad)."""
     if kind is int:
         return isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > BIG
     if kind is float:
-        return (isinstance(v, bool) or not isinstance(v, int | float) or v != v or v <= 0 or v >= BIG
-                or v < 1e-6)
+        return (isinstance(v, bool) or not isinstance(v, int | float) or v != v or v < 0 or v >= BIG
+                or (v == 0 and not zero_ok) or 0 < v < 1e-6)
     if kind is bool:
         return not isinstance(v, bool)
     return False
@@ -220,7 +232,7 @@ def arch_cases(draw) -> Case:
                 text = str(int(value)) if draw(st.booleans()) else text
             items.append(f"{sec}.{name}={text}")
             parsed = _parse_like(typ, text)
-            bad[sec, name] = parsed is not _UNPARSED and _certainly_bad(parsed, typ)
+            bad[sec, name] = parsed is not _UNPARSED and _certainly_bad(parsed, typ, zero_allowed(sec, name))
         return Case("arch", "override", (preset, items), True if any(bad.values()) else None)
     if kind == "toml":
         which = draw(st.sampled_from(("mutate", "mutate", "mutate", "empty", "partial", "based", "name")))
@@ -238,7 +250,7 @@ def arch_cases(draw) -> Case:
             vt, v = _arch_value(draw)
             lit = _toml_literal(v)
             text = f'base = "{draw(st.sampled_from(presets_by_size()))}"\n[{sec}]\n{name} = {lit}\n'
-            bad = True if _certainly_bad(v, typ) else None
+            bad = True if _certainly_bad(v, typ, zero_allowed(sec, name)) else None
         elif which == "name":
             v = draw(st.sampled_from(("5", "true", "[1]", "{a = 1}", "1.5", '"ok"')))
             text = re.sub(r'^name = .*$', f"name = {v}", text, count=1, flags=re.M)
@@ -254,7 +266,7 @@ def arch_cases(draw) -> Case:
                     lines[i] = f"{key} = {_toml_literal(v)}"
                     sec = next((ln[1:-1] for ln in reversed(lines[:i]) if ln.startswith("[")), None)
                     typ = next((t for s, n, t in table if s == sec and n == key), None)
-                    bad_lines[i] = typ is not None and _certainly_bad(v, typ)
+                    bad_lines[i] = typ is not None and _certainly_bad(v, typ, zero_allowed(sec, key))
                     text = "\n".join(lines) + "\n"
                 else:
                     text = _splice(draw, text)
@@ -272,7 +284,8 @@ def arch_cases(draw) -> Case:
     if draw(st.booleans()):
         d["base"] = draw(st.sampled_from(presets_by_size()))
     types = {(s, n): t for s, n, t in table}
-    bad = any(_certainly_bad(v, types[sec, n]) for sec, values in d.items() if isinstance(values, dict)
+    bad = any(_certainly_bad(v, types[sec, n], zero_allowed(sec, n)) for sec, values in d.items()
+              if isinstance(values, dict)
               for n, v in values.items())
     bad |= any(not isinstance(d[k], str) for k in ("name", "description") if k in d)
     bad = True if bad else None
