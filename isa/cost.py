@@ -33,6 +33,7 @@ from isa.instructions import (
     VecRequant,
     VecUnary,
 )
+from isa.speeds import bus_ticks
 from isa.units import UNIT_OF, UNIT_QUEUES, Queue, Role, key_queue
 from isa.view import View
 
@@ -283,7 +284,7 @@ def _uniform_row_misses(pages: np.ndarray, step: int, banks: int, row_miss: int,
         return misses, delay
     first = starts.tolist()
     opened: dict[int, tuple[int, int]] = {}   # bank -> (open page, last burst of its latest group)
-    misses, hot = 0, ([], [], [])             # the misses whose activation outlasts the schedule: j, seen, short
+    misses, hot = 0, []                       # the misses whose activation outlasts the schedule: (j, seen, short)
     for j, page, end in zip(first, pages[starts].tolist(), first[1:] + [n]):
         bank = page % banks
         prev = opened.get(bank)
@@ -291,10 +292,9 @@ def _uniform_row_misses(pages: np.ndarray, step: int, banks: int, row_miss: int,
             misses += 1
             seen = j - outstanding if prev is None else max(j - outstanding, prev[1])
             if seen >= 0 and row_miss > (j - seen) * step:
-                for x, v in zip(hot, (j, seen, row_miss - (j - seen) * step)):
-                    x.append(v)
+                hot.append((j, seen, row_miss - (j - seen) * step))
         opened[bank] = (page, end - 1)
-    return misses, _knock_on(*hot)[0] if hot[0] else 0
+    return misses, _knock_on(*zip(*hot))[0] if hot else 0
 
 
 class _Bus:
@@ -318,7 +318,7 @@ class _Bus:
         """Costs and state after the runs of ``leaf``; without ``history`` the state only has its last two fields
         (the leaf is the whole stream)."""
         addr, nbytes = _bursts(leaf.offsets + r, leaf.arg, self.burst)
-        d = -(-nbytes // self.access) * self.access_ticks
+        d = bus_ticks(nbytes, self.access, self.access_ticks)
         interval = burst_interval(d, self.latency, self.outstanding)
         tail = (int(interval[-1]), int(d[-1]))
         if not self.page:
@@ -358,7 +358,7 @@ class _Bus:
         starts = leaf.offsets + r
         if run % b or self.page % b or (starts % b).any():
             return None
-        d = -(-b // self.access) * self.access_ticks
+        d = bus_ticks(b, self.access, self.access_ticks)
         step = int(burst_interval(d, self.latency, self.outstanding))
         n = starts.size * (run // b)
         window = (n - 1) * step + d

@@ -48,6 +48,13 @@ def ceil_div(num: int, den: int) -> int:
     return -(-num // den)
 
 
+def bus_ticks(nbytes, access_bytes: int, access_ticks: int):
+    """Ticks ``nbytes`` (an integer or a numpy integer array) hold the DRAM bus: whole accesses of ``access_bytes``,
+    ``access_ticks`` each (:meth:`DramTiming.data_ticks` on plain values, for the cost model's cached stream
+    pricing)."""
+    return -(-nbytes // access_bytes) * access_ticks
+
+
 def cycles_of(x: Fraction) -> int:
     """A non-negative number of cycles rounded up to a whole cycle."""
     return ceil_div(x.numerator, x.denominator)
@@ -101,8 +108,8 @@ class DramTiming:
         return self.row_miss * self.ticks
 
     def data_ticks(self, nbytes):
-        """Ticks ``nbytes`` (an integer or a numpy integer array) hold the bus: whole accesses."""
-        return -(-nbytes // self.access_bytes) * self.access_ticks
+        """Ticks ``nbytes`` (an integer or a numpy integer array) hold the bus: whole accesses (:func:`bus_ticks`)."""
+        return bus_ticks(nbytes, self.access_bytes, self.access_ticks)
 
     def cycles(self, ticks: int) -> int:
         """``ticks`` rounded up to whole core cycles (once per instruction)."""
