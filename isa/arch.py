@@ -438,7 +438,7 @@ class Arch:
     def summary(self) -> str:
         """A description made from the fields: array, SPM, DRAM bandwidth and clock."""
         units = f"{self.units.matrix} x " if self.units.matrix > 1 else ""
-        return (f"{units}{self.matrix.rows}x{self.matrix.cols} NPU: {_bytes_text(self.spm.size)} SPM, "
+        return (f"{units}{self.matrix.rows}x{self.matrix.cols} NPU: {bytes_text(self.spm.size)} SPM, "
                 f"{self.dram.gb_per_s:g} GB/s DRAM, {self.clock.ghz:g} GHz")
 
     @property
@@ -456,7 +456,7 @@ def _override_text(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
-def _bytes_text(n: int) -> str:
+def bytes_text(n: int) -> str:
     """``256 KiB``, ``1 MiB``, ``1000 B``: the largest binary unit that divides ``n``."""
     for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= size and n % size == 0:

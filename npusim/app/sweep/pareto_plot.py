@@ -8,10 +8,11 @@ are drawn apart (an orange x) whether the front leaves them out (``host="exclude
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from isa.arch import SECTIONS
+from isa.arch import SECTIONS, bytes_text
 from npusim.app.sweep.pareto import host_assisted, pareto, runnable
 from npusim.app.sweep.run import METRICS
 
@@ -57,8 +58,6 @@ def scaled_axis(name: str, values) -> tuple[float, str]:
     """(factor, label) to draw column ``name``'s ``values`` in one SI-prefixed unit, e.g. ``time_s`` of 3.5e-5 s as
     35 with the label ``time (µs)`` and ``energy_pj`` of 3.8e7 pJ as 38 with ``energy (µJ)``: no offset text such as
     "1e-5" beside the axis. Columns without such a unit keep their values and :func:`axis_label`."""
-    import math
-
     unit = column_unit(name)
     if unit not in SI_BASE:
         return 1.0, axis_label(name)
@@ -87,17 +86,10 @@ def _point_label(row, columns: list[str]) -> str:
     parts = []
     for c, f in zip(columns, fields):
         v = row[c]
-        text = _bytes_text(int(v)) if column_unit(c) == "bytes" and float(v).is_integer() else \
+        text = bytes_text(int(v)) if column_unit(c) == "bytes" and float(v).is_integer() else \
             f"{v:g}" if isinstance(v, float) else str(v)
         parts.append(f"{f if fields.count(f) == 1 else c}={text}")
     return " ".join(parts)
-
-
-def _bytes_text(n: int) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size and n % size == 0:
-            return f"{n // size} {unit}"
-    return f"{n} B"
 
 
 def _override_columns(df, metrics: list[str]) -> list[str]:
