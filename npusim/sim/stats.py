@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -14,7 +13,7 @@ import numpy as np
 
 from isa import Program, Queue
 from isa.arch import Arch
-from isa.asm import format_program, mnemonic
+from isa.asm import mnemonic
 from isa.columns import unit_keys
 from isa.cost import Cost, dma_stream_bandwidth
 from isa.energy import RunEnergy, area_mm2, run_energy
@@ -104,12 +103,6 @@ class SimResult:
     costs: list[Cost] = field(default_factory=list)
     resource_stalls: list[tuple[int, int, int, str]] = field(default_factory=list)
     dispatcher_gaps: list[list] = field(default_factory=list)
-
-    @cached_property
-    def program_sha256(self) -> str:
-        """sha256 of the program's canonical assembly (:func:`isa.asm.format_program`): two runs with the same value
-        ran the same instructions (``npusim diff`` warns when they did not)."""
-        return hashlib.sha256(format_program(self.program).encode()).hexdigest()
 
     @cached_property
     def queue(self) -> np.ndarray:
@@ -220,7 +213,7 @@ class SimResult:
             "energy": energy.to_dict(inferences),
             "area": {f"{part}_mm2": v for part, v in area_mm2(self.arch).items()},
             "memory_roof": memory_roof(self.arch),
-            "program": {"sha256": self.program_sha256, "instructions": len(self.program.instrs)},
+            "program": {"sha256": self.program.sha256, "instructions": len(self.program.instrs)},
             "warnings": list(self.warnings),
             "arch": self.arch.to_dict(),
             "wall_seconds": self.wall_seconds,

@@ -165,14 +165,14 @@ class Topology:
                    for x in self.layers]
         cycles, macs = sum(r.cycles for r in results), sum(x.M * x.N * x.K for x in self.layers)
         seconds, joules = sum(r.microseconds for r in results) * 1e-6, sum(r.energy.total for r in results) * 1e-12
+        first = results[0].to_dict(instructions=False)
         return {"cycles": cycles, "time_us": seconds * 1e6, "macs": macs,
                 "mac_utilization": macs / (cycles * arch.peak_macs_per_cycle) if cycles else 0.0,
                 "dram": {"bytes_read": sum(r.dram_bytes_read for r in results),
                          "bytes_written": sum(r.dram_bytes_written for r in results)},
                 "energy": {"total_pj": joules * 1e12, "per_inference_pj": joules * 1e12,
                            "average_power_w": joules / seconds if seconds else 0.0, "edp_js": joules * seconds},
-                "area": results[0].to_dict(instructions=False)["area"],
-                "memory_roof": results[0].to_dict(instructions=False)["memory_roof"],   # the Arch's, as every run's
+                "area": first["area"], "memory_roof": first["memory_roof"],   # the Arch's, as every run's
                 "layers": [{"name": x.name, "cycles": r.cycles, "energy_pj": r.energy.total}
                            for x, r in zip(self.layers, results)]}
 
