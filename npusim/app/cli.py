@@ -121,7 +121,8 @@ def summary(result, mac_utilization: float | None = None, report: dict | None = 
     if report and report.get("weight_bytes"):
         quant = any(r.get("op") == "QuantMatMul" for r in report.get("layers", ()))
         lines.append(f"weights {report['weight_bytes'] / 1e6:,.2f} MB in DRAM"
-                     + (" (quantized MatMul weights packed: int4 half a byte a weight, plus scales)" if quant else ""))
+                     + (" (quantized MatMul weights stay packed: int4 half a byte, fp8 one byte a weight, plus "
+                          "scales)" if quant else ""))
     lines += energy_lines(report or result.to_dict(instructions=False))
     lines += [f"warning: {w}" for w in result.warnings]
     return "\n".join(lines)

@@ -150,5 +150,5 @@ def test_run_summary_gives_the_packed_weight_bytes(tmp_path, capsys, monkeypatch
     path.write_bytes(nbits_model(1, K, N)[0].SerializeToString())
     assert main(["run", str(path), "--arch", "edge16", "--timing-only"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("weights "))
-    mb = float(re.match(r"weights ([\d.]+) MB in DRAM \(quantized MatMul weights packed", line).group(1))
+    mb = float(re.match(r"weights ([\d.]+) MB in DRAM \(quantized MatMul weights stay packed", line).group(1))
     assert mb == round((K * N / 2 + K // 32 * N * 4) / 1e6, 2), line
