@@ -161,7 +161,8 @@ def _to_f32(p: _Plan, qb: int, bb: int, j: int, nb: int, w: int) -> list:
 
 def _dequant(p: _Plan, qb: int, bb: int, tn: int) -> list:
     """The vector instructions turning the q slot at ``qb`` into the f32 B slot at ``bb`` (``tn`` columns, a multiple
-    of the array columns: a ragged tile's extra columns have zero codes and scales, so zero weights)."""
+    of the array columns: a ragged tile's extra columns have zero codes and scales, so zero weights), synced: from
+    a full q slot and an empty B slot to an empty q slot and a full B slot."""
     t, ops = p.t, []
     if p.fmt.kind != "fp8":   # unpack the nibbles into one byte per code, [tk][tn] at u0
         half = t.tn // 2
@@ -172,7 +173,14 @@ def _dequant(p: _Plan, qb: int, bb: int, tn: int) -> list:
                           imm=0x0F),
                 VecBinary(op=BinOp.SHR, shape=pshape, dst=View(Space.SPM, p.u0 + 1, U8, (t.tn, 2)), src0=packed,
                           imm=4)]
-    return ops + _to_f32(p, qb, bb, 0, tn // p.target.cols, p.target.cols)
+    return synced(ops + _to_f32(p, qb, bb, 0, tn // p.target.cols, p.target.cols), ("q_full", "b_empty"),
+                  ("q_empty", "b_full"))
+
+
+def _matmuls(p: _Plan, acc: int, ab: int, bb: int, tm: int, tk: int, tn: int, waits: tuple[str, ...],
+             signals: tuple[str, ...]) -> list:
+    """A step's matrix work into the ACC tile at ``acc`` (zeroed first when ``waits`` takes an empty one), synced."""
+    return synced(p.lay.matmuls(acc, ab, bb, tm, tk, tn, F32, "acc_empty" in waits), waits, signals)
 
 
 def dequant_gemm(M: int, N: int, K: int, fmt: WeightFormat, target: Target, t: DequantTiling) -> Program:
@@ -181,6 +189,14 @@ def dequant_gemm(M: int, N: int, K: int, fmt: WeightFormat, target: Target, t: D
     p = _Plan(M, N, K, fmt, target, t)
     c = target.cols
     instrs: list = []
+    built: dict[tuple, list] = {}   # a step's dequantization and matrix work: few distinct runs, each built once
+
+    def once(key: tuple, build, *args) -> list:   # (shared instructions: the linker copies each object once)
+        got = built.get(key)
+        if got is None:
+            got = built[key] = build(*args)
+        return got
+
     steps = [(m0, ni, ki) for m0 in range(0, M, t.tm) for ni in range(p.n_tiles) for ki in range(p.k_tiles)]
     a_n = tiles = 0
     for s, (m0, ni, ki) in enumerate(steps):
@@ -198,11 +214,12 @@ def dequant_gemm(M: int, N: int, K: int, fmt: WeightFormat, target: Target, t: D
                                             src=View(Space.DRAM, (m0 * K + k0) * 4, F32, (K * 4, 4), "A")),
                                     waits=("a_empty",), signals=("a_full",)))
         instrs += synced(_loads(p, ni, ki, qb), ("q_empty",), ("q_full",))
-        instrs += synced(_dequant(p, qb, bb, _up(tn, c)), ("q_full", "b_empty"), ("q_empty", "b_full"))
+        instrs += once(("dq", qb, bb, tn), _dequant, p, qb, bb, _up(tn, c))
         first, last = ki == 0, ki == p.k_tiles - 1
-        mms = p.lay.matmuls(acc, ab, bb, tm, tk, _up(tn, c), F32, first)   # (ragged columns: zero weights)
-        instrs += synced(mms, (("a_full",) if new_a else ()) + ("b_full",) + (("acc_empty",) if first else ()),
-                         (("a_empty",) if last_a else ()) + ("b_empty",) + (("acc_full",) if last else ()))
+        waits = (("a_full",) if new_a else ()) + ("b_full",) + (("acc_empty",) if first else ())
+        signals = (("a_empty",) if last_a else ()) + ("b_empty",) + (("acc_full",) if last else ())
+        instrs += once(("mm", acc, ab, bb, tm, tk, tn, waits, signals), _matmuls, p, acc, ab, bb, tm, tk,
+                       _up(tn, c), waits, signals)   # (ragged columns: zero weights)
         if last:
             instrs += synced(p.lay.stores(acc, m0, n0, tm, tn), ("acc_full",), ("acc_empty",))
             tiles += 1
