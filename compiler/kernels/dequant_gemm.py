@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -253,9 +254,11 @@ def candidates(M: int, N: int, K: int, fmt: WeightFormat, target: Target) -> lis
     return out
 
 
+@lru_cache(maxsize=256)
 def search_dequant_tiling(M: int, N: int, K: int, fmt: WeightFormat, target: Target) -> DequantTiling:
     """The candidate whose program :func:`isa.cost.program_estimate` prices fastest (the first on a tie);
-    TilingError when none fits."""
+    TilingError when none fits. Each candidate's program is built, so a search takes seconds on an LLM's layers:
+    kept per shape (a model repeats its layers' shapes), as :func:`compiler.kernels.gemm.search_tiling` is."""
     best = None
     for t in candidates(M, N, K, fmt, target):
         est = program_estimate(dequant_gemm(M, N, K, fmt, target, t), target.arch)
