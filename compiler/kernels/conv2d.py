@@ -568,12 +568,8 @@ def conv_on_array(cs: ConvShape, dtype: DType, target: Target, epilogue: Epilogu
     on ``target`` or, when no tiling fits its whole array (and ``blocks``), on the block of the array that
     :func:`~compiler.kernels.common.search.on_array_blocks` finds (smaller channel blocks and weight tiles, priced by
     :func:`conv_estimate`). TilingError when not even a 1 x 1 block fits."""
-    def attempt(t: Target) -> tuple[Target, ConvTiling]:
-        return t, search_conv_tiling(cs, dtype, t, epilogue, hidden_constants)
-
-    def price(found: tuple[Target, ConvTiling]) -> int:
-        return conv_estimate(cs, dtype, found[0], found[1], epilogue, hidden_constants)
-    return on_array_blocks(target, attempt, price, blocks)
+    return on_array_blocks(target, lambda t: search_conv_tiling(cs, dtype, t, epilogue, hidden_constants),
+                           lambda t, tiling: conv_estimate(cs, dtype, t, tiling, epilogue, hidden_constants), blocks)
 
 
 def conv_candidates(cs: ConvShape, dtype: DType, target: Target, epilogue: Epilogue | None = None,

@@ -548,12 +548,10 @@ def conv_transpose_on_array(ct: ConvTransposeShape, dtype: DType, target: Target
     :func:`search_conv_transpose_tiling`'s on ``target`` or, when no tiling fits its whole array (and ``blocks``), on
     the block of the array that :func:`~compiler.kernels.common.search.on_array_blocks` finds (priced by
     :func:`transpose_estimate`). TilingError when not even a 1 x 1 block fits."""
-    def attempt(t: Target) -> tuple[Target, TransposeTiling]:
-        return t, search_conv_transpose_tiling(ct, dtype, t, epilogue, mode, per_phase_bias, hidden_constants)
-
-    def price(found: tuple[Target, TransposeTiling]) -> int:
-        return transpose_estimate(ct, dtype, found[0], found[1], epilogue, mode, per_phase_bias, hidden_constants)
-    return on_array_blocks(target, attempt, price, blocks)
+    return on_array_blocks(
+        target, lambda t: search_conv_transpose_tiling(ct, dtype, t, epilogue, mode, per_phase_bias, hidden_constants),
+        lambda t, tiling: transpose_estimate(ct, dtype, t, tiling, epilogue, mode, per_phase_bias, hidden_constants),
+        blocks)
 
 
 # -------------------------------------------------------------------------------------------- the program

@@ -174,12 +174,8 @@ def gemm_on_array(M: int, N: int, K: int, dtype: DType, target: Target, b_packed
     ``target`` or, when no tiling fits its whole array (and ``blocks``), on the block of the array that
     :func:`~compiler.kernels.common.search.on_array_blocks` finds (smaller k and n blocks, B tiles and accumulator
     tiles, priced by :func:`gemm_estimate`). TilingError when not even a 1 x 1 block fits."""
-    def attempt(t: Target) -> tuple[Target, GemmTiling]:
-        return t, search_tiling(M, N, K, dtype, t, b_packed, epilogue)
-
-    def price(found: tuple[Target, GemmTiling]) -> int:
-        return gemm_estimate(M, N, K, dtype, found[0], found[1], b_packed, epilogue)
-    return on_array_blocks(target, attempt, price, blocks)
+    return on_array_blocks(target, lambda t: search_tiling(M, N, K, dtype, t, b_packed, epilogue),
+                           lambda t, tiling: gemm_estimate(M, N, K, dtype, t, tiling, b_packed, epilogue), blocks)
 
 
 def gemm_candidates(M: int, N: int, K: int, dtype: DType, target: Target, b_packed: bool = False,

@@ -202,16 +202,16 @@ layer of the zoo models comes within a factor of ten on the presets; a layer wit
 host like any other that does not fit."""
 
 
-def on_array_blocks(target: Target, attempt: Callable[[Target], T], price: Callable[[T], float],
-                    blocks: bool = True) -> T:
-    """``attempt(target)`` (a search, or a lowering built on one); when no tiling fits (TilingError) and ``blocks``,
-    the one of least ``price`` of ``attempt`` on each block of the array at the first level of
-    :meth:`~compiler.kernels.common.target.Target.array_blocks` (the largest area) where any fits, the first of
-    equal prices: smaller weight, reduction and output-channel blocks, a partially filled array. Only where the
-    whole array has no tiling, so whatever fits it is kept as it is. TilingError of the whole array when no block
+def on_array_blocks(target: Target, attempt: Callable[[Target], T], price: Callable[[Target, T], float],
+                    blocks: bool = True) -> tuple[Target, T]:
+    """The target and what ``attempt`` (a search, or a lowering built on one) finds on it: ``target``'s; when no
+    tiling fits it (TilingError) and ``blocks``, the one of least ``price`` on each block of the array at the first
+    level of :meth:`~compiler.kernels.common.target.Target.array_blocks` (the largest area) where any fits, the
+    first of equal prices: smaller weight, reduction and output-channel blocks, a partially filled array. Only where
+    the whole array has no tiling, so whatever fits it is kept as it is. TilingError of the whole array when no block
     fits either."""
     try:
-        return attempt(target)
+        return target, attempt(target)
     except TilingError as e:
         if not blocks:
             raise
@@ -220,11 +220,11 @@ def on_array_blocks(target: Target, attempt: Callable[[Target], T], price: Calla
         fits = []
         for block in level:
             try:
-                fits.append(attempt(block))
+                fits.append((block, attempt(block)))
             except TilingError:
                 continue
         if fits:
-            return fits[0] if len(fits) == 1 else min(fits, key=price)
+            return fits[0] if len(fits) == 1 else min(fits, key=lambda found: price(*found))
     raise refused
 
 
