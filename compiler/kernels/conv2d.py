@@ -38,13 +38,14 @@ from compiler.kernels.common.halo import padded_load
 from compiler.kernels.common.matmul_nest import MatMulNest, MatMulNests
 from compiler.kernels.common.pipeline import sem_op
 from compiler.kernels.common.search import (
-    PROGRAM_MAX,
     Ranking,
     SearchRule,
     TilingSearch,
+    check_program_max,
     loads_constants,
     on_array_blocks,
     tiling_price,
+    under_program_max,
 )
 from compiler.kernels.common.sink import EstimateSink, PriceMemo, ProgramSink, Sink
 from compiler.kernels.common.target import Target
@@ -659,7 +660,7 @@ def _rank_tiling(out: list, gs: ConvShape, ctx: _RankTarget, g: tuple, toh: int,
         whole = packed or tcb >= cbs   # (the plan's x_all)
         x_slot = window if whole else tcb * row_block
         csteps = -(-cbs // tcb)
-        if 2 * tiles * nbg * csteps > PROGRAM_MAX:   # (conv_instructions)
+        if not under_program_max(tiles * nbg * csteps):
             continue
         chunks = groups * csteps
         resident = (single if whole else 1 if im2col else 2) * x_slot + 2 * p_slot + chunks * tcb * block <= spm
@@ -1049,9 +1050,8 @@ def _check_layout(cs: ConvShape, t: ConvTiling, p: ConvPlan, bias_bytes: int, ta
     if p.spm + bias_bytes > target.spm or t.acc_bufs * p.acc_tile > target.acc or t.acc_bufs not in (1, 2):
         raise TilingError(f"tiling {t} needs {p.spm + bias_bytes} B of SPM and {t.acc_bufs * p.acc_tile} B of ACC "
                           f"(1 or 2 accumulator tiles)")
-    steps = cs.N * cs.groups * -(-cs.OH // t.toh) * -(-cs.OW // t.tow) * -(-p.nbs // p.tnb) * -(-p.cbs // p.tcb)
-    if 2 * steps > PROGRAM_MAX:
-        raise TilingError(f"tiling {t} of {cs} takes {steps:,} steps, more than {PROGRAM_MAX // 2:,}")
+    check_program_max(cs.N * cs.groups * -(-cs.OH // t.toh) * -(-cs.OW // t.tow) * -(-p.nbs // p.tnb)
+                      * -(-p.cbs // p.tcb), t, cs)
     if not pack_allowed(cs, t.pack, t.tow, target.cols, t.im2col):
         raise TilingError(f"tiling {t} cannot pack {t.pack} pixels per array row of {cs}: that needs one group, "
                           f"pack * K <= {target.cols} columns, stride 1 (or a subsampled 1x1, or im2col) and tile "

@@ -44,13 +44,14 @@ from compiler.kernels.common.halo import padded_load
 from compiler.kernels.common.matmul_nest import MatMulNest, MatMulNests
 from compiler.kernels.common.pipeline import sem_op
 from compiler.kernels.common.search import (
-    PROGRAM_MAX,
     Ranking,
     SearchRule,
     TilingSearch,
+    check_program_max,
     loads_constants,
     on_array_blocks,
     tiling_price,
+    under_program_max,
 )
 from compiler.kernels.common.sink import EstimateSink, PriceMemo, ProgramSink, Sink
 from compiler.kernels.common.target import Target
@@ -514,7 +515,7 @@ class TransposeSearch(TilingSearch[TransposeTiling]):
                     if tcb:
                         t = replace(t, tcb=tcb)
                         plan = _plan(ct, ph, pw, t, es, r, c, spm)
-                        if 2 * _steps_of(ct, ph, pw, t, plan) <= PROGRAM_MAX:
+                        if under_program_max(_steps_of(ct, ph, pw, t, plan)):
                             ranking.offer(_rough_cycles(ct, ph, pw, t, plan, arch), t, bufs)
         if not ranking:
             raise refused or TilingError(f"no tiling of the transposed convolution {ct} fits {spm} B of SPM")
@@ -644,6 +645,7 @@ class TransposeLayout(NamedTuple):
         t = tiling or choose_tiling(ct, dtype, target, mode, const)
         p = _plan(ct, ph, pw, t, es, rows, cols, target.spm - const)
         _check_layout(t, p, const, target, epilogue)
+        check_program_max(_steps_of(ct, ph, pw, t, p), t, ct)
         gs, phases = ct.grouped(t.gpack), _taps(ph, pw)
         bias_base, bias_len = -(-p.spm // 4) * 4, gs.K * (nphase if per_phase_bias else 1)
         tile = rows * cols * es

@@ -30,6 +30,7 @@ import numpy as np
 
 from compiler.errors import TilingError
 from compiler.kernels.common.pipeline import synced, with_sync
+from compiler.kernels.common.search import check_program_max
 from compiler.kernels.common.target import Target
 from compiler.kernels.gemm import GemmTiling, WsLayout
 from isa import BinOp, DmaCopy, DType, Halt, Program, Queue, Region, SemDecl, Space, VecBinary, VecConvert, View
@@ -84,6 +85,7 @@ class _Plan:
         self.bs = fmt.block or t.tk                          # one scale row per bs k rows of a tile
         self.nblk = t.tk // self.bs
         self.k_tiles, self.n_tiles = -(-K // t.tk), -(-N // t.tn)
+        check_program_max(-(-M // t.tm) * self.n_tiles * self.k_tiles, t, f"a {M}x{N}x{K} dequantizing GEMM")
         self.a_slot = _up(t.tm * t.tk * 4, 64)
         self.b_slot = _up(t.tk * t.tn * 4, 64)
         self.q_bytes = t.tk * t.tn // fmt.codes_per_byte

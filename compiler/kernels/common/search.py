@@ -202,6 +202,19 @@ layer of the zoo models comes within a factor of ten on the presets; a layer wit
 host like any other that does not fit."""
 
 
+def under_program_max(steps: int) -> bool:
+    """Whether a tiling of ``steps`` steps (two instructions each, at least) keeps its program under
+    :data:`PROGRAM_MAX` (a search's filter before it ranks a candidate)."""
+    return 2 * steps <= PROGRAM_MAX
+
+
+def check_program_max(steps: int, tiling: object, of: object) -> None:
+    """TilingError when ``tiling`` of ``of`` (a layer's shape; both formatted only then) takes ``steps`` steps, more
+    than :func:`under_program_max` lets a program take (a generator's check of a given tiling)."""
+    if not under_program_max(steps):
+        raise TilingError(f"tiling {tiling} of {of} takes {steps:,} steps, more than {PROGRAM_MAX // 2:,}")
+
+
 def on_array_blocks(target: Target, attempt: Callable[[Target], T], price: Callable[[Target, T], float],
                     blocks: bool = True) -> tuple[Target, T]:
     """The target and what ``attempt`` (a search, or a lowering built on one) finds on it: ``target``'s; when no
