@@ -580,6 +580,14 @@ def conv_candidates(cs: ConvShape, dtype: DType, target: Target, epilogue: Epilo
     return ConvSearch(cs, dtype, target, epilogue or Epilogue(), group_packing=group_packing).candidates()
 
 
+def rough_dram(arch: Arch) -> tuple[int, float]:
+    """What the rough ranks (:func:`rough_cycles`, :func:`rank_tilings`, the transposed convolution's) charge for
+    DRAM: the cycles every DMA pays besides its bytes (its setup, the DRAM latency and a first row activation; banks
+    hide the later ones) and the bus's bytes per cycle."""
+    t = arch.dram_timing
+    return arch.dma.setup_latency + t.latency + t.row_miss, float(t.bytes_per_cycle)
+
+
 class _RankTarget(NamedTuple):
     """What :func:`rank_tilings` reads of the target and the grouped convolution, worked out once per call."""
 
@@ -611,9 +619,7 @@ def rank_tilings(gs: ConvShape, gpack: int, tilings: list[tuple[int, int, int, b
     search ranks thousands of tilings)."""
     arch = target.arch
     ctx = _RankTarget(target.rows, target.cols, target.acc, arch.matrix.rows, arch.matrix.cols,
-                      arch.dma.setup_latency + arch.dram_timing.latency + arch.dram_timing.row_miss,
-                      float(arch.dram_timing.bytes_per_cycle),
-                      arch.dma.setup_latency, arch.spm.banks * arch.spm.bank_width,
+                      *rough_dram(arch), arch.dma.setup_latency, arch.spm.banks * arch.spm.bank_width,
                       gs.N * gs.OH * gs.OW * gs.K * 4, spm, es, gpack, gs.Cg, gs.Kg, gs.groups)
     geometry: dict = {}
     out: list = []
@@ -796,9 +802,7 @@ def rough_cycles(cs: ConvShape, t: ConvTiling, p: ConvPlan, arch: Arch) -> float
     x_bytes = x_loads * p.x_slot
     w_bytes = w_loads * p.w_chunk
     y_bytes = cs.N * cs.OH * cs.OW * cs.K * 4
-    # every DMA pays its setup, its latency and its first row activation; banks hide the later ones
-    per_dma = arch.dma.setup_latency + arch.dram_timing.latency + arch.dram_timing.row_miss
-    bw = float(arch.dram_timing.bytes_per_cycle)
+    per_dma, bw = rough_dram(arch)
     gather = tiles * (p.p_slot / (arch.spm.banks * arch.spm.bank_width) + arch.dma.setup_latency)
     ld = (x_bytes + w_bytes) / bw + (x_loads + w_loads) * per_dma + gather
     st = y_bytes / bw + tiles * nbg * per_dma

@@ -61,6 +61,7 @@ from compiler.kernels.conv2d import (
     axis_values,
     group_packs,
     pack_weights,
+    rough_dram,
 )
 from compiler.kernels.gemm import ACC_TYPE
 from compiler.kernels.staged_copy import Box, Operand, staged_copy
@@ -456,8 +457,7 @@ def _rough_cycles(ct: ConvTransposeShape, ph: AxisPlan, pw: AxisPlan, t: Transpo
     x_loads, w_loads = _loads(p, t, tiles)
     x_bytes, w_bytes = x_loads * p.x_slot, w_loads * p.w_chunk
     y_bytes = ct.N * ct.OH * ct.OW * ct.K * 4
-    per_dma = arch.dma.setup_latency + arch.dram_timing.latency + arch.dram_timing.row_miss
-    bw = float(arch.dram_timing.bytes_per_cycle)
+    per_dma, bw = rough_dram(arch)
     ld = (x_bytes + w_bytes) / bw + (x_loads + w_loads) * per_dma
     st = y_bytes / bw + tiles * nbg * per_dma
     if t.acc_bufs == 1:
