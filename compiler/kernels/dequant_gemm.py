@@ -119,46 +119,44 @@ def _loads(p: _Plan, ni: int, ki: int, base: int) -> list:
     return out
 
 
-def _blocked(p: _Plan, base: int, dtype: DType, j: int, w: int) -> View:
-    """Column blocks from column ``j`` (``w`` wide) of the B slot at ``base`` as ``[nb][nblk][bs][w]`` (its ws layout
-    ``[nb][kb][rows][w]`` is k-major rows)."""
+def _blocked(p: _Plan, base: int, dtype: DType) -> View:
+    """The column blocks of the B slot at ``base`` as ``[nb][nblk][bs][cols]`` (its ws layout ``[nb][kb][rows][cols]``
+    is k-major rows)."""
     c, es = p.target.cols, dtype.size
-    return View(Space.SPM, base + (j // c) * p.kbm * p.target.rows * c * es, dtype,
-                (p.kbm * p.target.rows * c * es, p.bs * w * es, w * es, es))
+    return View(Space.SPM, base, dtype, (p.kbm * p.target.rows * c * es, p.bs * c * es, c * es, es))
 
 
-def _per_block(p: _Plan, base: int, j: int) -> View:
-    """A ``[nblk][tn]`` f32 image at ``base``, from column ``j``, broadcast over the block's rows, as
-    ``[nb][nblk][bs][cols]``."""
+def _per_block(p: _Plan, base: int) -> View:
+    """A ``[nblk][tn]`` f32 image at ``base`` broadcast over the block's rows, as ``[nb][nblk][bs][cols]``."""
     c, tn = p.target.cols, p.t.tn
-    return View(Space.SPM, base + j * 4, F32, (c * 4, tn * 4, 0, 4))
+    return View(Space.SPM, base, F32, (c * 4, tn * 4, 0, 4))
 
 
-def _codes(p: _Plan, base: int, dtype: DType, j: int) -> View:
-    """One byte per code, ``[tk][tn]`` at ``base``, from column ``j``, as ``[nb][nblk][bs][cols]``."""
+def _codes(p: _Plan, base: int, dtype: DType) -> View:
+    """One byte per code, ``[tk][tn]`` at ``base``, as ``[nb][nblk][bs][cols]``."""
     c, tn = p.target.cols, p.t.tn
-    return View(Space.SPM, base + j, dtype, (c, p.bs * tn, tn, 1))
+    return View(Space.SPM, base, dtype, (c, p.bs * tn, tn, 1))
 
 
-def _to_f32(p: _Plan, qb: int, bb: int, j: int, nb: int, w: int) -> list:
-    """The instructions that write column blocks ``[j, j + nb * w)`` of the f32 B slot at ``bb`` from the codes."""
-    fmt, shape = p.fmt, (nb, p.nblk, p.bs, w)
+def _to_f32(p: _Plan, qb: int, bb: int, nb: int) -> list:
+    """The instructions that write the first ``nb`` column blocks of the f32 B slot at ``bb`` from the codes."""
+    fmt, shape = p.fmt, (nb, p.nblk, p.bs, p.target.cols)
     sb = qb + _up(p.q_bytes, 64)
-    scale = _per_block(p, sb, j)
-    bf = _blocked(p, bb, F32, j, w)
+    scale = _per_block(p, sb)
+    bf = _blocked(p, bb, F32)
     if fmt.kind == "fp8":
-        bi = _blocked(p, bb, I32, j, w)
-        return [VecConvert(shape=shape, dst=bi, src=_codes(p, qb, I8, j)),
+        bi = _blocked(p, bb, I32)
+        return [VecConvert(shape=shape, dst=bi, src=_codes(p, qb, I8)),
                 VecBinary(op=BinOp.SHL, shape=shape, dst=bi, src0=bi, imm=20),
                 VecBinary(op=BinOp.AND, shape=shape, dst=bi, src0=bi, imm=0x87FFFFFF - 2**32),
                 VecBinary(op=BinOp.MUL, shape=shape, dst=bf, src0=bf, imm=FP8_RESCALE),
                 VecBinary(op=BinOp.MUL, shape=shape, dst=bf, src0=bf, src1=scale)]
     offset = 8 if fmt.kind == "int4" else 0
-    ops = [VecConvert(shape=shape, dst=bf, src=_codes(p, p.u0, U8, j),
+    ops = [VecConvert(shape=shape, dst=bf, src=_codes(p, p.u0, U8),
                       zp_in=offset + (0 if fmt.per_block_zp else fmt.zp))]
     if fmt.per_block_zp:
         ops.append(VecBinary(op=BinOp.SUB, shape=shape, dst=bf, src0=bf,
-                             src1=_per_block(p, sb + _up(p.s_bytes, 64), j)))
+                             src1=_per_block(p, sb + _up(p.s_bytes, 64))))
     return ops + [VecBinary(op=BinOp.MUL, shape=shape, dst=bf, src0=bf, src1=scale)]
 
 
@@ -176,7 +174,7 @@ def _dequant(p: _Plan, qb: int, bb: int, tn: int) -> list:
                           imm=0x0F),
                 VecBinary(op=BinOp.SHR, shape=pshape, dst=View(Space.SPM, p.u0 + 1, U8, (t.tn, 2)), src0=packed,
                           imm=4)]
-    return synced(ops + _to_f32(p, qb, bb, 0, tn // p.target.cols, p.target.cols), ("q_full", "b_empty"),
+    return synced(ops + _to_f32(p, qb, bb, tn // p.target.cols), ("q_full", "b_empty"),
                   ("q_empty", "b_full"))
 
 
