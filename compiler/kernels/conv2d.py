@@ -38,13 +38,14 @@ from compiler.kernels.common.halo import padded_load
 from compiler.kernels.common.matmul_nest import MatMulNest, MatMulNests
 from compiler.kernels.common.pipeline import sem_op
 from compiler.kernels.common.search import (
-    PROGRAM_MAX,
     Ranking,
     SearchRule,
     TilingSearch,
+    check_program_max,
     loads_constants,
     on_array_blocks,
     tiling_price,
+    under_program_max,
 )
 from compiler.kernels.common.sink import EstimateSink, PriceMemo, ProgramSink, Sink
 from compiler.kernels.common.target import Target
@@ -568,12 +569,8 @@ def conv_on_array(cs: ConvShape, dtype: DType, target: Target, epilogue: Epilogu
     on ``target`` or, when no tiling fits its whole array (and ``blocks``), on the block of the array that
     :func:`~compiler.kernels.common.search.on_array_blocks` finds (smaller channel blocks and weight tiles, priced by
     :func:`conv_estimate`). TilingError when not even a 1 x 1 block fits."""
-    def attempt(t: Target) -> tuple[Target, ConvTiling]:
-        return t, search_conv_tiling(cs, dtype, t, epilogue, hidden_constants)
-
-    def price(found: tuple[Target, ConvTiling]) -> int:
-        return conv_estimate(cs, dtype, found[0], found[1], epilogue, hidden_constants)
-    return on_array_blocks(target, attempt, price, blocks)
+    return on_array_blocks(target, lambda t: search_conv_tiling(cs, dtype, t, epilogue, hidden_constants),
+                           lambda t, tiling: conv_estimate(cs, dtype, t, tiling, epilogue, hidden_constants), blocks)
 
 
 def conv_candidates(cs: ConvShape, dtype: DType, target: Target, epilogue: Epilogue | None = None,
@@ -581,6 +578,14 @@ def conv_candidates(cs: ConvShape, dtype: DType, target: Target, epilogue: Epilo
     """The tilings :func:`search_conv_tiling` prices, in rank order (see there); only the best-ranked one when the
     convolution is too large to price (``PRICE_MAX``). TilingError when none fits."""
     return ConvSearch(cs, dtype, target, epilogue or Epilogue(), group_packing=group_packing).candidates()
+
+
+def rough_dram(arch: Arch) -> tuple[int, float]:
+    """What the rough ranks (:func:`rough_cycles`, :func:`rank_tilings`, the transposed convolution's) charge for
+    DRAM: the cycles every DMA pays besides its bytes (its setup, the DRAM latency and a first row activation; banks
+    hide the later ones) and the bus's bytes per cycle."""
+    t = arch.dram_timing
+    return arch.dma.setup_latency + t.latency + t.row_miss, float(t.bytes_per_cycle)
 
 
 class _RankTarget(NamedTuple):
@@ -614,9 +619,7 @@ def rank_tilings(gs: ConvShape, gpack: int, tilings: list[tuple[int, int, int, b
     search ranks thousands of tilings)."""
     arch = target.arch
     ctx = _RankTarget(target.rows, target.cols, target.acc, arch.matrix.rows, arch.matrix.cols,
-                      arch.dma.setup_latency + arch.dram_timing.latency + arch.dram_timing.row_miss,
-                      float(arch.dram_timing.bytes_per_cycle),
-                      arch.dma.setup_latency, arch.spm.banks * arch.spm.bank_width,
+                      *rough_dram(arch), arch.dma.setup_latency, arch.spm.banks * arch.spm.bank_width,
                       gs.N * gs.OH * gs.OW * gs.K * 4, spm, es, gpack, gs.Cg, gs.Kg, gs.groups)
     geometry: dict = {}
     out: list = []
@@ -663,7 +666,7 @@ def _rank_tiling(out: list, gs: ConvShape, ctx: _RankTarget, g: tuple, toh: int,
         whole = packed or tcb >= cbs   # (the plan's x_all)
         x_slot = window if whole else tcb * row_block
         csteps = -(-cbs // tcb)
-        if 2 * tiles * nbg * csteps > PROGRAM_MAX:   # (conv_instructions)
+        if not under_program_max(tiles * nbg * csteps):
             continue
         chunks = groups * csteps
         resident = (single if whole else 1 if im2col else 2) * x_slot + 2 * p_slot + chunks * tcb * block <= spm
@@ -799,9 +802,7 @@ def rough_cycles(cs: ConvShape, t: ConvTiling, p: ConvPlan, arch: Arch) -> float
     x_bytes = x_loads * p.x_slot
     w_bytes = w_loads * p.w_chunk
     y_bytes = cs.N * cs.OH * cs.OW * cs.K * 4
-    # every DMA pays its setup, its latency and its first row activation; banks hide the later ones
-    per_dma = arch.dma.setup_latency + arch.dram_timing.latency + arch.dram_timing.row_miss
-    bw = float(arch.dram_timing.bytes_per_cycle)
+    per_dma, bw = rough_dram(arch)
     gather = tiles * (p.p_slot / (arch.spm.banks * arch.spm.bank_width) + arch.dma.setup_latency)
     ld = (x_bytes + w_bytes) / bw + (x_loads + w_loads) * per_dma + gather
     st = y_bytes / bw + tiles * nbg * per_dma
@@ -1053,9 +1054,8 @@ def _check_layout(cs: ConvShape, t: ConvTiling, p: ConvPlan, bias_bytes: int, ta
     if p.spm + bias_bytes > target.spm or t.acc_bufs * p.acc_tile > target.acc or t.acc_bufs not in (1, 2):
         raise TilingError(f"tiling {t} needs {p.spm + bias_bytes} B of SPM and {t.acc_bufs * p.acc_tile} B of ACC "
                           f"(1 or 2 accumulator tiles)")
-    steps = cs.N * cs.groups * -(-cs.OH // t.toh) * -(-cs.OW // t.tow) * -(-p.nbs // p.tnb) * -(-p.cbs // p.tcb)
-    if 2 * steps > PROGRAM_MAX:
-        raise TilingError(f"tiling {t} of {cs} takes {steps:,} steps, more than {PROGRAM_MAX // 2:,}")
+    check_program_max(cs.N * cs.groups * -(-cs.OH // t.toh) * -(-cs.OW // t.tow) * -(-p.nbs // p.tnb)
+                      * -(-p.cbs // p.tcb), t, cs)
     if not pack_allowed(cs, t.pack, t.tow, target.cols, t.im2col):
         raise TilingError(f"tiling {t} cannot pack {t.pack} pixels per array row of {cs}: that needs one group, "
                           f"pack * K <= {target.cols} columns, stride 1 (or a subsampled 1x1, or im2col) and tile "

@@ -44,13 +44,14 @@ from compiler.kernels.common.halo import padded_load
 from compiler.kernels.common.matmul_nest import MatMulNest, MatMulNests
 from compiler.kernels.common.pipeline import sem_op
 from compiler.kernels.common.search import (
-    PROGRAM_MAX,
     Ranking,
     SearchRule,
     TilingSearch,
+    check_program_max,
     loads_constants,
     on_array_blocks,
     tiling_price,
+    under_program_max,
 )
 from compiler.kernels.common.sink import EstimateSink, PriceMemo, ProgramSink, Sink
 from compiler.kernels.common.target import Target
@@ -60,6 +61,7 @@ from compiler.kernels.conv2d import (
     axis_values,
     group_packs,
     pack_weights,
+    rough_dram,
 )
 from compiler.kernels.gemm import ACC_TYPE
 from compiler.kernels.staged_copy import Box, Operand, staged_copy
@@ -455,8 +457,7 @@ def _rough_cycles(ct: ConvTransposeShape, ph: AxisPlan, pw: AxisPlan, t: Transpo
     x_loads, w_loads = _loads(p, t, tiles)
     x_bytes, w_bytes = x_loads * p.x_slot, w_loads * p.w_chunk
     y_bytes = ct.N * ct.OH * ct.OW * ct.K * 4
-    per_dma = arch.dma.setup_latency + arch.dram_timing.latency + arch.dram_timing.row_miss
-    bw = float(arch.dram_timing.bytes_per_cycle)
+    per_dma, bw = rough_dram(arch)
     ld = (x_bytes + w_bytes) / bw + (x_loads + w_loads) * per_dma
     st = y_bytes / bw + tiles * nbg * per_dma
     if t.acc_bufs == 1:
@@ -514,7 +515,7 @@ class TransposeSearch(TilingSearch[TransposeTiling]):
                     if tcb:
                         t = replace(t, tcb=tcb)
                         plan = _plan(ct, ph, pw, t, es, r, c, spm)
-                        if 2 * _steps_of(ct, ph, pw, t, plan) <= PROGRAM_MAX:
+                        if under_program_max(_steps_of(ct, ph, pw, t, plan)):
                             ranking.offer(_rough_cycles(ct, ph, pw, t, plan, arch), t, bufs)
         if not ranking:
             raise refused or TilingError(f"no tiling of the transposed convolution {ct} fits {spm} B of SPM")
@@ -548,12 +549,10 @@ def conv_transpose_on_array(ct: ConvTransposeShape, dtype: DType, target: Target
     :func:`search_conv_transpose_tiling`'s on ``target`` or, when no tiling fits its whole array (and ``blocks``), on
     the block of the array that :func:`~compiler.kernels.common.search.on_array_blocks` finds (priced by
     :func:`transpose_estimate`). TilingError when not even a 1 x 1 block fits."""
-    def attempt(t: Target) -> tuple[Target, TransposeTiling]:
-        return t, search_conv_transpose_tiling(ct, dtype, t, epilogue, mode, per_phase_bias, hidden_constants)
-
-    def price(found: tuple[Target, TransposeTiling]) -> int:
-        return transpose_estimate(ct, dtype, found[0], found[1], epilogue, mode, per_phase_bias, hidden_constants)
-    return on_array_blocks(target, attempt, price, blocks)
+    return on_array_blocks(
+        target, lambda t: search_conv_transpose_tiling(ct, dtype, t, epilogue, mode, per_phase_bias, hidden_constants),
+        lambda t, tiling: transpose_estimate(ct, dtype, t, tiling, epilogue, mode, per_phase_bias, hidden_constants),
+        blocks)
 
 
 # -------------------------------------------------------------------------------------------- the program
@@ -646,6 +645,7 @@ class TransposeLayout(NamedTuple):
         t = tiling or choose_tiling(ct, dtype, target, mode, const)
         p = _plan(ct, ph, pw, t, es, rows, cols, target.spm - const)
         _check_layout(t, p, const, target, epilogue)
+        check_program_max(_steps_of(ct, ph, pw, t, p), t, ct)
         gs, phases = ct.grouped(t.gpack), _taps(ph, pw)
         bias_base, bias_len = -(-p.spm // 4) * 4, gs.K * (nphase if per_phase_bias else 1)
         tile = rows * cols * es

@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 from compiler.errors import TilingError
 from compiler.kernels.common.pipeline import synced, with_sync
+from compiler.kernels.common.search import check_program_max
 from compiler.kernels.common.target import Target
 from compiler.kernels.gemm import GemmTiling, WsLayout
 from isa import BinOp, DmaCopy, DType, Halt, Program, Queue, Region, SemDecl, Space, VecBinary, VecConvert, View
@@ -83,6 +85,7 @@ class _Plan:
         self.bs = fmt.block or t.tk                          # one scale row per bs k rows of a tile
         self.nblk = t.tk // self.bs
         self.k_tiles, self.n_tiles = -(-K // t.tk), -(-N // t.tn)
+        check_program_max(-(-M // t.tm) * self.n_tiles * self.k_tiles, t, f"a {M}x{N}x{K} dequantizing GEMM")
         self.a_slot = _up(t.tm * t.tk * 4, 64)
         self.b_slot = _up(t.tk * t.tn * 4, 64)
         self.q_bytes = t.tk * t.tn // fmt.codes_per_byte
@@ -116,52 +119,51 @@ def _loads(p: _Plan, ni: int, ki: int, base: int) -> list:
     return out
 
 
-def _blocked(p: _Plan, base: int, dtype: DType, j: int, w: int) -> View:
-    """Column blocks from column ``j`` (``w`` wide) of the B slot at ``base`` as ``[nb][nblk][bs][w]`` (its ws layout
-    ``[nb][kb][rows][w]`` is k-major rows)."""
+def _blocked(p: _Plan, base: int, dtype: DType) -> View:
+    """The column blocks of the B slot at ``base`` as ``[nb][nblk][bs][cols]`` (its ws layout ``[nb][kb][rows][cols]``
+    is k-major rows)."""
     c, es = p.target.cols, dtype.size
-    return View(Space.SPM, base + (j // c) * p.kbm * p.target.rows * c * es, dtype,
-                (p.kbm * p.target.rows * c * es, p.bs * w * es, w * es, es))
+    return View(Space.SPM, base, dtype, (p.kbm * p.target.rows * c * es, p.bs * c * es, c * es, es))
 
 
-def _per_block(p: _Plan, base: int, j: int) -> View:
-    """A ``[nblk][tn]`` f32 image at ``base``, from column ``j``, broadcast over the block's rows, as
-    ``[nb][nblk][bs][cols]``."""
+def _per_block(p: _Plan, base: int) -> View:
+    """A ``[nblk][tn]`` f32 image at ``base`` broadcast over the block's rows, as ``[nb][nblk][bs][cols]``."""
     c, tn = p.target.cols, p.t.tn
-    return View(Space.SPM, base + j * 4, F32, (c * 4, tn * 4, 0, 4))
+    return View(Space.SPM, base, F32, (c * 4, tn * 4, 0, 4))
 
 
-def _codes(p: _Plan, base: int, dtype: DType, j: int) -> View:
-    """One byte per code, ``[tk][tn]`` at ``base``, from column ``j``, as ``[nb][nblk][bs][cols]``."""
+def _codes(p: _Plan, base: int, dtype: DType) -> View:
+    """One byte per code, ``[tk][tn]`` at ``base``, as ``[nb][nblk][bs][cols]``."""
     c, tn = p.target.cols, p.t.tn
-    return View(Space.SPM, base + j, dtype, (c, p.bs * tn, tn, 1))
+    return View(Space.SPM, base, dtype, (c, p.bs * tn, tn, 1))
 
 
-def _to_f32(p: _Plan, qb: int, bb: int, j: int, nb: int, w: int) -> list:
-    """The instructions that write column blocks ``[j, j + nb * w)`` of the f32 B slot at ``bb`` from the codes."""
-    fmt, shape = p.fmt, (nb, p.nblk, p.bs, w)
+def _to_f32(p: _Plan, qb: int, bb: int, nb: int) -> list:
+    """The instructions that write the first ``nb`` column blocks of the f32 B slot at ``bb`` from the codes."""
+    fmt, shape = p.fmt, (nb, p.nblk, p.bs, p.target.cols)
     sb = qb + _up(p.q_bytes, 64)
-    scale = _per_block(p, sb, j)
-    bf = _blocked(p, bb, F32, j, w)
+    scale = _per_block(p, sb)
+    bf = _blocked(p, bb, F32)
     if fmt.kind == "fp8":
-        bi = _blocked(p, bb, I32, j, w)
-        return [VecConvert(shape=shape, dst=bi, src=_codes(p, qb, I8, j)),
+        bi = _blocked(p, bb, I32)
+        return [VecConvert(shape=shape, dst=bi, src=_codes(p, qb, I8)),
                 VecBinary(op=BinOp.SHL, shape=shape, dst=bi, src0=bi, imm=20),
                 VecBinary(op=BinOp.AND, shape=shape, dst=bi, src0=bi, imm=0x87FFFFFF - 2**32),
                 VecBinary(op=BinOp.MUL, shape=shape, dst=bf, src0=bf, imm=FP8_RESCALE),
                 VecBinary(op=BinOp.MUL, shape=shape, dst=bf, src0=bf, src1=scale)]
     offset = 8 if fmt.kind == "int4" else 0
-    ops = [VecConvert(shape=shape, dst=bf, src=_codes(p, p.u0, U8, j),
+    ops = [VecConvert(shape=shape, dst=bf, src=_codes(p, p.u0, U8),
                       zp_in=offset + (0 if fmt.per_block_zp else fmt.zp))]
     if fmt.per_block_zp:
         ops.append(VecBinary(op=BinOp.SUB, shape=shape, dst=bf, src0=bf,
-                             src1=_per_block(p, sb + _up(p.s_bytes, 64), j)))
+                             src1=_per_block(p, sb + _up(p.s_bytes, 64))))
     return ops + [VecBinary(op=BinOp.MUL, shape=shape, dst=bf, src0=bf, src1=scale)]
 
 
 def _dequant(p: _Plan, qb: int, bb: int, tn: int) -> list:
     """The vector instructions turning the q slot at ``qb`` into the f32 B slot at ``bb`` (``tn`` columns, a multiple
-    of the array columns: a ragged tile's extra columns have zero codes and scales, so zero weights)."""
+    of the array columns: a ragged tile's extra columns have zero codes and scales, so zero weights), synced: from
+    a full q slot and an empty B slot to an empty q slot and a full B slot."""
     t, ops = p.t, []
     if p.fmt.kind != "fp8":   # unpack the nibbles into one byte per code, [tk][tn] at u0
         half = t.tn // 2
@@ -172,7 +174,14 @@ def _dequant(p: _Plan, qb: int, bb: int, tn: int) -> list:
                           imm=0x0F),
                 VecBinary(op=BinOp.SHR, shape=pshape, dst=View(Space.SPM, p.u0 + 1, U8, (t.tn, 2)), src0=packed,
                           imm=4)]
-    return ops + _to_f32(p, qb, bb, 0, tn // p.target.cols, p.target.cols)
+    return synced(ops + _to_f32(p, qb, bb, tn // p.target.cols), ("q_full", "b_empty"),
+                  ("q_empty", "b_full"))
+
+
+def _matmuls(p: _Plan, acc: int, ab: int, bb: int, tm: int, tk: int, tn: int, waits: tuple[str, ...],
+             signals: tuple[str, ...]) -> list:
+    """A step's matrix work into the ACC tile at ``acc`` (zeroed first when ``waits`` takes an empty one), synced."""
+    return synced(p.lay.matmuls(acc, ab, bb, tm, tk, tn, F32, "acc_empty" in waits), waits, signals)
 
 
 def dequant_gemm(M: int, N: int, K: int, fmt: WeightFormat, target: Target, t: DequantTiling) -> Program:
@@ -181,6 +190,14 @@ def dequant_gemm(M: int, N: int, K: int, fmt: WeightFormat, target: Target, t: D
     p = _Plan(M, N, K, fmt, target, t)
     c = target.cols
     instrs: list = []
+    built: dict[tuple, list] = {}   # a step's dequantization and matrix work: few distinct runs, each built once
+
+    def once(key: tuple, build, *args) -> list:   # (shared instructions: the linker copies each object once)
+        got = built.get(key)
+        if got is None:
+            got = built[key] = build(*args)
+        return got
+
     steps = [(m0, ni, ki) for m0 in range(0, M, t.tm) for ni in range(p.n_tiles) for ki in range(p.k_tiles)]
     a_n = tiles = 0
     for s, (m0, ni, ki) in enumerate(steps):
@@ -198,11 +215,12 @@ def dequant_gemm(M: int, N: int, K: int, fmt: WeightFormat, target: Target, t: D
                                             src=View(Space.DRAM, (m0 * K + k0) * 4, F32, (K * 4, 4), "A")),
                                     waits=("a_empty",), signals=("a_full",)))
         instrs += synced(_loads(p, ni, ki, qb), ("q_empty",), ("q_full",))
-        instrs += synced(_dequant(p, qb, bb, _up(tn, c)), ("q_full", "b_empty"), ("q_empty", "b_full"))
+        instrs += once(("dq", qb, bb, tn), _dequant, p, qb, bb, _up(tn, c))
         first, last = ki == 0, ki == p.k_tiles - 1
-        mms = p.lay.matmuls(acc, ab, bb, tm, tk, _up(tn, c), F32, first)   # (ragged columns: zero weights)
-        instrs += synced(mms, (("a_full",) if new_a else ()) + ("b_full",) + (("acc_empty",) if first else ()),
-                         (("a_empty",) if last_a else ()) + ("b_empty",) + (("acc_full",) if last else ()))
+        waits = (("a_full",) if new_a else ()) + ("b_full",) + (("acc_empty",) if first else ())
+        signals = (("a_empty",) if last_a else ()) + ("b_empty",) + (("acc_full",) if last else ())
+        instrs += once(("mm", acc, ab, bb, tm, tk, tn, waits, signals), _matmuls, p, acc, ab, bb, tm, tk,
+                       _up(tn, c), waits, signals)   # (ragged columns: zero weights)
         if last:
             instrs += synced(p.lay.stores(acc, m0, n0, tm, tn), ("acc_full",), ("acc_empty",))
             tiles += 1
@@ -236,9 +254,11 @@ def candidates(M: int, N: int, K: int, fmt: WeightFormat, target: Target) -> lis
     return out
 
 
+@lru_cache(maxsize=256)
 def search_dequant_tiling(M: int, N: int, K: int, fmt: WeightFormat, target: Target) -> DequantTiling:
     """The candidate whose program :func:`isa.cost.program_estimate` prices fastest (the first on a tie);
-    TilingError when none fits."""
+    TilingError when none fits. Each candidate's program is built, so a search takes seconds on an LLM's layers:
+    kept per shape (a model repeats its layers' shapes), as :func:`compiler.kernels.gemm.search_tiling` is."""
     best = None
     for t in candidates(M, N, K, fmt, target):
         est = program_estimate(dequant_gemm(M, N, K, fmt, target, t), target.arch)

@@ -37,7 +37,14 @@ from compiler.errors import CompileError, TilingError
 from compiler.kernels.common.blocks import equal_blocks
 from compiler.kernels.common.epilogue import NO_EPILOGUE, Epilogue, epilogue_ops, synced_epilogue
 from compiler.kernels.common.pipeline import synced, with_sync
-from compiler.kernels.common.search import PROGRAM_MAX, Ranking, SearchRule, TilingSearch, on_array_blocks
+from compiler.kernels.common.search import (
+    Ranking,
+    SearchRule,
+    TilingSearch,
+    check_program_max,
+    on_array_blocks,
+    under_program_max,
+)
 from compiler.kernels.common.sink import EstimateSink, PriceMemo, ProgramSink, Sink
 from compiler.kernels.common.target import Target
 from isa import DmaCopy, DType, Halt, MatMul, Program, Queue, Region, SemDecl, Space, View
@@ -174,12 +181,8 @@ def gemm_on_array(M: int, N: int, K: int, dtype: DType, target: Target, b_packed
     ``target`` or, when no tiling fits its whole array (and ``blocks``), on the block of the array that
     :func:`~compiler.kernels.common.search.on_array_blocks` finds (smaller k and n blocks, B tiles and accumulator
     tiles, priced by :func:`gemm_estimate`). TilingError when not even a 1 x 1 block fits."""
-    def attempt(t: Target) -> tuple[Target, GemmTiling]:
-        return t, search_tiling(M, N, K, dtype, t, b_packed, epilogue)
-
-    def price(found: tuple[Target, GemmTiling]) -> int:
-        return gemm_estimate(M, N, K, dtype, found[0], found[1], b_packed, epilogue)
-    return on_array_blocks(target, attempt, price, blocks)
+    return on_array_blocks(target, lambda t: search_tiling(M, N, K, dtype, t, b_packed, epilogue),
+                           lambda t, tiling: gemm_estimate(M, N, K, dtype, t, tiling, b_packed, epilogue), blocks)
 
 
 def gemm_candidates(M: int, N: int, K: int, dtype: DType, target: Target, b_packed: bool = False,
@@ -261,7 +264,7 @@ class _FirstStep:
         tns = sorted({min(_up(N, cols), cols * k) for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)})
         tks = sorted({min(_up(K, rows), rows * k) for k in (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128)})
         for t in (GemmTiling(tm, tn, tk) for tm in tms[::-1] for tn in tns[::-1] for tk in tks[::-1]):
-            if 2 * -(-M // t.tm) * -(-N // t.tn) * -(-K // t.tk) > PROGRAM_MAX:
+            if not under_program_max(-(-M // t.tm) * -(-N // t.tn) * -(-K // t.tk)):
                 continue
             a, b, c = slot_bytes(t, s.dtype, target)
             if 2 * (a + b) + epilogue_bytes(N, t, s.epilogue, s.dtype, target) <= target.spm and 2 * c <= target.acc:
@@ -425,9 +428,7 @@ def gemm_plan(M: int, N: int, K: int, dtype: DType, target: Target, tiling: Gemm
     extra = epilogue_bytes(N, t, ep, dtype, target)
     if 2 * (a_slot + b_slot) + extra > target.spm or 2 * acc_slot > target.acc:
         raise TilingError(f"tiling {t} needs {2 * (a_slot + b_slot) + extra} B of SPM and {2 * acc_slot} B of ACC")
-    steps = -(-M // t.tm) * -(-N // t.tn) * -(-K // t.tk)
-    if 2 * steps > PROGRAM_MAX:
-        raise TilingError(f"tiling {t} of a {M}x{N}x{K} GEMM takes {steps:,} steps, more than {PROGRAM_MAX // 2:,}")
+    check_program_max(-(-M // t.tm) * -(-N // t.tn) * -(-K // t.tk), t, f"a {M}x{N}x{K} GEMM")
     kb_max, nb_max = -(-t.tk // rows), -(-t.tn // cols)
     lay = LAYOUTS[dataflow](es, at, rows, cols, N, t, kb_max, nb_max, is_pitch(rows, es, target.bank_width))
     bias_base = _up(2 * (a_slot + b_slot), 64)

@@ -98,8 +98,8 @@ def lower_patchify(low: LoweringContext, n: Node, *, fuse: bool | None = None, f
     M, kp = N * cs.OH * cs.OW, R * S * C + ones
     b = patch_weights(w)
     b = np.concatenate([b, bias[None, :]]) if ones else b
-    way = on_array_blocks(low.target, lambda t: _patch_way(cs, t, b, ones, fuse),
-                          lambda w: sum(program_estimate(p, low.target.arch) for p in (w.im2col, w.gemm) if p))
+    _, way = on_array_blocks(low.target, lambda t: _patch_way(cs, t, b, ones, fuse),
+                             lambda t, w: sum(program_estimate(p, t.arch) for p in (w.im2col, w.gemm) if p))
     if way.im2col is not None:
         p = low.alloc((M, kp), "rm")
         low.emit(n, way.im2col, {"X": ("ACT", x.offset), "P": ("ACT", p.offset)}, suffix=".im2col")

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from compiler.ir import Node
+from compiler.ir import Node, Tensor
 from compiler.kernels.dequant_gemm import (
     WeightFormat,
     dequant_gemm,
@@ -25,6 +25,23 @@ def weight_format(n: Node) -> WeightFormat:
     """The :class:`WeightFormat` of a QuantMatMul node's attributes."""
     a = n.attrs
     return WeightFormat(a["format"], int(a["block"]), int(a["zp"]), bool(a["per_block_zp"]))
+
+
+def quant_matmul(name: str, a: str, outputs: tuple[str, ...], kind: str, block: int, codes: np.ndarray,
+                 scale_rows: np.ndarray, zp_rows: np.ndarray | None) -> tuple[Node, dict[str, Tensor]]:
+    """A QuantMatMul node ``name`` (what :func:`weight_format` reads) of activation ``a`` by the ``[K, N]`` ``codes``
+    with f32 ``[blocks, N]`` scale and zero-point rows (None: zero), and its new constants ``<name>.codes``,
+    ``<name>.scale`` and, unless the zero points are one integer, ``<name>.zero_point``."""
+    uniform = zp_rows is None or bool(np.all(zp_rows == zp_rows.flat[0])) and float(zp_rows.flat[0]).is_integer()
+    attrs = {"format": kind, "block": block, "zp": int(zp_rows.flat[0]) if uniform and zp_rows is not None else 0,
+             "per_block_zp": int(not uniform)}
+    tensors = {f"{name}.codes": Tensor.const(f"{name}.codes", codes),
+               f"{name}.scale": Tensor.const(f"{name}.scale", scale_rows)}
+    inputs = (a, f"{name}.codes", f"{name}.scale")
+    if not uniform:
+        tensors[f"{name}.zero_point"] = Tensor.const(f"{name}.zero_point", zp_rows)
+        inputs += (f"{name}.zero_point",)
+    return Node(name, "QuantMatMul", inputs, outputs, attrs), tensors
 
 
 def lower_quant_matmul(low: LoweringContext, n: Node) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.ir import Graph, Node, Tensor
+from compiler.ops.weight_quant import quant_matmul
 
 OP, DOMAIN = "MatMulNBits", "com.microsoft"
 A, B, SCALES, ZERO_POINTS, G_IDX, BIAS = range(6)
@@ -103,23 +104,12 @@ def nbits_as_quant_matmul(graph: Graph, n: Node) -> tuple[list[Node], dict[str, 
     for what, bad in (("B", codes is None), ("scales", scales.size != N * kb), ("zero_points", zps is None)):
         if bad:
             return f"input {what} does not have the shape MatMulNBits defines for K={K}, N={N}, block_size={block}"
-    uniform = bool(np.all(zps == zps.flat[0])) and float(zps.flat[0]).is_integer()
-    attrs = {"format": "uint4", "block": block, "zp": int(zps.flat[0]) if uniform else 0,
-             "per_block_zp": int(not uniform)}
-    base, out = n.name, n.outputs[0]
-    tensors = {f"{base}.codes": Tensor.const(f"{base}.codes", codes),
-               f"{base}.scale": Tensor.const(f"{base}.scale", np.ascontiguousarray(
-                   scales.astype(np.float32).reshape(N, kb).T))}
-    inputs = (n.inputs[A], f"{base}.codes", f"{base}.scale")
-    if not uniform:
-        tensors[f"{base}.zero_point"] = Tensor.const(f"{base}.zero_point", zps)
-        inputs += (f"{base}.zero_point",)
-    bias = _input(n, BIAS)
+    out, bias = n.outputs[0], _input(n, BIAS)
     mm_out = f"{out}.matmul" if bias else out
-    if bias:
-        y = graph.tensor(out)
-        tensors[mm_out] = Tensor(mm_out, y.shape, y.dtype)
-    nodes = [Node(base, "QuantMatMul", inputs, (mm_out,), attrs)]
-    if bias:
-        nodes.append(Node(f"{base}.bias", "Add", (mm_out, bias), (out,)))
-    return nodes, tensors
+    node, tensors = quant_matmul(n.name, n.inputs[A], (mm_out,), "uint4", block, codes,
+                                 np.ascontiguousarray(scales.astype(np.float32).reshape(N, kb).T), zps)
+    if not bias:
+        return [node], tensors
+    y = graph.tensor(out)
+    tensors[mm_out] = Tensor(mm_out, y.shape, y.dtype)
+    return [node, Node(f"{n.name}.bias", "Add", (mm_out, bias), (out,))], tensors

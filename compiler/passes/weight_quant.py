@@ -24,6 +24,7 @@ import ml_dtypes
 import numpy as np
 
 from compiler.ir import Graph, Node, Tensor
+from compiler.ops.weight_quant import quant_matmul
 from compiler.passes.fold_constants import remove_dead
 from compiler.passes.matmul_nbits import is_matmul_nbits, nbits_as_quant_matmul
 
@@ -73,18 +74,7 @@ def _fused(graph: Graph, mm: Node, dq: Node) -> tuple[Node, dict[str, Tensor]] |
     else:
         codes = w.astype(np.int8 if kind == "int4" else np.uint8)
         zp_rows = None if zp is None else _as_rows(zp.astype(np.float32), N)
-    uniform = zp_rows is None or np.all(zp_rows == zp_rows.ravel()[0])
-    attrs = {"format": kind, "block": block, "zp": 0 if zp_rows is None else int(zp_rows.ravel()[0]),
-             "per_block_zp": int(not uniform)}
-    base = mm.name
-    tensors = {f"{base}.codes": Tensor.const(f"{base}.codes", codes),
-               f"{base}.scale": Tensor.const(f"{base}.scale", _as_rows(scale, N))}
-    inputs = (mm.inputs[0], f"{base}.codes", f"{base}.scale")
-    if not uniform:
-        tensors[f"{base}.zero_point"] = Tensor.const(f"{base}.zero_point", zp_rows)
-        inputs += (f"{base}.zero_point",)
-    node = Node(mm.name, "QuantMatMul", inputs, mm.outputs, attrs)
-    return node, tensors
+    return quant_matmul(mm.name, mm.inputs[0], mm.outputs, kind, block, codes, _as_rows(scale, N), zp_rows)
 
 
 def fuse_weight_quant(graph: Graph) -> Graph:

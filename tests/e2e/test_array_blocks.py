@@ -92,3 +92,21 @@ def test_finding5_single_op_commands_refuse_no_tiling_in_the_one_rules_words(cap
     assert code == 1 and "\n" not in err
     assert err.startswith("npusim: error: no tiling fits the NPU: no ") and err.endswith("; raise spm.size or acc.size")
     assert "fits 256 B of SPM and 65536 B of ACC" in err
+
+
+def test_a_given_tiling_of_more_steps_than_program_max_is_refused_by_every_generator():
+    """:data:`~compiler.kernels.common.search.PROGRAM_MAX` bounds every program a generator builds, not only what its
+    search offers: a given tiling of too many steps is a TilingError (run on the host), before any instruction."""
+    from compiler.errors import TilingError
+    from compiler.kernels.conv_transpose2d import ConvTransposeShape, TransposeTiling, conv_transpose2d
+    from compiler.kernels.dequant_gemm import DequantTiling, WeightFormat, dequant_gemm
+    from compiler.kernels.gemm import GemmTiling
+
+    edge = Target.of(load_arch("edge16"))   # 16 x 16
+    with pytest.raises(TilingError, match="steps, more than"):
+        tiled_gemm(4096, 4096, 4096, DType.F32, edge, GemmTiling(16, 16, 16))
+    with pytest.raises(TilingError, match="steps, more than"):
+        dequant_gemm(1024, 4096, 4096, WeightFormat("int4", 32), edge, DequantTiling(1, 16, 32))
+    with pytest.raises(TilingError, match="steps, more than"):
+        conv_transpose2d(ConvTransposeShape(64, 16, 128, 128, 16, 2, 2, stride=2), DType.F32, edge,
+                         TransposeTiling(1, 1, 1, 1))

@@ -202,16 +202,29 @@ layer of the zoo models comes within a factor of ten on the presets; a layer wit
 host like any other that does not fit."""
 
 
-def on_array_blocks(target: Target, attempt: Callable[[Target], T], price: Callable[[T], float],
-                    blocks: bool = True) -> T:
-    """``attempt(target)`` (a search, or a lowering built on one); when no tiling fits (TilingError) and ``blocks``,
-    the one of least ``price`` of ``attempt`` on each block of the array at the first level of
-    :meth:`~compiler.kernels.common.target.Target.array_blocks` (the largest area) where any fits, the first of
-    equal prices: smaller weight, reduction and output-channel blocks, a partially filled array. Only where the
-    whole array has no tiling, so whatever fits it is kept as it is. TilingError of the whole array when no block
+def under_program_max(steps: int) -> bool:
+    """Whether a tiling of ``steps`` steps (two instructions each, at least) keeps its program under
+    :data:`PROGRAM_MAX` (a search's filter before it ranks a candidate)."""
+    return 2 * steps <= PROGRAM_MAX
+
+
+def check_program_max(steps: int, tiling: object, of: object) -> None:
+    """TilingError when ``tiling`` of ``of`` (a layer's shape; both formatted only then) takes ``steps`` steps, more
+    than :func:`under_program_max` lets a program take (a generator's check of a given tiling)."""
+    if not under_program_max(steps):
+        raise TilingError(f"tiling {tiling} of {of} takes {steps:,} steps, more than {PROGRAM_MAX // 2:,}")
+
+
+def on_array_blocks(target: Target, attempt: Callable[[Target], T], price: Callable[[Target, T], float],
+                    blocks: bool = True) -> tuple[Target, T]:
+    """The target and what ``attempt`` (a search, or a lowering built on one) finds on it: ``target``'s; when no
+    tiling fits it (TilingError) and ``blocks``, the one of least ``price`` on each block of the array at the first
+    level of :meth:`~compiler.kernels.common.target.Target.array_blocks` (the largest area) where any fits, the
+    first of equal prices: smaller weight, reduction and output-channel blocks, a partially filled array. Only where
+    the whole array has no tiling, so whatever fits it is kept as it is. TilingError of the whole array when no block
     fits either."""
     try:
-        return attempt(target)
+        return target, attempt(target)
     except TilingError as e:
         if not blocks:
             raise
@@ -220,11 +233,11 @@ def on_array_blocks(target: Target, attempt: Callable[[Target], T], price: Calla
         fits = []
         for block in level:
             try:
-                fits.append(attempt(block))
+                fits.append((block, attempt(block)))
             except TilingError:
                 continue
         if fits:
-            return fits[0] if len(fits) == 1 else min(fits, key=price)
+            return fits[0] if len(fits) == 1 else min(fits, key=lambda found: price(*found))
     raise refused
 
 
