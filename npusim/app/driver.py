@@ -552,7 +552,8 @@ def _external_data(model, data: bytes) -> bytes:
     for name in files:
         h.update(name.encode())
         try:
-            h.update(hashlib.sha256((Path(model).parent / name).read_bytes()).digest())
+            with open(Path(model).parent / name, "rb") as f:   # (streamed: a data file may be gigabytes)
+                h.update(hashlib.file_digest(f, "sha256").digest())
         except OSError:   # the importer says the file is missing
             h.update(b"(missing)")
     return h.digest()
