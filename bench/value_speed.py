@@ -72,8 +72,7 @@ CASES: dict[str, str] = {
 def measure(line: str, arch, seconds: float, repeats: int) -> tuple[int, int, float, float]:
     """(instructions, element operations, CPU s with values, CPU s timing-only) of a program repeating ``line``
     about enough times for ``seconds`` of values."""
-    def run(n: int, timing_only: bool) -> float:
-        program = parse_program(CONFIG + f"{line}\n" * n + "halt\n")
+    def run(program, timing_only: bool) -> float:
         best = float("inf")
         for _ in range(repeats):
             t0 = time.process_time()
@@ -82,10 +81,12 @@ def measure(line: str, arch, seconds: float, repeats: int) -> tuple[int, int, fl
         return best
 
     n = 4
-    while (t := run(n, False)) < seconds / 4 and n < 200_000:
+    while True:
+        program = parse_program(CONFIG + f"{line}\n" * n + "halt\n")
+        t = run(program, False)
+        if t >= seconds / 4 or n >= 200_000:
+            return n, program_work(program, arch).elements, t, run(program, True)
         n *= 4
-    program = parse_program(CONFIG + f"{line}\n" * n + "halt\n")
-    return n, program_work(program, arch).elements, t, run(n, True)
 
 
 def model_rows(paths: list[str]) -> None:

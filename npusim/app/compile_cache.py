@@ -170,11 +170,12 @@ def info(directory: Path | None = None) -> CacheInfo:
 def clear(directory: Path | None = None) -> tuple[int, int]:
     """Remove every entry (and leftover partial writes); (entries, bytes) removed."""
     directory = directory or cache_dir()
-    entries = _entries(directory) if directory.is_dir() else []
-    if directory.is_dir():
-        for path in (*directory.glob("*.pkl"), *directory.glob("*.tmp")):
-            try:
-                path.unlink()
-            except OSError:
-                pass
+    if not directory.is_dir():
+        return 0, 0
+    entries = _entries(directory)
+    for path in (*(path for _, _, path in entries), *directory.glob("*.tmp")):
+        try:
+            path.unlink()
+        except OSError:
+            pass
     return len(entries), sum(size for _, size, _ in entries)

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from npusim.app.conformance import clip, error_cause
-from npusim.app.torch_entry import EXPORTERS, Exporter, ExportError, first_line
+from npusim.app.torch_entry import EXPORTERS, Exporter, ExportError, export_module, first_line, input_names
 
 
 @dataclass(frozen=True)
@@ -188,29 +188,25 @@ class Outcome:
 
 
 def run_one(case: Case, exporter: Exporter, arch_name: str) -> Outcome:
-    """Export ``case`` with ``exporter`` and run it on npusim (values, default limits, host fallback), compared with
-    onnxruntime. In the child process."""
+    """Export ``case`` with ``exporter`` as :func:`npusim.from_torch` does (:func:`export_module`) and run it on npusim
+    (values, default limits, host fallback), compared with onnxruntime. In the child process."""
     import torch
 
     from isa import NpuSimError
     from isa.arch import load_arch
-    from npusim.app.torch_entry import as_arrays, export_first, input_names, torch_exporters
 
     out, t0 = Outcome(case.name, exporter.name), time.perf_counter()
     torch.manual_seed(0)
     module, args = case.build()
-    args, arrays = as_arrays(args)
-    names = input_names(getattr(module, "inner", module), len(args))
+    names = input_names(getattr(module, "inner", module), len(args))   # (a _wrap's forward takes *args)
     with tempfile.TemporaryDirectory(prefix="torch-corpus-") as tmp:
         try:
-            exported = export_first(torch_exporters(module, args, names), Path(tmp), (exporter,))
+            exported, inputs = export_module(module, args, Path(tmp), names=names, exporters=(exporter,))
+            out.export_seconds, out.nodes = time.perf_counter() - t0, exported.nodes
+            _run(out, exported.path, inputs, load_arch(arch_name))
         except ExportError as e:
             out.status, out.error = "export", str(e).split(": ", 2)[-1]
-            out.export_seconds = out.seconds = time.perf_counter() - t0
-            return out
-        out.export_seconds = time.perf_counter() - t0
-        try:
-            _run(out, exported.path, dict(zip(names, arrays)), load_arch(arch_name))
+            out.export_seconds = time.perf_counter() - t0
         except NpuSimError as e:
             out.status, out.error = "refused", " ".join(str(e).split())
         except Exception as e:   # a bug: anything else is not a clean refusal
@@ -219,15 +215,12 @@ def run_one(case: Case, exporter: Exporter, arch_name: str) -> Outcome:
     return out
 
 
-def _run(out: Outcome, path: Path, arrays: dict, arch) -> None:
-    """Compile and simulate the exported model at ``path``, validated against onnxruntime, into ``out``."""
-    import onnx
-
+def _run(out: Outcome, path: Path, inputs: dict, arch) -> None:
+    """Compile and simulate the exported model at ``path`` on ``inputs``, validated against onnxruntime, into
+    ``out``."""
     from npusim.app.driver import run_model
-    from npusim.app.torch_entry import feeds
 
-    out.nodes = len(onnx.load(str(path), load_external_data=False).graph.node)
-    compiled, result, outputs, report = run_model(str(path), arch, feeds(path, arrays), validate=True, cache=False)
+    compiled, result, outputs, report = run_model(str(path), arch, inputs, validate=True, cache=False)
     out.cycles, out.host_ops = result.cycles, [(h["op"], h["reason"]) for h in report["host_ops"]]
     checks = report["validation"].values()
     out.max_rel_err = max((v["max_rel_error"] for v in checks), default=0.0)

@@ -50,12 +50,15 @@ class ExportError(NpuSimError):
 
 @dataclass(frozen=True)
 class Exported:
-    """An ONNX file written by one exporter: its ``path``, the ``exporter`` that wrote it, and the one-line reason of
-    each exporter tried before it (``failures``: (name, reason))."""
+    """An ONNX file written by one exporter: its ``path``, the ``exporter`` that wrote it, the one-line reason of each
+    exporter tried before it (``failures``: (name, reason)), and what the file holds as read when it was checked: the
+    graph's run-time ``inputs`` (those not initializers, in order) and its number of ``nodes``."""
 
     path: Path
     exporter: Exporter
     failures: tuple[tuple[str, str], ...] = ()
+    inputs: tuple[str, ...] = ()
+    nodes: int = 0
 
     @property
     def note(self) -> str:
@@ -91,11 +94,13 @@ def export_first(export: ExportFn, directory: Path, exporters: Sequence[Exporter
         out.parent.mkdir(parents=True, exist_ok=True)
         try:
             export(out, exporter)
-            onnx.load(str(out), load_external_data=False)   # it wrote a model, not half of one
+            graph = onnx.load(str(out), load_external_data=False).graph   # it wrote a model, not half of one
         except Exception as e:   # torch raises its own error types (TorchExportError, UnsupportedOperatorError, ...)
             failures.append((exporter.name, first_line(e)))
             continue
-        return Exported(out, exporter, tuple(failures))
+        inits = {i.name for i in graph.initializer}
+        return Exported(out, exporter, tuple(failures), tuple(i.name for i in graph.input if i.name not in inits),
+                        len(graph.node))
     raise ExportError("torch.onnx.export could not export the module: " +
                       "; ".join(f"the {name} exporter failed: {why}" for name, why in failures))
 
@@ -152,6 +157,20 @@ class TorchRun:
     report: dict
 
 
+def export_module(module, example_inputs, directory: Path, *, names: Sequence[str] | None = None,
+                  export: ExportFn | None = None, exporters: Sequence[Exporter] = EXPORTERS,
+                  path: Path | None = None) -> tuple[Exported, dict[str, np.ndarray]]:
+    """Export ``module`` on ``example_inputs`` with the first of ``exporters`` that works (:func:`export_first`, into
+    ``directory`` or to ``path``): the :class:`Exported` and the example inputs the model takes, by its input names
+    (:func:`feeds`). ``names`` and ``export`` as :func:`from_torch`'s."""
+    args, arrays = as_arrays(example_inputs)
+    names = list(names) if names is not None else input_names(module, len(args))
+    if len(names) != len(args):
+        raise NpuSimError(f"names gives {len(names)} input names for {len(args)} example inputs")
+    exported = export_first(export or torch_exporters(module, args, names), directory, exporters, path)
+    return exported, feeds(exported.inputs, dict(zip(names, arrays)))
+
+
 def from_torch(module, example_inputs, arch: Arch | str = "mid32", *, onnx_path: str | Path | None = None,
                names: Sequence[str] | None = None, export: ExportFn | None = None,
                exporters: Sequence[Exporter] = EXPORTERS, **run_options) -> TorchRun:
@@ -166,28 +185,19 @@ def from_torch(module, example_inputs, arch: Arch | str = "mid32", *, onnx_path:
     :func:`torch_exporters`). Raises ExportError when no exporter can export the module, and what ``run_model``
     raises (every error an NpuSimError).
     """
-    args, arrays = as_arrays(example_inputs)
-    names = list(names) if names is not None else input_names(module, len(args))
-    if len(names) != len(args):
-        raise NpuSimError(f"names gives {len(names)} input names for {len(args)} example inputs")
-    export = export or torch_exporters(module, args, names)
     arch = load_arch(arch) if isinstance(arch, str) else arch
     with tempfile.TemporaryDirectory(prefix="npusim-torch-") as tmp:
-        exported = export_first(export, Path(tmp), exporters, None if onnx_path is None else Path(onnx_path))
-        inputs = feeds(exported.path, dict(zip(names, arrays)))
+        exported, inputs = export_module(module, example_inputs, Path(tmp), names=names, export=export,
+                                         exporters=exporters, path=None if onnx_path is None else Path(onnx_path))
         compiled, result, outputs, report = run_model(str(exported.path), arch, inputs, **run_options)
     report["exporter"] = exported.to_dict()
     return TorchRun(exported, compiled, result, outputs, report)
 
 
-def feeds(path: Path, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The example inputs the exported model takes (an exporter drops inputs the module does not use); an
-    NpuSimError naming an input it takes that none of the example inputs is."""
-    import onnx
-
-    graph = onnx.load(str(path), load_external_data=False).graph
-    inits = {i.name for i in graph.initializer}
-    wanted = [i.name for i in graph.input if i.name not in inits]
+def feeds(wanted: Sequence[str], arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The example inputs an exported model takes (``wanted``: its run-time input names, :attr:`Exported.inputs`; an
+    exporter drops inputs the module does not use); an NpuSimError naming an input it takes that none of the example
+    inputs is."""
     missing = [n for n in wanted if n not in arrays]
     if missing:
         raise NpuSimError(f"the exported model takes input {missing[0]!r}, which is none of the example inputs "

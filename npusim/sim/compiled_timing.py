@@ -415,15 +415,21 @@ def _unit_queues(unit, n_units):
 
 
 @njit(cache=True)
+def _event_room(n_units):
+    """Events the list may hold at once: a few per unit at most (more is checked, not trusted: FULL)."""
+    return 8 * n_units + 24
+
+
+@njit(cache=True)
 def _model(P, wait, sig, sem_init, depth, ports, pool_cause, n_units, sem_max):
     """The model M at cycle 0 (the arguments as _run's). It has as many columns as its longest row needs: the
     resource stall records (two per pc and some; more is checked: FULL), the event list, the semaphore operations;
     a row is written only as far as it is used, so the pages of the rest are never touched."""
     n, n_pools = P.shape[1], ports.shape[0]
-    width = max(2 * n + 64, 8 * n_units + 32, wait[1].shape[0], sig[1].shape[0], sem_init.shape[0], n_pools,
-                _N_SCALARS)
+    width = max(2 * n + 64, _event_room(n_units) + 8, wait[1].shape[0], sig[1].shape[0], sem_init.shape[0],
+                n_pools, _N_SCALARS)
     M = np.empty((_Q_FREE + max(1, ports.max()), width), np.int64)
-    M[_S, :] = 0
+    M[_S, :_N_SCALARS] = 0
     M[_S, _SPACEQ], M[_S, _DEPTH], M[_S, _SEM_MAX] = -1, depth, sem_max
     M[_S, _NPC], M[_S, _NUNITS], M[_S, _NPOOLS] = n, n_units, n_pools
     M[_U_STATE:_NEXT, :n_units] = 0
@@ -455,7 +461,7 @@ def _run(P, wait, sig, sem_init, depth, ports, pool_cause, max_cycles, n_units, 
         _push(M, 0, _URGENT, _K_UNIT, u)
     if max_cycles >= 0:
         _push(M, max_cycles + 1, _URGENT, _K_STOP, 0)
-    stopped = False
+    stopped, room = False, _event_room(n_units)
     while M[_S, _HN]:
         kind, u = _pop(M)
         if kind == _K_STOP:
@@ -471,7 +477,7 @@ def _run(P, wait, sig, sem_init, depth, ports, pool_cause, max_cycles, n_units, 
             _advance(M, u, _resume(M, u, M[_S, _NOW]))
         if M[_S, _STATUS] != OK:
             break
-        if M[_S, _FULL] or M[_S, _HN] > 8 * n_units + 24:   # (a few events per unit at most; checked, not trusted)
+        if M[_S, _FULL] or M[_S, _HN] > room:
             M[_S, _STATUS] = FULL
             break
     if M[_S, _STATUS] == OK and (not M[_S, _DDONE] or M[_S, _OUT]):

@@ -27,7 +27,7 @@ CYCLE_MAX = 1 << 62
 
 RATES: dict[str, float] = {"dma": 3e8, "matmul": 1e10, "vector": 1e8, "gather": 8e7}
 """Element operations per CPU second of each kind of value kernel (:func:`rate_kind`), as ``bench/value_speed.py``
-measured them (2026-11-28, this project's 2-core machine, numba warm; bench/results/value_speed.txt): DMA 1.1-1.9e9
+measured them (2026-11-28, this project's 2-core machine, numba warm; bench/results/value_speed.txt): DMA 1.0-1.9e9
 for contiguous copies, 1.7e8 strided, 0.9-1.5e8 padded or filled; matmul 1.1-1.3e10 for 256-row tiles (MACs plus
 accumulator updates), 8e9 for a GEMV; vector 1.0-1.5e8 (exp to add), 5.7e8 a cvt; gather 1.3e8. The rates are set
 where whole models land: the estimate is 1.0-1.5x the measured simulation of VGG-19, ResNet-18/50, MobileNetV2,

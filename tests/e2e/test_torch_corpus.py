@@ -1,12 +1,19 @@
 """make torch-corpus's bookkeeping (npusim.app.torch_corpus), without torch: a run that dies or hangs in its child
 process is a row of its own, and the summary and table say what each run did."""
 
+import functools
 import importlib.util
+import sys
+import types
 
+import numpy as np
+import onnx
 import pytest
 
-from npusim.app.torch_corpus import CORPUS, STATUS, Outcome, run_in_child, summary, table
-from npusim.app.torch_entry import DYNAMO, TORCHSCRIPT
+from compiler.frontend.builder import GraphBuilder, to_onnx
+from npusim.app import torch_corpus
+from npusim.app.torch_corpus import CORPUS, STATUS, Case, Outcome, run_in_child, run_one, summary, table
+from npusim.app.torch_entry import DYNAMO, TORCHSCRIPT, export_module
 
 NO_TORCH = importlib.util.find_spec("torch") is None
 
@@ -76,3 +83,29 @@ def test_a_saved_run_gives_its_report_again(tmp_path, capsys):
     assert main(["--from-json", str(saved)]) == 0
     out = capsys.readouterr().out
     assert out.strip().endswith("5 runs in 20.6 min") and summary(_outcomes()) in out
+
+
+def test_run_one_sorts_a_run_into_npu_export_failed_and_refused(monkeypatch):
+    """run_one's own steps, with a stand-in for torch and its exporter: the model ``relu(x)`` (its input named
+    ``name``) is written unless the exporter raises."""
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(manual_seed=lambda seed: None))
+
+    def exporting(name: str, fail: bool = False):
+        def export(path, exporter):
+            if fail:
+                raise RuntimeError("cannot trace\n(graph dump)")
+            b = GraphBuilder("m")
+            b.output(b.relu(b.input(name, (1, 8)), name="y"))
+            onnx.save(to_onnx(b.build()), str(path))
+        return functools.partial(export_module, export=export)
+
+    case = Case("relu", "test", "1x8", lambda: (None, (np.ones((1, 8), np.float32),)))
+    monkeypatch.setattr(torch_corpus, "export_module", exporting("input_0"))
+    o = run_one(case, DYNAMO, "edge16")
+    assert (o.status, o.nodes, o.error, o.max_rel_err) == ("npu", 1, "", 0.0) and o.cycles > 0
+    monkeypatch.setattr(torch_corpus, "export_module", exporting("input_0", fail=True))
+    o = run_one(case, DYNAMO, "edge16")
+    assert (o.status, o.nodes, o.error) == ("export", None, "RuntimeError: cannot trace")
+    monkeypatch.setattr(torch_corpus, "export_module", exporting("x"))
+    o = run_one(case, TORCHSCRIPT, "edge16")
+    assert o.status == "refused" and o.error.startswith("the exported model takes input 'x'") and o.nodes is None

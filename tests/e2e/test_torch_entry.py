@@ -57,6 +57,7 @@ def test_dynamo_is_tried_first_and_nothing_else_when_it_works(tmp_path):
     assert calls == ["dynamo"] and EXPORTERS == (DYNAMO, TORCHSCRIPT) and (DYNAMO.opset, TORCHSCRIPT.opset) == (20, 17)
     assert exported.exporter is DYNAMO and exported.failures == () and exported.path.exists()
     assert exported.note == "exported by the dynamo exporter (opset 20)"
+    assert exported.inputs == ("x",) and exported.nodes == len(onnx.load(str(exported.path)).graph.node) == 2
 
 
 def test_torchscript_exports_when_dynamo_fails_and_the_note_says_why(tmp_path):
