@@ -207,12 +207,13 @@ def zero_allowed(sec: str, name: str) -> bool:
 
 def _certainly_bad(v: Any, kind: type, zero_ok: bool = False) -> bool:
     """A value no sane field of type ``kind`` takes (numbers only; choices are left to the oracles); ``zero_ok``: the
-    field takes 0 (a float field's 0 is otherwise bad)."""
+    field's range starts at a closed 0, so 0 and any tiny positive number are in it (for another float field, a
+    number below 1e-6 is certainly bad)."""
     if kind is int:
         return isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > BIG
     if kind is float:
         return (isinstance(v, bool) or not isinstance(v, int | float) or v != v or v < 0 or v >= BIG
-                or (v == 0 and not zero_ok) or 0 < v < 1e-6)
+                or (not zero_ok and v < 1e-6))
     if kind is bool:
         return not isinstance(v, bool)
     return False
