@@ -25,6 +25,7 @@ from compiler.link.linker import LayerRange, Segment, leading_constants, link
 from compiler.link.residency import place_in_spm
 from compiler.ops import ALIGN, REGISTRY, Binding, LoweringContext, OpOptions, unsupported_nodes, validated_options
 from compiler.ops.host import HostOp, HostTensor, host_fn_name, host_ops, host_program, storage_dtype
+from compiler.ops.kv_cache import appended_by, bind_past
 from compiler.ops.layout import lower_constant_output
 from compiler.passes import FUSION_PASSES, run_passes
 from isa import Program
@@ -167,6 +168,9 @@ def _bind_inputs(low: LoweringContext) -> dict[str, Binding]:
     graph = low.graph
     for name in graph.inputs:
         t = graph.tensor(name)
+        if appended_by(graph, name):   # a past KV input, held in its present output's buffer
+            low.bind[name] = bind_past(low, name)
+            continue
         nhwc = t.rank in (3, 4) and any(getattr(REGISTRY.get(u.op), "nhwc", False) and u.inputs[0] == name
                                         for u in graph.consumers(name))
         low.bind[name] = low.alloc(t.shape, "nhwc" if nhwc else "rm", storage_dtype(t))

@@ -19,6 +19,7 @@ from compiler.ops import (
     elementwise,
     folded,
     index,
+    kv_cache,
     layout,
     logic,
     matmul,
@@ -40,7 +41,7 @@ from compiler.ops.spec import OpSpec
 REGISTRY: MappingProxyType[str, OpSpec] = MappingProxyType(
     {spec.op: replace(spec, contract=CONTRACTS.get(spec.op, spec.contract))
      for module in (conv, conv_transpose, matmul, elementwise, pool, rows, reduce, norm, layout, quant, folded, sample,
-                   msda, logic, scan, ranking, index, cast, weight_quant)
+                   msda, logic, scan, ranking, index, cast, weight_quant, kv_cache)
      for spec in module.OPS})
 """Every default-domain op the compiler takes, by ONNX name."""
 
@@ -70,7 +71,7 @@ def npu_unsupported(node: Node, graph: Graph) -> str | None:
     spec = REGISTRY.get(node.op) if node.domain in ("", "ai.onnx") else None
     if spec is None:
         return "not lowered to the NPU yet"
-    empty = next((t for t in (*node.present_inputs, *node.outputs)
+    empty = next((t for t in (*(() if spec.empty_inputs else node.present_inputs), *node.outputs)
                   if t and not graph.is_const(t) and 0 in graph.tensor(t).shape), None)
     if empty and spec.lower is not None:
         return f"tensor {empty!r} is empty (shape {graph.tensor(empty).shape})"

@@ -68,6 +68,8 @@ class OpSpec:
     options: tuple[OpOption, ...] = ()
     """The choices its lowering offers a compile (``compile_model(NAME=VALUE)``); the lowering reads its value as
     ``low.options[OPTION]`` (:mod:`compiler.ops.options`)."""
+    empty_inputs: bool = False
+    """An input with a dimension of 0 is fine (KVAppend's empty past in a prefill); else the node runs on the host."""
 
     def unsupported(self, node: Node, graph: Graph) -> str | None:
         """Why ``node`` cannot run on the NPU, or None."""

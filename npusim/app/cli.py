@@ -123,6 +123,11 @@ def summary(result, mac_utilization: float | None = None, report: dict | None = 
         lines.append(f"weights {report['weight_bytes'] / 1e6:,.2f} MB in DRAM"
                      + (" (quantized MatMul weights stay packed: int4 half a byte, fp8 one byte a weight, plus "
                           "scales)" if quant else ""))
+    if report and report.get("kv_cache"):
+        kv = report["kv_cache"]
+        held, new = sum(c["bytes"] for c in kv), sum(c["appended_bytes"] for c in kv)
+        lines.append(f"KV cache in place: {len(kv)} present outputs hold their past inputs ({held:,} B); the step "
+                     f"appends {new:,} B")
     lines += energy_lines(report or result.to_dict(instructions=False))
     lines += [f"warning: {w}" for w in result.warnings]
     return "\n".join(lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
@@ -45,6 +46,7 @@ from compiler.kernels.gemm import (
 )
 from compiler.link.linker import LayerRange
 from compiler.ops import OpOptions, validated_options
+from compiler.ops.kv_cache import CacheBinding, appended_by
 from compiler.ops.quant import QUANT_OPS
 from isa import DType, LimitError, SimulationError
 from isa.arch import Arch
@@ -375,12 +377,26 @@ def model_report(result: SimResult, compiled: CompiledModel, instructions: bool 
     # the model's MACs: the instructions' also count the zero blocks of pixel-packed convolutions
     report["macs"] = sum(lr.macs for lr in compiled.layers)
     report["weight_bytes"] = int(compiled.weights.nbytes)   # the DRAM weights image (int4: half a byte per weight)
+    report["kv_cache"] = kv_cache_report(compiled)
     report["mac_utilization"] = result.mac_utilization(report["macs"])
     report["host_ops"] = [{"name": h.node.name, "op": h.node.op, "fn": h.fn, "reason": h.reason}
                           for h in compiled.host_ops]
     floats = [n for n in compiled.narrowed if compiled.graph.tensor(n).dtype.kind == "f"]
     report["notes"] = [narrowed_note(floats)] if floats else []
     return report
+
+
+def kv_cache_report(compiled: CompiledModel) -> list[dict]:
+    """The KV caches bound in place (:mod:`compiler.ops.kv_cache`), one entry per past input: ``past``,
+    ``present``, the present buffer's ``bytes`` and the ``appended_bytes`` the step writes into it (its new tokens);
+    empty for a model without one."""
+    out = []
+    for name, b in compiled.inputs.items():
+        if isinstance(b, CacheBinding):
+            past = math.prod(b.shape) * b.dtype.size
+            out.append({"past": name, "present": appended_by(compiled.graph, name).outputs[0], "bytes": b.nbytes,
+                        "appended_bytes": b.nbytes - past})
+    return out
 
 
 def narrowed_note(names: list[str]) -> str:
