@@ -370,6 +370,45 @@ def cmd_run(args) -> int:
     return 0 if ok else 3
 
 
+def cmd_llm(args) -> int:
+    from npusim.app.llm import llm_config, llm_rows, llm_summary, simulate_llm
+    from npusim.app.llm.workload import LlmWorkload
+
+    arch = _arch(args)
+    try:
+        cfg = llm_config(args.model)
+        pieces = LlmWorkload(cfg, args.prompt, args.generate, args.batch, args.weights, args.kv, args.samples).pieces
+    except (KeyError, ValueError) as e:
+        raise NpuSimError(str(e).strip("'\"")) from None
+    bar = None
+    if not args.quiet and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(total=pieces, desc=f"{cfg.name} on {arch.name}", unit="graph", file=sys.stderr, leave=False)
+
+    def progress(what: str) -> None:
+        if bar is not None:
+            bar.set_postfix_str(what, refresh=False)
+            bar.update(1)
+
+    try:
+        report = simulate_llm(cfg, arch, prompt=args.prompt, generate=args.generate, batch=args.batch,
+                              weights=args.weights, kv=args.kv, samples=args.samples, timing_only=args.timing_only,
+                              cache=not args.no_cache, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
+    if args.json:
+        _write_json(json.dumps(report, indent=1), args.json)
+    if args.csv:
+        from npusim.report.tables import to_csv
+
+        Path(args.csv).write_text(to_csv(llm_rows(report)))
+    if args.json != "-":
+        print(llm_summary(report))
+    return 0
+
+
 def _window(text: str | None) -> tuple[int, int] | None:
     if text is None:
         return None
@@ -608,7 +647,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in (_simulate_command, _gemm_command, _conv_command, _topo_command, _compile_command, _run_command,
                     _plot_command, _diff_command, _zoo_command, _cache_command, _warm_command, _sweep_command,
-                    _golden_command, _verify_command, _presets_command, _arch_command):
+                    _golden_command, _verify_command, _presets_command, _arch_command, _llm_command):
         command(sub)
     return p
 
@@ -750,6 +789,30 @@ def _run_command(sub) -> None:
     _limit_args(ru)
     _trace_args(ru)
     ru.set_defaults(func=cmd_run)
+
+
+def _llm_command(sub) -> None:
+    from npusim.app.llm import KV_FORMATS, MODELS, WEIGHT_FORMATS
+
+    lm = _add(sub, "llm", "simulate LLM inference: prefill a prompt, decode tokens with a KV cache; TTFT, TPOT, "
+              "tokens/s, DRAM bytes and energy per token, what bounds decode (docs/llm.md)")
+    lm.add_argument("model", help=f"a decoder config: {', '.join(MODELS)}")
+    _arch_args(lm)
+    lm.add_argument("--prompt", type=_count(1, what="a token count"), default=128, help="prompt tokens (prefill)")
+    lm.add_argument("--generate", type=_count(1, what="a token count"), default=32, help="tokens generated (the "
+                    "first by the prefill, the rest by decode steps)")
+    lm.add_argument("--batch", type=_count(1, what="a batch size"), default=1, help="sequences decoded together")
+    lm.add_argument("--weights", default="i4", choices=WEIGHT_FORMATS, help="every linear weight's format in DRAM "
+                    "(the LM head's too): f32, int8 per column, int4 with a scale per 32 rows, fp8 E4M3")
+    lm.add_argument("--kv", default="f32", choices=KV_FORMATS, help="the KV cache's element type")
+    lm.add_argument("--samples", type=_count(0, what="a step count"), default=5, help="decode contexts simulated "
+                    "(first, last and evenly between; the other steps interpolated); 0: every step")
+    lm.add_argument("--timing-only", action="store_true", help="skip the value kernels (same cycles)")
+    lm.add_argument("--json", metavar="OUT|-", help="write the JSON report to a file or stdout")
+    lm.add_argument("--csv", metavar="OUT.csv", help="write a decode step's per-op table")
+    lm.add_argument("--no-cache", action="store_true", help="compile every graph (not from the disk compile cache)")
+    lm.add_argument("--quiet", action="store_true", help="no progress bar (shown only on a terminal)")
+    lm.set_defaults(func=cmd_llm)
 
 
 def _plot_command(sub) -> None:
