@@ -59,7 +59,7 @@ def test_assembly_that_is_not_text(capsys, files, name, message, cmd):
                                                     "'nonsense' (choose from 'fold_constants', 'fold_batchnorm', "
                                                     "'fuse_qdq', 'fuse_gelu', 'fuse_silu', 'fuse_layernorm', "
                                                     "'fuse_softmax', 'fuse_activation', 'fuse_residual', "
-                                                    "'fuse_matmul', 'fuse_msda')"),
+                                                    "'fuse_matmul', 'fuse_msda', 'bind_kv_cache')"),
 ])
 def test_bad_command_lines_are_usage_errors(capsys, argv, message):
     """`npusim gemm 16 -4 16` was a ZeroDivisionError, `npusim conv ... --stride 0` a traceback."""

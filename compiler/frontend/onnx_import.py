@@ -199,15 +199,16 @@ def _first_line(e: BaseException) -> str:
 
 def fix_dims(m: onnx.ModelProto, dims: Mapping[str, int]) -> onnx.ModelProto:
     """``m`` with the symbolic dimensions named in ``dims`` set to those sizes wherever they appear in the graph's
-    inputs, outputs and value infos; CompileError for a name no graph input uses or a size below 1."""
+    inputs, outputs and value infos; CompileError for a name no graph input uses or a negative size (0 is an empty
+    axis: a decoder's past of a prefill)."""
     used = {d.dim_param for vi in m.graph.input for d in vi.type.tensor_type.shape.dim if d.dim_param}
     for name, size in dims.items():
         if name not in used:
             known = ", ".join(sorted(used)) or "none"
             raise CompileError(f"--dim {name}={size}: no input dimension is named {name!r}; symbolic input "
                                f"dimensions: {known}")
-        if not isinstance(size, int) or size < 1:
-            raise CompileError(f"--dim {name} must be a positive integer, not {size!r}")
+        if not isinstance(size, int) or size < 0:
+            raise CompileError(f"--dim {name} must be an integer >= 0, not {size!r}")
     out = onnx.ModelProto()
     out.CopyFrom(m)
     for vi in (*out.graph.input, *out.graph.output, *out.graph.value_info):

@@ -371,20 +371,20 @@ def cmd_run(args) -> int:
 
 
 def cmd_llm(args) -> int:
-    from npusim.app.llm import llm_config, llm_rows, llm_summary, simulate_llm
+    from npusim.app.llm import decoder_of, llm_rows, llm_summary, simulate_llm
     from npusim.app.llm.workload import LlmWorkload
 
     arch = _arch(args)
     try:
-        cfg = llm_config(args.model)
-        pieces = LlmWorkload(cfg, args.prompt, args.generate, args.batch, args.weights, args.kv, args.samples).pieces
+        decoder = decoder_of(args.model, args.weights)
+        pieces = LlmWorkload(decoder, args.prompt, args.generate, args.batch, args.kv, args.samples).pieces
     except (KeyError, ValueError) as e:
         raise NpuSimError(str(e).strip("'\"")) from None
     bar = None
     if not args.quiet and sys.stderr.isatty():
         from tqdm import tqdm
 
-        bar = tqdm(total=pieces, desc=f"{cfg.name} on {arch.name}", unit="graph", file=sys.stderr, leave=False)
+        bar = tqdm(total=pieces, desc=f"{decoder.name} on {arch.name}", unit="graph", file=sys.stderr, leave=False)
 
     def progress(what: str) -> None:
         if bar is not None:
@@ -392,7 +392,7 @@ def cmd_llm(args) -> int:
             bar.update(1)
 
     try:
-        report = simulate_llm(cfg, arch, prompt=args.prompt, generate=args.generate, batch=args.batch,
+        report = simulate_llm(args.model, arch, prompt=args.prompt, generate=args.generate, batch=args.batch,
                               weights=args.weights, kv=args.kv, samples=args.samples, timing_only=args.timing_only,
                               cache=not args.no_cache, progress=progress)
     finally:
@@ -796,7 +796,8 @@ def _llm_command(sub) -> None:
 
     lm = _add(sub, "llm", "simulate LLM inference: prefill a prompt, decode tokens with a KV cache; TTFT, TPOT, "
               "tokens/s, DRAM bytes and energy per token, what bounds decode (docs/llm.md)")
-    lm.add_argument("model", help=f"a decoder config: {', '.join(MODELS)}")
+    lm.add_argument("model", help=f"a decoder config ({', '.join(MODELS)}) or an exported decoder .onnx with a KV "
+                    "cache (input_ids, past_key_values.* inputs with symbolic batch, sequence and past dims)")
     _arch_args(lm)
     lm.add_argument("--prompt", type=_count(1, what="a token count"), default=128, help="prompt tokens (prefill)")
     lm.add_argument("--generate", type=_count(1, what="a token count"), default=32, help="tokens generated (the "

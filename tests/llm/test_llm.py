@@ -9,7 +9,7 @@ import pytest
 from isa.arch import load_arch
 from npusim.app.cli import main
 from npusim.app.driver import run_model
-from npusim.app.llm import MODELS, simulate_llm
+from npusim.app.llm import MODELS, decoder_of, simulate_llm
 from npusim.app.llm.decoder import head_models, layer_model
 from npusim.app.llm.workload import LlmWorkload
 
@@ -85,9 +85,9 @@ def test_report_figures_follow_from_the_pieces():
 
 def test_workload_is_validated():
     with pytest.raises(ValueError, match="weights must be one of f32, i8, i4, fp8, not 'i3'"):
-        LlmWorkload(MODELS["tiny-llama"], weights="i3")
+        decoder_of("tiny-llama", "i3")
     with pytest.raises(ValueError, match="exceeds gpt2's 1024 positions"):
-        LlmWorkload(MODELS["gpt2"], prompt=1000, generate=100)
+        LlmWorkload(decoder_of("gpt2", "f32"), prompt=1000, generate=100)
 
 
 def test_cli_llm_json_and_errors(capsys):
@@ -101,3 +101,33 @@ def test_cli_llm_json_and_errors(capsys):
     assert r["decode"]["cycles_per_token"] > 0 and r["decode"]["dram_bytes_per_token"]["total"] > 0
     assert main(["llm", "llama-9", "--arch", "edge16"]) == 1
     assert "no LLM config 'llama-9'; configs: llama-3.2-1b" in capsys.readouterr().err
+
+
+EXPORTED = "tests/data/gpt2_tiny_decode_step.onnx"   # tests/data/export_decoder_step.py wrote it (torch, no torch here)
+
+
+@pytest.mark.parametrize("past", [0, 5])
+def test_an_exported_decoder_step_runs_on_the_npu_with_its_cache_in_place(past):
+    dims = {"batch_size": 2, "sequence_length": 3 if past == 0 else 1, "past_sequence_length": past,
+            "total_sequence_length": past + (3 if past == 0 else 1)}
+    _, _, _, report = run_model(EXPORTED, load_arch("mid32"), validate=True, cache=False, fallback=False, dims=dims)
+    assert all(v["ok"] for v in report["validation"].values()) and not report["host_ops"]
+    assert sorted(c["present"] for c in report["kv_cache"]) == [f"present.{i}.{kv}" for i in (0, 1)
+                                                                for kv in ("key", "value")]
+
+
+def test_npusim_llm_drives_an_exported_decoder(capsys):
+    assert main(["llm", EXPORTED, "--arch", "edge16", "--prompt", "8", "--generate", "4", "--json", "-",
+                 "--quiet"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["model"] == "gpt2_tiny_decode_step" and r["weights"] == "as exported" and r["layers"] == 1
+    assert r["decode"]["steps"] == 3 and r["decode"]["dram_bytes_per_token"]["kv_written"] == 2 * 2 * 2 * 16 * 4
+
+
+def test_a_file_that_is_not_a_decoder_step_is_refused(tmp_path, capsys):
+    from npusim.app.zoo import bert_layer
+
+    path = tmp_path / "bert.onnx"
+    path.write_bytes(bert_layer(seq=8, hidden=32, heads=2, ffn=64).SerializeToString())
+    assert main(["llm", str(path), "--arch", "edge16"]) == 1
+    assert "not a decoder step with a KV cache: it needs an 'input_ids' input" in capsys.readouterr().err

@@ -7,13 +7,13 @@ from __future__ import annotations
 from isa.arch import Arch
 from npusim.app.llm.workload import (
     LlmRun,
-    StepCost,
     busiest_unit,
     decode_steps,
     dram_bound_cycles,
+    first_decode,
     kv_bytes,
     mean,
-    phase_cost,
+    step_cost,
     weight_bytes,
 )
 
@@ -26,7 +26,7 @@ BUSY_BOUND = 0.6
 
 def _prefill(run: LlmRun, arch: Arch) -> dict:
     w = run.workload
-    cost = phase_cost(run.prefill, StepCost.of(run.prefill["layer"]), w.config.layers)
+    cost = step_cost(run.prefill)
     return {"cycles": round(cost.cycles), "seconds": cost.cycles / (arch.clock.ghz * 1e9),
             "dram_bytes": round(cost.dram_bytes), "energy_pj": cost.energy_pj, "tokens": w.prompt * w.batch}
 
@@ -51,7 +51,7 @@ def _decode(run: LlmRun, arch: Arch) -> dict:
     by_kind = _bytes_per_token(run, dram / len(steps))
     needed = (by_kind["weights"] + by_kind["kv_read"] + by_kind["kv_written"]) * w.batch
     bound = dram_bound_cycles(needed, arch)
-    layer = run.layers[min(run.layers)].report
+    layer = _largest(first_decode(run)).report
     unit, busy = busiest_unit(layer)
     bound_by = ("DRAM bandwidth" if per_step <= DRAM_BOUND_SLACK * bound else
                 f"the {unit} unit ({busy:.0%} busy)" if busy >= BUSY_BOUND else
@@ -64,22 +64,24 @@ def _decode(run: LlmRun, arch: Arch) -> dict:
             "bound_by": bound_by,
             "bandwidth_utilization": dram / len(steps) / (per_step * float(arch.dram_timing.bytes_per_cycle)),
             "memory_roof": layer["memory_roof"],
-            "simulated_contexts": sorted(p + 1 for p in run.layers),
-            "interpolated": len(run.layers) < len(steps)}
+            "simulated_contexts": sorted(p + 1 for p in run.varying),
+            "interpolated": len(run.varying) < len(steps)}
+
+
+def _largest(step: dict):
+    """The run of the piece that takes most of a step's cycles (the decoder layer)."""
+    return max(step.values(), key=lambda rk: rk[0].cycles * rk[1])[0]
 
 
 def _ops(run: LlmRun) -> list[dict]:
-    """The first simulated decode step's rows: its layer's ops (each counted ``layers`` times), then embed and head."""
-    if not run.layers:
+    """The first simulated decode step's rows, piece by piece (a piece counted k times has its rows times k)."""
+    if not run.varying:
         return []
-    n = run.workload.config.layers
-    layer = run.layers[min(run.layers)].report
-    rows = [{"piece": "layer", "name": r["name"], "op": r["op"], "cycles": r["cycles"] * n,
-             "dram_bytes": r["dram_bytes"] * n, "energy_pj": r["energy_pj"] * n, "bound": r["bound"]}
-            for r in layer["layers"]]
-    for piece, p in run.ends.items():
-        rows += [{"piece": piece, "name": r["name"], "op": r["op"], "cycles": r["cycles"], "dram_bytes":
-                  r["dram_bytes"], "energy_pj": r["energy_pj"], "bound": r["bound"]} for r in p.report["layers"]]
+    rows = []
+    for piece, (r, k) in first_decode(run).items():
+        rows += [{"piece": piece, "name": x["name"], "op": x["op"], "cycles": x["cycles"] * k,
+                  "dram_bytes": x["dram_bytes"] * k, "energy_pj": x["energy_pj"] * k, "bound": x["bound"]}
+                 for x in r.report["layers"]]
     return rows
 
 
@@ -88,13 +90,13 @@ def llm_report(run: LlmRun, arch: Arch) -> dict:
     ``tokens_per_s_per_sequence``, ``prefill`` and ``decode`` (``cycles``, ``dram_bytes``, ``energy_pj``, ...;
     ``decode.cycles_per_token`` is a step's cycles, ``decode.dram_bytes_per_token`` a sequence's bytes by kind),
     ``ops`` (one decode step by op), ``notes``."""
-    w, cfg = run.workload, run.workload.config
+    w, dec = run.workload, run.workload.decoder
     prefill = _prefill(run, arch)
-    out = {"model": cfg.name, "arch": arch.name, "weights": w.weights, "kv": w.kv, "batch": w.batch,
-           "prompt": w.prompt, "generate": w.generate, "layers": cfg.layers, "params": cfg.params,
+    out = {"model": dec.name, "arch": arch.name, "weights": getattr(dec, "weights", "as exported"), "kv": w.kv,
+           "batch": w.batch, "prompt": w.prompt, "generate": w.generate, "layers": dec.layers,
            "ttft_s": prefill["seconds"], "prefill": prefill}
-    notes = [f"one decoder layer simulated per step and counted {cfg.layers} times (the layers have the same "
-             f"shapes); layers run back to back"]
+    notes = [f"one decoder layer simulated per step and counted {dec.layers} times (the layers have the same "
+             f"shapes); layers run back to back"] if dec.layers > 1 else []
     if w.generate > 1:
         decode = _decode(run, arch)
         tpot = decode["seconds"] / decode["steps"]

@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from isa.arch import Arch
-from npusim.app.llm.configs import LlmConfig
-from npusim.app.llm.decoder import WEIGHT_FORMATS, embed_model, head_chunks, head_models, layer_model
+from npusim.app.llm.sources import ConfigDecoder, OnnxDecoder, StepPiece
 
 KV_FORMATS = ("f32",)
 """``--kv`` values: the cache's element type (activations are f32 on the NPU; narrower caches are not modelled)."""
@@ -31,15 +30,15 @@ KV_BYTES = {"f32": 4}
 
 @dataclass(frozen=True)
 class LlmWorkload:
-    """One inference request: ``prompt`` tokens then ``generate`` new ones, for ``batch`` sequences at once, every
-    linear weight in ``weights`` format (:data:`~npusim.app.llm.decoder.WEIGHT_FORMATS`), the cache in ``kv``;
-    ``samples``: decode contexts simulated (0: every step)."""
+    """One inference request: ``prompt`` tokens then ``generate`` new ones, for ``batch`` sequences at once, on
+    ``decoder`` (a :class:`~npusim.app.llm.sources.ConfigDecoder` or an exported
+    :class:`~npusim.app.llm.sources.OnnxDecoder`), the cache in ``kv``; ``samples``: decode contexts simulated (0:
+    every step)."""
 
-    config: LlmConfig
+    decoder: ConfigDecoder | OnnxDecoder
     prompt: int = 128
     generate: int = 32
     batch: int = 1
-    weights: str = "i4"
     kv: str = "f32"
     samples: int = 5
 
@@ -48,14 +47,12 @@ class LlmWorkload:
                             ("samples", self.samples, 0)):
             if not isinstance(v, int) or v < lo:
                 raise ValueError(f"{what} must be an integer >= {lo}, not {v!r}")
-        if self.weights not in WEIGHT_FORMATS:
-            raise ValueError(f"weights must be one of {', '.join(WEIGHT_FORMATS)}, not {self.weights!r}")
         if self.kv not in KV_FORMATS:
             raise ValueError(f"kv must be one of {', '.join(KV_FORMATS)}, not {self.kv!r} (the NPU's activations "
                              f"are f32; a narrower cache is not modelled yet)")
-        if self.prompt + self.generate > self.config.max_positions:
-            raise ValueError(f"prompt + generate = {self.prompt + self.generate} exceeds {self.config.name}'s "
-                             f"{self.config.max_positions} positions")
+        if self.prompt + self.generate > self.decoder.max_positions:
+            raise ValueError(f"prompt + generate = {self.prompt + self.generate} exceeds {self.decoder.name}'s "
+                             f"{self.decoder.max_positions} positions")
 
     @property
     def decode_pasts(self) -> list[int]:
@@ -65,9 +62,10 @@ class LlmWorkload:
     @property
     def pieces(self) -> int:
         """How many graphs :func:`simulate_pieces` simulates (for a progress bar)."""
-        heads = head_chunks(self.config, self.weights)
-        decode = 1 + heads + len(self.sampled_pasts()) if self.generate > 1 else 0
-        return 2 + heads + decode
+        step = self.decoder.pieces(self.batch, 1, self.prompt)
+        fixed, varying = sum(not p.varies for p in step), sum(p.varies for p in step)
+        decode = fixed + varying * len(self.sampled_pasts()) if self.generate > 1 else 0
+        return len(step) + decode
 
     def sampled_pasts(self) -> list[int]:
         """The decode steps simulated: all, or ``samples`` spread evenly with the first and the last."""
@@ -118,75 +116,80 @@ Runner = Callable[[object, str], PieceRun]
 """Simulates one ONNX model (its name for progress) and returns its :class:`PieceRun`."""
 
 
+Runner = Callable[[StepPiece, str], PieceRun]
+"""Simulates one step piece (with a description for progress) and returns its :class:`PieceRun`."""
+Step = dict[str, tuple[PieceRun, int]]
+"""A simulated step's pieces by name: each run and how many times it counts."""
+
+
 @dataclass(frozen=True)
 class LlmRun:
-    """The simulated pieces of a workload: ``prefill`` (embed, layer, head runs), ``ends`` (the decode step's embed
-    and head runs) and ``layers`` (the decode layer's run by cached tokens, for the sampled steps)."""
+    """The simulated pieces of a workload: the ``prefill`` step, the decode step's ``fixed`` pieces (simulated once)
+    and its ``varying`` ones by cached tokens (at the sampled contexts)."""
 
     workload: LlmWorkload
-    prefill: dict[str, PieceRun]
-    ends: dict[str, PieceRun]
-    layers: dict[int, PieceRun]
-
-
-def _heads(cfg: LlmConfig, w: LlmWorkload, run: Runner, phase: str) -> dict[str, PieceRun]:
-    return {f"head{i}": run(m, f"{phase} head{i}") for i, m in enumerate(head_models(cfg, w.weights, w.batch))}
+    prefill: Step
+    fixed: Step
+    varying: dict[int, Step]
 
 
 def simulate_pieces(w: LlmWorkload, run: Runner) -> LlmRun:
-    """Simulate the workload's pieces with ``run`` (prefill, the decode step's embedding and head once, the decode
-    layer at each sampled context)."""
-    cfg, b = w.config, w.batch
-    prefill = {"embed": run(embed_model(cfg, b, w.prompt, 0), "prefill embed"),
-               "layer": run(layer_model(cfg, w.weights, b, w.prompt, 0), "prefill layer"),
-               **_heads(cfg, w, run, "prefill")}
-    ends, layers = {}, {}
+    """Simulate the workload's pieces with ``run``: the prefill, the decode step's pieces that do not depend on the
+    context once, and those that do at each sampled context."""
+    b = w.batch
+    prefill = {p.name: (run(p, f"prefill {p.name}"), p.repeat) for p in w.decoder.pieces(b, w.prompt, 0)}
+    fixed, varying = {}, {}
     if w.generate > 1:
-        ends = {"embed": run(embed_model(cfg, b, 1, w.prompt), "decode embed"), **_heads(cfg, w, run, "decode")}
+        fixed = {p.name: (run(p, f"decode {p.name}"), p.repeat) for p in w.decoder.pieces(b, 1, w.prompt)
+                 if not p.varies}
         for past in w.sampled_pasts():
-            layers[past] = run(layer_model(cfg, w.weights, b, 1, past), f"decode layer, {past} cached")
-    return LlmRun(w, prefill, ends, layers)
+            varying[past] = {p.name: (run(p, f"decode {p.name}, {past} cached"), p.repeat)
+                             for p in w.decoder.pieces(b, 1, past) if p.varies}
+    return LlmRun(w, prefill, fixed, varying)
 
 
-def phase_cost(pieces: dict[str, PieceRun], layer: StepCost, layers: int) -> StepCost:
-    """A step: its layer ``layers`` times plus every other piece once."""
-    rest = [StepCost.of(p) for k, p in pieces.items() if k != "layer"]
-    return sum(rest, layer.times(layers))
+def step_cost(step: Step) -> StepCost:
+    """A step's cost: each piece times its count."""
+    return sum((StepCost.of(r).times(k) for r, k in step.values()), StepCost(0, 0, 0))
 
 
-def layer_at(run: LlmRun, past: int) -> StepCost:
-    """The decode layer at ``past`` cached tokens: simulated, or interpolated linearly between the nearest sampled
-    contexts."""
-    xs = sorted(run.layers)
-    if past in run.layers:
-        return StepCost.of(run.layers[past])
+def varying_at(run: LlmRun, past: int) -> StepCost:
+    """The context-dependent pieces of a decode step over ``past`` cached tokens: simulated, or interpolated
+    linearly between the nearest sampled contexts."""
+    if past in run.varying:
+        return step_cost(run.varying[past])
+    xs = sorted(run.varying)
     hi = next(x for x in xs if x > past)
     lo = xs[xs.index(hi) - 1]
     t = (past - lo) / (hi - lo)
-    a, b = StepCost.of(run.layers[lo]), StepCost.of(run.layers[hi])
-    return a.times(1 - t) + b.times(t)
+    return step_cost(run.varying[lo]).times(1 - t) + step_cost(run.varying[hi]).times(t)
 
 
 def decode_steps(run: LlmRun) -> list[StepCost]:
     """Every decode step's cost, in order."""
-    cfg = run.workload.config
-    return [phase_cost(run.ends, layer_at(run, past), cfg.layers) for past in run.workload.decode_pasts]
+    fixed = step_cost(run.fixed)
+    return [fixed + varying_at(run, past) for past in run.workload.decode_pasts]
+
+
+def first_decode(run: LlmRun) -> Step:
+    """The first simulated decode step's pieces."""
+    return {**run.varying[min(run.varying)], **run.fixed}
 
 
 def kv_bytes(w: LlmWorkload, past: int) -> tuple[int, int]:
     """(KV bytes a decode step over ``past`` cached tokens reads, writes): the whole cache plus the new token's
     keys and values read by the attention, the new ones written, over all layers and sequences."""
-    per_token = w.batch * w.config.kv_bytes_per_token(KV_BYTES[w.kv])
+    per_token = w.batch * w.decoder.kv_bytes_per_token(KV_BYTES[w.kv])
     return per_token * (past + 1), per_token
 
 
 def weight_bytes(run: LlmRun) -> int:
-    """DRAM bytes of weights a decode step reads: the layer's image ``layers`` times, the heads', and the rows of the
-    embedding table it looks up (the tables themselves are not read whole)."""
-    w, cfg = run.workload, run.workload.config
-    layer = next(iter(run.layers.values())).weight_bytes
-    heads = sum(p.weight_bytes for k, p in run.ends.items() if k.startswith("head"))
-    return cfg.layers * layer + heads + w.batch * cfg.hidden * 4
+    """DRAM bytes of weights a decode step reads: each piece's weights image times its count, but of the embedding
+    table only the rows it looks up."""
+    dec = run.workload.decoder
+    read = sum((r.weight_bytes - dec.unread_bytes(name, r.weight_bytes)) * k
+               for name, (r, k) in first_decode(run).items())
+    return read + dec.embedding_rows_bytes(run.workload.batch)
 
 
 def dram_bound_cycles(nbytes: float, arch: Arch) -> float:
