@@ -106,9 +106,22 @@ def llm_report(run: LlmRun, arch: Arch) -> dict:
                          f"interpolated linearly in the context length")
     else:
         out.update(tpot_s=None, tokens_per_s=None, tokens_per_s_per_sequence=None, decode=None)
+    out["kv_cache"] = _cache(run, arch)
     out["ops"] = _ops(run)
     out["notes"] = notes
     return out
+
+
+def _cache(run: LlmRun, arch: Arch) -> dict:
+    """Where the KV cache lives and how it is laid out, and its size after the last token."""
+    w = run.workload
+    tokens = w.prompt + w.generate - 1
+    nbytes = kv_bytes(w, tokens - 1)[0]
+    layout = getattr(w.decoder, "cache_layout", "as the model's past/present tensors")
+    return {"layout": layout, "element": w.kv, "in": "DRAM", "bytes": nbytes, "tokens": tokens,
+            "in_place": True, "spm_bytes": arch.spm.size,
+            "note": f"appended in place: a step writes its new keys and values only (the present outputs hold "
+                    f"the past inputs); the graphs keep it in DRAM (the SPM holds {arch.spm.size:,} B)"}
 
 
 def llm_rows(report: dict) -> list[dict]:
@@ -143,5 +156,21 @@ def llm_summary(report: dict) -> str:
                   f"  bound: {d['bound_by']}; the DRAM bound (weights + KV at dram.gb_per_s) is "
                   f"{d['dram_bound_cycles_per_token']:,.0f} cycles a step, the run {d['bound_ratio']:.2f}x that; "
                   f"DRAM bandwidth used {d['bandwidth_utilization']:.0%}"]
+    c = report["kv_cache"]
+    lines.append(f"KV cache: {_si_bytes(c['bytes'])} after {c['tokens']} tokens in {c['in']}, {c['element']}, "
+                 f"{c['layout']}; appended in place")
+    lines += _top_ops(report["ops"])
     lines += [f"note: {n}" for n in report["notes"]]
     return "\n".join(lines)
+
+
+def _top_ops(ops: list[dict], n: int = 8) -> list[str]:
+    """The ``n`` ops of a decode step that take the most cycles (a layer's ops counted over every layer)."""
+    if not ops:
+        return []
+    total = sum(o["cycles"] for o in ops)
+    out = [f"decode step by op (top {min(n, len(ops))} of {len(ops)}; a layer's ops over all layers):"]
+    for o in sorted(ops, key=lambda o: -o["cycles"])[:n]:
+        out.append(f"  {o['piece'] + ': ' + o['name']:48} {o['op']:12} {o['cycles']:>14,} cycles "
+                   f"{o['cycles'] / total:>6.1%}  {_si_bytes(o['dram_bytes']):>10}  {o['bound']}")
+    return out

@@ -36,6 +36,8 @@ class ConfigDecoder:
     config: LlmConfig
     weights: str
 
+    cache_layout = "keys [batch, kv_heads, head_dim, tokens] (transposed), values [batch, kv_heads, tokens, head_dim]"
+
     @property
     def name(self) -> str:
         return self.config.name
