@@ -37,6 +37,7 @@ from compiler.frontend.contrib_types import CONTRIB, ORT_DEFAULT_DOMAIN, contrib
 from compiler.frontend.dtypes import NPU_STORAGE, graph_dtype_names
 from compiler.ir import Graph, Node, Tensor, node_prefix, short_dtype
 from compiler.ops import REGISTRY, contract_violation
+from compiler.passes.composites import decompose_composites
 from compiler.passes.fold_constants import FOLDERS, fold_constants, fold_node, remove_dead
 from compiler.passes.fold_reference import NEVER
 from compiler.passes.weight_quant import fuse_weight_quant
@@ -101,7 +102,8 @@ def _import(model: onnx.ModelProto | str | Path, allow_unknown: bool, dims: Mapp
                 break
             m = _infer(folded)
         graph = fold_constants(_checked_contracts(fuse_weight_quant(_raw_graph(m, opset))))
-        graph = remove_dead(_canonical(graph))
+        decomposed = decompose_composites(graph)
+        graph = remove_dead(_canonical(graph if decomposed is graph else fold_constants(decomposed)))
     except ConstantFoldError:
         raise
     except CompileError:

@@ -38,6 +38,18 @@ def test_onnxruntimes_simplified_layer_normalization_in_the_default_domain():
     assert [lr.op for lr in compiled.layers] == ["SimplifiedLayerNormalization"]
 
 
+@pytest.mark.parametrize("outputs, bias", [(["y"], False), (["y", "", "", "sum"], True),
+                                           (["y", "mean", "inv_std_var", "sum"], True)])
+def test_skip_simplified_layer_normalization_and_its_optional_outputs(outputs, bias):
+    skip = rng.standard_normal((2, 5, 16)).astype(np.float32)
+    node = helper.make_node("SkipSimplifiedLayerNormalization", ["x", "skip", "s"] + (["b"] if bias else []),
+                            outputs, domain="com.microsoft", epsilon=1e-5)
+    m = model([node], [("x", F32, [2, 5, 16]), ("skip", F32, [2, 5, 16])], [(o, F32, None) for o in outputs if o],
+              {"s": SCALE, "b": rng.standard_normal(16).astype(np.float32)}, opset=17, contrib=True)
+    assert "SimplifiedLayerNormalization" in [n.op for n in import_onnx(m).nodes]
+    check(m, {"x": X, "skip": skip}, "dc128" if bias else "mid32")
+
+
 def _written_out(form: str, opset: int, weight: bool = True):
     """LlamaRMSNorm as exporters write it: Pow (or Mul) / ReduceMean / Add / Sqrt and Reciprocal + Mul, Div, or
     Div(1, .) + Mul; times the weight."""
