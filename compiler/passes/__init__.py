@@ -17,6 +17,7 @@ from compiler.passes.fuse_gelu import fuse_gelu
 from compiler.passes.fuse_layernorm import fuse_layernorm
 from compiler.passes.fuse_matmul import fuse_matmul
 from compiler.passes.fuse_msda import fuse_msda
+from compiler.passes.fuse_repeat_kv import fuse_repeat_kv
 from compiler.passes.fuse_rmsnorm import fuse_rmsnorm
 from compiler.passes.fuse_silu import fuse_silu
 from compiler.passes.fuse_softmax import fuse_softmax
@@ -27,10 +28,10 @@ PASSES: dict[str, Callable[[Graph], Graph]] = {
     "fuse_gelu": fuse_gelu, "fuse_silu": fuse_silu, "fuse_layernorm": fuse_layernorm,
     "fuse_rmsnorm": fuse_rmsnorm, "fuse_softmax": fuse_softmax,
     "fuse_activation": fuse_activation, "fuse_residual": fuse_residual, "fuse_matmul": fuse_matmul,
-    "fuse_msda": fuse_msda}
+    "fuse_repeat_kv": fuse_repeat_kv, "fuse_msda": fuse_msda}
 """The graph passes by name, in the order they run (``--dump-after NAME`` prints the graph after one)."""
 FUSION_PASSES = ("fuse_gelu", "fuse_silu", "fuse_layernorm", "fuse_rmsnorm", "fuse_softmax", "fuse_activation",
-                 "fuse_residual", "fuse_matmul", "fuse_msda")
+                 "fuse_residual", "fuse_matmul", "fuse_repeat_kv", "fuse_msda")
 """The passes ``compile_model(fuse=False)`` skips (``fuse_qdq`` is how an int8 ConvTranspose is lowered at all)."""
 
 
