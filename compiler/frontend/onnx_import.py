@@ -34,6 +34,7 @@ from compiler.errors import (
 )
 from compiler.frontend.canonical import CanonContext
 from compiler.frontend.contrib_types import CONTRIB, ORT_DEFAULT_DOMAIN, contrib_output_types, is_ort_op
+from compiler.frontend.control_flow import RuntimeIfError, inline_constant_ifs, refuse_runtime_ifs
 from compiler.frontend.dtypes import NPU_STORAGE, graph_dtype_names
 from compiler.ir import Graph, Node, Tensor, node_prefix, short_dtype
 from compiler.ops import REGISTRY, contract_violation
@@ -93,6 +94,7 @@ def _import(model: onnx.ModelProto | str | Path, allow_unknown: bool, dims: Mapp
     if dims:
         m, data = fix_dims(m, dims), None
     _check(m, data)
+    m = inline_constant_ifs(m)
     unknown = _unknown_ops(m)
     try:
         m = _infer(m)
@@ -100,11 +102,12 @@ def _import(model: onnx.ModelProto | str | Path, allow_unknown: bool, dims: Mapp
             folded = _prefold(m, opset)
             if folded is None:
                 break
-            m = _infer(folded)
+            m = _infer(inline_constant_ifs(folded))
+        refuse_runtime_ifs(m)
         graph = fold_constants(_checked_contracts(fuse_weight_quant(_raw_graph(m, opset))))
         decomposed = decompose_composites(graph)
         graph = remove_dead(_canonical(graph if decomposed is graph else fold_constants(decomposed)))
-    except ConstantFoldError:
+    except (ConstantFoldError, RuntimeIfError):
         raise
     except CompileError:
         if unknown and not allow_unknown:  # e.g. a foreign op without shapes: name the op, not the symptom
