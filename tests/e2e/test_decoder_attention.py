@@ -6,9 +6,10 @@ query heads of a key/value head are the rows of one GEMM: no node repeats K or V
 
 import numpy as np
 import pytest
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from compiler.frontend.onnx_import import import_onnx
+from npusim.app.onnx_backend import bind_constants
 from tests.e2e.decoder_ops import BOOL, F32, I32, I64, PRESETS, check, model
 
 B, HQ, HKV, S, PAST, D = 1, 4, 2, 5, 3, 8
@@ -176,3 +177,34 @@ def test_gqa_with_a_ragged_batch_stays_on_the_host_with_the_reason():
     assert node.unsupported == (f"seqlens_k [{PAST}, {PAST - 1}] with total_sequence_length {PAST + 1}, 1 new "
                                 f"tokens and a past of {PAST}: only dense batches (every seqlens_k = total - 1) are "
                                 f"lowered")
+
+
+def _genai_lengths(batch: int, seq: int, past: int):
+    """A decode or prefill step as onnxruntime-genai writes it: seqlens_k and total_sequence_length computed from the
+    int64 attention_mask input (ReduceSum - 1, Shape[1], each Cast to int32)."""
+    m, feeds = _gqa(batch=batch, seq=seq, past=past, rotary=True)
+    g = m.graph
+    for name in ("seqlens_k", "total"):
+        g.initializer.pop(next(i for i, t in enumerate(g.initializer) if t.name == name))
+    g.initializer.extend([numpy_helper.from_array(np.array([1], np.int64), "axis1"),
+                          numpy_helper.from_array(np.array(1, np.int64), "one")])
+    g.node.extend([helper.make_node("ReduceSum", ["attention_mask", "axis1"], ["sum"], keepdims=0),
+                   helper.make_node("Sub", ["sum", "one"], ["last"]),
+                   helper.make_node("Cast", ["last"], ["seqlens_k"], to=I32),
+                   helper.make_node("Shape", ["attention_mask"], ["mask_shape"]),
+                   helper.make_node("Gather", ["mask_shape", "one"], ["total64"], axis=0),
+                   helper.make_node("Cast", ["total64"], ["total"], to=I32)])
+    g.node.append(g.node.pop(0))   # the attention after what it reads
+    g.input.append(helper.make_tensor_value_info("attention_mask", I64, [batch, past + seq]))
+    return m, feeds
+
+
+@pytest.mark.parametrize("seq, past", [(S, 0), (1, PAST)], ids=["prefill", "decode"])
+def test_gqa_as_onnxruntime_genai_writes_it_runs_on_the_npu_once_the_step_binds_its_attention_mask(seq, past):
+    m, feeds = _genai_lengths(2, seq, past)
+    step = bind_constants(m, {"attention_mask": np.ones((2, past + seq), np.int64)})
+    assert [n.op for n in import_onnx(step).nodes if n.op == "GroupQueryAttention"] == []
+    check(step, feeds)
+    unbound = import_onnx(m, allow_unknown=True)
+    assert next(n for n in unbound.nodes if n.op == "GroupQueryAttention").unsupported.startswith(
+        "seqlens_k ('seqlens_k') is computed at run time")
