@@ -685,11 +685,13 @@ def _inputs_at_opset(w: _Expansion, opset: int, attrs: dict, inputs: list) -> li
 
 
 def _older_op_nodes(w: _Expansion, graph: Graph, opset: int, attrs: dict) -> list | None:
-    """The nodes exporters write for an op newer than ``opset`` (LayerNormalization before 17, Gelu before 20, Swish
-    before 24), or None when the node is written as itself."""
+    """The nodes exporters write for an op newer than ``opset`` (LayerNormalization before 17, Gelu before 20,
+    RMSNormalization before 23, Swish before 24), or None when the node is written as itself."""
     op = w.node.op
     if op == "LayerNormalization" and opset < 17:
         return _layernorm_nodes(w, graph, opset, attrs)
+    if op == "RMSNormalization" and opset < 23:
+        return _rmsnorm_nodes(w, graph, opset, attrs)
     if op == "Gelu" and opset < 20:
         return _gelu_nodes(w, attrs.get("approximate", "none") == "tanh")
     if op == "Swish" and opset < 24:   # as PyTorch exports nn.SiLU: x * Sigmoid(x)
@@ -718,6 +720,22 @@ def _layernorm_nodes(w: _Expansion, graph: Graph, opset: int, attrs: dict) -> li
              w.make("Sqrt", [v("ve")], [v("std")], "sqrt"), w.make("Div", [v("d"), v("std")], [v("n")], "div"),
              w.make("Mul", [v("n"), inputs[1]], [scaled], "scale")]
     return nodes + ([w.make("Add", [scaled, inputs[2]], [y], "bias")] if scaled != y else [])
+
+
+def _rmsnorm_nodes(w: _Expansion, graph: Graph, opset: int, attrs: dict) -> list:
+    """RMSNormalization as PyTorch exports nn.RMSNorm below opset 23: ``x * Reciprocal(Sqrt(ReduceMean(Pow(x, 2)) +
+    eps)) * scale`` (ReduceMean's axes an input from opset 18)."""
+    node, v = w.node, w.v
+    x, y = node.inputs[0], node.outputs[0]
+    rank = len(graph.tensor(x).shape)
+    axes = list(range(attrs.get("axis", -1) % rank, rank))
+    mean = w.make("ReduceMean", [v("sq"), w.const("axes", np.asarray(axes, np.int64))], [v("ms")], "mean",
+                  keepdims=1) if opset >= 18 else w.make("ReduceMean", [v("sq")], [v("ms")], "mean", axes=axes,
+                                                          keepdims=1)
+    return [w.make("Pow", [x, w.scalar("two", 2)], [v("sq")], "pow"), mean,
+            w.make("Add", [v("ms"), w.scalar("eps", attrs.get("epsilon", 1e-5))], [v("me")], "eps"),
+            w.make("Sqrt", [v("me")], [v("rms")], "sqrt"), w.make("Reciprocal", [v("rms")], [v("inv")], "inv"),
+            w.make("Mul", [x, v("inv")], [v("n")], "norm"), w.make("Mul", [v("n"), node.inputs[1]], [y], "scale")]
 
 
 def _gelu_nodes(w: _Expansion, tanh: bool) -> list:

@@ -33,10 +33,12 @@ from compiler.errors import (
     UnsupportedOpsetError,
 )
 from compiler.frontend.canonical import CanonContext
-from compiler.frontend.contrib_types import contrib_output_type
+from compiler.frontend.contrib_types import CONTRIB, ORT_DEFAULT_DOMAIN, contrib_output_types, is_ort_op
+from compiler.frontend.control_flow import RuntimeIfError, inline_constant_ifs, refuse_runtime_ifs
 from compiler.frontend.dtypes import NPU_STORAGE, graph_dtype_names
 from compiler.ir import Graph, Node, Tensor, node_prefix, short_dtype
 from compiler.ops import REGISTRY, contract_violation
+from compiler.passes.composites import decompose_composites
 from compiler.passes.fold_constants import FOLDERS, fold_constants, fold_node, remove_dead
 from compiler.passes.fold_reference import NEVER
 from compiler.passes.weight_quant import fuse_weight_quant
@@ -92,6 +94,7 @@ def _import(model: onnx.ModelProto | str | Path, allow_unknown: bool, dims: Mapp
     if dims:
         m, data = fix_dims(m, dims), None
     _check(m, data)
+    m = inline_constant_ifs(m)
     unknown = _unknown_ops(m)
     try:
         m = _infer(m)
@@ -99,10 +102,12 @@ def _import(model: onnx.ModelProto | str | Path, allow_unknown: bool, dims: Mapp
             folded = _prefold(m, opset)
             if folded is None:
                 break
-            m = _infer(folded)
+            m = _infer(inline_constant_ifs(folded))
+        refuse_runtime_ifs(m)
         graph = fold_constants(_checked_contracts(fuse_weight_quant(_raw_graph(m, opset))))
-        graph = remove_dead(_canonical(graph))
-    except ConstantFoldError:
+        decomposed = decompose_composites(graph)
+        graph = remove_dead(_canonical(graph if decomposed is graph else fold_constants(decomposed)))
+    except (ConstantFoldError, RuntimeIfError):
         raise
     except CompileError:
         if unknown and not allow_unknown:  # e.g. a foreign op without shapes: name the op, not the symptom
@@ -222,10 +227,19 @@ def _check(m: onnx.ModelProto, data: bytes | None = None) -> None:
     """CompileError with ``onnx.checker``'s reason for a model ONNX itself calls invalid (graph structure, node
     order, attributes and arities against the schemas). Graph inputs and outputs declared without a shape, which
     the checker insists on but onnxruntime and shape inference accept, are not held against the model. ``data``:
-    ``m`` serialized, if the caller has it."""
+    ``m`` serialized, if the caller has it. onnxruntime's ops in the default domain (:data:`ORT_DEFAULT_DOMAIN`), which
+    ONNX has no schema for, are checked as the contrib ops they are."""
     io = [vi for vi in (*m.graph.input, *m.graph.output) if vi.type.HasField("tensor_type")]
-    if any(not vi.type.tensor_type.HasField("shape") for vi in io):
+    ort = [on for on in m.graph.node if on.domain in ("", "ai.onnx") and on.op_type in ORT_DEFAULT_DOMAIN]
+    if ort:
         m, data = _copy(m), None
+        for on in m.graph.node:
+            if on.domain in ("", "ai.onnx") and on.op_type in ORT_DEFAULT_DOMAIN:
+                on.domain = CONTRIB
+        if not any(o.domain == CONTRIB for o in m.opset_import):
+            m.opset_import.append(helper.make_opsetid(CONTRIB, 1))
+    if any(not vi.type.tensor_type.HasField("shape") for vi in io):
+        m, data = (m if ort else _copy(m)), None
         for vi in (*m.graph.input, *m.graph.output):
             if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape"):
                 vi.type.tensor_type.shape.SetInParent()
@@ -328,8 +342,10 @@ def _same_shape(m: onnx.ModelProto) -> onnx.ModelProto | None:
 
     todo = {n.output[0]: types[n.input[0]] for n in g.node if n.op_type in SAME_SHAPE and n.domain in ("", "ai.onnx")
             and known(n.input[0]) and not known(n.output[0])}
-    todo.update({n.output[0]: tp for n in g.node if n.output and not known(n.output[0])
-                 and _static_shape(tp := contrib_output_type(n, types)) is not None})   # (static: else dropped)
+    ort = [n for n in g.node if is_ort_op(n)]
+    consts = _small_constants(m) if ort else {}
+    todo.update({name: tp for n in ort for name, tp in contrib_output_types(n, types, consts).items()
+                 if not known(name) and _static_shape(tp) is not None})   # (static: else dropped)
     if not todo:
         return None
     filled = onnx.ModelProto()
@@ -339,6 +355,21 @@ def _same_shape(m: onnx.ModelProto) -> onnx.ModelProto | None:
             o.type.CopyFrom(todo.pop(o.name))
     filled.graph.value_info.extend(helper.make_value_info(name, tp) for name, tp in todo.items())
     return filled
+
+
+SMALL = 16
+"""Constants of at most this many elements are given to the output-type rules of onnxruntime's ops by value (a
+GroupQueryAttention's total_sequence_length decides its present key's length)."""
+
+
+def _small_constants(m: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """The values of the main graph's small initializers and Constant nodes, by name."""
+    found = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer if math.prod(i.dims) <= SMALL}
+    for on in m.graph.node:
+        if on.op_type == "Constant" and on.domain in ("", "ai.onnx") and on.attribute and \
+                on.attribute[0].HasField("t") and math.prod(on.attribute[0].t.dims) <= SMALL:
+            found[on.output[0]] = numpy_helper.to_array(on.attribute[0].t)
+    return found
 
 
 def _static_shape(tp: onnx.TypeProto | None) -> tuple[int, ...] | None:

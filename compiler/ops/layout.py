@@ -527,8 +527,20 @@ def _to_reshape(node: Node, ctx: CanonContext) -> Node:
 
 
 def _transpose(node: Node, ctx: CanonContext) -> Node:
-    rank = len(ctx.shape(node.inputs[0]))
-    return dataclasses.replace(node, attrs={"perm": tuple(node.attrs.get("perm") or range(rank - 1, -1, -1))})
+    """A permutation that moves only axes of size 1 (a decode step's one token) is a Reshape: the same bytes."""
+    shape = ctx.shape(node.inputs[0])
+    perm = tuple(node.attrs.get("perm") or range(len(shape) - 1, -1, -1))
+    moved = [p for p in perm if shape[p] != 1]
+    if moved == sorted(moved) and not ctx.tensors[node.inputs[0]].is_const:
+        return _to_reshape(node, ctx)
+    return dataclasses.replace(node, attrs={"perm": perm})
+
+
+def _concat(node: Node, ctx: CanonContext) -> Node:
+    """``axis`` made non-negative; empty inputs (a prefill's empty past key) dropped while one is left."""
+    node = axis_attr(0)(node, ctx)
+    full = tuple(t for t in node.inputs if t and math.prod(ctx.shape(t)))
+    return dataclasses.replace(node, inputs=full) if full and len(full) < len(node.inputs) else node
 
 
 def _pad(node: Node, ctx: CanonContext) -> Node:
@@ -621,8 +633,9 @@ OPS = (
     OpSpec("Squeeze", canonical=_to_reshape, **_ALIAS),
     OpSpec("Unsqueeze", canonical=_to_reshape, **_ALIAS),
     OpSpec("Transpose", lower_transpose, _transpose, npu="vector unit: tiles read in the input's order, permuted "
-           "in SPM"),
-    OpSpec("Concat", lower_concat, axis_attr(0), npu="DMA only: each input copied into its slice of the output"),
+           "in SPM; one that moves only axes of size 1 is a free Reshape"),
+    OpSpec("Concat", lower_concat, _concat, npu="DMA only: each input copied into its slice of the output (empty "
+           "inputs dropped)"),
     OpSpec("Slice", lower_slice, const_inputs("starts", "ends", "axes", "steps"), const_operands=True,
            npu="DMA only (a strided view; a contiguous slice is free); constant starts, ends, axes, steps"),
     OpSpec("Split", lower_split, _split, dtypes=F32_INT8, const_operands=True,

@@ -1,5 +1,6 @@
-"""Row-wise ops on the vector unit: Softmax and LogSoftmax over any axis, LayerNormalization over the last axis, and the
-row-wise program of ReduceMean and ReduceSum (their entries: :mod:`compiler.ops.reduce`)."""
+"""Row-wise ops on the vector unit: Softmax and LogSoftmax over any axis, LayerNormalization over the last axis,
+RMSNormalization (and onnxruntime's SimplifiedLayerNormalization) over the axes from ``axis`` on, and the row-wise
+program of ReduceMean and ReduceSum (their entries: :mod:`compiler.ops.reduce`)."""
 
 from __future__ import annotations
 
@@ -42,6 +43,20 @@ def lower_rows(low: LoweringContext, n: Node) -> None:
     low.bind[n.outputs[0]] = y
 
 
+def lower_rmsnorm(low: LoweringContext, n: Node) -> None:
+    """RMSNormalization over the axes from ``axis`` on: the row-major tensor as ``[rows][length]`` rows, the constant
+    scale broadcast to one row (:func:`compiler.kernels.vector.rowwise.rmsnorm`, one DRAM pass)."""
+    x = low.want(n.inputs[0], "rm")
+    axis = n.attrs["axis"]
+    rows, length = math.prod(x.shape[:axis]), math.prod(x.shape[axis:])
+    scale = np.broadcast_to(low.data(n.inputs[1]).astype(np.float32), x.shape[axis:]).ravel()
+    y = low.alloc(x.shape, "rm")
+    prog = rowwise.rmsnorm(rows, length, F32, low.target, n.attrs["epsilon"])
+    low.emit(n, prog, {"X": ("ACT", x.offset), "G": ("W", low.const(np.ascontiguousarray(scale))),
+                       "Y": ("ACT", y.offset)})
+    low.bind[n.outputs[0]] = y
+
+
 def lower_softmax(low: LoweringContext, n: Node) -> None:
     """Softmax / LogSoftmax over any axis, in the layout the input is in (a channels-last tensor's channel axis is
     its rows): over the innermost axis in memory as rows, over another one through strided views
@@ -77,9 +92,35 @@ def _layernorm(node: Node, ctx: CanonContext) -> Node:
                                outputs=ctx.drop_extra_outputs(node, "the Mean/InvStdDev output"))
 
 
+def _rmsnorm(node: Node, ctx: CanonContext) -> Node:
+    a, rank = node.attrs, len(ctx.shape(node.inputs[0]))
+    return dataclasses.replace(node, attrs={"axis": norm_axis(int(a.get("axis", -1)), rank, node.name, node.op),
+                                            "epsilon": float(a.get("epsilon", 1e-5)),
+                                            "stash_type": int(a.get("stash_type", 1))},
+                               outputs=ctx.drop_extra_outputs(node, "the InvStdDev output"))
+
+
+def _rms_scale(node: Node, graph: Graph) -> str | None:
+    """A constant scale that broadcasts to the normalized shape."""
+    shape = graph.tensor(node.inputs[0]).shape[node.attrs["axis"]:]
+    if not graph.is_const(node.inputs[1]):
+        return "the scale must be a constant"
+    s = graph.tensor(node.inputs[1]).shape
+    if len(s) > len(shape) or any(d not in (1, e) for d, e in zip(s[::-1], shape[::-1])):
+        return f"scale of shape {s} does not broadcast to the normalized shape {shape}"
+    return None
+
+
+RMS_NPU = ("vector unit, the axes from `axis` on as one row (x times rsqrt(mean(x^2) + epsilon) times the scale, one "
+           "pass), constant scale")
+
 OPS = (
     OpSpec("Softmax", lower_softmax, axis_attr(-1), npu="vector unit, any axis (strided views, no transpose)"),
     OpSpec("LogSoftmax", lower_softmax, axis_attr(-1), npu="vector unit, any axis (strided views, no transpose)"),
     OpSpec("LayerNormalization", lower_rows, _layernorm, _last_axis, npu="vector unit, last axis, constant scale "
            "and bias"),
+    OpSpec("RMSNormalization", lower_rmsnorm, _rmsnorm, _rms_scale, npu=RMS_NPU + "; also what the exporters' "
+           "Pow/ReduceMean/Add/Sqrt/Div (or Reciprocal/Mul) pattern is fused into"),
+    OpSpec("SimplifiedLayerNormalization", lower_rmsnorm, _rmsnorm, _rms_scale,
+           npu="onnxruntime's RMSNormalization (default domain, as onnxruntime registers it): " + RMS_NPU),
 )

@@ -65,6 +65,9 @@ class OpSpec:
     contract: Contract | None = None
     """The operand contract the importer checks before anything reads the operands (a violation is a CompileError:
     the model is invalid, wherever the node would run)."""
+    decomposed: bool = False
+    """The importer decomposes it into ops the NPU runs (:mod:`compiler.passes.composites`; ``lower`` is None): it runs
+    on the NPU as those, or whole on the host where the decomposition refuses it."""
     options: tuple[OpOption, ...] = ()
     """The choices its lowering offers a compile (``compile_model(NAME=VALUE)``); the lowering reads its value as
     ``low.options[OPTION]`` (:mod:`compiler.ops.options`)."""

@@ -17,6 +17,8 @@ from compiler.passes.fuse_gelu import fuse_gelu
 from compiler.passes.fuse_layernorm import fuse_layernorm
 from compiler.passes.fuse_matmul import fuse_matmul
 from compiler.passes.fuse_msda import fuse_msda
+from compiler.passes.fuse_repeat_kv import fuse_repeat_kv
+from compiler.passes.fuse_rmsnorm import fuse_rmsnorm
 from compiler.passes.fuse_silu import fuse_silu
 from compiler.passes.fuse_softmax import fuse_softmax
 from compiler.passes.kv_cache import bind_kv_cache
@@ -24,12 +26,13 @@ from compiler.passes.qdq import fuse_qdq_conv_transpose
 
 PASSES: dict[str, Callable[[Graph], Graph]] = {
     "fold_constants": fold_constants, "fold_batchnorm": fold_batchnorm, "fuse_qdq": fuse_qdq_conv_transpose,
-    "fuse_gelu": fuse_gelu, "fuse_silu": fuse_silu, "fuse_layernorm": fuse_layernorm, "fuse_softmax": fuse_softmax,
+    "fuse_gelu": fuse_gelu, "fuse_silu": fuse_silu, "fuse_layernorm": fuse_layernorm,
+    "fuse_rmsnorm": fuse_rmsnorm, "fuse_softmax": fuse_softmax,
     "fuse_activation": fuse_activation, "fuse_residual": fuse_residual, "fuse_matmul": fuse_matmul,
-    "fuse_msda": fuse_msda, "bind_kv_cache": bind_kv_cache}
+    "fuse_repeat_kv": fuse_repeat_kv, "fuse_msda": fuse_msda, "bind_kv_cache": bind_kv_cache}
 """The graph passes by name, in the order they run (``--dump-after NAME`` prints the graph after one)."""
-FUSION_PASSES = ("fuse_gelu", "fuse_silu", "fuse_layernorm", "fuse_softmax", "fuse_activation", "fuse_residual",
-                 "fuse_matmul", "fuse_msda")
+FUSION_PASSES = ("fuse_gelu", "fuse_silu", "fuse_layernorm", "fuse_rmsnorm", "fuse_softmax", "fuse_activation",
+                 "fuse_residual", "fuse_matmul", "fuse_repeat_kv", "fuse_msda")
 """The passes ``compile_model(fuse=False)`` skips (``fuse_qdq`` is how an int8 ConvTranspose is lowered at all)."""
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from compiler.ir import Graph, Node, Tensor
-from compiler.passes.patterns import Rewrite, fresh, other, scalar, sole_user
+from compiler.passes.patterns import Rewrite, fresh, other, per_feature, scalar, sole_user
 from compiler.passes.reduce_axes import reduce_axes
 
 
@@ -80,7 +80,7 @@ def _match(graph: Graph, mean: Node):
     for op in ("Mul", "Add"):   # gamma, then beta, each optional
         nxt = sole_user(graph, last.outputs[0], op)
         p = other(nxt, last.outputs[0]) if nxt is not None else None
-        if p is not None and _per_feature(graph, p, t.shape, axes[0]):
+        if p is not None and per_feature(graph, p, t.shape, axes[0]):
             pattern.append(nxt)
             last = nxt
         else:
@@ -93,13 +93,3 @@ def _match(graph: Graph, mean: Node):
         return None
     return pattern, x, last, axes[0], eps, gamma, beta
 
-
-def _per_feature(graph: Graph, p: str, shape: tuple[int, ...], axis: int) -> bool:
-    """Whether ``p`` is a float constant that broadcasts to ``shape`` varying only along the axes from ``axis``."""
-    if not graph.is_const(p):
-        return False
-    ps = graph.tensor(p).shape
-    lead = len(shape) - len(ps)
-    return (graph.tensor(p).dtype.kind == "f" and lead >= 0 and
-            all(d == 1 for d in ps[: max(0, axis - lead)]) and
-            all(d in (1, shape[lead + i]) for i, d in enumerate(ps)))

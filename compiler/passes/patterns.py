@@ -58,6 +58,18 @@ def same_shape(graph: Graph, *names: str) -> bool:
     return all(graph.tensor(n).shape == first.shape and graph.tensor(n).dtype == first.dtype for n in names[1:])
 
 
+def per_feature(graph: Graph, p: str, shape: tuple[int, ...], axis: int) -> bool:
+    """Whether ``p`` is a float constant that broadcasts to ``shape`` varying only along the axes from ``axis`` (a
+    normalisation's per-feature scale or bias)."""
+    if not graph.is_const(p):
+        return False
+    ps = graph.tensor(p).shape
+    lead = len(shape) - len(ps)
+    return (graph.tensor(p).dtype.kind == "f" and lead >= 0 and
+            all(d == 1 for d in ps[: max(0, axis - lead)]) and
+            all(d in (1, shape[lead + i]) for i, d in enumerate(ps)))
+
+
 def activation_of(node: Node, graph: Graph) -> tuple | None:
     """The fused form (``compiler.ir.FUSED_ATTRS`` ``activation``) of a single-input activation node: Relu, Clip with
     constant bounds, Gelu, Swish with alpha 1 (SiLU); None for any other node."""

@@ -29,11 +29,13 @@ from npusim.app.onnx_backend import NpuBackend, graph_inputs
 
 
 def claimed_ops() -> frozenset[str]:
-    """Default-domain ONNX ops the registry claims to run on the NPU (an entry with a lowering; not the nodes only
-    a pass makes, like MSDeformAttn, which onnx has no tests of)."""
+    """Default-domain ONNX ops the registry claims to run on the NPU (an entry with a lowering, or one the importer
+    decomposes into ops that have one; not the nodes only a pass makes, like MSDeformAttn, which onnx has no tests
+    of)."""
     import onnx
 
-    return frozenset(op for op, spec in OP_REGISTRY.items() if spec.lower is not None and onnx.defs.has(op))
+    return frozenset(op for op, spec in OP_REGISTRY.items() if (spec.lower is not None or spec.decomposed)
+                     and onnx.defs.has(op))
 
 
 @functools.cache
@@ -64,7 +66,7 @@ CONSTANT_INPUTS: dict[str, tuple[int, ...]] = {
     "Conv": (1, 2), "Gemm": (1, 2), "Clip": (1, 2), "LayerNormalization": (1, 2), "Pad": (1, 2, 3),
     "QuantizeLinear": (1, 2), "DequantizeLinear": (1, 2), "QLinearMatMul": (1, 2, 3, 4, 5, 6, 7),
     "QLinearConv": (1, 2, 3, 4, 5, 6, 7, 8), "Pow": (1,), "BatchNormalization": (1, 2, 3, 4),
-    "InstanceNormalization": (1, 2), "GroupNormalization": (1, 2),
+    "InstanceNormalization": (1, 2), "GroupNormalization": (1, 2), "RMSNormalization": (1,),
 }
 """Input indices of each op that exported models carry as initializers (weights, biases, bounds, scales and zero
 points, exponents, statistics) and the NPU compiler takes only as constants: a node test feeds them as graph inputs,

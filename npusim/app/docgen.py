@@ -141,7 +141,8 @@ def ops_table() -> str:
     rows = ["| op | on the NPU | how, and when |", "|---|---|---|"]
     for op in sorted(OP_REGISTRY):
         spec = OP_REGISTRY[op]
-        rows.append(f"| `{op}` | {'yes' if spec.lower else 'no'} | {_cell(spec.npu)} |")
+        where = "yes" if spec.lower else "yes, decomposed" if spec.decomposed else "no"
+        rows.append(f"| `{op}` | {where} | {_cell(spec.npu)} |")
     return "\n".join(rows)
 
 

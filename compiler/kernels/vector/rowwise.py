@@ -1,5 +1,5 @@
 """Row-wise vector programs over ``[rows][length]`` in tiles of whole rows: softmax (and over a middle axis without a
-transpose), layer normalisation, reductions of the last axis. Computed in f32, rounded once when written."""
+transpose), layer and RMS normalisation, reductions of the last axis. Computed in f32, rounded once when written."""
 
 from __future__ import annotations
 
@@ -147,6 +147,28 @@ def layernorm(rows: int, length: int, dtype: DType, target: Target, eps: float =
                 VecBinary(op=BinOp.ADD, shape=(r, length), dst=y, src0=d, src1=beta)]
     return _rows_op(rows, length, dtype, min(target.spm, 1 << 22), (Region("GB", 2, 2 * length * 4),), tile, scratch=1,
                     scalars=2, extra=2 * length * 4, extra_loads=loads)
+
+
+def rmsnorm(rows: int, length: int, dtype: DType, target: Target, eps: float = 1e-5):
+    """RMSNormalization (onnxruntime's SimplifiedLayerNormalization) over the last axis, ``x * rsqrt(mean(x^2) +
+    eps) * scale``; region G holds the f32 scale: the mean square (one multiply-reduce), rsqrt, two multiplies. One
+    DRAM pass."""
+    def loads(addr, r):
+        return [DmaCopy(queue=Queue.DMA_LD, shape=(length,), dst=View(Space.SPM, addr, F32, (4,)),
+                        src=View(Space.DRAM, 0, F32, (4,), "G"))]
+
+    def tile(x, y, s, cols, addr, r):
+        d, ms, one = s[0], _col(cols[0]), (r,)
+        scale = View(Space.SPM, addr, F32, (0, 4))
+        return [VecConvert(shape=(r, length), dst=d, src=x),
+                VecBinary(op=BinOp.MUL, reduce=Reduce.SUM, zero=True, shape=(r, length), dst=ms, src0=d, src1=d),
+                VecBinary(op=BinOp.MUL, shape=one, dst=_vec(cols[0]), src0=_vec(cols[0]), imm=1.0 / length),
+                VecBinary(op=BinOp.ADD, shape=one, dst=_vec(cols[0]), src0=_vec(cols[0]), imm=eps),
+                VecUnary(fn=Act.RSQRT, shape=one, dst=_vec(cols[0]), src=_vec(cols[0])),
+                VecBinary(op=BinOp.MUL, shape=(r, length), dst=d, src0=d, src1=ms),
+                VecBinary(op=BinOp.MUL, shape=(r, length), dst=y, src0=d, src1=scale)]
+    return _rows_op(rows, length, dtype, min(target.spm, 1 << 22), (Region("G", 2, length * 4),), tile, scratch=1,
+                    scalars=1, extra=length * 4, extra_loads=loads)
 
 
 def reduce_rows(kind: Reduce, rows: int, length: int, dtype: DType, target: Target, mean: bool = False):
