@@ -24,7 +24,7 @@ from compiler.kernels.dequant_gemm import (
     search_dequant_tiling,
     zero_rows,
 )
-from isa import DType, VecBinary, VecConvert, VecUnary
+from isa import DType, MatMul, VecBinary, VecConvert, VecUnary
 from isa.arch import load_arch
 from npusim import simulate
 from npusim.sim.simulator import region_array
@@ -71,6 +71,8 @@ CASES = [  # (M, K, N, format, preset): K, N not multiples of the array or the b
     (5, 200, 72, WeightFormat("uint8", 0, zp=130), "edge16"),
     (5, 200, 72, WeightFormat("int8", 64, per_block_zp=True), "mid32"),
     (300, 64, 40, WeightFormat("int4", 32), "mid32"),                     # two m tiles
+    (16, 520, 48, WeightFormat("int4", 32, zp=1), "edge16"),              # the zero point's term on the array
+    (8, 300, 40, WeightFormat("uint4", 16, per_block_zp=True), "mid32"),  # the same, per-block zero points
     (3, 96, 40, WeightFormat("fp8", 0), "mid32"),
 ]
 
@@ -87,6 +89,23 @@ def test_every_scheme_and_tiling_extreme_matches_numpy(M, K, N, fmt, preset):
             got, want = run(M, K, N, fmt, arch, t)
             err = np.abs(got - want).max() / np.abs(want).max()
             assert err < 1e-5, (t, err)
+
+
+def _corrections(prog) -> int:
+    """The array scheme's f32 x f32 ``mxu.mm`` (the zero point's term on the array)."""
+    return sum(isinstance(i, MatMul) and i.b.dtype is DType.F32 for i in prog.instrs)
+
+
+@pytest.mark.parametrize("M,preset,on_array", [(1, "mid32", False), (16, "edge16", True), (16, "mid32", True)])
+def test_zero_point_term_goes_where_it_costs_fewer_cycles(M, preset, on_array):
+    """int4 in blocks of 32 (zero point 8 once stored unsigned), 1024 x 1024, the search's tiling: at M = 1 the
+    vector unit's sum of ``rowsum * -zp * scale`` over the blocks is short (the array is the bottleneck); at M = 16 it
+    costs the vector unit M multiply-adds per block and column, more than an f32 ``mxu.mm`` of the row sums by the
+    scales (k = blocks) and one addition per output."""
+    target, fmt = Target.of(load_arch(preset)), WeightFormat("int4", 32)
+    t = search_dequant_tiling(M, 1024, 1024, fmt, target)
+    assert t.scheme == "array"
+    assert (_corrections(dequant_gemm(M, 1024, 1024, fmt, target, t)) > 0) == on_array
 
 
 def test_fp8_takes_the_vector_scheme_only():

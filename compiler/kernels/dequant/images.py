@@ -31,15 +31,18 @@ def pack_codes(codes: np.ndarray, fmt: WeightFormat, t: DequantTiling, cols: int
     return np.ascontiguousarray(blocks, np.uint8).reshape(nt * kt, -1)
 
 
-def pack_blocks(values: np.ndarray, K: int, fmt: WeightFormat, t: DequantTiling) -> np.ndarray:
-    """A per-block part, ``[tiles][nblk * tn]`` f32: per-block values ``[ceil(K/block), N]`` (``[1, N]`` per column)
-    as one row per block of each tile (per column: one per tile)."""
+def pack_blocks(values: np.ndarray, K: int, fmt: WeightFormat, t: DequantTiling, cols: int) -> np.ndarray:
+    """A per-block part, ``[tiles][nb * nblk * cols]`` f32: per-block values ``[ceil(K/block), N]`` (``[1, N]`` per
+    column) as ``[nb][nblk][cols]`` per tile, one row per block of the tile (per column: one per tile) and column
+    block (so that a column block's rows are the k x n operand of an ``mxu.mm``)."""
     values = np.asarray(values, np.float32)
     if not fmt.block:
         tiles = _tiles(np.repeat(values, -(-K // t.tk), axis=0), K, values.shape[1], t, t.tk)
     else:
         tiles = _tiles(values, K, values.shape[1], t, fmt.block)
-    return tiles.reshape(tiles.shape[0] * tiles.shape[1], -1)
+    nt, kt, nblk, tn = tiles.shape
+    blocks = tiles.reshape(nt, kt, nblk, tn // cols, cols).transpose(0, 1, 3, 2, 4)
+    return np.ascontiguousarray(blocks).reshape(nt * kt, -1)
 
 
 def pack_weights(codes: np.ndarray, scales: np.ndarray, zero: np.ndarray | None, fmt: WeightFormat,
@@ -47,7 +50,7 @@ def pack_weights(codes: np.ndarray, scales: np.ndarray, zero: np.ndarray | None,
     """Region Q (uint8): per tile its codes (:func:`pack_codes`), scales and, when not None, zero-point image
     (:func:`pack_blocks`; :func:`zero_rows`), each part padded to 64 bytes."""
     K = codes.shape[0]
-    parts = [pack_codes(codes, fmt, t, cols)] + [pack_blocks(v, K, fmt, t).view(np.uint8)
+    parts = [pack_codes(codes, fmt, t, cols)] + [pack_blocks(v, K, fmt, t, cols).view(np.uint8)
                                                 for v in (scales, zero) if v is not None]
     pad = [np.pad(a, ((0, 0), (0, -a.shape[1] % 64))) for a in parts]
     return np.ascontiguousarray(np.concatenate(pad, axis=1)).ravel()

@@ -107,11 +107,17 @@ class DequantPlan:
         t, g = self.t, self.g
         a = ("a", up(g * t.tm * self.a_cols * 4, 64), 1 if self.whole_a and self.m_tiles == 1 else 2)
         if self.array:   # weight tiles in four slots, two per DMA queue (steps alternate between the queues)
-            rs = up(self.a_cols // self.bs * t.tm * 4, 64) if self.fmt.zero_term else 0
+            zt = self.fmt.zero_term   # (row sums [tm][blocks of A], and an ACC tile for the zero point's term)
+            rs = up(t.tm * self.rs_pitch, 64) if zt else 0
             return ([a, ("q", self.w_bytes, 4), ("u", up(t.tk * t.tn, 64) if self.fmt.nibbles else 0, 2),
-                     ("rs", rs, 2), ("c", up(t.tm * t.tn * 4, 64), 2)], self.nblk * t.tm * t.tn * 4, g * t.tm)
+                     ("rs", rs, 2), ("c", up(t.tm * t.tn * 4, 64), 2)], (self.nblk + zt) * t.tm * t.tn * 4, g * t.tm)
         return ([a, ("q", self.w_bytes, 2), ("b", up(t.tk * t.tn * 4, 64), 2),
                  ("u", up(t.tk * t.tn, 64) if self.fmt.nibbles else 0, 1)], t.tm * t.tn * 4, t.tm)
+
+    @property
+    def rs_pitch(self) -> int:
+        """Bytes of one row of A's block row sums (``[tm][blocks]``: every block of an A slot)."""
+        return self.a_cols // self.bs * 4
 
     def slot(self, ring: str, i: int) -> int:
         """Byte address of slot ``i`` (modulo the ring's depth) of ring ``ring``."""

@@ -45,8 +45,9 @@ def weight_view(p: DequantPlan, base: int, dtype: DType) -> View:
 
 
 def block_rows(p: DequantPlan, base: int) -> View:
-    """A ``[nblk][tn]`` f32 image at ``base`` broadcast over each block's rows, as ``[nb][blk][bs][cols]``."""
-    return View(Space.SPM, base, F32, (p.target.cols * 4, p.t.tn * 4, 0, 4))
+    """A ``[nb][nblk][cols]`` f32 image at ``base`` broadcast over each block's rows, as ``[nb][blk][bs][cols]``."""
+    c = p.target.cols
+    return View(Space.SPM, base, F32, (p.nblk * c * 4, c * 4, 0, 4))
 
 
 def to_f32(p: DequantPlan, qb: int, bb: int, nb: int) -> list:
