@@ -26,6 +26,8 @@ from compiler.kernels.dequant_gemm import (
 )
 from isa import DType, MatMul, VecBinary, VecConvert, VecUnary
 from isa.arch import load_arch
+from isa.races import find_races
+from isa.verify import verify
 from npusim import simulate
 from npusim.sim.simulator import region_array
 
@@ -89,6 +91,18 @@ def test_every_scheme_and_tiling_extreme_matches_numpy(M, K, N, fmt, preset):
             got, want = run(M, K, N, fmt, arch, t)
             err = np.abs(got - want).max() / np.abs(want).max()
             assert err < 1e-5, (t, err)
+
+
+@pytest.mark.parametrize("M,K,N,fmt,preset", [CASES[1], CASES[3], CASES[8], CASES[11], CASES[12]],
+                         ids=["int4-pb", "uint4-diag", "uint8", "int4-zp-array", "uint4-pb-zp-array"])
+def test_programs_are_race_free_and_verify_without_warnings(M, K, N, fmt, preset):
+    """Weight slots shared by two DMA queues, unpacked codes, row sums, partial sums and C tiles: every reader is
+    ordered after its writer and before the next write (isa.races), and the semaphores cannot deadlock (isa.verify
+    has no warning)."""
+    target = Target.of(load_arch(preset))
+    for t in candidates(M, N, K, fmt, target)[::5]:
+        prog = dequant_gemm(M, N, K, fmt, target, t)
+        assert find_races(prog) == [] and verify(prog).warnings == [], t
 
 
 def _corrections(prog) -> int:

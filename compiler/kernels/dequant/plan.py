@@ -21,7 +21,6 @@ from compiler.errors import TilingError
 from compiler.kernels.common.search import check_program_max
 from compiler.kernels.common.target import Target
 from compiler.kernels.dequant.format import DequantTiling, WeightFormat
-from isa import DType
 
 
 def up(x: int, q: int) -> int:
@@ -122,8 +121,3 @@ class DequantPlan:
     def slot(self, ring: str, i: int) -> int:
         """Byte address of slot ``i`` (modulo the ring's depth) of ring ``ring``."""
         return self.base[ring] + (i % self.depth[ring]) * self.slots[ring]
-
-    @property
-    def code_view_dtype(self) -> DType:
-        """The type the matrix unit (array scheme) or the conversion (vector scheme) reads one code byte as."""
-        return self.fmt.code_dtype
