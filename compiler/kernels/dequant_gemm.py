@@ -20,16 +20,16 @@ from functools import lru_cache
 
 from compiler.errors import TilingError
 from compiler.kernels.common.target import Target
-from compiler.kernels.dequant.array_scheme import array_program
+from compiler.kernels.dequant.array_scheme import array_program, array_step
 from compiler.kernels.dequant.format import FORMATS, SCHEMES, DequantTiling, WeightFormat
 from compiler.kernels.dequant.images import pack_weights, zero_rows
 from compiler.kernels.dequant.plan import DequantPlan, k_quantum, up
-from compiler.kernels.dequant.vector_scheme import vector_program
-from isa import Program
-from isa.cost import program_estimate
+from compiler.kernels.dequant.vector_scheme import vector_program, vector_step
+from isa import Program, Queue
+from isa.cost import instr_costs, program_estimate
 
-__all__ = ["FORMATS", "SCHEMES", "DequantTiling", "WeightFormat", "candidates", "dequant_gemm", "pack_weights",
-           "search_dequant_tiling", "zero_rows"]
+__all__ = ["FORMATS", "SCHEMES", "DequantTiling", "WeightFormat", "candidates", "dequant_gemm", "floor_cycles",
+           "pack_weights", "search_dequant_tiling", "zero_rows"]
 
 
 def dequant_gemm(M: int, N: int, K: int, fmt: WeightFormat, target: Target, t: DequantTiling) -> Program:
@@ -41,10 +41,10 @@ def dequant_gemm(M: int, N: int, K: int, fmt: WeightFormat, target: Target, t: D
 
 def candidates(M: int, N: int, K: int, fmt: WeightFormat, target: Target) -> list[DequantTiling]:
     """Tilings to price, for each scheme the format takes: the largest tm (halved, then quartered, while none fits),
-    tn from one to eight array widths, tk from the whole (padded) K down to one k quantum
+    tn from one to 32 array widths, tk from the whole (padded) K down to one k quantum
     (:func:`compiler.kernels.dequant.plan.k_quantum`)."""
     c, out = target.cols, []
-    tns = sorted({min(up(N, c), c * f) for f in (1, 2, 4, 8)}, reverse=True)
+    tns = sorted({min(up(N, c), c * f) for f in (1, 2, 4, 8, 16, 32)}, reverse=True)
     tm = min(M, target.max_rows)
     for scheme in fmt.schemes:
         quantum = k_quantum(fmt, target.rows, scheme)
@@ -65,16 +65,36 @@ def candidates(M: int, N: int, K: int, fmt: WeightFormat, target: Target) -> lis
     return out
 
 
+def floor_cycles(M: int, N: int, K: int, fmt: WeightFormat, target: Target, t: DequantTiling) -> int:
+    """A lower bound of :func:`isa.cost.program_estimate` of the program of tiling ``t`` without building it: the
+    matrix unit, the vector unit or the DRAM bus over its whole-tile steps, one step priced by
+    :func:`isa.cost.instr_floor` and repeated (cycles; 0 when no step is a whole tile). (The DMA queues' own busy
+    cycles are left out: steps alternate between them.)"""
+    p = DequantPlan(M, N, K, fmt, target, t)
+    step = array_step(p) if p.array else vector_step(p)
+    busy = {Queue.MXU: 0, Queue.VPU: 0, None: 0}
+    for instr, c in zip(step, instr_costs(step, target.arch, floor=True)):
+        busy[None] += c.dram_window
+        if instr.queue in busy:
+            busy[instr.queue] += c.cycles
+    return max(busy.values()) * (M // t.tm) * (N // t.tn) * (K // t.tk)
+
+
 @lru_cache(maxsize=256)
 def search_dequant_tiling(M: int, N: int, K: int, fmt: WeightFormat, target: Target) -> DequantTiling:
     """The candidate whose program :func:`isa.cost.program_estimate` prices fastest (the first on a tie);
-    TilingError when none fits. Each candidate's program is built, so a search takes seconds on an LLM's layers:
-    kept per shape (a model repeats its layers' shapes), as :func:`compiler.kernels.gemm.search_tiling` is."""
+    TilingError when none fits. Candidates are priced in the order of their :func:`floor_cycles`, and once that
+    lower bound reaches the best price the rest cannot win and are not built: a program of an LLM's layers takes
+    a second or more to build and price; the result is kept per shape (a model repeats its layers' shapes), as
+    :func:`compiler.kernels.gemm.search_tiling` is."""
+    cands = candidates(M, N, K, fmt, target)
     best = None
-    for t in candidates(M, N, K, fmt, target):
+    for floor, i, t in sorted((floor_cycles(M, N, K, fmt, target, t), i, t) for i, t in enumerate(cands)):
+        if best is not None and floor > best[0]:
+            break
         est = program_estimate(dequant_gemm(M, N, K, fmt, target, t), target.arch)
-        if best is None or est < best[0]:
-            best = (est, t)
+        if best is None or (est, i) < best[:2]:
+            best = (est, i, t)
     if best is None:
         raise TilingError(f"no dequantizing GEMM tiling fits {M}x{N}x{K} ({fmt.kind}, block {fmt.block})")
-    return best[1]
+    return best[2]

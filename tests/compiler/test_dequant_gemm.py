@@ -20,12 +20,14 @@ from compiler.kernels.dequant_gemm import (
     WeightFormat,
     candidates,
     dequant_gemm,
+    floor_cycles,
     pack_weights,
     search_dequant_tiling,
     zero_rows,
 )
 from isa import DType, MatMul, VecBinary, VecConvert, VecUnary
 from isa.arch import load_arch
+from isa.cost import program_estimate
 from isa.races import find_races
 from isa.verify import verify
 from npusim import simulate
@@ -120,6 +122,19 @@ def test_zero_point_term_goes_where_it_costs_fewer_cycles(M, preset, on_array):
     t = search_dequant_tiling(M, 1024, 1024, fmt, target)
     assert t.scheme == "array"
     assert (_corrections(dequant_gemm(M, 1024, 1024, fmt, target, t)) > 0) == on_array
+
+
+@pytest.mark.parametrize("M,K,N,fmt,preset", [(1, 1024, 512, WeightFormat("int4", 32), "mid32"),
+                                               (16, 512, 1024, WeightFormat("int8", 0), "edge16"),
+                                               (64, 300, 200, WeightFormat("fp8", 0), "dc128")])
+def test_search_prunes_by_a_true_lower_bound_and_finds_the_cheapest(M, K, N, fmt, preset):
+    """floor_cycles never exceeds the program's estimate, so the search, which stops pricing once the floor of the
+    next candidate exceeds the best price, picks what pricing every candidate picks (the first on a tie)."""
+    target = Target.of(load_arch(preset))
+    cands = candidates(M, N, K, fmt, target)
+    prices = [program_estimate(dequant_gemm(M, N, K, fmt, target, t), target.arch) for t in cands]
+    assert all(floor_cycles(M, N, K, fmt, target, t) <= e for t, e in zip(cands, prices))
+    assert search_dequant_tiling(M, N, K, fmt, target) == cands[prices.index(min(prices))]
 
 
 def test_fp8_takes_the_vector_scheme_only():

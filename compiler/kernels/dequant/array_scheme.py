@@ -249,3 +249,15 @@ def array_program(p: DequantPlan) -> Program:
     used = {op.name for i in instrs for op in (*i.waits, *i.signals)}
     sems = tuple(SemDecl(n, v) for n, v in SEMS if n in used)
     return Program(config=p.target.config, regions=loads.dram_regions(p), sems=sems, instrs=tuple(instrs) + (Halt(),))
+
+
+def array_step(p: DequantPlan) -> list:
+    """The instructions of one whole-tile step that loads no A unless every step does (a search's lower bound of
+    the program repeats it), or [] when there is none."""
+    t, places = p.t, _places(p)
+    per_a = not p.whole_a and p.k_tiles > 1
+    w = next((w for w in places if (w.tm, w.tn, w.tk) == (t.tm, t.tn, t.tk) and (per_a or not w.new_a)), None)
+    if w is None:
+        return []
+    prep, matrix, post = _compute(p, w, zero_term_on_array(p, places[0]))
+    return _loads(p, w) + prep + matrix + post

@@ -28,15 +28,15 @@ def _dequant(p: DequantPlan, qb: int, bb: int, tn: int) -> list:
     return synced(ops + to_f32(p, qb, bb, tn // p.target.cols), ("q_full", "b_empty"), ("q_empty", "b_full"))
 
 
-def vector_program(p: DequantPlan) -> Program:
-    """The program of plan ``p`` (``vector`` scheme); regions as :func:`compiler.kernels.dequant_gemm.dequant_gemm`
-    says."""
+def _steps(p: DequantPlan):
+    """Each step's instructions, in program order, as (whether the step is a whole tile and loads no A, its
+    instructions). Steps that work alike share their dequantization and matrix instructions (the linker copies each
+    object once)."""
     t, c, M, N, K = p.t, p.target.cols, p.M, p.N, p.K
     lay = WsLayout(4, F32, p.target.rows, c, N, GemmTiling(t.tm, t.tn, t.tk), t.tk // p.target.rows, p.nbm, 0)
-    instrs: list = []
-    built: dict[tuple, list] = {}   # a step's dequantization and matrix work: few distinct runs, each built once
+    built: dict[tuple, list] = {}
 
-    def once(key: tuple, build, *args) -> list:   # (shared instructions: the linker copies each object once)
+    def once(key: tuple, build, *args) -> list:
         got = built.get(key)
         if got is None:
             got = built[key] = build(*args)
@@ -53,21 +53,32 @@ def vector_program(p: DequantPlan) -> Program:
         a_n += new_a
         ab, qb, bb = p.slot("a", a_n - 1), p.slot("q", s), p.slot("b", s)
         acc = (tiles % 2) * p.acc_slot
-        if new_a:
-            instrs += synced(loads.a_rows(p, ab, m0, k0, tm, tk, tk, tk), ("a_empty",), ("a_full",))
-        tile = ni * p.k_tiles + ki
-        instrs += synced(loads.weights(p, tile, qb), ("q_empty",), ("q_full",))
-        instrs += once(("dq", qb, bb, tn), _dequant, p, qb, bb, up(tn, c))
+        out = synced(loads.a_rows(p, ab, m0, k0, tm, tk, tk, tk), ("a_empty",), ("a_full",)) if new_a else []
+        out += synced(loads.weights(p, ni * p.k_tiles + ki, qb), ("q_empty",), ("q_full",))
+        out += once(("dq", qb, bb, tn), _dequant, p, qb, bb, up(tn, c))
         first, last = ki == 0, ki == p.k_tiles - 1
         waits = (("a_full",) if new_a else ()) + ("b_full",) + (("acc_empty",) if first else ())
         signals = (("a_empty",) if last_a else ()) + ("b_empty",) + (("acc_full",) if last else ())
-        instrs += once(("mm", acc, ab, bb, tm, tk, tn, waits, signals), _matmuls, lay, acc, ab, bb, tm, tk,
-                       up(tn, c), waits, signals)   # (ragged columns: zero weights)
+        out += once(("mm", acc, ab, bb, tm, tk, tn, waits, signals), _matmuls, lay, acc, ab, bb, tm, tk,
+                    up(tn, c), waits, signals)   # (ragged columns: zero weights)
         if last:
-            instrs += synced(lay.stores(acc, m0, n0, tm, tn), ("acc_full",), ("acc_empty",))
+            out += synced(lay.stores(acc, m0, n0, tm, tn), ("acc_full",), ("acc_empty",))
             tiles += 1
+        yield (tm, tn, tk) == (t.tm, t.tn, t.tk) and (not new_a or p.k_tiles > 1), out
+
+
+def vector_program(p: DequantPlan) -> Program:
+    """The program of plan ``p`` (``vector`` scheme); regions as :func:`compiler.kernels.dequant_gemm.dequant_gemm`
+    says."""
+    instrs = [i for _, step in _steps(p) for i in step]
     return Program(config=p.target.config, regions=loads.dram_regions(p), sems=tuple(SemDecl(n, v) for n, v in SEMS),
                    instrs=tuple(instrs) + (Halt(),))
+
+
+def vector_step(p: DequantPlan) -> list:
+    """The instructions of one whole-tile step that loads no A unless every step does (a search's lower bound of
+    the program repeats it), or [] when there is none."""
+    return next((step for typical, step in _steps(p) if typical), [])
 
 
 def _matmuls(lay: WsLayout, acc: int, ab: int, bb: int, tm: int, tk: int, tn: int, waits: tuple[str, ...],
