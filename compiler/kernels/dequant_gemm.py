@@ -16,9 +16,12 @@ preset)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import ClassVar
 
 from compiler.errors import TilingError
+from compiler.kernels.common.search import Ranking, SearchRule, TilingSearch
 from compiler.kernels.common.target import Target
 from compiler.kernels.dequant.array_scheme import array_program, array_step
 from compiler.kernels.dequant.format import FORMATS, SCHEMES, DequantTiling, WeightFormat
@@ -28,7 +31,8 @@ from compiler.kernels.dequant.vector_scheme import vector_program, vector_step
 from isa import Program, Queue
 from isa.cost import instr_costs, program_estimate
 
-__all__ = ["FORMATS", "SCHEMES", "DequantTiling", "WeightFormat", "candidates", "dequant_gemm", "floor_cycles",
+__all__ = ["FORMATS", "SCHEMES", "DequantSearch", "DequantTiling", "WeightFormat", "candidates", "dequant_gemm",
+           "floor_cycles",
            "pack_weights", "search_dequant_tiling", "zero_rows"]
 
 
@@ -80,21 +84,41 @@ def floor_cycles(M: int, N: int, K: int, fmt: WeightFormat, target: Target, t: D
     return max(busy.values()) * (M // t.tm) * (N // t.tn) * (K // t.tk)
 
 
+@dataclass(frozen=True)
+class DequantSearch(TilingSearch[DequantTiling]):
+    """The tiling search of a dequantizing GEMM (:mod:`compiler.kernels.common.search`): every candidate of
+    :func:`candidates` (both schemes) is kept, in candidate order, with :func:`floor_cycles` as its lower bound;
+    candidates are priced (:func:`isa.cost.program_estimate` of the program) least bound first until the bound of
+    the next cannot beat the best price: the least price wins, the first of equal ones."""
+
+    M: int
+    N: int
+    K: int
+    fmt: WeightFormat
+    target: Target
+    rule: ClassVar[SearchRule] = SearchRule(priced=1 << 16)
+
+    def rank(self, ranking: Ranking[DequantTiling]) -> None:
+        cands = candidates(self.M, self.N, self.K, self.fmt, self.target)
+        if not cands:
+            raise TilingError(f"no dequantizing GEMM tiling fits {self.M}x{self.N}x{self.K} ({self.fmt.kind}, block "
+                              f"{self.fmt.block})")
+        for i, t in enumerate(cands):
+            ranking.offer(i, t)
+
+    @property
+    def floors(self) -> tuple:
+        return (lambda t, bound: floor_cycles(self.M, self.N, self.K, self.fmt, self.target, t),)
+
+    def price(self, candidate: DequantTiling, bound: float | None) -> int:
+        return program_estimate(dequant_gemm(self.M, self.N, self.K, self.fmt, self.target, candidate),
+                                self.target.arch)
+
+
 @lru_cache(maxsize=256)
 def search_dequant_tiling(M: int, N: int, K: int, fmt: WeightFormat, target: Target) -> DequantTiling:
-    """The candidate whose program :func:`isa.cost.program_estimate` prices fastest (the first on a tie);
-    TilingError when none fits. Candidates are priced in the order of their :func:`floor_cycles`, and once that
-    lower bound reaches the best price the rest cannot win and are not built: a program of an LLM's layers takes
-    a second or more to build and price; the result is kept per shape (a model repeats its layers' shapes), as
+    """The candidate whose program :func:`isa.cost.program_estimate` prices fastest, the first on a tie
+    (:class:`DequantSearch`: most candidates are never built, their lower bound above the best price); TilingError
+    when none fits. Kept per shape (a model repeats its layers' shapes), as
     :func:`compiler.kernels.gemm.search_tiling` is."""
-    cands = candidates(M, N, K, fmt, target)
-    best = None
-    for floor, i, t in sorted((floor_cycles(M, N, K, fmt, target, t), i, t) for i, t in enumerate(cands)):
-        if best is not None and floor > best[0]:
-            break
-        est = program_estimate(dequant_gemm(M, N, K, fmt, target, t), target.arch)
-        if best is None or (est, i) < best[:2]:
-            best = (est, i, t)
-    if best is None:
-        raise TilingError(f"no dequantizing GEMM tiling fits {M}x{N}x{K} ({fmt.kind}, block {fmt.block})")
-    return best[2]
+    return DequantSearch(M, N, K, fmt, target).choose()
