@@ -609,10 +609,11 @@ def vpu_cost(instr: VecBinary | VecUnary | VecConvert | VecRequant, arch: Arch) 
 
 
 def mxu_cost(mm: MatMul, arch: Arch) -> Cost:
-    """Matrix unit: :func:`mxu_cycles`; operands stream through dedicated array ports (no bank conflicts)."""
-    es = mm.a.dtype.size
+    """Matrix unit: :func:`mxu_cycles`; operands stream through dedicated array ports (no bank conflicts). SPM bytes:
+    ``points * (m * k * A's element size + k * n * B's)`` (a weight-only f32 x i8 instruction reads one byte per
+    weight)."""
     pts = math.prod(mm.shape)
-    spm = pts * (mm.m * mm.k + mm.k * mm.n) * es
+    spm = pts * (mm.m * mm.k * mm.a.dtype.size + mm.k * mm.n * mm.b.dtype.size)
     written = pts * mm.m * mm.n * 4
     acc = written * (1 if mm.zero else 2)
     return Cost(cycles=mxu_cycles(mm, arch), spm_bytes=spm, acc_bytes=acc, macs=mm.macs, acc_write=written)
@@ -759,10 +760,12 @@ def _moduli(arch: Arch) -> dict[Space, int]:
 
 
 def matmul_cost_key(shape: tuple[int, ...], m: int, k: int, n: int, acc_strides: tuple[int, ...],
-                    a_strides: tuple[int, ...], b_strides: tuple[int, ...], es: int, zero: bool) -> tuple:
-    """The :func:`instr_costs` memo key of an ``mxu.mm`` from its fields (``es``: operand bytes): what
-    :func:`mxu_cost` reads. A compiler pricing many candidates looks costs up by it without building the instruction."""
-    return (MatMul, shape, m, k, n, acc_strides, a_strides, b_strides, es, zero)
+                    a_strides: tuple[int, ...], b_strides: tuple[int, ...], es: int, zero: bool,
+                    b_es: int | None = None) -> tuple:
+    """The :func:`instr_costs` memo key of an ``mxu.mm`` from its fields (``es``: A's element bytes; ``b_es``:
+    B's, when they differ): what :func:`mxu_cost` reads. A compiler pricing many candidates looks costs up by it
+    without building the instruction."""
+    return (MatMul, shape, m, k, n, acc_strides, a_strides, b_strides, es, zero, es if b_es is None else b_es)
 
 
 def copy_cost_key(shape: tuple[int, ...], pad: tuple, dst: tuple, src: tuple) -> tuple:
@@ -777,7 +780,7 @@ def _cost_key(instr: Instr, mod: dict[Space, int]):
     t = type(instr)
     if t is MatMul:
         return matmul_cost_key(instr.shape, instr.m, instr.k, instr.n, instr.acc.strides, instr.a.strides,
-                               instr.b.strides, instr.a.dtype.size, instr.zero)
+                               instr.b.strides, instr.a.dtype.size, instr.zero, instr.b.dtype.size)
     if t is DmaCopy:
         d, s = instr.dst, instr.src
         return copy_cost_key(instr.shape, instr.pad, (d.space, d.base % mod[d.space], d.dtype.size, d.strides),

@@ -347,9 +347,11 @@ class MatMul(Instr):
 
     For each loop point p and row r < m, column j < n:
     ``ACC[acc(p) + r*acc.row + 4j] += sum_{q<k} A[a(p) + r*a.row + q*es] * B[b(p) + (q*n + j)*es]``.
-    A rows hold k contiguous elements; the B tile is k x n, row-major and contiguous. Loop dimensions with an acc
-    stride of 0 reduce into the same rows. ``.z`` first zeroes every accumulator element the instruction touches.
-    Operands i8/u8 accumulate in i32 (two's complement wrap); f16/bf16/f32 accumulate in f32 (see docs/isa.md).
+    A rows hold k contiguous elements; the B tile is k x n, row-major and contiguous; ``es`` is each operand's own
+    element size. Loop dimensions with an acc stride of 0 reduce into the same rows. ``.z`` first zeroes every
+    accumulator element the instruction touches. Operands i8/u8 accumulate in i32 (two's complement wrap);
+    f16/bf16/f32 accumulate in f32, with B of A's type or, weight-only, i8/u8 (each code converted exactly to f32;
+    see docs/isa.md).
     """
 
     shape: tuple[int, ...]
@@ -380,11 +382,11 @@ class MatMul(Instr):
         a, b, acc = self.a.dtype, self.b.dtype, self.acc.dtype
         if a in MXU_INT and b in MXU_INT:
             want = DType.I32
-        elif a in MXU_FLOAT and a == b:
+        elif a in MXU_FLOAT and (a == b or b in MXU_INT):
             want = DType.F32
         else:
-            raise IsaError(f"mxu.mm operands must be i8/u8 x i8/u8 or one of f16/bf16/f32 on both, not "
-                           f"{a.text} x {b.text}")
+            raise IsaError(f"mxu.mm operands must be i8/u8 x i8/u8, one of f16/bf16/f32 on both, or f16/bf16/f32 x "
+                           f"i8/u8 (weight-only), not {a.text} x {b.text}")
         if acc is not want:
             raise IsaError(f"mxu.mm with {a.text} operands accumulates in {want.text}, not {acc.text}")
 
@@ -398,10 +400,9 @@ class MatMul(Instr):
         return math.prod(self.shape) * self.m * self.k * self.n
 
     def views(self):
-        es = self.a.dtype.size
         return (("acc", self.acc, ((self.m, self.acc_row), (self.n, 4))),
-                ("a", self.a, ((self.m, self.a_row), (self.k, es))),
-                ("b", self.b, ((self.k * self.n, es),)))
+                ("a", self.a, ((self.m, self.a_row), (self.k, self.a.dtype.size))),
+                ("b", self.b, ((self.k * self.n, self.b.dtype.size),)))
 
 
 def _check_reduce(shape, dst: View, reduce: Reduce, zero: bool, what: str) -> None:

@@ -1,7 +1,7 @@
 """``QuantMatMul`` (made by :mod:`compiler.passes.weight_quant` from ``DequantizeLinear`` -> ``MatMul`` and from
-``com.microsoft.MatMulNBits``): an f32 activation times a constant weight kept int4/uint4 (block scales) or fp8
-E4M3 (per-tensor/column scale) in DRAM,
-dequantized per tile on chip (:mod:`compiler.kernels.dequant_gemm`)."""
+``com.microsoft.MatMulNBits``): an f32 activation times a constant weight kept int4/uint4/int8/uint8 (scales per
+tensor, column or block) or fp8 E4M3 (per-tensor/column scale) in DRAM, applied per tile on chip
+(:mod:`compiler.kernels.dequant_gemm`)."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from compiler.ir import Node, Tensor
 from compiler.kernels.dequant_gemm import (
     WeightFormat,
     dequant_gemm,
-    pack_blocks,
-    pack_codes,
+    pack_weights,
     search_dequant_tiling,
+    zero_rows,
 )
 from compiler.ops.context import LoweringContext
 from compiler.ops.spec import F32, OpSpec
@@ -52,10 +52,9 @@ def lower_quant_matmul(low: LoweringContext, n: Node) -> None:
     fmt = weight_format(n)
     t = search_dequant_tiling(M, N, K, fmt, low.target)
     y = low.alloc(low.graph.tensor(n.outputs[0]).shape, "rm")
-    bind = {"A": ("ACT", x.offset), "Q": ("W", low.const(pack_codes(codes, fmt, t))),
-            "S": ("W", low.const(pack_blocks(scale, K, fmt, t))), "C": ("ACT", y.offset)}
-    if fmt.per_block_zp:
-        bind["Z"] = ("W", low.const(pack_blocks(low.data(n.inputs[3]), K, fmt, t)))
+    zero = zero_rows(fmt, t.scheme, scale, low.data(n.inputs[3]) if fmt.per_block_zp else None)
+    image = pack_weights(codes, scale, zero, fmt, t, low.target.cols)
+    bind = {"A": ("ACT", x.offset), "Q": ("W", low.const(image)), "C": ("ACT", y.offset)}
     low.emit(n, dequant_gemm(M, N, K, fmt, low.target, t), bind, M * N * K)
     low.bind[n.outputs[0]] = y
 
@@ -69,9 +68,10 @@ def _activations(n: Node, graph) -> str | None:
 
 OPS = (
     OpSpec("QuantMatMul", lower_quant_matmul, check=_activations, dtypes=None,
-           npu="DequantizeLinear (int4/uint4 with block_size, or FLOAT8E4M3FN per tensor/column) of a constant "
-               "MatMul weight, and com.microsoft MatMulNBits (bits 4, accuracy_level 0 or 1, constant B, scales, "
-               "zero points and bias, no g_idx; the bias a following Add; else the host, with the reason), fused: "
-               "the weight stays packed in DRAM (int4: half a byte per element) and the vector "
-               "unit dequantizes each tile in SPM for the matrix unit (f32); ws dataflow"),
+           npu="DequantizeLinear (int4/uint4/int8/uint8 per tensor, per column or with block_size, or FLOAT8E4M3FN "
+               "per tensor/column) of a constant MatMul weight, and com.microsoft MatMulNBits (bits 4, "
+               "accuracy_level 0 or 1, constant B, scales, zero points and bias, no g_idx; the bias a following Add; "
+               "else the host, with the reason), fused: the weight stays quantized in DRAM (int4: half a byte per "
+               "element, int8: one) and the matrix unit takes one byte per code, the vector unit scaling its "
+               "per-block partial sums (or, where cheaper and for fp8, dequantizing each tile to f32); ws dataflow"),
 )

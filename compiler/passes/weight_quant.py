@@ -1,13 +1,18 @@
-"""Weight-only quantized MatMuls: ``MatMul(A, DequantizeLinear(W_q, scale[, zp]))`` with a constant int4, uint4 or
-FLOAT8E4M3FN ``W_q`` becomes one ``QuantMatMul`` node (:mod:`compiler.ops.weight_quant`) that keeps ``W_q`` quantized
-in DRAM and dequantizes it on chip.
+"""Weight-only quantized MatMuls: ``MatMul(A, DequantizeLinear(W_q, scale[, zp]))`` with a constant int4, uint4,
+int8, uint8 or FLOAT8E4M3FN ``W_q`` becomes one ``QuantMatMul`` node (:mod:`compiler.ops.weight_quant`) that keeps
+``W_q`` quantized in DRAM and applies it on chip.
 
 Taken (ONNX DequantizeLinear, opset 21: ``y = (x - x_zero_point) * x_scale``, the zero point 0 when absent):
 
-- int4 / uint4 ``W_q [K, N]`` with ``axis=0`` and ``block_size`` (scales ``[ceil(K/block), N]``), or per column
-  (``axis=1``, scales ``[N]``) or per tensor; constant zero points of the same shape (or none);
+- int4 / uint4 / int8 / uint8 ``W_q [K, N]`` with ``axis=0`` and ``block_size`` (scales ``[ceil(K/block), N]``), or
+  per column (``axis=1``, scales ``[N]``) or per tensor; constant zero points of the same shape (or none). 8-bit codes
+  whose differences from their zero points all fit int8 (symmetric int8, uint8 with zero point 128, ...) are stored
+  as those differences, int8 with no zero point (exact; the matrix unit then takes them as they are);
 - FLOAT8E4M3FN ``W_q`` per tensor or per column, no zero point (the ONNX reference rejects a nonzero one) and no NaN
   code.
+
+Not taken: a MatMul whose A is itself dequantized (``DequantizeLinear`` of an activation: a QDQ model with quantized
+activations keeps its QLinear path as it is).
 
 Runs before constant folding, which never folds a DequantizeLinear (:data:`compiler.passes.fold_constants.KEEP`):
 folding a quantized weight into a float constant would store it at four bytes per element. Anything else is left as
@@ -29,7 +34,7 @@ from compiler.passes.fold_constants import remove_dead
 from compiler.passes.matmul_nbits import is_matmul_nbits, nbits_as_quant_matmul
 
 INT4, UINT4, FP8 = np.dtype(ml_dtypes.int4), np.dtype(ml_dtypes.uint4), np.dtype(ml_dtypes.float8_e4m3fn)
-KINDS = {INT4: "int4", UINT4: "uint4", FP8: "fp8"}
+KINDS = {INT4: "int4", UINT4: "uint4", np.dtype(np.int8): "int8", np.dtype(np.uint8): "uint8", FP8: "fp8"}
 
 
 def _const(graph: Graph, node: Node, i: int) -> np.ndarray | None:
@@ -72,15 +77,27 @@ def _fused(graph: Graph, mm: Node, dq: Node) -> tuple[Node, dict[str, Tensor]] |
             return None
         codes, zp_rows = raw, None
     else:
-        codes = w.astype(np.int8 if kind == "int4" else np.uint8)
+        codes = w.astype(np.int8 if kind in ("int4", "int8") else np.uint8)
         zp_rows = None if zp is None else _as_rows(zp.astype(np.float32), N)
+        if kind in ("int8", "uint8") and zp_rows is not None:
+            kind, codes, zp_rows = _signed_bytes(kind, codes, zp_rows, block)
     return quant_matmul(mm.name, mm.inputs[0], mm.outputs, kind, block, codes, _as_rows(scale, N), zp_rows)
 
 
+def _signed_bytes(kind: str, codes: np.ndarray, zp_rows: np.ndarray, block: int) -> tuple:
+    """8-bit codes less their zero points as int8 with no zero point, when every difference fits int8 (exact);
+    else (``kind``, ``codes``, ``zp_rows``) as they are."""
+    K = codes.shape[0]
+    diff = codes.astype(np.int64) - np.repeat(zp_rows, block or K, axis=0)[:K].astype(np.int64)
+    if diff.min() < -128 or diff.max() > 127:
+        return kind, codes, zp_rows
+    return "int8", diff.astype(np.int8), None
+
+
 def fuse_weight_quant(graph: Graph) -> Graph:
-    """``graph`` with every MatMul by a dequantized constant int4/uint4/fp8 weight, and every com.microsoft
-    MatMulNBits it can take (:mod:`compiler.passes.matmul_nbits`), as a ``QuantMatMul``; a MatMulNBits it cannot
-    take is marked ``unsupported`` with the reason."""
+    """``graph`` with every MatMul by a dequantized constant int4/uint4/int8/uint8/fp8 weight (of an A that is not
+    dequantized itself), and every com.microsoft MatMulNBits it can take (:mod:`compiler.passes.matmul_nbits`), as a
+    ``QuantMatMul``; a MatMulNBits it cannot take is marked ``unsupported`` with the reason."""
     nodes, tensors, changed = [], dict(graph.tensors), False
     for n in graph.nodes:
         if is_matmul_nbits(n):
@@ -93,7 +110,9 @@ def fuse_weight_quant(graph: Graph) -> Graph:
             changed = True
             continue
         dq = graph.producer(n.inputs[1]) if n.op == "MatMul" and len(n.inputs) == 2 else None
-        got = _fused(graph, n, dq) if dq is not None and dq.op == "DequantizeLinear" else None
+        a = graph.producer(n.inputs[0]) if dq is not None else None
+        qdq = a is not None and a.op == "DequantizeLinear"   # (quantized activations: the QLinear path)
+        got = _fused(graph, n, dq) if dq is not None and dq.op == "DequantizeLinear" and not qdq else None
         if got is None:
             nodes.append(n)
             continue

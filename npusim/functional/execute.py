@@ -27,7 +27,8 @@ mxu.mm (MatMul)
     Loop points sharing accumulator elements (acc stride 0) therefore accumulate. ``.z`` first sets every
     accumulator element the instruction touches to 0.
   - i8/u8: products and sums in i32, wrapping (two's complement). f16/bf16/f32: operands widen to f32; each step
-    is acc = f32(acc + f32(a * b)) (no fused multiply-add).
+    is acc = f32(acc + f32(a * b)) (no fused multiply-add). A float with B i8/u8 (weight-only): B's integer converts
+    to f32 exactly, then as for floats. ``es`` is each operand's own element size.
 vpu binary / unary (VecBinary, VecUnary)
   - Compute type: i64 when the source is an integer type, f32 when it is a float type. Every f32 operation rounds
     to f32; i64 arithmetic wraps.
@@ -146,15 +147,19 @@ def _dma_fill(i: DmaFill, mem: DeviceMemory) -> None:
 
 
 def _matmul(i: MatMul, mem: DeviceMemory) -> None:
-    es = i.a.dtype.size
     acc = _buf(mem, i.acc, i.shape, ((i.m, i.acc_row), (i.n, 4)))
-    a = _buf(mem, i.a, i.shape, ((i.m, i.a_row), (i.k, es)))
-    b = _buf(mem, i.b, i.shape, ((i.k * i.n, es),))
+    a = _buf(mem, i.a, i.shape, ((i.m, i.a_row), (i.k, i.a.dtype.size)))
+    b = _buf(mem, i.b, i.shape, ((i.k * i.n, i.b.dtype.size),))
     g = _geometry(i.shape, i.acc, i.a, i.b)
     ad, bd = i.a.dtype, i.b.dtype
+    words = not (np.bitwise_or.reduce(g[K.ND:K.ND + 2 * (K.ND + 1)]) | i.acc_row | i.a_row) & 3   # ACC and A
     if ad is DType.F32 and bd is DType.F32 and not (np.bitwise_or.reduce(g[K.ND:]) | i.acc_row | i.a_row) & 3:
         K.matmul_f32(mem.acc_f32, mem.acc_u32, mem.spm_f32, mem.spm_f32, g, i.m, i.k, i.n, i.acc_row, i.a_row,
                      bool(i.zero))   # (every address a whole word)
+        return
+    if ad is DType.F32 and bd in _BYTES and words:   # weight-only: f32 activations by i8/u8 codes
+        K.matmul_f32_codes(mem.acc_f32, mem.acc_u32, mem.spm_f32, mem.spm_i8 if bd is DType.I8 else mem.spm, g,
+                           i.m, i.k, i.n, i.acc_row, i.a_row, bool(i.zero))
         return
     if ad in _BYTES and bd in _BYTES and not (np.bitwise_or.reduce(g[K.ND:K.ND + K.ND + 1]) | i.acc_row) & 3:
         K.matmul_int(mem.acc_i32, mem.spm_i8 if ad is DType.I8 else mem.spm, mem.spm_i8 if bd is DType.I8 else mem.spm,

@@ -428,7 +428,7 @@ def matmul(acc_buf, a_buf, b_buf, g, m, k, n, acc_row, a_row, acode, bcode, zero
 
     For each (p, r, j) in row-major order: read the ACC element, add the k products, write it back.
     """
-    shape, es = g[:ND], SIZE[acode]
+    shape, es, bes = g[:ND], SIZE[acode], SIZE[bcode]   # (a float A may take i8/u8 codes as B: weight-only)
     pc = offsets(shape, _base(g, 0), _strides(g, 0))
     pa = offsets(shape, _base(g, 1), _strides(g, 1))
     pb = offsets(shape, _base(g, 2), _strides(g, 2))
@@ -444,7 +444,7 @@ def matmul(acc_buf, a_buf, b_buf, g, m, k, n, acc_row, a_row, acode, bcode, zero
     # it (the stationary weights), and an ACC row's n elements are summed side by side over q, so the j loop
     # vectorizes. Each ACC element still adds its k products in order q = 0, 1, ... to its previous value (the same
     # rounding).
-    ka, nb = k * es, k * n * es
+    ka, nb = k * es, k * n * bes
     row = np.empty(4 * n, np.uint8)   # one output row of ACC (n elements)
     araw = np.empty(-(-ka // 4) * 4, np.uint8)   # (whole words, so that it has an f32 view)
     if acode >= F16:
@@ -556,6 +556,42 @@ def matmul_f32(acc, acc_bits, a, b, g, m, k, n, acc_row, a_row, zero):
     if zero:
         _zero_rows(acc_bits, pc, m, rc, un)
     _mm_rows(acc, acc_bits, a, b, pc, pa, pb, m, rc, ra, un, uk, np.empty(n, np.float32), True)
+
+
+@_jit
+def matmul_f32_codes(acc, acc_bits, a, b, g, m, k, n, acc_row, a_row, zero):
+    """isa.MatMul of f32 A by i8/u8 B (weight-only): ``acc`` (f32) and ``acc_bits`` (u32) word views of ACC, ``a``
+    the f32 word view of SPM, ``b`` the SPM as int8 or uint8 (B's type); ``g`` in bytes (the ACC and A operands'
+    addresses multiples of 4).
+
+    The same arithmetic as :func:`matmul` (each code converts to f32 exactly; each ACC element adds its k products,
+    each rounded to f32, in order q = 0, 1, ... to its previous value in f32).
+    """
+    shape = g[:ND]
+    pc = offsets(shape, _base(g, 0), _strides(g, 0)) >> 2
+    pa = offsets(shape, _base(g, 1), _strides(g, 1)) >> 2
+    pb = offsets(shape, _base(g, 2), _strides(g, 2))
+    rc, ra = acc_row >> 2, a_row >> 2
+    un, uk = np.uint64(n), np.uint64(k)
+    if zero:
+        _zero_rows(acc_bits, pc, m, rc, un)
+    t = np.empty(n, np.float32)
+    for p in range(pc.size):
+        ob = np.uint64(pb[p])
+        for r in range(m):
+            oa, o = np.uint64(pa[p] + r * ra), np.uint64(pc[p] + r * rc)
+            for j in range(un):
+                t[j] = acc[o + j]
+            for q in range(uk):
+                x, ib = a[oa + q], ob + q * un
+                for j in range(un):
+                    t[j] += x * np.float32(b[ib + j])
+            for j in range(un):
+                v = t[j]
+                if v != v:
+                    acc_bits[o + j] = F32_NAN_BITS
+                else:
+                    acc[o + j] = v
 
 
 @_jit

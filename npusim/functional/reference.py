@@ -157,10 +157,10 @@ def _fill(i: DmaFill, mem: DeviceMemory) -> None:
 
 
 def _matmul(i: MatMul, mem: DeviceMemory) -> None:
-    es, flt = i.a.dtype.size, i.a.dtype.is_float
+    flt = i.a.dtype.is_float   # (B i8/u8 under a float A: weight-only, the codes widened to f32 exactly)
     acc = mem.array(i.acc, i.shape, ((i.m, i.acc_row), (i.n, 4)))
-    a = mem.array(i.a, i.shape, ((i.m, i.a_row), (i.k, es)))
-    b = mem.array(i.b, i.shape, ((i.k * i.n, es),))
+    a = mem.array(i.a, i.shape, ((i.m, i.a_row), (i.k, i.a.dtype.size)))
+    b = mem.array(i.b, i.shape, ((i.k * i.n, i.b.dtype.size),))
     a, b = (read_f32(a, i.a.dtype), read_f32(b, i.b.dtype)) if flt else (a.astype(int), b.astype(int))
     points = list(np.ndindex(*i.shape))
     if i.zero:

@@ -59,9 +59,10 @@ def check_fits(program: Program, arch: Arch, keys: np.ndarray | None = None) -> 
         if isinstance(ins, MatMul):
             if ins.m > m.max_rows:
                 raise VerifyError(f"{where(pc, ins)}: m={ins.m} exceeds matrix.max_rows={m.max_rows}")
-            if ins.a.dtype.text not in m.dtypes or ins.b.dtype.text not in m.dtypes:
+            bad = next((d.text for d in (ins.a.dtype, ins.b.dtype) if d.text not in m.dtypes), None)
+            if bad is not None:
                 raise VerifyError(f"{where(pc, ins)}: arch {arch.name}'s matrix unit takes {', '.join(m.dtypes)}, "
-                                  f"not {ins.a.dtype.text}")
+                                  f"not {bad}")
 
 
 def idle_units(arch: Arch, keys: np.ndarray) -> list[str]:

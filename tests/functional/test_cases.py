@@ -174,6 +174,32 @@ def test_matmul_float_matches_sequential_numpy_f32(run, dt):
     assert np.array_equal(get(mem, Space.ACC, 0, DType.F32, (m, n)).view(np.uint32), acc.view(np.uint32))
 
 
+@MODELS
+@pytest.mark.parametrize("ad,bd", [(DType.F32, DType.I8), (DType.F16, DType.U8)])
+def test_matmul_weight_only_float_by_codes_matches_numpy(run, ad, bd):
+    """A float A by i8/u8 codes B (one byte a weight, B at an odd address): each code is the exact f32 of its
+    integer, then the float rule: acc = f32(acc + f32(a * b)) in order q = 0, 1, ...; two loop points with acc stride
+    0 accumulate."""
+    rng = np.random.default_rng(4)
+    m, k, n = 3, 5, 6
+    a = (rng.standard_normal((2, m, k)) * 3).astype(NP[ad])
+    b = rng.integers(-128, 128, (2, k, n)).astype(np.int8) if bd is DType.I8 else \
+        rng.integers(0, 256, (2, k, n)).astype(np.uint8)
+    init = rng.standard_normal((m, n)).astype(np.float32)
+    mem = new_memory()
+    put(mem, Space.SPM, 0, a)
+    put(mem, Space.SPM, 301, b)
+    put(mem, Space.ACC, 0, init)
+    _mm(mem, run, (2,), m, k, n, v(Space.ACC, 0, DType.F32, 0), 4 * n, v(Space.SPM, 0, ad, m * k * ad.size),
+        k * ad.size, v(Space.SPM, 301, bd, k * n), zero=False)
+    acc = init.copy()
+    for p in range(2):
+        a32, b32 = a[p].astype(np.float32), b[p].astype(np.float32)
+        for q in range(k):
+            acc = acc + a32[:, q:q + 1] * b32[q:q + 1, :]   # two f32 ufuncs: no fused multiply-add
+    assert np.array_equal(get(mem, Space.ACC, 0, DType.F32, (m, n)).view(np.uint32), acc.view(np.uint32))
+
+
 # ---------------------------------------------------------------- VPU
 
 

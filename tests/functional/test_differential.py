@@ -167,19 +167,21 @@ def test_dma_fill(data, mem):
 def test_matmul(data, mem):
     shape = data.draw(shapes(max_dims=3, max_extent=3))
     m, k, n = (data.draw(st.integers(1, 3)) for _ in range(3))
-    if data.draw(st.booleans()):
-        ad = bd = data.draw(st.sampled_from(FLOATS))
-        accd = DType.F32
-    else:
+    kind = data.draw(st.sampled_from(("float", "int", "weight-only")))
+    if kind == "int":
         ad, bd = (data.draw(st.sampled_from([DType.I8, DType.U8])) for _ in range(2))
         accd = DType.I32
+    else:   # float x float, or float x i8/u8 codes
+        ad = data.draw(st.sampled_from(FLOATS))
+        bd = ad if kind == "float" else data.draw(st.sampled_from([DType.I8, DType.U8]))
+        accd = DType.F32
     es = ad.size
     acc_row = data.draw(st.one_of(st.sampled_from([4 * n, 0, 4]), st.integers(-16, 32)))
     a_row = data.draw(st.one_of(st.just(k * es), st.integers(-8, 16)))
     zero_dims = tuple(d for d in range(len(shape)) if data.draw(st.booleans()))
     acc = data.draw(views(shape, accd, (Space.ACC,), extra=((m, acc_row), (n, 4)), zero_dims=zero_dims))
     a = data.draw(views(shape, ad, (Space.SPM,), extra=((m, a_row), (k, es))))
-    b = data.draw(views(shape, bd, (Space.SPM,), extra=((k * n, es),)))
+    b = data.draw(views(shape, bd, (Space.SPM,), extra=((k * n, bd.size),)))
     if data.draw(st.booleans()):  # accumulators near the i32 limits (wrap-around) or f32 extremes
         extremes = [2**31 - 1, -(2**31), 2**31 - 200, 0x7F7FFFFF, 0x7F800000, 0xFF800000]
         mem.acc[:] = np.random.default_rng(data.draw(st.integers(0, 99))).choice(extremes, SIZE // 4).astype(
@@ -316,17 +318,17 @@ def test_out_of_range_raises_in_both(space):
 
 
 @pytest.mark.parametrize("dtypes", [(DType.F32, DType.F32), (DType.I8, DType.I8), (DType.U8, DType.I8),
-                                    (DType.I8, DType.U8)])
+                                    (DType.I8, DType.U8), (DType.F32, DType.I8), (DType.F32, DType.U8)])
 @pytest.mark.parametrize("seed", range(6))
 def test_matmul_whole_tiles(seed, dtypes):
     """Tiles as compilers emit them (k, n up to 16, word-aligned rows, several points sharing or stepping B and ACC,
-    NaN/inf among f32 values, i32 accumulators near their limits): the word kernels
-    (npusim.functional.kernels.matmul_f32, matmul_int) equal the reference bit for bit."""
+    NaN/inf among f32 values, i32 accumulators near their limits; f32 activations by i8/u8 codes): the word kernels
+    (npusim.functional.kernels.matmul_f32, matmul_f32_codes, matmul_int) equal the reference bit for bit."""
     rng = np.random.default_rng(seed)
     size = 8192
     mems = [DeviceMemory(size, size, {}) for _ in range(2)]
     ad, bd = dtypes
-    es = ad.size
+    es, bes = ad.size, bd.size
     if ad is DType.F32:
         vals = rng.standard_normal(size // 4).astype(np.float32)
         vals[rng.random(vals.size) < 0.03] = rng.choice([np.inf, -np.inf, np.nan, -0.0])
@@ -336,7 +338,7 @@ def test_matmul_whole_tiles(seed, dtypes):
         acc0 = rng.choice([2**31 - 1, -(2**31), 2**31 - 200, 5, -7], size // 4).astype(np.int32).view(np.uint8)
     k, n = (int(x) for x in rng.choice([3, 8, 11, 16], 2))
     m, points = int(rng.integers(1, 5)), int(rng.integers(1, 4))
-    b = View(Space.SPM, es * int(rng.integers(0, 8)), bd, (es * k * n * (seed % 2),))
+    b = View(Space.SPM, bes * int(rng.integers(0, 8)), bd, (bes * k * n * (seed % 2),))
     a = View(Space.SPM, es * ((points + 1) * k * n + int(rng.integers(0, 8))), ad, (es * k * m,))
     acc = View(Space.ACC, 4 * int(rng.integers(0, 8)), DType.F32 if ad is DType.F32 else DType.I32,
                (4 * n * m * (seed // 2 % 2),))

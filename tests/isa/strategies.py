@@ -142,11 +142,12 @@ def dma_fills(draw, regions: Sequence[Region] = (), sems: Sequence[SemDecl] = ()
 def matmuls(draw, sems: Sequence[SemDecl] = ()) -> MatMul:
     shape = draw(shapes(4))
     nd = len(shape)
-    if draw(st.booleans()):
+    kind = draw(st.sampled_from(("int", "float", "weight-only")))
+    if kind == "int":
         ta, tb, tacc = draw(st.sampled_from(MXU_INT)), draw(st.sampled_from(MXU_INT)), DType.I32
-    else:
-        ta = tb = draw(st.sampled_from(MXU_FLOAT))
-        tacc = DType.F32
+    else:   # float x float of one type, or float x i8/u8 codes
+        ta, tacc = draw(st.sampled_from(MXU_FLOAT)), DType.F32
+        tb = ta if kind == "float" else draw(st.sampled_from(MXU_INT))
     return MatMul(shape=shape, m=draw(st.integers(1, MAX_EXTENT)), k=draw(mm_kn),
                   n=draw(mm_kn), acc=draw(views(nd, (Space.ACC,), (tacc,))), acc_row=draw(I32),
                   a=draw(views(nd, (Space.SPM,), (ta,))), a_row=draw(I32), b=draw(views(nd, (Space.SPM,), (tb,))),
