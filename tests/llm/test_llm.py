@@ -31,7 +31,7 @@ def test_prefill_and_decode_layers_match_onnxruntime(name, arch):
     assert [c["appended_bytes"] for c in report["kv_cache"]] == [kv, kv]
 
 
-@pytest.mark.parametrize("fmt", ["i4", "fp8"])
+@pytest.mark.parametrize("fmt", ["i8", "i4", "fp8"])
 def test_quantized_weights_match_onnxruntime(fmt):
     cfg = MODELS["tiny-llama"]
     report = _check(layer_model(cfg, fmt, 1, 1, 6), "mid32")
