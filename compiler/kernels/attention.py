@@ -106,11 +106,17 @@ class AttentionSpec:
 @dataclass(frozen=True)
 class AttentionTiling:
     """``tq`` query rows and ``tk`` keys per block; ``resident``: a head's key and value tiles stay in the SPM for
-    all its query tiles."""
+    all its query tiles; ``ones``: the value tiles get a column of ones, so the context product's last column is the
+    rows' sums of P (the running sum ``l`` rides in the output accumulators: no vector pass sums P)."""
 
     tq: int
     tk: int
     resident: bool = False
+    ones: bool = False
+
+    def width(self, dv: int) -> int:
+        """Columns of the context product and the output accumulators: ``dv``, and the sums with ``ones``."""
+        return dv + self.ones
 
 
 def _up(n: int, a: int) -> int:
@@ -145,7 +151,7 @@ def layout(spec: AttentionSpec, target: Target, t: AttentionTiling, table_bytes:
     ring)."""
     line, acc_line = target.bank_row, target.arch.acc.banks * target.arch.acc.bank_width
     kop = BOperand(target.dataflow, target.rows, target.cols, spec.d, t.tk, target.bank_width)
-    vop = BOperand(target.dataflow, target.rows, target.cols, t.tk, spec.dv, target.bank_width)
+    vop = BOperand(target.dataflow, target.rows, target.cols, t.tk, t.width(spec.dv), target.bank_width)
     at = 0
 
     def take(nbytes: int, count: int = 1) -> tuple[int, ...]:
@@ -169,8 +175,8 @@ def layout(spec: AttentionSpec, target: Target, t: AttentionTiling, table_bytes:
             mask = take(t.tq * t.tk * ES, RINGS["m"])
     s = (0, _up(t.tq * t.tk * ES, acc_line))
     o0 = 2 * s[1]
-    o = (o0, o0 + _up(t.tq * spec.dv * ES, acc_line))
-    acc = o[1] + _up(t.tq * spec.dv * ES, acc_line)
+    o = (o0, o0 + _up(t.tq * t.width(spec.dv) * ES, acc_line))
+    acc = o[1] + _up(t.tq * t.width(spec.dv) * ES, acc_line)
     if at > target.spm or acc > target.acc:
         return None
     return Layout(kop, vop, q, k, v, kslot, vslot, p, mask, table, state, _up(t.tq * ES, line), s, o, at, acc)
@@ -310,7 +316,8 @@ def _loads(p: Plan, b: Block, sync: bool) -> list:
         wait = ("k_empty",) if not p.t.resident or b.head_first else ()
         out += synced(ks, wait, ("k_full",)) if sync else ks
     if b.load_v:
-        vs = lay.vop.loads(b.v_base, "V", (s.v_of[b.h] * s.lk + b.k0) * s.dv * ES, s.dv * ES, b.c, s.dv)
+        vs = lay.vop.loads(b.v_base, "V", (s.v_of[b.h] * s.lk + b.k0) * s.dv * ES, s.dv * ES, b.c, s.dv,
+                           p.t.width(s.dv))
         wait = ("v_empty",) if not p.t.resident or b.head_first else ()
         out += synced(vs, wait, ("v_full",)) if sync else vs
     if b.mask >= 0 and not lay.table:
@@ -330,6 +337,13 @@ def _table_loads(p: Plan) -> list:
                            src=View(Space.DRAM, i * ES, F32, (ES,), "Mk")))
     out[-1] = with_sync(out[-1], signals=("mask_ready",))
     return out
+
+
+def _ones(p: Plan) -> list:
+    """Column ``dv`` of every value slot set to 1 (the loads never write it)."""
+    lay, n_kt = p.lay, -(-p.spec.lk // p.t.tk)
+    slots = [base + kt * lay.vslot for base in lay.v for kt in range(n_kt)] if p.t.resident else list(lay.v)
+    return [f for base in slots for f in lay.vop.fill_column(base, p.spec.dv, 1.0)]
 
 
 def _scale(p: Plan, b: Block, sync: bool) -> list:
@@ -358,7 +372,7 @@ def _scores(p: Plan, b: Block, sync: bool) -> list:
 
 def _softmax(p: Plan, b: Block, sync: bool) -> list:
     """The vector unit's online softmax of the block (see the module docstring)."""
-    tk, dv = p.t.tk, p.spec.dv
+    tk, w, ones = p.t.tk, p.t.width(p.spec.dv), p.t.ones
     m_old, m_new, total, lb, alpha, _ = _state(p, b)
     r, c = b.r, b.c
     sv = View(Space.ACC, p.lay.s[b.t % 2], F32, (tk * ES, ES))
@@ -375,17 +389,19 @@ def _softmax(p: Plan, b: Block, sync: bool) -> list:
         head += [VecUnary(fn=Act.MOV, shape=(r,), dst=_vec(m_new), src=_vec(m_old)),
                  VecUnary(fn=Act.MOV, reduce=Reduce.MAX, shape=(r, c), dst=_col(m_new), src=sv)]
     sub = VecBinary(op=BinOp.SUB, shape=(r, c), dst=pv, src0=sv, src1=_col(m_new))
-    tail = [VecUnary(fn=Act.EXP, shape=(r, c), dst=pv, src=pv),
-            VecUnary(fn=Act.MOV, reduce=Reduce.SUM, zero=True, shape=(r, c), dst=_col(total if b.first else lb),
-                     src=pv)]
+    tail = [VecUnary(fn=Act.EXP, shape=(r, c), dst=pv, src=pv)]
+    if not ones:   # (else the context product sums P in its last column)
+        tail.append(VecUnary(fn=Act.MOV, reduce=Reduce.SUM, zero=True, shape=(r, c),
+                             dst=_col(total if b.first else lb), src=pv))
     rescale: list = []
     if not b.first:
         tail += [VecBinary(op=BinOp.SUB, shape=(r,), dst=_vec(alpha), src0=_vec(m_old), src1=_vec(m_new)),
-                 VecUnary(fn=Act.EXP, shape=(r,), dst=_vec(alpha), src=_vec(alpha)),
-                 VecBinary(op=BinOp.MUL, shape=(r,), dst=_vec(total), src0=_vec(total), src1=_vec(alpha)),
-                 VecBinary(op=BinOp.ADD, shape=(r,), dst=_vec(total), src0=_vec(total), src1=_vec(lb))]
-        ov = View(Space.ACC, p.lay.o[b.tile % 2], F32, (dv * ES, ES))
-        rescale = [VecBinary(op=BinOp.MUL, shape=(r, dv), dst=ov, src0=ov, src1=_col(alpha))]
+                 VecUnary(fn=Act.EXP, shape=(r,), dst=_vec(alpha), src=_vec(alpha))]
+        if not ones:
+            tail += [VecBinary(op=BinOp.MUL, shape=(r,), dst=_vec(total), src0=_vec(total), src1=_vec(alpha)),
+                     VecBinary(op=BinOp.ADD, shape=(r,), dst=_vec(total), src0=_vec(total), src1=_vec(lb))]
+        ov = View(Space.ACC, p.lay.o[b.tile % 2], F32, (w * ES, ES))
+        rescale = [VecBinary(op=BinOp.MUL, shape=(r, w), dst=ov, src0=ov, src1=_col(alpha))]
     if not sync:
         return head + [sub] + tail + rescale
     streamed = b.mask >= 0 and not p.lay.table
@@ -405,8 +421,8 @@ def _softmax(p: Plan, b: Block, sync: bool) -> list:
 def _context(p: Plan, b: Block, sync: bool) -> list:
     """``O += P @ V`` of the block (the tile's first starts O at zero)."""
     s, lay, tk = p.spec, p.lay, p.t.tk
-    mms = lay.vop.matmuls(lay.o[b.tile % 2], s.dv * ES, lay.p[b.t % 2], tk * ES, b.v_base, b.r, b.c, s.dv,
-                          b.first)
+    w = p.t.width(s.dv)
+    mms = lay.vop.matmuls(lay.o[b.tile % 2], w * ES, lay.p[b.t % 2], tk * ES, b.v_base, b.r, b.c, w, b.first)
     if not sync:
         return mms
     waits = ("p_full",) + (("v_full",) if b.load_v else ()) + (("o_empty",) if b.first else ())
@@ -416,8 +432,10 @@ def _context(p: Plan, b: Block, sync: bool) -> list:
 def _finish(p: Plan, b: Block, sync: bool) -> list:
     """The tile of block ``b`` (its last) normalised, ``O *= 1/l``, and stored."""
     s, (_, _, total, _, _, inv) = p.spec, _state(p, b)
-    ov = View(Space.ACC, p.lay.o[b.tile % 2], F32, (s.dv * ES, ES))
-    ins = [VecUnary(fn=Act.RECIP, shape=(b.r,), dst=_vec(inv), src=_vec(total)),
+    w, base = p.t.width(s.dv), p.lay.o[b.tile % 2]
+    ov = View(Space.ACC, base, F32, (w * ES, ES))
+    sums = View(Space.ACC, base + s.dv * ES, F32, (w * ES,)) if p.t.ones else _vec(total)
+    ins = [VecUnary(fn=Act.RECIP, shape=(b.r,), dst=_vec(inv), src=sums),
            VecBinary(op=BinOp.MUL, shape=(b.r, s.dv), dst=ov, src0=ov, src1=_col(inv))]
     st = DmaCopy(queue=Queue.DMA_ST, shape=(b.r, s.dv), src=ov,
                  dst=View(Space.DRAM, (b.h * s.lq + b.r0) * s.dv * ES, F32, (s.dv * ES, ES), "O"))
@@ -467,8 +485,10 @@ def emit(p: Plan, sink: Sink) -> None:
             key = keys.loads(b) if kind == "ld" else keys.finish(b) if kind == "fin" else keys.block(kind, b)
         sink.group(key, build, p, b, sync)
 
+    if p.t.ones:
+        sink.group(None if keys is None else ("ones",) + keys.t, _ones, p)
     if p.lay.table:
-        sink.group(None if keys is None else ("table", p.mask.table.size) + keys.t, lambda: _table_loads(p))
+        sink.group(None if keys is None else ("table", p.mask.table.size) + keys.t, _table_loads, p)
     for b in stream[:LOOKAHEAD]:
         group("ld", _loads, b)
     if scaled(p.spec):

@@ -1,7 +1,8 @@
 """The tiling search of the fused attention (:mod:`compiler.kernels.attention`): query rows and keys per block, and
 whether a head's key and value tiles stay in the SPM.
 
-Every tiling of the menus that fits the SPM and the accumulators is ranked by a closed form
+Every tiling of the menus (with and without resident key tiles and the column of ones) that fits the SPM and the
+accumulators is ranked by a closed form
 (:meth:`AttentionSearch.rank`: the busiest of the vector unit, the matrix unit and the DRAM bus over the blocks the
 mask leaves, one block's work priced by :func:`isa.cost.instr_costs`), and the best :data:`PRICED` are priced
 exactly: the program's emitter run into an estimating sink (:func:`~compiler.kernels.attention.attention_estimate`,
@@ -31,7 +32,7 @@ from compiler.kernels.common.target import Target
 from isa import Act, BinOp, DType, Reduce, Space, VecBinary, VecUnary, View
 from isa.cost import dma_stream_bandwidth, instr_costs
 
-PRICED = 6
+PRICED = 8
 """Candidates, the best by the closed-form rank, that the search prices exactly."""
 ROW_MENU = (512, 384, 256, 192, 128, 96, 64, 48, 32, 16, 8, 4, 2, 1)
 """Query rows per tile offered (at most ``matrix.max_rows``; ``Lq`` itself when it is fewer)."""
@@ -65,14 +66,14 @@ class AttentionSearch(TilingSearch[AttentionTiling]):
                 counts = self._counts(tq, tk)
                 if counts is None:
                     continue
-                for resident in (False, True):
-                    t = AttentionTiling(tq, tk, resident)
+                for resident, ones in ((False, False), (False, True), (True, False), (True, True)):
+                    t = AttentionTiling(tq, tk, resident, ones)
                     if layout(self.spec, self.target, t, None, counts[1] > 0) is None or \
                             (resident and not self._resident_ok(t, counts)):
                         continue
-                    if (tq, tk) not in per:
-                        per[tq, tk] = self._block_costs(tq, tk)
-                    ranking.offer(self._rough(t, counts, per[tq, tk]), t)
+                    if (tq, tk, ones) not in per:
+                        per[tq, tk, ones] = self._block_costs(t)
+                    ranking.offer(self._rough(t, counts, per[tq, tk, ones]), t)
         if not ranking:
             raise TilingError(f"no fused attention tiling of {self.spec.lq} x {self.spec.lk} (d {self.spec.d}) fits "
                               f"{self.target.spm} B of SPM and {self.target.acc} B of ACC")
@@ -103,40 +104,44 @@ class AttentionSearch(TilingSearch[AttentionTiling]):
         """Whether resident key tiles are worth offering: a head has several query tiles, each with a block."""
         return self.spec.lq > t.tq and -(-self.spec.lk // t.tk) <= RESIDENT_TILES and counts[2] >= 2
 
-    def _block_costs(self, tq: int, tk: int) -> tuple[int, int, int]:
-        """(vector, matrix cycles, mask add cycles) of one whole block of ``tq x tk``: its instructions priced."""
-        s, tg = self.spec, self.target
-        lay = layout(s, tg.with_spm(1 << 40), AttentionTiling(tq, tk), None, False)
+    def _block_costs(self, t: AttentionTiling) -> tuple[int, int, int, int]:
+        """(vector, matrix, mask add, key and value load cycles) of one whole block of tiling ``t``: its instructions
+        priced."""
+        s, tg, tq, tk, w = self.spec, self.target, t.tq, t.tk, t.width(self.spec.dv)
+        lay = layout(s, tg.with_spm(1 << 40), t, None, False)
         sv, pv = View(Space.ACC, 0, DType.F32, (tk * ES, ES)), View(Space.SPM, 0, DType.F32, (tk * ES, ES))
         col, vec = View(Space.SPM, 0, DType.F32, (ES, 0)), View(Space.SPM, 0, DType.F32, (ES,))
-        ov = View(Space.ACC, 0, DType.F32, (s.dv * ES, ES))
+        ov = View(Space.ACC, 0, DType.F32, (w * ES, ES))
         shape, one = (tq, tk), (tq,)
         vector = [VecUnary(fn=Act.MOV, shape=one, dst=vec, src=vec),
                   VecUnary(fn=Act.MOV, reduce=Reduce.MAX, shape=shape, dst=col, src=sv),
                   VecBinary(op=BinOp.SUB, shape=shape, dst=pv, src0=sv, src1=col),
                   VecUnary(fn=Act.EXP, shape=shape, dst=pv, src=pv),
-                  VecUnary(fn=Act.MOV, reduce=Reduce.SUM, zero=True, shape=shape, dst=col, src=pv),
                   VecBinary(op=BinOp.SUB, shape=one, dst=vec, src0=vec, src1=vec),
                   VecUnary(fn=Act.EXP, shape=one, dst=vec, src=vec),
-                  VecBinary(op=BinOp.MUL, shape=one, dst=vec, src0=vec, src1=vec),
-                  VecBinary(op=BinOp.ADD, shape=one, dst=vec, src0=vec, src1=vec),
-                  VecBinary(op=BinOp.MUL, shape=(tq, s.dv), dst=ov, src0=ov, src1=col)]
+                  VecBinary(op=BinOp.MUL, shape=(tq, w), dst=ov, src0=ov, src1=col)]
+        if not t.ones:
+            vector += [VecUnary(fn=Act.MOV, reduce=Reduce.SUM, zero=True, shape=shape, dst=col, src=pv),
+                       VecBinary(op=BinOp.MUL, shape=one, dst=vec, src0=vec, src1=vec),
+                       VecBinary(op=BinOp.ADD, shape=one, dst=vec, src0=vec, src1=vec)]
         add = [VecBinary(op=BinOp.ADD, shape=shape, dst=sv, src0=sv, src1=pv)]
         matrix = lay.kop.matmuls(0, tk * ES, 0, s.d * ES, 0, tq, s.d, tk, True) + \
-            lay.vop.matmuls(0, s.dv * ES, 0, tk * ES, 0, tq, tk, s.dv, False)
+            lay.vop.matmuls(0, w * ES, 0, tk * ES, 0, tq, tk, w, False)
+        loads = lay.kop.loads(0, "K", 0, s.lk * ES, s.d, tk) + lay.vop.loads(0, "V", 0, s.dv * ES, tk, s.dv, w)
         costs = self.memo.costs[False]
-        cycles = [sum(c.cycles for c in instr_costs(g, tg.arch, costs)) for g in (vector, matrix, add)]
-        return cycles[0], cycles[1], cycles[2]
+        cycles = [sum(c.cycles for c in instr_costs(g, tg.arch, costs)) for g in (vector, matrix, add, loads)]
+        return cycles[0], cycles[1], cycles[2], cycles[3]
 
-    def _rough(self, t: AttentionTiling, counts: tuple[int, int, int], per: tuple[int, int, int]) -> tuple:
-        """The closed-form rank of ``t``: (cycles, blocks)."""
-        s, (total, partial, _), (vec, mat, add) = self.spec, counts, per
+    def _rough(self, t: AttentionTiling, counts: tuple[int, int, int], per: tuple[int, int, int, int]) -> tuple:
+        """The closed-form rank of ``t``: (cycles, blocks): the busiest of the vector unit, the matrix unit, the
+        load queue (key and value tiles, per block or per head's tiles) and the DRAM bus, plus one block's work."""
+        s, (total, partial, _), (vec, mat, add, kv_load) = self.spec, counts, per
         kv = (s.d + s.dv) * ES
-        heads_kv = s.n * s.lk * kv if t.resident else total * t.tk * kv
-        dram = s.n * s.lq * (s.d + s.dv) * ES + heads_kv + partial * t.tq * t.tk * ES
+        loaded = s.n * -(-s.lk // t.tk) if t.resident else total
+        dram = s.n * s.lq * (s.d + s.dv) * ES + loaded * t.tk * kv + partial * t.tq * t.tk * ES
         bus = dram / dma_stream_bandwidth(self.target.arch)
-        busy = max(total * vec + partial * add, total * mat, bus)
-        return (busy + vec + mat, total)
+        busy = max(total * vec + partial * add, total * mat, loaded * kv_load, bus)
+        return (busy + vec + mat + kv_load, total)
 
 
 def search_attention(spec: AttentionSpec, target: Target, mask: MaskInfo | None = None) -> AttentionTiling:

@@ -63,11 +63,14 @@ def _run(spec, target, tiling, mask=None, seed=0):
 
 
 @pytest.mark.parametrize("dataflow", ["ws", "os", "is"])
-@pytest.mark.parametrize("tiling,masked", [(AttentionTiling(16, 16), True), (AttentionTiling(16, 32, True), True),
-                                           (AttentionTiling(32, 16), False), (AttentionTiling(8, 40, True), False)])
-def test_values_match_numpy_on_every_dataflow_and_the_program_is_race_free(dataflow, tiling, masked):
-    # ragged query and key tiles (33 rows, 40 keys), K/V streamed or resident, a causal mask or none, d != dv
-    spec = _spec(divide=True, scale=4.0)
+@pytest.mark.parametrize("tiling,masked,dv", [
+    (AttentionTiling(16, 16), True, 8), (AttentionTiling(16, 32, True), True, 8), (AttentionTiling(32, 16), False, 8),
+    (AttentionTiling(8, 40, True), False, 8), (AttentionTiling(16, 16, False, True), True, 16),
+    (AttentionTiling(16, 32, True, True), True, 15), (AttentionTiling(32, 16, False, True), False, 33)])
+def test_values_match_numpy_on_every_dataflow_and_the_program_is_race_free(dataflow, tiling, masked, dv):
+    # ragged query and key tiles (33 rows, 40 keys), K/V streamed or resident, a causal mask or none, d != dv, the
+    # row sums by the vector unit or by a column of ones (a whole column block of its own when dv fills the array's)
+    spec = _spec(divide=True, scale=4.0, dv=dv)
     target = Target.of(_arch("edge16", dataflow))
     mask = _causal(spec) if masked else None
     prog, _, got, want = _run(spec, target, tiling, mask)
@@ -95,7 +98,7 @@ def test_a_mask_too_big_for_the_spm_is_streamed_block_by_block():
 def test_the_estimate_is_program_estimate_of_the_program(preset):
     target = Target.of(_arch(preset))
     spec = _spec(n=3, lq=70, lk=90, d=16, dv=16)
-    for tiling in (AttentionTiling(16, 32), AttentionTiling(32, 16, True), AttentionTiling(64, 90)):
+    for tiling in (AttentionTiling(16, 32), AttentionTiling(32, 16, True), AttentionTiling(64, 90, False, True)):
         for mask in (None, _causal(spec)):
             prog = attention_program(spec, target, tiling, mask)
             assert attention_estimate(spec, target, tiling, mask) == program_estimate(prog, target.arch)

@@ -10,7 +10,9 @@ The layouts are the GEMM's (:mod:`compiler.kernels.gemm`), sized by the tile rat
 - is: B transposed per row block ``[kb][n][pitch]``; ``mxu.mm`` with n = 1 loops ``[kb, j < n]`` over one A block.
 
 A is ``m`` rows of ``k`` contiguous elements, ``a_row`` bytes apart (the ISA's A operand). Ragged edges are runs of
-their own (:func:`~compiler.kernels.common.blocks.equal_blocks`), so any k and n up to the maxima work.
+their own (:func:`~compiler.kernels.common.blocks.equal_blocks`), so any k and n up to the maxima work. A tile may be
+loaded narrower than the products read it (``width``), its other columns set once by :meth:`BOperand.fill_column`
+(a column of ones makes the product's last column the rows' sums).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 
 from compiler.kernels.common.blocks import equal_blocks
 from compiler.kernels.gemm import is_pitch
-from isa import DmaCopy, DType, MatMul, Queue, Space, View
+from isa import DmaCopy, DmaFill, DType, MatMul, Queue, Space, View
 
 F32 = DType.F32
 
@@ -59,18 +61,20 @@ class BOperand:
             return nb * self.k_max * self.nblk * F32.size
         return kb * self.n_max * self.pitch
 
-    def loads(self, base: int, region: str, offset: int, row: int, k: int, n: int) -> list[DmaCopy]:
+    def loads(self, base: int, region: str, offset: int, row: int, k: int, n: int,
+              width: int | None = None) -> list[DmaCopy]:
         """The DMAs of a ``k x n`` tile of the row-major DRAM matrix at ``region + offset`` (``row`` bytes between
-        its rows) into the slot at SPM byte ``base``."""
+        its rows) into the slot at SPM byte ``base``, laid out as the products of a tile ``width`` columns wide read
+        it (default ``n``; columns from ``n`` on are left as they are)."""
         es, r, c = F32.size, self.rows, self.cols
         out = []
         if self.dataflow == "ws":
             kbm, blk = -(-self.k_max // r), self.kblk * self.nblk * es
-            for nb0, nbc, nn in equal_blocks(n, c):
+            for nb0, nbc, pitch, nn in _loaded_runs(width or n, n, c):
                 for kb0, kbc, kk in equal_blocks(k, r):
                     out.append(DmaCopy(queue=Queue.DMA_LD, shape=(nbc, kbc, kk, nn),
                                        dst=View(Space.SPM, base + (nb0 * kbm + kb0) * blk, F32,
-                                                (kbm * blk, blk, nn * es, es)),
+                                                (kbm * blk, blk, pitch * es, es)),
                                        src=View(Space.DRAM, offset + kb0 * r * row + nb0 * c * es, F32,
                                                 (c * es, r * row, row, es), region)))
         elif self.dataflow == "os":
@@ -86,6 +90,23 @@ class BOperand:
                                    dst=View(Space.SPM, base + kb0 * per, F32, (per, es, p)),
                                    src=View(Space.DRAM, offset + kb0 * r * row, F32, (r * row, row, es), region)))
         return out
+
+    def fill_column(self, base: int, j: int, value: float) -> list[DmaFill]:
+        """``dma.ld.fill`` of column ``j`` of the slot at SPM byte ``base`` (all ``k_max`` rows) with ``value``, as
+        the products of a tile ``n_max`` columns wide read it."""
+        es, r, c = F32.size, self.rows, self.cols
+        kbm = -(-self.k_max // r)
+        if self.dataflow == "ws":
+            blk, nb = self.kblk * self.nblk * es, j // c
+            pitch = min(c, self.n_max - nb * c)
+            dst = View(Space.SPM, base + nb * kbm * blk + (j % c) * es, F32, (blk, pitch * es))
+            return [DmaFill(queue=Queue.DMA_LD, shape=(kbm, self.kblk), dst=dst, value=value)]
+        if self.dataflow == "os":
+            per = self.k_max * self.nblk * es
+            dst = View(Space.SPM, base + (j // c) * per + (j % c) * es, F32, (self.nblk * es,))
+            return [DmaFill(queue=Queue.DMA_LD, shape=(self.k_max,), dst=dst, value=value)]
+        dst = View(Space.SPM, base + j * self.pitch, F32, (self.n_max * self.pitch, es))
+        return [DmaFill(queue=Queue.DMA_LD, shape=(kbm, self.kblk), dst=dst, value=value)]
 
     def matmuls(self, acc: int, acc_row: int, a: int, a_row: int, b: int, m: int, k: int, n: int,
                 zero: bool) -> list[MatMul]:
@@ -117,3 +138,17 @@ class BOperand:
                                   a=View(Space.SPM, a + kb0 * r * es, F32, (r * es, 0)), a_row=a_row,
                                   b=View(Space.SPM, b + kb0 * per, F32, (per, p))))
         return out
+
+
+def _loaded_runs(width: int, n: int, c: int) -> list[tuple[int, int, int, int]]:
+    """(first block, blocks, row pitch, columns loaded) of the column blocks of a ws tile ``width`` columns wide of
+    which the first ``n`` are loaded: the runs of :func:`equal_blocks`, a block whose loaded part is narrower than
+    its pitch on its own, blocks with nothing loaded left out."""
+    out = []
+    for nb0, nbc, pitch in equal_blocks(width, c):
+        full = max(0, min(nbc, (n - nb0 * c) // pitch))   # blocks of the run loaded whole
+        if full:
+            out.append((nb0, full, pitch, pitch))
+        if full < nbc and n - (nb0 + full) * c > 0:
+            out.append((nb0 + full, 1, pitch, n - (nb0 + full) * c))
+    return out
