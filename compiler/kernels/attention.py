@@ -473,9 +473,10 @@ class _Keys:
 
 
 def emit(p: Plan, sink: Sink) -> None:
-    """The program's instructions, in program order, into ``sink`` (see the module docstring for the order: loads
-    two blocks ahead, the next block's scores before this block's softmax, a tile's finish after the next tile's
-    first softmax). An estimating sink prices each group once per key and stops at its bound."""
+    """The program's instructions, in program order, into ``sink`` (see the module docstring for the order: the
+    first block's loads and scores, then loads two blocks ahead, the next block's scores before this block's
+    softmax, a tile's finish after the next tile's first softmax). An estimating sink prices each group once per key
+    and stops at its bound."""
     sync, stream = sink.semaphores, p.stream
     keys = _Keys(p, sink.dram_modulus) if sink.pricing else None
 
@@ -489,11 +490,12 @@ def emit(p: Plan, sink: Sink) -> None:
         sink.group(None if keys is None else ("ones",) + keys.t, _ones, p)
     if p.lay.table:
         sink.group(None if keys is None else ("table", p.mask.table.size) + keys.t, _table_loads, p)
-    for b in stream[:LOOKAHEAD]:
-        group("ld", _loads, b)
+    group("ld", _loads, stream[0])
     if scaled(p.spec):
         group("scale", _scale, stream[0])
     group("s", _scores, stream[0])
+    for b in stream[1:LOOKAHEAD]:   # (after the first product: it waits for the first block's loads alone)
+        group("ld", _loads, b)
     pending = None
     for t, b in enumerate(stream):
         if t + LOOKAHEAD < len(stream):

@@ -71,18 +71,18 @@ class BOperand:
         if self.dataflow == "ws":
             kbm, blk = -(-self.k_max // r), self.kblk * self.nblk * es
             for nb0, nbc, pitch, nn in _loaded_runs(width or n, n, c):
-                for kb0, kbc, kk in equal_blocks(k, r):
-                    out.append(DmaCopy(queue=Queue.DMA_LD, shape=(nbc, kbc, kk, nn),
+                for kb0, kbc, kk in equal_blocks(k, r):   # (row by row: long DRAM runs)
+                    out.append(DmaCopy(queue=Queue.DMA_LD, shape=(kbc, kk, nbc, nn),
                                        dst=View(Space.SPM, base + (nb0 * kbm + kb0) * blk, F32,
-                                                (kbm * blk, blk, pitch * es, es)),
+                                                (blk, pitch * es, kbm * blk, es)),
                                        src=View(Space.DRAM, offset + kb0 * r * row + nb0 * c * es, F32,
-                                                (c * es, r * row, row, es), region)))
+                                                (r * row, row, c * es, es), region)))
         elif self.dataflow == "os":
             per = self.k_max * self.nblk * es
             for nb0, nbc, nn in equal_blocks(n, c):
-                out.append(DmaCopy(queue=Queue.DMA_LD, shape=(nbc, k, nn),
-                                   dst=View(Space.SPM, base + nb0 * per, F32, (per, self.nblk * es, es)),
-                                   src=View(Space.DRAM, offset + nb0 * c * es, F32, (c * es, row, es), region)))
+                out.append(DmaCopy(queue=Queue.DMA_LD, shape=(k, nbc, nn),
+                                   dst=View(Space.SPM, base + nb0 * per, F32, (self.nblk * es, per, es)),
+                                   src=View(Space.DRAM, offset + nb0 * c * es, F32, (row, c * es, es), region)))
         else:
             per, p = self.n_max * self.pitch, self.pitch
             for kb0, kbc, kk in equal_blocks(k, r):
