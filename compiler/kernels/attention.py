@@ -451,7 +451,7 @@ class _Keys:
     is a multiple of its bank row), with the tiling (the keys are shared by a search's candidates)."""
 
     def __init__(self, p: Plan, dram: int) -> None:
-        self.p, self.dram, self.t = p, dram, (p.t.tq, p.t.tk, p.t.resident, p.lay.table)
+        self.p, self.dram, self.t = p, dram, (p.t, p.lay.table)
         self.bank = p.target.bank_width
 
     def loads(self, b: Block) -> Hashable:

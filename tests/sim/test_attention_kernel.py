@@ -145,14 +145,18 @@ def test_a_row_with_no_live_key_keeps_its_blocks():
 
 
 @pytest.mark.parametrize("preset", ["edge16", "mid32", "dc128"])
-def test_the_search_takes_the_least_priced_candidate_that_fits(preset):
-    spec = _spec(n=2, lq=96, lk=96, d=32, dv=32)
+@pytest.mark.parametrize("shape", [(2, 96, 96, 32), (2, 256, 64, 64)])
+def test_the_search_takes_the_least_priced_candidate_that_fits(preset, shape):
+    # each candidate priced alone (a fresh memo) as the search prices them together
+    n, lq, lk, d = shape
+    spec = _spec(n=n, lq=lq, lk=lk, d=d, dv=d)
     target = Target.of(_arch(preset))
     mask = _causal(spec)
     search = AttentionSearch(spec, target, mask)
     candidates = search.candidates()
     best = search_attention(spec, target, mask)
     prices = {c: attention_estimate(spec, target, c, mask) for c in candidates}
+    assert {c: search.price(c, None) for c in candidates} == prices   # (the search's memo keys tell them apart)
     assert best in prices and prices[best] == min(prices.values())
     prog = attention_program(spec, target, best, mask)
     assert prog.spm_top() <= target.spm
