@@ -585,8 +585,3 @@ def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, spec: AttentionSpec,
         out[h] = (e / e.sum(axis=1, keepdims=True)) @ v[spec.v_of[h]].astype(np.float64)
     return out
 
-
-def macs(p: Plan) -> int:
-    """Multiply-accumulates of the blocks computed (scores and context)."""
-    return sum(b.r * b.c * (p.spec.d + p.spec.dv) for b in p.stream)
-
