@@ -22,6 +22,9 @@ block. With ``resident`` tilings a head's key and value tiles are loaded once, a
 buffers and kept for all its query tiles. The mask's distinct partial blocks are loaded once when they fit the SPM,
 else each with its block.
 
+Its ring semaphores are ``*_free``, not ``*_empty``: ``compile_model(buffers=1)`` makes the other layers' rings one
+deep, but this program's order (loads and the next scores ahead of a block's softmax) needs its rings' depths.
+
 Regions: ``Q [nq, Lq, d]``, ``K [nk, d, Lk]`` (keys transposed), ``V [nv, Lk, dv]``, ``O [n, Lq, dv]`` (f32,
 row-major; head ``h`` reads ``Q[q_of[h]]``, ``K[k_of[h]]``, ``V[v_of[h]]``, broadcasting the leading dims) and
 ``Mk``, the mask's distinct partial blocks (:class:`~compiler.kernels.attention_mask.MaskBlocks`).
@@ -310,21 +313,21 @@ def _loads(p: Plan, b: Block, sync: bool) -> list:
     if b.first:
         q = DmaCopy(queue=Queue.DMA_LD, shape=(b.r, s.d), dst=View(Space.SPM, lay.q[b.tile % 2], F32, (s.d * ES, ES)),
                     src=View(Space.DRAM, (s.q_of[b.h] * s.lq + b.r0) * s.d * ES, F32, (s.d * ES, ES), "Q"))
-        out += synced([q], ("q_empty",), ("q_full",)) if sync else [q]
+        out += synced([q], ("q_free",), ("q_full",)) if sync else [q]
     if b.load_k:
         ks = lay.kop.loads(b.k_base, "K", (s.k_of[b.h] * s.d * s.lk + b.k0) * ES, s.lk * ES, s.d, b.c)
-        wait = ("k_empty",) if not p.t.resident or b.head_first else ()
+        wait = ("k_free",) if not p.t.resident or b.head_first else ()
         out += synced(ks, wait, ("k_full",)) if sync else ks
     if b.load_v:
         vs = lay.vop.loads(b.v_base, "V", (s.v_of[b.h] * s.lk + b.k0) * s.dv * ES, s.dv * ES, b.c, s.dv,
                            p.t.width(s.dv))
-        wait = ("v_empty",) if not p.t.resident or b.head_first else ()
+        wait = ("v_free",) if not p.t.resident or b.head_first else ()
         out += synced(vs, wait, ("v_full",)) if sync else vs
     if b.mask >= 0 and not lay.table:
         n = p.mask.shapes[b.mask][0] * p.mask.shapes[b.mask][1]
         m = DmaCopy(queue=Queue.DMA_LD, shape=(n,), dst=View(Space.SPM, b.m_base, F32, (ES,)),
                     src=View(Space.DRAM, p.mask.offsets[b.mask] * ES, F32, (ES,), "Mk"))
-        out += synced([m], ("m_empty",), ("m_full",)) if sync else [m]
+        out += synced([m], ("m_free",), ("m_full",)) if sync else [m]
     return out
 
 
@@ -366,8 +369,8 @@ def _scores(p: Plan, b: Block, sync: bool) -> list:
     if not sync:
         return mms
     waits = (("q_ready" if scaled(s) else "q_full",) if b.first else ()) + (("k_full",) if b.load_k else ())
-    signals = ("s_full",) + (("k_empty",) if b.free_k else ()) + (("q_empty",) if b.last else ())
-    return synced(mms, waits + ("s_empty",), signals)
+    signals = ("s_full",) + (("k_free",) if b.free_k else ()) + (("q_free",) if b.last else ())
+    return synced(mms, waits + ("s_free",), signals)
 
 
 def _softmax(p: Plan, b: Block, sync: bool) -> list:
@@ -409,8 +412,8 @@ def _softmax(p: Plan, b: Block, sync: bool) -> list:
     waits = ("s_full",) + (("m_full",) if streamed else ()) + ready
     out = [with_sync(head[0], waits=waits)] + head[1:]
     if streamed:
-        out[0] = with_sync(out[0], signals=("m_empty",))
-    out.append(with_sync(sub, signals=("s_empty",)))
+        out[0] = with_sync(out[0], signals=("m_free",))
+    out.append(with_sync(sub, signals=("s_free",)))
     out += tail
     if rescale:
         out.append(with_sync(rescale[0], waits=("pv_done",)))
@@ -425,8 +428,8 @@ def _context(p: Plan, b: Block, sync: bool) -> list:
     mms = lay.vop.matmuls(lay.o[b.tile % 2], w * ES, lay.p[b.t % 2], tk * ES, b.v_base, b.r, b.c, w, b.first)
     if not sync:
         return mms
-    waits = ("p_full",) + (("v_full",) if b.load_v else ()) + (("o_empty",) if b.first else ())
-    return synced(mms, waits, ("pv_done",) + (("v_empty",) if b.free_v else ()))
+    waits = ("p_full",) + (("v_full",) if b.load_v else ()) + (("o_free",) if b.first else ())
+    return synced(mms, waits, ("pv_done",) + (("v_free",) if b.free_v else ()))
 
 
 def _finish(p: Plan, b: Block, sync: bool) -> list:
@@ -442,7 +445,7 @@ def _finish(p: Plan, b: Block, sync: bool) -> list:
     if not sync:
         return ins + [st]
     return [with_sync(ins[0], waits=("pv_done",)), with_sync(ins[1], signals=("o_full",)),
-            with_sync(st, waits=("o_full",), signals=("o_empty",))]
+            with_sync(st, waits=("o_full",), signals=("o_free",))]
 
 
 # ------------------------------------------------------------------------------------------------------- the emitter
@@ -518,18 +521,18 @@ def emit(p: Plan, sink: Sink) -> None:
     sink.extend([Halt()])
 
 
-SEMS = ("q_full", "q_ready", "q_empty", "k_full", "k_empty", "v_full", "v_empty", "m_full", "m_empty", "mask_ready",
-        "s_full", "s_empty", "p_full", "pv_done", "o_full", "o_empty")
+SEMS = ("q_full", "q_ready", "q_free", "k_full", "k_free", "v_full", "v_free", "m_full", "m_free", "mask_ready",
+        "s_full", "s_free", "p_full", "pv_done", "o_full", "o_free")
 
 
 def _sems(p: Plan) -> tuple[SemDecl, ...]:
-    init = {"q_empty": 2, "k_empty": 2, "v_empty": 2 if p.t.resident else RINGS["v"], "m_empty": RINGS["m"],
-            "s_empty": 2, "o_empty": 2}
-    used = {"q_full", "q_empty", "k_full", "k_empty", "v_full", "v_empty", "s_full", "s_empty", "p_full", "pv_done",
-            "o_full", "o_empty"}
+    init = {"q_free": 2, "k_free": 2, "v_free": 2 if p.t.resident else RINGS["v"], "m_free": RINGS["m"],
+            "s_free": 2, "o_free": 2}
+    used = {"q_full", "q_free", "k_full", "k_free", "v_full", "v_free", "s_full", "s_free", "p_full", "pv_done",
+            "o_full", "o_free"}
     used |= {"q_ready"} if scaled(p.spec) else set()
     if p.mask is not None and p.mask.table.size:
-        used |= {"mask_ready"} if p.lay.table else {"m_full", "m_empty"}
+        used |= {"mask_ready"} if p.lay.table else {"m_full", "m_free"}
     return tuple(SemDecl(n, init.get(n, 0)) for n in SEMS if n in used)
 
 

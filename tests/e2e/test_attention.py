@@ -92,3 +92,15 @@ def test_prefill_dram_bytes_are_q_k_v_and_o_not_the_scores():
     assert qkvo <= got <= 1.5 * qkvo
     assert sum(lr["dram_bytes"] for lr in unfused_report["layers"]) >= qkvo + 4 * scores
     assert fused.cycles < unfused.cycles
+
+
+def test_single_buffering_leaves_the_fused_attentions_rings():
+    # buffers=1 makes every *_empty ring one deep; the fused program's order needs its rings (its loads and the next
+    # block's scores run ahead), which are *_free: it runs as with double buffering and matches
+    model = _model("causal-33x40")
+    inputs = attention_inputs(model, seed=3)
+    base, _, _, _ = run_model(model, load_arch("mid32"), inputs, timing_only=True)
+    single, _, got, _ = run_model(model, load_arch("mid32"), inputs, buffers=1)
+    want = ort_session(model).run(None, inputs)[0]
+    assert np.abs(got["out"] - want).max() <= TOLERANCE * np.abs(want).max()
+    assert single.program.sems == base.program.sems and not any(s.name.endswith("_empty") for s in base.program.sems)
