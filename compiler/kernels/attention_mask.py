@@ -18,7 +18,6 @@ block; the distinct partial blocks are only found for a tiling that is built or 
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -62,13 +61,6 @@ class MaskInfo:
         return cls(values, tuple(int(i) for i in of))
 
     @cached_property
-    def digest(self) -> str:
-        """A hash of the mask and its head map (what identifies it in a search's memo)."""
-        h = hashlib.sha256(self.values.tobytes())
-        h.update(np.asarray(self.of, np.int64).tobytes() + str(self.values.shape).encode())
-        return h.hexdigest()
-
-    @cached_property
     def _sums(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Integral images of dead and of nonzero entries ``[M, Lq+1, Lk+1]``, and per row whether it has a live
         entry ``[M, Lq]``."""
@@ -76,9 +68,12 @@ class MaskInfo:
         dead, nonzero = v <= DEAD_BELOW, v != 0
         live = ~dead.all(axis=2)
 
+        count = np.int32 if v.shape[1] * v.shape[2] < 2**31 else np.int64   # (a mask's counts, in half the bytes)
+
         def integral(b: np.ndarray) -> np.ndarray:
-            out = np.zeros((b.shape[0], b.shape[1] + 1, b.shape[2] + 1), np.int64)
-            out[:, 1:, 1:] = b.cumsum(axis=1, dtype=np.int64).cumsum(axis=2)
+            out = np.zeros((b.shape[0], b.shape[1] + 1, b.shape[2] + 1), count)
+            np.cumsum(b, axis=1, dtype=count, out=out[:, 1:, 1:])
+            np.cumsum(out[:, 1:, 1:], axis=2, out=out[:, 1:, 1:])
             return out
         return integral(dead), integral(nonzero), np.concatenate(
             [np.zeros((v.shape[0], 1), np.int64), live.cumsum(axis=1, dtype=np.int64)], axis=1)
