@@ -58,9 +58,9 @@ def test_assembly_that_is_not_text(capsys, files, name, message, cmd):
     (["run", "m.onnx", "--dump-after", "nonsense"], "npusim run: error: argument --dump-after: invalid choice: "
                                                     "'nonsense' (choose from 'fold_constants', 'fold_batchnorm', "
                                                     "'fuse_qdq', 'fuse_gelu', 'fuse_silu', 'fuse_layernorm', "
-                                                    "'fuse_rmsnorm', 'fuse_softmax', 'fuse_activation', "
-                                                    "'fuse_residual', 'fuse_matmul', 'fuse_repeat_kv', 'fuse_msda', "
-                                                    "'bind_kv_cache')"),
+                                                    "'fuse_rmsnorm', 'fuse_softmax', 'fuse_attention', "
+                                                    "'fuse_activation', 'fuse_residual', 'fuse_matmul', "
+                                                    "'fuse_repeat_kv', 'fuse_msda', 'bind_kv_cache')"),
 ])
 def test_bad_command_lines_are_usage_errors(capsys, argv, message):
     """`npusim gemm 16 -4 16` was a ZeroDivisionError, `npusim conv ... --stride 0` a traceback."""
@@ -209,7 +209,8 @@ def test_help_describes_every_argument_shows_defaults_and_choices():
                 assert f"(default: {a.default})" in text, (name, a.dest)
     run_help = " ".join(_actions(parser)["run"].format_help().split())
     assert ("one of fold_constants, fold_batchnorm, fuse_qdq, fuse_gelu, fuse_silu, fuse_layernorm, fuse_rmsnorm, "
-            "fuse_softmax, fuse_activation, fuse_residual, fuse_matmul, fuse_repeat_kv, fuse_msda") in run_help
+            "fuse_softmax, fuse_attention, fuse_activation, fuse_residual, fuse_matmul, fuse_repeat_kv, fuse_msda, "
+            "bind_kv_cache") in run_help
     assert "{timeline,util,layers,roofline,energy}" in _actions(parser)["plot"].format_help()
     assert "70 internal error" in " ".join(parser.format_help().split())
 

@@ -593,6 +593,8 @@ def _onnx_nodes(node: Node, graph: Graph, opset: int, consts: list) -> list:
 
     if _as_imported(node):
         return [node.source]
+    if node.op == "FusedAttention":   # (not an ONNX op: the nodes it stands for)
+        return _attention_nodes(node, graph, opset, consts)
     w = _Expansion(node, consts, graph.tensors[node.outputs[0]].dtype if node.outputs[0] in graph.tensors else None)
     attrs = dict(node.attrs)
     fused = fused_steps(node)
@@ -608,6 +610,16 @@ def _onnx_nodes(node: Node, graph: Graph, opset: int, consts: list) -> list:
         inputs = _inputs_at_opset(w, opset, attrs, inputs)
     return [helper.make_node(node.op, inputs, list(node.outputs), name=node.name, domain=node.domain or None,
                              **_onnx_attrs(attrs))]
+
+
+def _attention_nodes(node: Node, graph: Graph, opset: int, consts: list) -> list:
+    """A ``FusedAttention`` node as the layers it stands for (:func:`compiler.ops.attention.unfused_nodes`)."""
+    from compiler.ops.attention import unfused_nodes
+
+    parts, tensors = unfused_nodes(node, graph)
+    consts += [t for t in tensors.values() if t.is_const]
+    g = dataclasses.replace(graph, tensors={**graph.tensors, **tensors})
+    return [o for part in parts for o in _onnx_nodes(part, g, opset, consts)]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from compiler.frontend.contracts import CONTRACTS
 from compiler.ir import Graph, Node
 from compiler.ops import (
+    attention,
     cast,
     composite,
     conv,
@@ -42,7 +43,7 @@ from compiler.ops.spec import OpSpec
 REGISTRY: MappingProxyType[str, OpSpec] = MappingProxyType(
     {spec.op: replace(spec, contract=CONTRACTS.get(spec.op, spec.contract))
      for module in (conv, conv_transpose, matmul, elementwise, pool, rows, reduce, norm, layout, quant, folded, sample,
-                   msda, logic, scan, ranking, index, cast, weight_quant, kv_cache, composite)
+                   msda, attention, logic, scan, ranking, index, cast, weight_quant, kv_cache, composite)
      for spec in module.OPS})
 """Every default-domain op the compiler takes, by ONNX name."""
 

@@ -13,6 +13,7 @@ from compiler.ir import Graph
 from compiler.passes.fold_batchnorm import fold_batchnorm
 from compiler.passes.fold_constants import fold_constants, fold_node, remove_dead
 from compiler.passes.fuse import fuse_activation, fuse_residual
+from compiler.passes.fuse_attention import fuse_attention
 from compiler.passes.fuse_gelu import fuse_gelu
 from compiler.passes.fuse_layernorm import fuse_layernorm
 from compiler.passes.fuse_matmul import fuse_matmul
@@ -27,12 +28,12 @@ from compiler.passes.qdq import fuse_qdq_conv_transpose
 PASSES: dict[str, Callable[[Graph], Graph]] = {
     "fold_constants": fold_constants, "fold_batchnorm": fold_batchnorm, "fuse_qdq": fuse_qdq_conv_transpose,
     "fuse_gelu": fuse_gelu, "fuse_silu": fuse_silu, "fuse_layernorm": fuse_layernorm,
-    "fuse_rmsnorm": fuse_rmsnorm, "fuse_softmax": fuse_softmax,
+    "fuse_rmsnorm": fuse_rmsnorm, "fuse_softmax": fuse_softmax, "fuse_attention": fuse_attention,
     "fuse_activation": fuse_activation, "fuse_residual": fuse_residual, "fuse_matmul": fuse_matmul,
     "fuse_repeat_kv": fuse_repeat_kv, "fuse_msda": fuse_msda, "bind_kv_cache": bind_kv_cache}
 """The graph passes by name, in the order they run (``--dump-after NAME`` prints the graph after one)."""
-FUSION_PASSES = ("fuse_gelu", "fuse_silu", "fuse_layernorm", "fuse_rmsnorm", "fuse_softmax", "fuse_activation",
-                 "fuse_residual", "fuse_matmul", "fuse_repeat_kv", "fuse_msda")
+FUSION_PASSES = ("fuse_gelu", "fuse_silu", "fuse_layernorm", "fuse_rmsnorm", "fuse_softmax", "fuse_attention",
+                 "fuse_activation", "fuse_residual", "fuse_matmul", "fuse_repeat_kv", "fuse_msda")
 """The passes ``compile_model(fuse=False)`` skips (``fuse_qdq`` is how an int8 ConvTranspose is lowered at all)."""
 
 

@@ -269,8 +269,8 @@ def test_matmul_near_misses_stay():
 
 def test_every_fusion_is_a_pass_of_its_own():
     assert list(PASSES) == ["fold_constants", "fold_batchnorm", "fuse_qdq", "fuse_gelu", "fuse_silu", "fuse_layernorm",
-                            "fuse_rmsnorm", "fuse_softmax", "fuse_activation", "fuse_residual", "fuse_matmul",
-                            "fuse_repeat_kv", "fuse_msda", "bind_kv_cache"]
+                            "fuse_rmsnorm", "fuse_softmax", "fuse_attention", "fuse_activation", "fuse_residual",
+                            "fuse_matmul", "fuse_repeat_kv", "fuse_msda", "bind_kv_cache"]
     dumped = []
     run_passes(_graph(lambda b, x: erf_pytorch(b, linear(b, x))), dump_after="fuse_gelu", dump=dumped.append)
     ops = [line.split()[1] for line in dumped[0].splitlines()[3:]]

@@ -52,7 +52,7 @@ def test_the_options_object_and_the_keyword_compile_the_same_program():
                                                  "'gather'"),
     ({"msda_tables": "hbm"}, CompileError, "msda_tables must be one of auto, spm, dram, not 'hbm'"),
     ({"conv_transpos": "split"}, TypeError, "unknown op option.*conv_transpos; the registry's op options are "
-                                            "conv_transpose, msda_tables"),
+                                            "attention, conv_transpose, msda_tables"),
 ])
 def test_a_bad_option_is_refused_naming_the_option_and_what_it_takes(kwargs, error, match):
     with pytest.raises(error, match=match):

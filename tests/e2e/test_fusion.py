@@ -18,7 +18,7 @@ from npusim.sim.simulator import simulate
 from .export_style import encoder_block
 
 PRESETS = presets_by_size()
-FUSED = {"MatMul": 8, "Reshape": 4, "Transpose": 4, "LayerNormalization": 2, "Softmax": 1}
+FUSED = {"MatMul": 6, "Reshape": 4, "Transpose": 4, "LayerNormalization": 2, "FusedAttention": 1}
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -40,13 +40,13 @@ def test_exported_block_runs_fused_on_the_npu(preset, opset, act, stable):
 
 @pytest.mark.parametrize("opset,act", [(13, "gelu_tanh"), (17, "silu"), (18, "gelu")])
 def test_fused_nodes_forced_to_the_host_validate(opset, act):
-    # every node a fusion made (LayerNormalization, Softmax, MatMul with a bias, divisor, residual or activation)
-    # runs on the host: compiler.frontend.builder.to_onnx writes it back as the nodes it stands for, at the model's
-    # opset
+    # every node a fusion made (LayerNormalization, FusedAttention (with the Softmax fuse_softmax made in it),
+    # MatMul with a bias, residual or activation) runs on the host: compiler.frontend.builder.to_onnx writes it back
+    # as the nodes it stands for, at the model's opset
     m = encoder_block(opset, act)
     graph = run_passes(load_model(m))
     made = [n for n in graph.nodes if n.source is None]
-    assert {n.op for n in made} == {"LayerNormalization", "Softmax", "MatMul"}
+    assert {n.op for n in made} == {"LayerNormalization", "FusedAttention", "MatMul"}
     forced = replace(graph, nodes=tuple(replace(n, unsupported="forced") if n.source is None else n
                                         for n in graph.nodes))
     arch = load_arch("mid32")
@@ -62,15 +62,16 @@ def test_fused_nodes_forced_to_the_host_validate(opset, act):
 def test_bert_layer_table_has_no_gelu_bias_or_residual_layers():
     compiled = compile_model(load_model(MODELS["bert_layer"]()), load_arch("mid32"))
     layers = [(lr.name, lr.op) for lr in compiled.layers]
-    assert {op for _, op in layers} == {"MatMul", "Transpose", "Softmax", "LayerNormalization"}
+    assert {op for _, op in layers} == {"MatMul", "Transpose", "FusedAttention", "LayerNormalization"}
     p = "layer0."
-    assert [name for name, op in layers if op == "MatMul" and not name[-1].isdigit()] == [
+    assert [name for name, op in layers if op == "MatMul"] == [
         p + "attention.query.matmul", p + "attention.key.matmul", p + "attention.value.matmul",
         p + "attention.output.matmul", p + "mlp.fc1.matmul", p + "mlp.fc2.matmul"]
-    fused = {n.name: n.attrs for n in compiled.graph.nodes if n.op == "MatMul"}
+    fused = {n.name: n.attrs for n in compiled.graph.nodes if n.op in ("MatMul", "FusedAttention")}
     assert fused[p + "mlp.fc1.matmul"] == {"bias": True, "activation": ("gelu",)}
     assert fused[p + "mlp.fc2.matmul"] == fused[p + "attention.output.matmul"] == {"bias": True, "residual": True}
-    assert fused[p + "attention.scores"] == {"divisor": 8.0}
+    assert fused[p + "attention.context"] == {"scale": 8.0, "divide": 1, "parts": (
+        p + "attention.scores", p + "attention.scale", "", p + "attention.softmax")}
 
 
 def test_fusion_saves_cycles_on_a_small_bert_layer():
