@@ -4,9 +4,12 @@ per-op table of one decode layer (:func:`llm_report`); its text form (:func:`llm
 
 from __future__ import annotations
 
+import numpy as np
+
 from isa.arch import Arch
 from npusim.app.llm.workload import (
     LlmRun,
+    PieceRun,
     StepCost,
     busiest_unit,
     decode_steps,
@@ -24,11 +27,33 @@ BUSY_BOUND = 0.6
 """A unit busy this fraction of a decode layer's cycles is named as what bounds it."""
 
 
+def _totals(pieces: list[tuple[PieceRun, float]]) -> dict:
+    """A phase's ``macs``, ``dram_bytes_read``, ``dram_bytes_written`` and ``energy_by_kind_pj`` (pJ by action
+    kind, docs/energy.md): its pieces' run reports, each counted its weight's times."""
+    total = lambda read: sum(n * read(p.report) for p, n in pieces)   # noqa: E731
+    kinds = dict.fromkeys(k for p, _ in pieces for k in p.report["energy"]["by_kind_pj"])
+    return {"macs": round(total(lambda r: r["macs"])),
+            "dram_bytes_read": round(total(lambda r: r["dram"]["bytes_read"])),
+            "dram_bytes_written": round(total(lambda r: r["dram"]["bytes_written"])),
+            "energy_by_kind_pj": {k: total(lambda r, k=k: r["energy"]["by_kind_pj"].get(k, 0.0)) for k in kinds}}
+
+
+def _decode_pieces(run: LlmRun) -> list[tuple[PieceRun, float]]:
+    """Every simulated piece of the decode steps with how many times the steps count it: the embedding and head once
+    a step, each sampled layer ``layers`` times its weight in the linear interpolation of the steps between the
+    sampled contexts (as :func:`~npusim.app.llm.workload.layer_at` interpolates them)."""
+    xs, pasts, layers = sorted(run.layers), run.workload.decode_pasts, run.workload.config.layers
+    weight = {x: float(np.interp(pasts, xs, [float(x == y) for y in xs]).sum()) for x in xs}
+    return [(p, len(pasts)) for p in run.ends.values()] + [(run.layers[x], layers * weight[x]) for x in xs]
+
+
 def _prefill(run: LlmRun, arch: Arch) -> dict:
     w = run.workload
     cost = phase_cost(run.prefill, StepCost.of(run.prefill["layer"]), w.config.layers)
+    pieces = [(p, w.config.layers if k == "layer" else 1) for k, p in run.prefill.items()]
     return {"cycles": round(cost.cycles), "seconds": cost.cycles / (arch.clock.ghz * 1e9),
-            "dram_bytes": round(cost.dram_bytes), "energy_pj": cost.energy_pj, "tokens": w.prompt * w.batch}
+            "dram_bytes": round(cost.dram_bytes), "energy_pj": cost.energy_pj, "tokens": w.prompt * w.batch,
+            **_totals(pieces)}
 
 
 def _bytes_per_token(run: LlmRun, dram_per_step: float) -> dict:
@@ -65,7 +90,7 @@ def _decode(run: LlmRun, arch: Arch) -> dict:
             "bandwidth_utilization": dram / len(steps) / (per_step * float(arch.dram_timing.bytes_per_cycle)),
             "memory_roof": layer["memory_roof"],
             "simulated_contexts": sorted(p + 1 for p in run.layers),
-            "interpolated": len(run.layers) < len(steps)}
+            "interpolated": len(run.layers) < len(steps), **_totals(_decode_pieces(run))}
 
 
 def _ops(run: LlmRun) -> list[dict]:
