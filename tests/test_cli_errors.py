@@ -209,7 +209,7 @@ def test_help_describes_every_argument_shows_defaults_and_choices():
     run_help = " ".join(_actions(parser)["run"].format_help().split())
     assert ("one of fold_constants, fold_batchnorm, fuse_qdq, fuse_gelu, fuse_silu, fuse_layernorm, fuse_softmax, "
             "fuse_activation, fuse_residual, fuse_matmul, fuse_msda") in run_help
-    assert "{timeline,util,layers,roofline,energy}" in _actions(parser)["plot"].format_help()
+    assert "{timeline,util,layers,roofline,energy,llm}" in _actions(parser)["plot"].format_help()
     assert "70 internal error" in " ".join(parser.format_help().split())
 
 
