@@ -55,6 +55,7 @@ def test_one_line_per_arch_point_and_format_with_units_and_the_legend_off_the_da
     assert "prompt 512" in ax_batch.get_title(loc="left") and "batch 1" in ax_context.get_title(loc="left")
     legend = ax_context.get_legend()
     assert [t.get_text() for t in legend.get_texts()] == labels
+    assert drawn.left_out == ["tiny-llama prompt=9"] and "1 row with an error" in legend.get_title().get_text()
     box = legend.get_window_extent()
     for ax in (ax_batch, ax_context):   # beside the panels, not over their data
         assert not box.overlaps(ax.get_window_extent())

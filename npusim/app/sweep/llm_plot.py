@@ -27,12 +27,14 @@ STYLES = ("-", "--", ":", "-.")
 @dataclass
 class LlmPlot:
     """What :func:`plot_llm` drew: per line (its legend label), the batch sizes and tokens/s of the left panel (at
-    prompt ``prompt``) and the prompt lengths and TPOT in ms of the right one (at batch ``batch``)."""
+    prompt ``prompt``) and the prompt lengths and TPOT in ms of the right one (at batch ``batch``); ``left_out``:
+    the LLM rows with an error (workload names), which it could not draw."""
 
     throughput: dict[str, tuple[list[int], list[float]]]
     latency: dict[str, tuple[list[int], list[float]]]
     prompt: int
     batch: int
+    left_out: list[str] = field(default_factory=list)
     artists: list = field(default_factory=list)
 
 
@@ -86,7 +88,7 @@ def plot_llm(df, ax_batch: Axes, ax_context: Axes) -> LlmPlot:
     against the prompt length, the context decoding starts from (at the batch swept over the most prompts, the
     smallest on a tie), on ``ax_context``. One line per Arch point (the override columns that vary; the model when
     the table has several) and weight format: a colour per point, a line style and marker per format; the legend
-    sits right of ``ax_context``, off the data."""
+    sits right of ``ax_context``, off the data, and says how many LLM rows with an error it left out."""
     rows = llm_rows(df)
     _, labels = _line_keys(rows)
     rows["_point"] = labels
@@ -94,7 +96,8 @@ def plot_llm(df, ax_batch: Axes, ax_context: Axes) -> LlmPlot:
     formats = list(dict.fromkeys(rows["weights"]))
     prompt = _most_covered(rows, "prompt", "batch", prefer_largest=True)
     batch = _most_covered(rows, "batch", "prompt", prefer_largest=False)
-    drawn = LlmPlot({}, {}, prompt, batch)
+    failed = df[df["llm"].notna() & df["error"].notna() & (df["error"] != "")] if "error" in df.columns else df[:0]
+    drawn = LlmPlot({}, {}, prompt, batch, list(failed["workload"]))
     for (point, fmt), line in rows.groupby(["_point", "weights"], sort=False):
         label = f"{point}, {fmt}" if point else fmt
         style = {"color": f"C{points.index(point) % 10}", "marker": MARKERS[formats.index(fmt) % len(MARKERS)],
@@ -112,8 +115,12 @@ def plot_llm(df, ax_batch: Axes, ax_context: Axes) -> LlmPlot:
     _axes(ax_context, sorted(set(rows.loc[rows["batch"] == batch, "prompt"])), "context: prompt length (tokens)",
           "time per output token (ms)", f"TPOT against context, batch {batch}")
     handles, names = _legend_entries(ax_batch, ax_context)
+    title = "Arch point, weights"
+    if drawn.left_out:   # said beside the plot: a missing point is not a point that was never swept
+        n = len(drawn.left_out)
+        title += f"\n({n} row{'s' if n > 1 else ''} with an error\nleft out: see the table)"
     drawn.artists.append(ax_context.legend(handles, names, loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                                           fontsize="small", frameon=False, title="Arch point, weights"))
+                                           fontsize="small", frameon=False, title=title))
     return drawn
 
 
