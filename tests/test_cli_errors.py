@@ -211,7 +211,7 @@ def test_help_describes_every_argument_shows_defaults_and_choices():
     assert ("one of fold_constants, fold_batchnorm, fuse_qdq, fuse_gelu, fuse_silu, fuse_layernorm, fuse_rmsnorm, "
             "fuse_softmax, fuse_attention, fuse_activation, fuse_residual, fuse_matmul, fuse_repeat_kv, fuse_msda, "
             "bind_kv_cache") in run_help
-    assert "{timeline,util,layers,roofline,energy}" in _actions(parser)["plot"].format_help()
+    assert "{timeline,util,layers,roofline,energy,llm}" in _actions(parser)["plot"].format_help()
     assert "70 internal error" in " ".join(parser.format_help().split())
 
 

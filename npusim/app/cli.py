@@ -424,6 +424,14 @@ def _window(text: str | None) -> tuple[int, int] | None:
 def cmd_plot(args) -> int:
     from npusim.report.plots import render
 
+    if args.kind == "llm":
+        from npusim.app.sweep.llm_plot import read_table, render_llm
+
+        path = Path(args.report)   # default title: a sweep's directory (its tables are all called results)
+        title = args.title if args.title is not None else path.parent.name if path.stem == "results" else path.stem
+        render_llm(read_table(path), args.output, title=title)
+        print(f"wrote {args.output}")
+        return 0
     try:   # render checks the fields the plot reads (plots.check_report)
         report = json.loads(Path(args.report).read_bytes())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -819,16 +827,18 @@ def _llm_command(sub) -> None:
 def _plot_command(sub) -> None:
     from npusim.report.plots import KINDS
 
-    pl = _add(sub, "plot", f"draw a plot of a `run --json` report: {', '.join(KINDS)}")
-    pl.add_argument("report", help="JSON report of `npusim run` (timeline and util also take `simulate`'s)")
-    pl.add_argument("--kind", required=True, choices=KINDS, help="which plot")
+    pl = _add(sub, "plot", f"draw a plot of a `run --json` report ({', '.join(KINDS)}) or of a sweep table of LLM "
+              f"workloads (llm: tokens/s against batch, TPOT against context)")
+    pl.add_argument("report", help="JSON report of `npusim run` (timeline and util also take `simulate`'s); llm: a "
+                    "results.csv or results.parquet of `npusim sweep`")
+    pl.add_argument("--kind", required=True, choices=[*KINDS, "llm"], help="which plot")
     pl.add_argument("-o", "--output", required=True, metavar="OUT.png|OUT.svg|OUT.pdf",
                     help="image file; the suffix picks the format")
     pl.add_argument("--window", metavar="C0:C1", help="timeline: show only cycles [C0, C1)")
     pl.add_argument("--color-by", default="layer", choices=["layer", "op"], help="timeline: bar colours")
     pl.add_argument("--buckets", type=_count(1, 10_000, "a bucket count"), default=100,
                     help="util: number of time buckets")
-    pl.add_argument("--title", help="title prefix (default: the report's file name)")
+    pl.add_argument("--title", help="title prefix (default: the report's file name; a sweep table's directory)")
     pl.set_defaults(func=cmd_plot)
 
 

@@ -417,6 +417,15 @@ def plot_energy(report: dict, ax: Axes) -> EnergySplit:
 
 
 # ------------------------------------------------------------------------------------------------ files
+def check_image_path(path: str | Path) -> None:
+    """PlotError unless ``path``'s suffix names an image format matplotlib writes (.png, .svg, .pdf, ...)."""
+    fmt = Path(path).suffix.lstrip(".").lower()
+    formats = FigureCanvasAgg.get_supported_filetypes()
+    if fmt not in formats:
+        raise PlotError(f"cannot write a plot to {path}: the file name must end in one of "
+                        f"{', '.join('.' + f for f in sorted(formats))}")
+
+
 def render(report: dict, kind: str, path: str | Path, *, title: str = "", window: tuple[int, int] | None = None,
            color_by: str = "layer", buckets: int = 100):
     """Draw plot ``kind`` (one of KINDS) of ``report`` on a new figure sized for it and write it to ``path`` (the
@@ -424,11 +433,7 @@ def render(report: dict, kind: str, path: str | Path, *, title: str = "", window
     check_report(report)
     if kind not in KINDS:
         raise PlotError(f"the plot kind must be one of {', '.join(KINDS)}, not {kind!r}")
-    fmt = Path(path).suffix.lstrip(".").lower()
-    formats = FigureCanvasAgg.get_supported_filetypes()
-    if fmt not in formats:
-        raise PlotError(f"cannot write a plot to {path}: the file name must end in one of "
-                        f"{', '.join('.' + f for f in sorted(formats))}")
+    check_image_path(path)
     n_layers = len(report.get("layers") or [])
     n_units = len(report.get("units") or {})
     size = {"timeline": (14, 1.6 + 0.55 * n_units), "util": (14, 4.5), "layers": (12, 1.5 + 0.22 * n_layers),

@@ -4,9 +4,12 @@ per-op table of one decode layer (:func:`llm_report`); its text form (:func:`llm
 
 from __future__ import annotations
 
+import numpy as np
+
 from isa.arch import Arch
 from npusim.app.llm.workload import (
     LlmRun,
+    PieceRun,
     busiest_unit,
     decode_steps,
     dram_bound_cycles,
@@ -24,11 +27,34 @@ BUSY_BOUND = 0.6
 """A unit busy this fraction of a decode layer's cycles is named as what bounds it."""
 
 
+def _totals(pieces: list[tuple[PieceRun, float]]) -> dict:
+    """A phase's ``macs``, ``dram_bytes_read``, ``dram_bytes_written`` and ``energy_by_kind_pj`` (pJ by action
+    kind, docs/energy.md): its pieces' run reports, each counted its weight's times."""
+    total = lambda read: sum(n * read(p.report) for p, n in pieces)   # noqa: E731
+    kinds = dict.fromkeys(k for p, _ in pieces for k in p.report["energy"]["by_kind_pj"])
+    return {"macs": round(total(lambda r: r["macs"])),
+            "dram_bytes_read": round(total(lambda r: r["dram"]["bytes_read"])),
+            "dram_bytes_written": round(total(lambda r: r["dram"]["bytes_written"])),
+            "energy_by_kind_pj": {k: total(lambda r, k=k: r["energy"]["by_kind_pj"].get(k, 0.0)) for k in kinds}}
+
+
+def _decode_pieces(run: LlmRun) -> list[tuple[PieceRun, float]]:
+    """Every simulated piece of the decode steps with how many times the steps count it: the embedding and head once
+    a step, each sampled layer ``layers`` times its weight in the linear interpolation of the steps between the
+    sampled contexts (as :func:`~npusim.app.llm.workload.varying_at` interpolates them)."""
+    xs, pasts = sorted(run.varying), run.workload.decode_pasts
+    weight = {x: float(np.interp(pasts, xs, [float(x == y) for y in xs]).sum()) for x in xs}
+    fixed = [(r, k * len(pasts)) for r, k in run.fixed.values()]
+    return fixed + [(r, k * weight[x]) for x in xs for r, k in run.varying[x].values()]
+
+
 def _prefill(run: LlmRun, arch: Arch) -> dict:
     w = run.workload
     cost = step_cost(run.prefill)
+    pieces = [(r, k) for r, k in run.prefill.values()]
     return {"cycles": round(cost.cycles), "seconds": cost.cycles / (arch.clock.ghz * 1e9),
-            "dram_bytes": round(cost.dram_bytes), "energy_pj": cost.energy_pj, "tokens": w.prompt * w.batch}
+            "dram_bytes": round(cost.dram_bytes), "energy_pj": cost.energy_pj, "tokens": w.prompt * w.batch,
+            **_totals(pieces)}
 
 
 def _bytes_per_token(run: LlmRun, dram_per_step: float) -> dict:
@@ -65,7 +91,7 @@ def _decode(run: LlmRun, arch: Arch) -> dict:
             "bandwidth_utilization": dram / len(steps) / (per_step * float(arch.dram_timing.bytes_per_cycle)),
             "memory_roof": layer["memory_roof"],
             "simulated_contexts": sorted(p + 1 for p in run.varying),
-            "interpolated": len(run.varying) < len(steps)}
+            "interpolated": len(run.varying) < len(steps), **_totals(_decode_pieces(run))}
 
 
 def _largest(step: dict):

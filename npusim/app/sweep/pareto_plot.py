@@ -79,7 +79,7 @@ def _sweep_rows(df, metrics: list[str], what: str, host: str):
     return runnable(df, metrics), pareto(df, metrics, by=None, host=host)
 
 
-def _point_label(row, columns: list[str]) -> str:
+def point_label(row, columns: list[str]) -> str:
     """``rows=64 cols=64 size=256 KiB gb_per_s=19.2``: each column by its field name (``section.field`` where two
     sections share it), sizes in bytes in binary units."""
     fields = [c.rpartition(".")[2] for c in columns]
@@ -92,7 +92,7 @@ def _point_label(row, columns: list[str]) -> str:
     return " ".join(parts)
 
 
-def _override_columns(df, metrics: list[str]) -> list[str]:
+def override_columns(df, metrics: list[str]) -> list[str]:
     """The override columns that vary in ``df`` (the ones worth naming a point by)."""
     return [c for c in df.columns if c not in ("workload", "error", "host_assisted", *METRICS, *metrics)
             and df[c].nunique() > 1]
@@ -121,9 +121,9 @@ def plot_pareto(df, ax: Axes, x: str, y: str, annotate: bool = True, host: str =
                                   **HOST_STYLE))
     key = {}
     if annotate:
-        cols = _override_columns(df, [x, y])
+        cols = override_columns(df, [x, y])
         for i, (_, row) in enumerate(front.iterrows(), 1):
-            key[i] = _point_label(row, cols)
+            key[i] = point_label(row, cols)
             artists.append(ax.annotate(str(i), (row[x] * fx, row[y] * fy), fontsize=7, color="C3",
                                        xytext=(3, 3) if i % 2 else (-3, -3), textcoords="offset points",
                                        ha="left" if i % 2 else "right", va="bottom" if i % 2 else "top"))

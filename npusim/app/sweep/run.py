@@ -52,9 +52,35 @@ METRICS: dict[str, Metric] = {
                        "all on the NPU); Pareto fronts leave such points out unless asked to mark them"),
     "host_energy_pj": Metric(lambda r: r["energy"].get("by_kind_pj", {}).get("host", 0.0), "pJ",
                              "the host CPU's part of energy_pj (docs/energy.md)"),
+    # LLM workloads (docs/llm.md); None for the other kinds
+    "llm": Metric(lambda r: _llm(r, "model"), "name", "LLM workloads: the decoder config"),
+    "prompt": Metric(lambda r: _llm(r, "prompt"), "tokens", "LLM workloads: the prompt's length (the context decode "
+                     "starts from)"),
+    "batch": Metric(lambda r: _llm(r, "batch"), "sequences", "LLM workloads: sequences decoded together"),
+    "weights": Metric(lambda r: _llm(r, "weights"), "format", "LLM workloads: every linear weight's format in DRAM "
+                      "(f32, i8, i4, fp8)"),
+    "ttft_s": Metric(lambda r: _llm(r, "ttft_s"), "s", "LLM workloads: time to first token, the prefill"),
+    "tpot_s": Metric(lambda r: _llm(r, "tpot_s"), "s", "LLM workloads: time per output token, the mean decode step"),
+    "tokens_per_s": Metric(lambda r: _llm(r, "tokens_per_s"), "tokens/s", "LLM workloads: decode throughput of the "
+                           "batch, batch / tpot_s"),
+    "decode_dram_bytes_per_token": Metric(lambda r: _llm(r, "decode", "dram_bytes_per_token", "total"), "bytes",
+                                          "LLM workloads: DRAM bytes a decode step moves per sequence (weights, KV "
+                                          "cache, activations)"),
+    "decode_bound_by": Metric(lambda r: _llm(r, "decode", "bound_by"), "text", "LLM workloads: what bounds decode: "
+                              "DRAM bandwidth, the busiest unit, or latency (the report's decode.bound_by, "
+                              "docs/llm.md)"),
 }
 """The metric columns of a sweep row by name. A metric every run report carries is one line here."""
-INTEGER_METRICS = ("cycles", "dram_bytes", "macs", "host_ops")
+INTEGER_METRICS = ("cycles", "dram_bytes", "macs", "host_ops", "prompt", "batch")
+
+
+def _llm(report: dict, *keys: str) -> Any:
+    """``report["llm"][keys[0]][keys[1]]...``: an LLM workload's report (:mod:`npusim.app.sweep.llm_workload`), or
+    None for a report without one, or a phase it lacks (no decode when one token is generated)."""
+    v = report.get("llm")
+    for k in keys:
+        v = v.get(k) if isinstance(v, dict) else None
+    return v
 RESULTS = ("results.csv", "results.parquet")
 LOCAL, SYNCHRONOUS = "local", "synchronous"
 PROTOCOLS = ("tcp://", "tls://", "inproc://", "ucx://", "ws://", "wss://")

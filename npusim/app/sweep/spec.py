@@ -32,7 +32,7 @@ import numpy as np
 from isa import NpuSimError
 from isa.arch import Arch, load_arch, parse_override
 from isa.utf8 import decode_utf8
-from npusim.app.sweep.workloads import MODEL_OPTIONS, SpecError, Workload, workload_from_dict
+from npusim.app.sweep.workloads import MODEL_OPTIONS, SpecError, Workload, workloads_from_dict
 
 TOP_KEYS = ("output", "arch", "grid", "points", "random", "options", "workloads")
 Point = tuple[tuple[str, Any], ...]
@@ -99,8 +99,9 @@ def _from_dict(data: dict, root: Path, where: str) -> SweepSpec:
     entries = data.get("workloads")
     if not isinstance(entries, list) or not entries:
         raise SpecError(f"{where}: workloads must be a non-empty list of [[workloads]] tables")
-    workloads = tuple(w if isinstance(w, Workload) else workload_from_dict(w, root, options, f"{where}: workloads[{i}]")
-                      for i, w in enumerate(entries))
+    workloads = tuple(x for i, w in enumerate(entries) for x in ([w] if isinstance(w, Workload) else
+                                                                 workloads_from_dict(w, root, options,
+                                                                                     f"{where}: workloads[{i}]")))
     names = [w.name for w in workloads]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:

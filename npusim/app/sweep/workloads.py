@@ -1,5 +1,5 @@
 """What a sweep runs on every Arch point: an ONNX model (a zoo model is built into one on the client), one GEMM, one
-convolution, or the layers of a SCALE-Sim topology file.
+convolution, the layers of a SCALE-Sim topology file, or an LLM request (:mod:`npusim.app.sweep.llm_workload`).
 
 A workload is a small frozen dataclass that carries everything a worker needs (the model's bytes, not a path, so a
 worker on another machine needs no shared files) and a ``digest`` of exactly those bytes for the result store. Its
@@ -19,6 +19,7 @@ from typing import Any
 
 from isa import DType, NpuSimError
 from isa.arch import Arch
+from npusim.app.sweep.llm_workload import LlmPoint, llm_points
 
 COMPILE_FREE_FIELDS = (("queues", "depth"), ("dma", "channels"), ("energy", "table"), ("energy", "dram"))
 """Arch fields the compiler never reads (nothing under compiler/ nor the ``isa.cost`` formulas it prices tilings
@@ -177,7 +178,7 @@ class Topology:
                            for x, r in zip(self.layers, results)]}
 
 
-Workload = OnnxModel | Gemm | Conv | Topology
+Workload = OnnxModel | Gemm | Conv | Topology | LlmPoint
 
 
 def _layer_report(result, macs: int) -> dict:
@@ -187,19 +188,26 @@ def _layer_report(result, macs: int) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------ from the spec
-KINDS = ("zoo", "onnx", "gemm", "conv", "topology")
+KINDS = ("zoo", "onnx", "gemm", "conv", "topology", "llm")
 
 
-def workload_from_dict(entry: dict, root: Path, options: dict[str, Any], where: str) -> Workload:
+def workloads_from_dict(entry: dict, root: Path, options: dict[str, Any], where: str) -> list[Workload]:
     """One ``[[workloads]]`` table of a spec: exactly one of ``zoo``, ``onnx``, ``gemm``, ``conv``, ``topology``,
-    with ``name`` (optional), ``args`` (zoo), ``dtype`` (gemm, conv, topology), ``format`` (topology: "conv" or
-    "gemm" rows). Paths are relative to ``root``. Raises SpecError naming ``where`` and the bad key or value."""
+    ``llm``, with ``name`` (optional), ``args`` (zoo), ``dtype`` (gemm, conv, topology), ``format`` (topology: "conv"
+    or "gemm" rows), the ``llm`` keys (:func:`~npusim.app.sweep.llm_workload.llm_points`). Paths are relative to
+    ``root``. An ``llm`` table whose keys list several values gives one workload per combination; every other table
+    one. Raises SpecError naming ``where`` and the bad key or value."""
     if not isinstance(entry, dict):
         raise SpecError(f"{where} must be a table, not {entry!r}")
     kinds = [k for k in KINDS if k in entry]
     if len(kinds) != 1:
         raise SpecError(f"{where} must have exactly one of {', '.join(KINDS)}, not {', '.join(kinds) or 'none'}")
-    kind = kinds[0]
+    if kinds[0] == "llm":
+        return list(llm_points(entry, where))
+    return [_workload(kinds[0], entry, root, options, where)]
+
+
+def _workload(kind: str, entry: dict, root: Path, options: dict[str, Any], where: str) -> Workload:
     allowed = {kind, "name", *{"zoo": ("args",), "onnx": (), "gemm": ("dtype",), "conv": ("dtype",),
                                "topology": ("dtype", "format")}[kind]}
     unknown = sorted(set(entry) - allowed)
