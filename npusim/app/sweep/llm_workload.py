@@ -99,7 +99,7 @@ def llm_points(entry: dict, where: str) -> list[LlmPoint]:
     :data:`SCALAR`): one per combination of the listed values. Raises SpecError naming ``where`` and the bad key or
     value. Their names: ``name`` (default: the model's) and, when the table lists more than one value of a key,
     each such key's value, e.g. ``llama-3.2-1b prompt=512 batch=4``."""
-    from npusim.app.llm import MODELS, WEIGHT_FORMATS
+    from npusim.app.llm import MODELS, WEIGHT_FORMATS, decoder_of
     from npusim.app.llm.workload import KV_FORMATS, LlmWorkload
     from npusim.app.sweep.workloads import SpecError  # (here: it imports this module)
 
@@ -129,7 +129,9 @@ def llm_points(entry: dict, where: str) -> list[LlmPoint]:
         args = dict(zip(LISTABLE, combo)) | {k: values[k][0] for k in SCALAR}
         label = " ".join([name, *(f"{k}={args[k]}" for k in listed)])
         try:
-            LlmWorkload(MODELS[model], **args)   # its checks across keys: prompt + generate within the positions
+            # the request's checks across keys (prompt + generate within the positions)
+            request = {k: v for k, v in args.items() if k != "weights"}
+            LlmWorkload(decoder_of(model, args.get("weights", "i4")), **request)
         except ValueError as e:
             raise SpecError(f"{where}: {label}: {e}") from None
         points.append(LlmPoint(label, model, **args))
