@@ -150,3 +150,29 @@ def test_perception_operators(kernel_path):
     assert facts["host"] == [] and facts["ok"] == [True, True]
     assert {"ConvTranspose", "GridSample", "Resize", "MSDeformAttn"} <= set(facts["ops"])
     assert images(nb) == 3   # cycles per case, DRAM bytes, bev_tiny by op
+
+
+@pytest.mark.slow
+def test_llm_decode(kernel_path):
+    records = 'json.loads({}.to_json(orient="records", double_precision=15))'
+    facts, nb = execute("05_llm_decode", '{"table": ' + records.format("table.reset_index()") + ', "df": '
+                        + records.format("df") + ', "capacity": ' + records.format("capacity.reset_index()")
+                        + ', "conclusion": conclusion, "model": model, "batches": batches, "contexts": contexts}')
+    table = {r["preset"]: r for r in facts["table"]}
+    assert list(table) == ["edge16", "mid32", "dc128"] and facts["model"] == "tiny-llama"
+    for r in table.values():
+        assert r["tokens/s"] == pytest.approx(1e3 / r["TPOT (ms)"]) and r[">= 20 tokens/s"] == (r["tokens/s"] >= 20)
+        assert r["bound"] in ("bandwidth", "compute", "latency") and r["what binds"]
+        assert r["TPOT / DRAM bound"] == pytest.approx(r["tokens/s at the DRAM bound"] / r["tokens/s"])
+        assert r["weights MB/token"] + r["KV read MB/token"] < r["DRAM MB/token"]
+    assert all(r["(weights + KV) / SPM"] < 1 for r in facts["capacity"])   # a tiny decoder fits every SPM
+    rows = facts["df"]
+    assert len(rows) == 3 * (len(facts["batches"]) + len(facts["contexts"]) - 1)
+    assert all(r["error"] is None for r in rows)
+    for preset in table:
+        mine = sorted((r["batch"], r["tokens_per_s"]) for r in rows if r["preset"] == preset and r["prompt"] == 8)
+        assert [b for b, _ in mine] == facts["batches"] and mine[0][1] < mine[-1][1]   # a batch shares the weights
+    at16 = {r["preset"]: r for r in rows if r["prompt"] == 16}   # the sweep's request = the table's
+    assert all(at16[p]["tpot_s"] * 1e3 == pytest.approx(table[p]["TPOT (ms)"]) for p in table)
+    assert all(f"`{p}`: {table[p]['tokens/s']:.1f} tokens/s" in facts["conclusion"] for p in table)
+    assert images(nb) == 1   # tokens/s against batch, TPOT against context

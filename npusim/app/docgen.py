@@ -273,6 +273,37 @@ def perception_msda_table() -> str:
     return "\n".join(rows)
 
 
+def llm_configs_table() -> str:
+    """Every named decoder of ``npusim llm`` (:data:`npusim.app.llm.configs.MODELS`): its shapes, weights and the KV
+    cache bytes one token adds (f32), and where the shapes come from."""
+    from npusim.app.llm.configs import MODELS
+    from npusim.app.llm.workload import KV_BYTES
+
+    rows = ["| config | layers | hidden | heads (KV heads) x head dim | MLP | vocab | norm, MLP, positions | weights | "
+            "KV cache per token (f32) | shapes from |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in MODELS.values():
+        form = f"{'RMSNorm' if c.norm == 'rms' else 'LayerNorm'}, {'SwiGLU' if c.mlp == 'swiglu' else 'GELU'}, " \
+            f"{'RoPE' if c.rope else 'learned'} ({c.max_positions:,})"
+        rows.append(f"| `{c.name}` | {c.layers} | {c.hidden:,} | {c.heads} ({c.kv_heads}) x {c.head_dim} | {c.ffn:,} | "
+                    f"{c.vocab:,} | {form}{', tied head' if c.tied else ''} | {c.params:,} | "
+                    f"{c.kv_bytes_per_token(KV_BYTES['f32']):,} B | {_cell(c.source)} |")
+    return "\n".join(rows)
+
+
+def _doc_paragraphs(module) -> str:
+    """A module's docstring as Markdown paragraphs: ``code`` and Sphinx roles (:func:`x`) as `code`."""
+    doc = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", (inspect.getdoc(module) or "").replace("``", "`"))
+    return "\n\n".join(" ".join(p.split()) for p in doc.split("\n\n"))
+
+
+def llm_assumptions() -> str:
+    """What ``npusim llm`` simulates and assumes: the docstrings of :mod:`npusim.app.llm.workload` (the pieces, the
+    sampled steps) and :mod:`npusim.app.llm.decoder` (the graphs, the cache layout, the weight formats)."""
+    from npusim.app.llm import decoder, workload
+
+    return _doc_paragraphs(workload) + "\n\n" + _doc_paragraphs(decoder)
+
+
 TABLES = {"docs/isa.md": {"instructions": instruction_table, "enums": enum_table, "semantics": semantics},
           "docs/arch.md": {"arch-fields": arch_table, "arch-speeds": arch_speeds_table},
           "README.md": {"presets": preset_table},
@@ -282,7 +313,8 @@ TABLES = {"docs/isa.md": {"instructions": instruction_table, "enums": enum_table
                                  "perception-msda-cases": perception_msda_table},
           "docs/energy.md": {"energy-tables": energy_tables, "energy-presets": energy_presets_table},
           "docs/validation.md": {"scalesim-gemm": validation_gemm_table, "scalesim-resnet18": validation_resnet_table},
-          "docs/sweep.md": {"sweep-columns": sweep_columns_table}}
+          "docs/sweep.md": {"sweep-columns": sweep_columns_table},
+          "docs/llm.md": {"llm-configs": llm_configs_table, "llm-assumptions": llm_assumptions}}
 
 
 def render(text: str, tables: dict) -> str:
