@@ -152,12 +152,13 @@ def _matmul(i: MatMul, mem: DeviceMemory) -> None:
     b = _buf(mem, i.b, i.shape, ((i.k * i.n, i.b.dtype.size),))
     g = _geometry(i.shape, i.acc, i.a, i.b)
     ad, bd = i.a.dtype, i.b.dtype
-    words = not (np.bitwise_or.reduce(g[K.ND:K.ND + 2 * (K.ND + 1)]) | i.acc_row | i.a_row) & 3   # ACC and A
     if ad is DType.F32 and bd is DType.F32 and not (np.bitwise_or.reduce(g[K.ND:]) | i.acc_row | i.a_row) & 3:
         K.matmul_f32(mem.acc_f32, mem.acc_u32, mem.spm_f32, mem.spm_f32, g, i.m, i.k, i.n, i.acc_row, i.a_row,
                      bool(i.zero))   # (every address a whole word)
         return
-    if ad is DType.F32 and bd in _BYTES and words:   # weight-only: f32 activations by i8/u8 codes
+    if ad is DType.F32 and bd in _BYTES and \
+            not (np.bitwise_or.reduce(g[K.ND:K.ND + 2 * (K.ND + 1)]) | i.acc_row | i.a_row) & 3:   # ACC, A whole words
+        # weight-only: f32 activations by i8/u8 codes
         K.matmul_f32_codes(mem.acc_f32, mem.acc_u32, mem.spm_f32, mem.spm_i8 if bd is DType.I8 else mem.spm, g,
                            i.m, i.k, i.n, i.acc_row, i.a_row, bool(i.zero))
         return
