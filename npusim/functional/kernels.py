@@ -522,9 +522,9 @@ def _mm_rows(acc, acc_bits, a, b, pc, pa, pb, m, rc, ra, un, uk, t, flt):
                 t[j] = acc[o + j]
             for q in range(uk):
                 x, ib = a[oa + q], ob + q * un
-                if flt:
+                if flt:   # (B f32, or i8/u8 codes converted exactly)
                     for j in range(un):
-                        t[j] += x * b[ib + j]
+                        t[j] += x * np.float32(b[ib + j])
                 else:
                     for j in range(un):
                         t[j] += np.int64(x) * np.int64(b[ib + j])
@@ -575,23 +575,7 @@ def matmul_f32_codes(acc, acc_bits, a, b, g, m, k, n, acc_row, a_row, zero):
     un, uk = np.uint64(n), np.uint64(k)
     if zero:
         _zero_rows(acc_bits, pc, m, rc, un)
-    t = np.empty(n, np.float32)
-    for p in range(pc.size):
-        ob = np.uint64(pb[p])
-        for r in range(m):
-            oa, o = np.uint64(pa[p] + r * ra), np.uint64(pc[p] + r * rc)
-            for j in range(un):
-                t[j] = acc[o + j]
-            for q in range(uk):
-                x, ib = a[oa + q], ob + q * un
-                for j in range(un):
-                    t[j] += x * np.float32(b[ib + j])
-            for j in range(un):
-                v = t[j]
-                if v != v:
-                    acc_bits[o + j] = F32_NAN_BITS
-                else:
-                    acc[o + j] = v
+    _mm_rows(acc, acc_bits, a, b, pc, pa, pb, m, rc, ra, un, uk, np.empty(n, np.float32), True)
 
 
 @_jit
