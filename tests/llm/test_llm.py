@@ -10,7 +10,7 @@ from isa.arch import load_arch
 from npusim.app.cli import main
 from npusim.app.driver import run_model
 from npusim.app.llm import MODELS, decoder_of, simulate_llm
-from npusim.app.llm.decoder import head_models, layer_model
+from npusim.app.llm.decoder import head_model, layer_model
 from npusim.app.llm.workload import LlmWorkload
 
 
@@ -36,7 +36,7 @@ def test_quantized_weights_match_onnxruntime(fmt):
     cfg = MODELS["tiny-llama"]
     report = _check(layer_model(cfg, fmt, 1, 1, 6), "mid32")
     assert {r["op"] for r in report["layers"] if r["name"].endswith("_proj.matmul")} == {"QuantMatMul"}
-    _check(head_models(cfg, fmt, 1)[0], "edge16")
+    _check(head_model(cfg, fmt, 1), "edge16")
 
 
 def test_interpolated_decode_agrees_with_every_step():
@@ -63,7 +63,7 @@ def test_a_decode_step_reads_the_cache_once_and_writes_one_token():
         assert [r["dram_bytes"] for r in appends] == [token, token]   # each new row read once and written once
     grow = moved[41] - moved[40]
     assert token <= grow < 2 * token, (grow, token)
-    assert moved[80] - moved[40] < 40 * 2 * token < 40 * token * 40   # the cache itself is never copied
+    assert moved[80] - moved[40] < 40 * 2 * token   # the cache itself is never copied
 
 
 def test_report_figures_follow_from_the_pieces():

@@ -1,6 +1,6 @@
 """ONNX graphs of a decoder's pieces for one step, in the form torch.onnx exports them (opset 21), with seeded random
 weights: :func:`layer_model` (one decoder layer with its KV cache, past inputs and present outputs),
-:func:`embed_model` (the token embedding lookup) and :func:`head_models` (final norm and LM head on the last token).
+:func:`embed_model` (the token embedding lookup) and :func:`head_model` (final norm and LM head on the last token).
 
 A step is ``q`` new tokens per sequence over a cache of ``past`` tokens, ``batch`` sequences: a prefill is ``q = P,
 past = 0``, a decode step ``q = 1, past = context``. The layers of a decoder have the same shapes, so one layer's
@@ -108,7 +108,7 @@ class _Writer:
                                  producer_name="npusim.app.llm")
 
 
-def _rope(w: _Writer, x: str, heads: int, cfg: LlmConfig, past: int, q: int, name: str) -> str:
+def _rope(w: _Writer, x: str, cfg: LlmConfig, past: int, q: int, name: str) -> str:
     """Rotate-half rotary embedding of ``x [batch, q, heads, head_dim]`` at positions ``past .. past + q - 1``."""
     d, half = cfg.head_dim, cfg.head_dim // 2
     inv = cfg.rope_theta ** (-np.arange(half, dtype=np.float64) * 2 / d)
@@ -148,8 +148,8 @@ def _attention(w: _Writer, h: str, cfg: LlmConfig, fmt: str, batch: int, q: int,
     ks = w.linear(h, cfg.hidden, kv * d, f"{p}.k_proj", fmt, cfg.qkv_bias)
     vs = w.linear(h, cfg.hidden, kv * d, f"{p}.v_proj", fmt, cfg.qkv_bias)
     if cfg.rope:
-        qs = _rope(w, w.reshape(qs, (batch, q, cfg.heads, d), f"{p}.q_heads"), cfg.heads, cfg, past, q, f"{p}.q_rope")
-        ks = _rope(w, w.reshape(ks, (batch, q, kv, d), f"{p}.k_heads"), kv, cfg, past, q, f"{p}.k_rope")
+        qs = _rope(w, w.reshape(qs, (batch, q, cfg.heads, d), f"{p}.q_heads"), cfg, past, q, f"{p}.q_rope")
+        ks = _rope(w, w.reshape(ks, (batch, q, kv, d), f"{p}.k_heads"), cfg, past, q, f"{p}.k_rope")
     qg = _grouped(w, qs, cfg, batch, q, f"{p}.q")
     k_new = w.op("Transpose", [w.reshape(ks, (batch, q, kv, d), f"{p}.k_split")], f"{p}.k_t", perm=(0, 2, 3, 1))
     v_new = w.op("Transpose", [w.reshape(vs, (batch, q, kv, d), f"{p}.v_split")], f"{p}.v_t", perm=(0, 2, 1, 3))
@@ -209,20 +209,17 @@ def embed_model(cfg: LlmConfig, batch: int, q: int, past: int, seed: int = 0) ->
 
 
 def head_chunks(cfg: LlmConfig, fmt: str) -> int:
-    """How many models :func:`head_models` splits the LM head into (each at most :data:`MAX_INITIALIZER` bytes)."""
+    """How many models :func:`head_model` splits the LM head into (each at most :data:`MAX_INITIALIZER` bytes)."""
     return max(1, math.ceil(cfg.hidden * cfg.vocab * WEIGHT_BYTES[fmt] / MAX_INITIALIZER))
 
 
-def head_models(cfg: LlmConfig, fmt: str, batch: int, seed: int = 0) -> list[onnx.ModelProto]:
-    """The final norm and the LM head on each sequence's last token, ``h [batch, 1, hidden]`` -> ``logits``; a head
-    over :data:`MAX_INITIALIZER` bytes is split into column chunks, each its own model (the first has the norm)."""
-    chunks = head_chunks(cfg, fmt)
-    step = -(-cfg.vocab // chunks)
-    models, F = [], TensorProto.FLOAT
-    for c in range(chunks):
-        w = _Writer(seed + 2 + c)
-        n = min(step, cfg.vocab - c * step)
-        h = w.norm("h", cfg, "final_norm") if c == 0 else "h"
-        logits = w.linear(h, cfg.hidden, n, "lm_head", fmt, False)
-        models.append(w.model(f"{cfg.name}.head{c}", [("h", F, (batch, 1, cfg.hidden))], [(logits, F, (batch, 1, n))]))
-    return models
+def head_model(cfg: LlmConfig, fmt: str, batch: int, chunk: int = 0, seed: int = 0) -> onnx.ModelProto:
+    """Column chunk ``chunk`` of :func:`head_chunks` of the LM head on each sequence's last token, ``h [batch, 1,
+    hidden]`` -> ``logits`` (chunk 0 has the final norm): a head over :data:`MAX_INITIALIZER` bytes is split, each
+    chunk its own model."""
+    step = -(-cfg.vocab // head_chunks(cfg, fmt))
+    w, F = _Writer(seed + 2 + chunk), TensorProto.FLOAT
+    n = min(step, cfg.vocab - chunk * step)
+    h = w.norm("h", cfg, "final_norm") if chunk == 0 else "h"
+    logits = w.linear(h, cfg.hidden, n, "lm_head", fmt, False)
+    return w.model(f"{cfg.name}.head{chunk}", [("h", F, (batch, 1, cfg.hidden))], [(logits, F, (batch, 1, n))])

@@ -13,7 +13,7 @@ from pathlib import Path
 import onnx
 
 from npusim.app.llm.configs import LlmConfig
-from npusim.app.llm.decoder import embed_model, head_chunks, head_models, layer_model
+from npusim.app.llm.decoder import embed_model, head_chunks, head_model, layer_model
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class ConfigDecoder:
 
     def pieces(self, batch: int, q: int, past: int) -> list[StepPiece]:
         cfg, fmt = self.config, self.weights
-        heads = [StepPiece(f"head{i}", lambda i=i: head_models(cfg, fmt, batch)[i]) for i in range(self.head_count)]
+        heads = [StepPiece(f"head{i}", lambda i=i: head_model(cfg, fmt, batch, i)) for i in range(self.head_count)]
         return [StepPiece("embed", lambda: embed_model(cfg, batch, q, past)),
                 StepPiece("layer", lambda: layer_model(cfg, fmt, batch, q, past), cfg.layers, True), *heads]
 
