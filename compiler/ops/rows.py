@@ -84,20 +84,21 @@ def _last_axis(node: Node, graph: Graph) -> str | None:
     return None
 
 
-def _layernorm(node: Node, ctx: CanonContext) -> Node:
+def _norm(node: Node, ctx: CanonContext, extra: str) -> Node:
+    """A normalization's canonical attributes (axis, epsilon, stash_type); its ``extra`` outputs dropped."""
     a, rank = node.attrs, len(ctx.shape(node.inputs[0]))
     return dataclasses.replace(node, attrs={"axis": norm_axis(int(a.get("axis", -1)), rank, node.name, node.op),
                                             "epsilon": float(a.get("epsilon", 1e-5)),
                                             "stash_type": int(a.get("stash_type", 1))},
-                               outputs=ctx.drop_extra_outputs(node, "the Mean/InvStdDev output"))
+                               outputs=ctx.drop_extra_outputs(node, extra))
+
+
+def _layernorm(node: Node, ctx: CanonContext) -> Node:
+    return _norm(node, ctx, "the Mean/InvStdDev output")
 
 
 def _rmsnorm(node: Node, ctx: CanonContext) -> Node:
-    a, rank = node.attrs, len(ctx.shape(node.inputs[0]))
-    return dataclasses.replace(node, attrs={"axis": norm_axis(int(a.get("axis", -1)), rank, node.name, node.op),
-                                            "epsilon": float(a.get("epsilon", 1e-5)),
-                                            "stash_type": int(a.get("stash_type", 1))},
-                               outputs=ctx.drop_extra_outputs(node, "the InvStdDev output"))
+    return _norm(node, ctx, "the InvStdDev output")
 
 
 def _rms_scale(node: Node, graph: Graph) -> str | None:
