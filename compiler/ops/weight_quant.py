@@ -20,6 +20,9 @@ from compiler.kernels.dequant_gemm import (
 from compiler.ops.context import LoweringContext
 from compiler.ops.spec import F32, OpSpec
 
+OP = "QuantMatMul"
+"""The op name of a MatMul by a quantized constant weight (not an ONNX op)."""
+
 
 def weight_format(n: Node) -> WeightFormat:
     """The :class:`WeightFormat` of a QuantMatMul node's attributes."""
@@ -41,7 +44,7 @@ def quant_matmul(name: str, a: str, outputs: tuple[str, ...], kind: str, block: 
     if not uniform:
         tensors[f"{name}.zero_point"] = Tensor.const(f"{name}.zero_point", zp_rows)
         inputs += (f"{name}.zero_point",)
-    return Node(name, "QuantMatMul", inputs, outputs, attrs), tensors
+    return Node(name, OP, inputs, outputs, attrs), tensors
 
 
 def lower_quant_matmul(low: LoweringContext, n: Node) -> None:
@@ -67,7 +70,7 @@ def _activations(n: Node, graph) -> str | None:
 
 
 OPS = (
-    OpSpec("QuantMatMul", lower_quant_matmul, check=_activations, dtypes=None,
+    OpSpec(OP, lower_quant_matmul, check=_activations, dtypes=None,
            npu="DequantizeLinear (int4/uint4/int8/uint8 per tensor, per column or with block_size, or FLOAT8E4M3FN "
                "per tensor/column) of a constant MatMul weight, and com.microsoft MatMulNBits (bits 4, "
                "accuracy_level 0 or 1, constant B, scales, zero points and bias, no g_idx; the bias a following Add; "

@@ -48,6 +48,7 @@ from compiler.link.linker import LayerRange
 from compiler.ops import OpOptions, validated_options
 from compiler.ops.kv_cache import CacheBinding, appended_by
 from compiler.ops.quant import QUANT_OPS
+from compiler.ops.weight_quant import OP as WEIGHT_QUANT_OP
 from isa import DType, LimitError, SimulationError
 from isa.arch import Arch
 from isa.dtypes import to_compute
@@ -585,7 +586,7 @@ def _ort_options(graph: Graph):
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
-    if any(n.op in QUANT_OPS or n.op == "QuantMatMul" for n in graph.nodes):
+    if any(n.op in QUANT_OPS or n.op == WEIGHT_QUANT_OP for n in graph.nodes):
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return opts
 
