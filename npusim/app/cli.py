@@ -119,7 +119,9 @@ def summary(result, mac_utilization: float | None = None, report: dict | None = 
     lines.append(f"DRAM read {result.dram_bytes_read:,} B, written {result.dram_bytes_written:,} B, row hits "
                  f"{result.dram_row_hits:,} / misses {result.dram_row_misses:,}; wall {result.wall_seconds:.3f} s")
     if report and report.get("weight_bytes"):
-        quant = any(r.get("op") == "QuantMatMul" for r in report.get("layers", ()))
+        from compiler.ops.weight_quant import OP as WEIGHT_QUANT_OP
+
+        quant = any(r.get("op") == WEIGHT_QUANT_OP for r in report.get("layers", ()))
         lines.append(f"weights {report['weight_bytes'] / 1e6:,.2f} MB in DRAM"
                      + (" (quantized MatMul weights stay packed: int4 half a byte, fp8 one byte a weight, plus "
                           "scales)" if quant else ""))
