@@ -4,19 +4,17 @@ per-op table of one decode layer (:func:`llm_report`); its text form (:func:`llm
 
 from __future__ import annotations
 
-import numpy as np
-
 from isa.arch import Arch
 from npusim.app.llm.workload import (
     LlmRun,
     PieceRun,
     busiest_unit,
-    decode_steps,
+    cost_of,
+    decode_pieces,
     dram_bound_cycles,
     first_decode,
     kv_bytes,
     mean,
-    step_cost,
     weight_bytes,
 )
 
@@ -38,20 +36,10 @@ def _totals(pieces: list[tuple[PieceRun, float]]) -> dict:
             "energy_by_kind_pj": {k: total(lambda r, k=k: r["energy"]["by_kind_pj"].get(k, 0.0)) for k in kinds}}
 
 
-def _decode_pieces(run: LlmRun) -> list[tuple[PieceRun, float]]:
-    """Every simulated piece of the decode steps with how many times the steps count it: the embedding and head once
-    a step, each sampled layer ``layers`` times its weight in the linear interpolation of the steps between the
-    sampled contexts (as :func:`~npusim.app.llm.workload.varying_at` interpolates them)."""
-    xs, pasts = sorted(run.varying), run.workload.decode_pasts
-    weight = {x: float(np.interp(pasts, xs, [float(x == y) for y in xs]).sum()) for x in xs}
-    fixed = [(r, k * len(pasts)) for r, k in run.fixed.values()]
-    return fixed + [(r, k * weight[x]) for x in xs for r, k in run.varying[x].values()]
-
-
 def _prefill(run: LlmRun, arch: Arch) -> dict:
     w = run.workload
-    cost = step_cost(run.prefill)
-    pieces = [(r, k) for r, k in run.prefill.values()]
+    pieces = list(run.prefill.values())
+    cost = cost_of(pieces)
     return {"cycles": round(cost.cycles), "seconds": cost.cycles / (arch.clock.ghz * 1e9),
             "dram_bytes": round(cost.dram_bytes), "energy_pj": cost.energy_pj, "tokens": w.prompt * w.batch,
             **_totals(pieces)}
@@ -70,11 +58,11 @@ def _bytes_per_token(run: LlmRun, dram_per_step: float) -> dict:
 
 def _decode(run: LlmRun, arch: Arch) -> dict:
     w = run.workload
-    steps = decode_steps(run)
-    cycles = sum(s.cycles for s in steps)
-    dram, energy = sum(s.dram_bytes for s in steps), sum(s.energy_pj for s in steps)
-    per_step = cycles / len(steps)
-    by_kind = _bytes_per_token(run, dram / len(steps))
+    pieces, steps = decode_pieces(run), len(w.decode_pasts)
+    total = cost_of(pieces)
+    cycles, dram, energy = total.cycles, total.dram_bytes, total.energy_pj
+    per_step = cycles / steps
+    by_kind = _bytes_per_token(run, dram / steps)
     needed = (by_kind["weights"] + by_kind["kv_read"] + by_kind["kv_written"]) * w.batch
     bound = dram_bound_cycles(needed, arch)
     layer = _largest(first_decode(run)).report
@@ -83,15 +71,15 @@ def _decode(run: LlmRun, arch: Arch) -> dict:
                 f"the {unit} unit ({busy:.0%} busy)" if busy >= BUSY_BOUND else
                 f"latency: no unit is busy {BUSY_BOUND:.0%} of the time (the busiest, {unit}, {busy:.0%}): DRAM round "
                 f"trips and dependencies between small steps")
-    return {"steps": len(steps), "cycles": round(cycles), "seconds": cycles / (arch.clock.ghz * 1e9),
+    return {"steps": steps, "cycles": round(cycles), "seconds": cycles / (arch.clock.ghz * 1e9),
             "dram_bytes": round(dram), "energy_pj": energy, "cycles_per_token": per_step,
-            "dram_bytes_per_token": by_kind, "energy_per_token_pj": energy / len(steps) / w.batch,
+            "dram_bytes_per_token": by_kind, "energy_per_token_pj": energy / steps / w.batch,
             "dram_bound_cycles_per_token": bound, "bound_ratio": per_step / bound if bound else None,
             "bound_by": bound_by,
-            "bandwidth_utilization": dram / len(steps) / (per_step * float(arch.dram_timing.bytes_per_cycle)),
+            "bandwidth_utilization": dram / steps / (per_step * float(arch.dram_timing.bytes_per_cycle)),
             "memory_roof": layer["memory_roof"],
             "simulated_contexts": sorted(p + 1 for p in run.varying),
-            "interpolated": len(run.varying) < len(steps), **_totals(_decode_pieces(run))}
+            "interpolated": len(run.varying) < steps, **_totals(pieces)}
 
 
 def _largest(step: dict):

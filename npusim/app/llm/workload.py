@@ -148,27 +148,24 @@ def simulate_pieces(w: LlmWorkload, run: Runner) -> LlmRun:
     return LlmRun(w, prefill, fixed, varying)
 
 
-def step_cost(step: Step) -> StepCost:
-    """A step's cost: each piece times its count."""
-    return sum((StepCost.of(r).times(k) for r, k in step.values()), StepCost(0, 0, 0))
+Counted = list[tuple[PieceRun, float]]
+"""Simulated pieces, each with how many times it counts."""
 
 
-def varying_at(run: LlmRun, past: int) -> StepCost:
-    """The context-dependent pieces of a decode step over ``past`` cached tokens: simulated, or interpolated
-    linearly between the nearest sampled contexts."""
-    if past in run.varying:
-        return step_cost(run.varying[past])
-    xs = sorted(run.varying)
-    hi = next(x for x in xs if x > past)
-    lo = xs[xs.index(hi) - 1]
-    t = (past - lo) / (hi - lo)
-    return step_cost(run.varying[lo]).times(1 - t) + step_cost(run.varying[hi]).times(t)
+def cost_of(pieces: Counted) -> StepCost:
+    """The cost of ``pieces``: each piece's cost times its count."""
+    return sum((StepCost.of(r).times(k) for r, k in pieces), StepCost(0, 0, 0))
 
 
-def decode_steps(run: LlmRun) -> list[StepCost]:
-    """Every decode step's cost, in order."""
-    fixed = step_cost(run.fixed)
-    return [fixed + varying_at(run, past) for past in run.workload.decode_pasts]
+def decode_pieces(run: LlmRun) -> Counted:
+    """Every simulated piece of the decode steps with how many times the steps count it: the fixed pieces once a
+    step (times their count), each sampled context's pieces their count times their weight in the linear
+    interpolation, in the context length, of the steps between the sampled contexts (all their weight 1 when every
+    step is simulated)."""
+    xs, pasts = sorted(run.varying), run.workload.decode_pasts
+    weight = {x: float(np.interp(pasts, xs, [float(x == y) for y in xs]).sum()) for x in xs}
+    fixed = [(r, k * len(pasts)) for r, k in run.fixed.values()]
+    return fixed + [(r, k * weight[x]) for x in xs for r, k in run.varying[x].values()]
 
 
 def first_decode(run: LlmRun) -> Step:
